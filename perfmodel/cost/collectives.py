@@ -1,0 +1,76 @@
+"""Alpha-beta cost of ring collectives (SPEC section 3; seed 000, sections 3.1 and 4.5).
+
+One message of n bytes over a link: T = alpha + n / BW. On a ring of N ranks
+with a message of S bytes:
+
+    all-reduce                  2(N-1) alpha + 2(N-1)/N * S / BW
+    all-gather, reduce-scatter   (N-1) alpha +  (N-1)/N * S / BW
+    all-to-all                   (N-1) alpha +  (N-1)/N * S / BW
+    p2p send/recv                      alpha +            S / BW
+
+Units: bytes, seconds, bytes/s. Every function works on floats and numpy
+arrays alike; a group of one rank costs nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "p2p")
+
+
+def ring_steps(kind: str, n):
+    """Number of latency (alpha) terms of a ring collective on n ranks."""
+    n = np.asarray(n, dtype=float)
+    if kind == "all-reduce":
+        return 2.0 * (n - 1)
+    if kind in ("all-gather", "reduce-scatter", "all-to-all"):
+        return n - 1
+    if kind == "p2p":
+        return np.where(n > 1, 1.0, 0.0)
+    raise ValueError(f"unknown collective {kind!r}; use one of {COLLECTIVES}")
+
+
+def wire_fraction(kind: str, n):
+    """Bytes each rank sends, as a multiple of the message size S."""
+    n = np.asarray(n, dtype=float)
+    if kind == "all-reduce":
+        return 2.0 * (n - 1) / n
+    if kind in ("all-gather", "reduce-scatter", "all-to-all"):
+        return (n - 1) / n
+    if kind == "p2p":
+        return np.where(n > 1, 1.0, 0.0)
+    raise ValueError(f"unknown collective {kind!r}; use one of {COLLECTIVES}")
+
+
+def bytes_per_rank(kind: str, size_bytes, n):
+    """Bytes on the wire per rank for a message of size_bytes (SPEC 3)."""
+    return wire_fraction(kind, n) * np.asarray(size_bytes, dtype=float)
+
+
+def collective_time(kind: str, size_bytes, n, bandwidth_bytes_per_s, latency_s):
+    """(latency term, bandwidth term) in seconds of one ring collective (SPEC 3)."""
+    lat = ring_steps(kind, n) * np.asarray(latency_s, dtype=float)
+    bw = bytes_per_rank(kind, size_bytes, n) / np.asarray(bandwidth_bytes_per_s, dtype=float)
+    return lat, bw
+
+
+def group_spans_nodes(group_size, stride, gpus_per_node):
+    """True where a group of group_size ranks, stride apart, leaves one node.
+
+    Ranks are placed TP innermost (stride 1), then DP (stride tp), then PP
+    (SPEC 1), so a group spans nodes when stride * group_size > gpus_per_node.
+    """
+    return np.asarray(group_size) * np.asarray(stride) > gpus_per_node
+
+
+def group_link(group_size, stride, gpus_per_node, intra, inter, efficiency: bool = True):
+    """(bandwidth, latency) of a group: the inter-node link as soon as it spans nodes (SPEC 3).
+
+    ``intra`` and ``inter`` are Link specs; with ``efficiency`` the bandwidth is
+    scaled by each link's achievable fraction (issue 4's efficiency model).
+    """
+    spans = group_spans_nodes(group_size, stride, gpus_per_node)
+    bw_in = intra.bandwidth_bytes_per_s * (intra.efficiency if efficiency else 1.0)
+    bw_out = inter.bandwidth_bytes_per_s * (inter.efficiency if efficiency else 1.0)
+    return np.where(spans, bw_out, bw_in), np.where(spans, inter.latency_s, intra.latency_s)

@@ -1,0 +1,193 @@
+"""Every operation of one transformer layer on one GPU, forward and backward (SPEC 4-5).
+
+Megatron tensor parallelism (Shoeybi et al. 2019; seed 000, 2.3): QKV and
+MLP-up are column-parallel (N split t ways), the output projection and
+MLP-down row-parallel (K split t ways); forward one all-reduce of b s h
+elements after attention and one after the MLP, backward two more at the
+column-parallel inputs. With SP (Korthikanti 2022; seed 002) each all-reduce
+becomes a reduce-scatter plus an all-gather and the token-wise regions
+(norms, dropout, residual) work on s/t tokens.
+
+Times come from the roofline with the GPU's achievable efficiencies
+(roofline.kernel_time, roofline.gemm_efficiency). Backward of a GEMM is two
+GEMMs (input gradient and weight gradient) of the same FLOPs. Megatron
+overlaps the backward collective at a column-parallel input with that
+layer's weight-gradient GEMM (Korthikanti 2022, Sec. 6.2: the reason full
+recompute costs 39%, not 33%), so only the excess is exposed.
+
+Every quantity is a numpy array broadcast over configurations: micro-batch
+b, TP degree t, SP flag, and the TP link's bandwidth and latency.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import collectives as coll
+from .roofline import gemm_bytes, gemm_efficiency, gemm_flops, kernel_time
+
+DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+@dataclass
+class Op:
+    """One operation: forward FLOPs and HBM bytes (wire bytes per rank for comm), times in seconds."""
+
+    name: str
+    kind: str            # gemm | attention | elementwise | comm
+    flops: np.ndarray
+    bytes: np.ndarray
+    fwd_s: np.ndarray
+    bwd_s: np.ndarray    # backward time on the critical path (exposed part for comm)
+    attention_core: bool = False  # recomputed by selective recompute
+    compute_bound: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The numbers of a GPU and the TP link that the layer model needs (SI units)."""
+
+    peak: float              # FLOP/s for the compute dtype
+    hbm_bw: float            # bytes/s
+    num_sms: int
+    gemm_eff: float
+    k_overhead: float
+    hbm_eff: float
+    attn_eff: float
+    overhead_s: float
+
+    @classmethod
+    def from_gpu(cls, gpu, dtype: str) -> "Hardware":
+        return cls(gpu.peak(dtype), gpu.hbm_bandwidth_bytes_per_s, gpu.num_sms, gpu.gemm_efficiency,
+                   gpu.gemm_k_overhead, gpu.hbm_efficiency, gpu.attention_efficiency, gpu.kernel_overhead_s)
+
+
+def _gemm_time(hw: Hardware, M, K, N, dt, batch=1):
+    eff = gemm_efficiency(M, N, K, hw.num_sms, hw.gemm_eff, hw.k_overhead, batch)
+    return kernel_time(gemm_flops(M, K, N, batch), gemm_bytes(M, K, N, dt, batch), hw.peak, hw.hbm_bw,
+                       eff, hw.hbm_eff, hw.overhead_s)
+
+
+def gemm_op(hw: Hardware, name: str, M, K, N, dt, batch=1, attention_core=False):
+    """A GEMM and its backward (input gradient M x N x K, weight gradient K x M x N). Returns (op, wgrad_s)."""
+    flops = gemm_flops(M, K, N, batch)
+    nbytes = gemm_bytes(M, K, N, dt, batch)
+    fwd = _gemm_time(hw, M, K, N, dt, batch)
+    dgrad = _gemm_time(hw, M, N, K, dt, batch)
+    wgrad = _gemm_time(hw, K, M, N, dt, batch)
+    bound = flops / (hw.peak * hw.gemm_eff) >= nbytes / (hw.hbm_bw * hw.hbm_eff)
+    return Op(name, "gemm", flops, nbytes, fwd, dgrad + wgrad, attention_core, bound), dgrad, wgrad
+
+
+def elementwise_op(hw: Hardware, name: str, elements, fwd_bytes_per_el, bwd_bytes_per_el,
+                   flops_per_el=1.0, attention_core=False):
+    """A memory-bound elementwise kernel: time = bytes / (HBM BW x efficiency) + overhead."""
+    el = np.asarray(elements, dtype=float)
+    fwd = kernel_time(el * flops_per_el, el * fwd_bytes_per_el, hw.peak, hw.hbm_bw, 1.0, hw.hbm_eff, hw.overhead_s)
+    bwd = kernel_time(el * flops_per_el, el * bwd_bytes_per_el, hw.peak, hw.hbm_bw, 1.0, hw.hbm_eff, hw.overhead_s)
+    return Op(name, "elementwise", el * flops_per_el, el * fwd_bytes_per_el, fwd, bwd, attention_core,
+              np.zeros(el.shape, dtype=bool))
+
+
+def comm_op(name: str, kind: str, size_bytes, t, bw, alpha, bwd_exposed):
+    lat, band = coll.collective_time(kind, size_bytes, t, bw, alpha)
+    wire = coll.bytes_per_rank(kind, size_bytes, t)
+    return Op(name, "comm", np.zeros(np.shape(wire)), wire, lat + band, bwd_exposed)
+
+
+def layer_ops(hw: Hardware, *, b, s: int, h: int, a: int, g: int, f: int, swiglu: bool, dtype: str,
+              t, sp, flash: bool, tp_bw, tp_alpha) -> list[Op]:
+    """The operations of one layer on one GPU for a micro-batch of b sequences (SPEC 5)."""
+    dt = DTYPE_BYTES[dtype]
+    act = max(dt, 2)  # activations are at least 16-bit
+    b = np.asarray(b, dtype=float)
+    t = np.asarray(t, dtype=float)
+    sp = np.asarray(sp, dtype=bool)
+    d = h // a
+    M = b * s
+    tok_shard = np.where(sp, t, 1.0)           # token-wise regions work on s/t tokens under SP
+    heads = a / t                               # heads per GPU
+    mlp_n = (2 if swiglu else 1) * f / t        # swiglu: gate and up projections fused
+
+    ops: list[Op] = []
+    ops.append(elementwise_op(hw, "layernorm 1", M * h / tok_shard, 2 * act, 3 * act, 8))
+    qkv, qkv_dgrad, qkv_wgrad = gemm_op(hw, "QKV projection", M, h, (h + 2 * g * d) / t, dt)
+    ops.append(qkv)
+    if flash:
+        flops = 4.0 * b * s * s * h / t
+        io = act * b * s * (2 * h + 2 * g * d) / t
+        fwd = kernel_time(flops, io, hw.peak, hw.hbm_bw, hw.attn_eff, hw.hbm_eff, hw.overhead_s)
+        bwd = kernel_time(2.5 * flops, 2 * io, hw.peak, hw.hbm_bw, hw.attn_eff, hw.hbm_eff, hw.overhead_s)
+        ops.append(Op("attention core (flash)", "attention", flops, io, fwd, bwd, True,
+                      flops / (hw.peak * hw.attn_eff) >= io / (hw.hbm_bw * hw.hbm_eff)))
+    else:
+        nb = b * heads  # independent (s x d)(d x s) products
+        ops.append(gemm_op(hw, "attention scores QK^T", s, d, s, dt, nb, True)[0])
+        # fused scale-mask-softmax: read and write s^2 per head; backward reads y, dy, writes dx
+        ops.append(elementwise_op(hw, "softmax", nb * s * s, 2 * act, 3 * act, 5, True))
+        # dropout on probabilities: 1-byte mask
+        ops.append(elementwise_op(hw, "attention dropout", nb * s * s, 2 * act + 1, 2 * act + 1, 1, True))
+        ops.append(gemm_op(hw, "attention x V", s, s, d, dt, nb, True)[0])
+    proj, _, _ = gemm_op(hw, "output projection", M, h / t, h, dt)
+    ops.append(proj)
+
+    message = M * h * act
+    zero = np.zeros(np.broadcast(t, b).shape)
+    # forward g (all-reduce, or reduce-scatter under SP) after each row-parallel GEMM;
+    # backward f at each column-parallel input, overlapped with that GEMM's weight gradient.
+    def tp_comm(label: str, col_wgrad, col_dgrad):
+        ar_l, ar_b = coll.collective_time("all-reduce", message, t, tp_bw, tp_alpha)
+        hf_l, hf_b = coll.collective_time("reduce-scatter", message, t, tp_bw, tp_alpha)
+        ar, half = ar_l + ar_b, hf_l + hf_b
+        no_sp_bwd = np.maximum(0.0, ar - col_wgrad)
+        # SP backward: all-gather of the gradient (exposed), re-gather of the input
+        # under dgrad, reduce-scatter under wgrad (Megatron's SP backward)
+        sp_bwd = half + np.maximum(0.0, half - col_dgrad) + np.maximum(0.0, half - col_wgrad)
+        fwd_kind = np.where(sp, 2 * half, ar)  # SP forward: reduce-scatter here + all-gather before next GEMM
+        wire = np.where(sp, 2 * coll.bytes_per_rank("reduce-scatter", message, t),
+                        coll.bytes_per_rank("all-reduce", message, t))
+        bwd = np.where(t > 1, np.where(sp, sp_bwd, no_sp_bwd), 0.0)
+        return Op(label, "comm", zero, wire + zero, np.where(t > 1, fwd_kind, 0.0) + zero, bwd + zero)
+
+    ops.append(tp_comm("TP comm after attention", qkv_wgrad, qkv_dgrad))
+    ops.append(elementwise_op(hw, "bias-dropout-add 1", M * h / tok_shard, 3 * act + 1, 2 * act + 1, 3))
+    ops.append(elementwise_op(hw, "layernorm 2", M * h / tok_shard, 2 * act, 3 * act, 8))
+    up, up_dgrad, up_wgrad = gemm_op(hw, "MLP up" + (" (gate+up)" if swiglu else ""), M, h, mlp_n, dt)
+    ops.append(up)
+    if swiglu:
+        ops.append(elementwise_op(hw, "swiglu", M * f / t, 3 * act, 5 * act, 4))
+    else:
+        ops.append(elementwise_op(hw, "bias-gelu", M * f / t, 2 * act, 3 * act, 8))
+    ops.append(gemm_op(hw, "MLP down", M, f / t, h, dt)[0])
+    ops.append(tp_comm("TP comm after MLP", up_wgrad, up_dgrad))
+    ops.append(elementwise_op(hw, "bias-dropout-add 2", M * h / tok_shard, 3 * act + 1, 2 * act + 1, 3))
+    return ops
+
+
+def output_layer_ops(hw: Hardware, *, b, s: int, h: int, V: int, dtype: str, t, sp, tp_bw, tp_alpha) -> list[Op]:
+    """Last stage: final norm, (SP all-gather), logits GEMM 2bshV/t and the fp32 vocab-parallel loss."""
+    dt = DTYPE_BYTES[dtype]
+    act = max(dt, 2)
+    b = np.asarray(b, dtype=float)
+    t = np.asarray(t, dtype=float)
+    sp = np.asarray(sp, dtype=bool)
+    M = b * s
+    ops = [elementwise_op(hw, "final layernorm", M * h / np.where(sp, t, 1.0), 2 * act, 3 * act, 8)]
+    lat, band = coll.collective_time("all-gather", M * h * act, t, tp_bw, tp_alpha)
+    gather = np.where(sp, lat + band, 0.0)
+    ops.append(Op("SP all-gather before logits", "comm", np.zeros(np.shape(gather)),
+                  np.where(sp, coll.bytes_per_rank("all-gather", M * h * act, t), 0.0), gather, gather))
+    ops.append(gemm_op(hw, "logits", M, h, V / t, dt)[0])
+    # cross-entropy on fp32 logits: read, exp, write; backward read and write
+    ops.append(elementwise_op(hw, "cross-entropy (fp32)", M * V / t, 12.0, 8.0, 6))
+    return ops
+
+
+def embedding_ops(hw: Hardware, *, b, s: int, h: int, dtype: str, t, sp) -> list[Op]:
+    """First stage: embedding lookup and dropout (memory-bound), backward scatter-add."""
+    act = max(DTYPE_BYTES[dtype], 2)
+    M = np.asarray(b, dtype=float) * s
+    shard = np.where(np.asarray(sp, dtype=bool), np.asarray(t, dtype=float), 1.0)
+    return [elementwise_op(hw, "embedding + dropout", M * h / shard, 3 * act + 1, 3 * act + 1, 1)]

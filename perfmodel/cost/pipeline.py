@@ -1,0 +1,67 @@
+"""Pipeline bubble (SPEC section 7; seed 000, sections 2.4 and 4.3).
+
+With m micro-batches, p stages of equal t_f, t_b and v virtual stages per GPU:
+    bubble / ideal compute   (p-1) / (m v)          the lecture's denominator
+    bubble / step time       x / (1 + x), x = (p-1)/(m v)   ((p-1)/(m+p-1) for v = 1)
+    utilization              1 - bubble / step
+    step time                (m + (p-1)/v) (t_f + t_b)
+Dimensionless; works on floats and numpy arrays.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def bubble_over_ideal(p, m, v=1):
+    """(p-1)/(m v): bubble relative to the ideal compute time (Narayanan 2021, Sec. 2.2)."""
+    return (np.asarray(p, dtype=float) - 1) / (np.asarray(m, dtype=float) * v)
+
+
+def bubble_over_step(p, m, v=1):
+    """Fraction of the wall-clock step the stage idles: (p-1)/(m+p-1) for v = 1."""
+    x = bubble_over_ideal(p, m, v)
+    return x / (1 + x)
+
+
+def utilization(p, m, v=1):
+    """m / (m + (p-1)/v): fraction of the step a stage computes."""
+    return 1 - bubble_over_step(p, m, v)
+
+
+def step_time_units(p, m, v=1):
+    """Step time in units of (t_f + t_b) of one stage: m + (p-1)/v."""
+    return np.asarray(m, dtype=float) + (np.asarray(p, dtype=float) - 1) / v
+
+
+def min_microbatches_for_target(p: int, target: float, v: int = 1) -> int:
+    """Smallest integer m whose wall-clock bubble is strictly below target.
+
+    (p-1)/(m v + p - 1) < x  <=>  m > (p-1)(1-x)/(x v)   (SPEC 7: p=4, 10% -> 28).
+    """
+    if not 0 < target < 1:
+        raise ValueError("target must lie strictly between 0 and 1")
+    if p <= 1:
+        return 1
+    bound = round((p - 1) * (1 - target) / (target * v), 9)
+    return max(1, math.floor(bound) + 1)
+
+
+SCHEDULE_CODES = {"gpipe": 0, "1f1b": 1, "interleaved": 2}
+
+
+def in_flight_microbatches(p, m, v, schedule):
+    """Micro-batches whose activations the first stage holds at its peak (SPEC 5).
+
+    GPipe keeps all m; 1F1B keeps min(p, m); interleaving multiplies the 1F1B
+    figure by 1 + (p-1)/(p v) (Korthikanti 2022, Sec. 4.2.3). ``schedule`` is
+    a name or an array of SCHEDULE_CODES.
+    """
+    code = SCHEDULE_CODES[schedule] if isinstance(schedule, str) else np.asarray(schedule)
+    p = np.asarray(p, dtype=float)
+    m = np.asarray(m, dtype=float)
+    one_f_one_b = np.minimum(p, m)
+    interleaved = one_f_one_b * (1 + (p - 1) / (p * np.asarray(v, dtype=float)))
+    return np.where(code == 0, m, np.where(code == 2, interleaved, one_f_one_b))

@@ -1,0 +1,109 @@
+"""Roofline, GEMM cost and the GEMM efficiency model (SPEC section 4; seed 000, 2.6, 3.2, 4.4).
+
+    AI = FLOPs / bytes moved from HBM            (FLOP/byte)
+    ridge point = peak / bandwidth               (FLOP/byte)
+    attainable  = min(peak, AI * bandwidth)      (FLOP/s)
+    time        = max(FLOPs / peak, bytes / bandwidth)   (s)
+
+GEMM (M x K) * (K x N): FLOPs = 2 M K N; minimum bytes = dtype (MK + KN + MN).
+Tiling: a T x T block loads 2 T K elements and does 2 T^2 K FLOPs, so its AI is
+T / dtype_bytes (fp32: T/4). Wave quantization: tiles = ceil(M/T) ceil(N/T)
+run on SMs * resident blocks per SM slots; utilization = tiles / (waves * slots).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def gemm_flops(M, K, N, batch=1):
+    """2 M K N FLOPs per GEMM, times a batch of independent GEMMs."""
+    return 2.0 * np.asarray(M, dtype=float) * K * N * batch
+
+
+def gemm_bytes(M, K, N, dtype_bytes, batch=1):
+    """Minimum HBM traffic: read A (MK) and B (KN), write C (MN), bytes."""
+    M = np.asarray(M, dtype=float)
+    return dtype_bytes * (M * K + K * N + M * N) * batch
+
+
+def arithmetic_intensity(flops, nbytes):
+    """FLOP per byte."""
+    return np.asarray(flops, dtype=float) / nbytes
+
+
+def ridge_point(peak_flops_per_s, bandwidth_bytes_per_s):
+    """AI (FLOP/byte) above which a kernel is compute-bound."""
+    return peak_flops_per_s / bandwidth_bytes_per_s
+
+
+def attainable_flops(ai, peak_flops_per_s, bandwidth_bytes_per_s):
+    """min(peak, AI * BW), FLOP/s."""
+    return np.minimum(peak_flops_per_s, np.asarray(ai, dtype=float) * bandwidth_bytes_per_s)
+
+
+def roofline_time(flops, nbytes, peak_flops_per_s, bandwidth_bytes_per_s):
+    """max(FLOPs / peak, bytes / BW), seconds."""
+    return np.maximum(np.asarray(flops, dtype=float) / peak_flops_per_s,
+                      np.asarray(nbytes, dtype=float) / bandwidth_bytes_per_s)
+
+
+def is_memory_bound(flops, nbytes, peak_flops_per_s, bandwidth_bytes_per_s):
+    """True where AI is below the ridge point."""
+    return arithmetic_intensity(flops, nbytes) < ridge_point(peak_flops_per_s, bandwidth_bytes_per_s)
+
+
+def tile_arithmetic_intensity(tile, dtype_bytes):
+    """AI of a TILE x TILE block: 2 T^2 K FLOPs over 2 T K dtype bytes = T / dtype (seed 000, 3.2)."""
+    return np.asarray(tile, dtype=float) / dtype_bytes
+
+
+def tiled_gemm_bytes(M, N, K, tile, dtype_bytes):
+    """HBM traffic when every T x T output block re-reads its A and B panels (seed 000, 3.2)."""
+    tiles = np.ceil(np.asarray(M) / tile) * np.ceil(np.asarray(N) / tile)
+    return tiles * 2.0 * tile * K * dtype_bytes
+
+
+def wave_quantization(M, N, tile_m, tile_n, num_sms, blocks_per_sm=1, batch=1):
+    """(tiles, slots, waves (fractional), utilization) of a tiled GEMM (SPEC 4).
+
+    utilization = tiles / (ceil(waves) * slots): the last, partial wave idles SMs.
+    """
+    tiles = np.ceil(np.asarray(M, dtype=float) / tile_m) * np.ceil(np.asarray(N, dtype=float) / tile_n) * batch
+    slots = float(num_sms * blocks_per_sm)
+    waves = tiles / slots
+    utilization = tiles / (np.ceil(waves) * slots)
+    return tiles, slots, waves, utilization
+
+
+# Tile shapes a GEMM library chooses among, with the relative throughput of
+# each shape on a full wave (bigger tiles reuse more data per load: AI = mn/(m+n)).
+# The library picks the shape that finishes first; so do we. Seed 000, 2.6 and 5.
+GEMM_TILES = ((256, 128, 1.00), (128, 256, 1.00), (128, 128, 0.92), (128, 64, 0.80), (64, 64, 0.62))
+
+
+def gemm_efficiency(M, N, K, num_sms, base_efficiency, k_overhead, batch=1):
+    """Fraction of peak a GEMM reaches: base x best tile (wave quantization, edge padding) x K/(K+k0).
+
+    - wave quantization and partial tiles: a small M (tiny micro-batch) or a
+      thin TP shard leaves SMs idle (seed 000, 3.2: 32 blocks on 108 SMs);
+    - K / (K + k0): each tile pays a fixed prologue/epilogue, which thin
+      reductions (attention's K = head dim) cannot amortize.
+    """
+    M = np.asarray(M, dtype=float)
+    N = np.asarray(N, dtype=float)
+    best = np.zeros(np.broadcast(M, N).shape)
+    for tm, tn, quality in GEMM_TILES:
+        ntm, ntn = np.ceil(M / tm), np.ceil(N / tn)
+        tiles = ntm * ntn * batch
+        util = tiles / (np.ceil(tiles / num_sms) * num_sms)
+        padding = (M / (ntm * tm)) * (N / (ntn * tn))
+        best = np.maximum(best, quality * util * padding)
+    return base_efficiency * best * (np.asarray(K, dtype=float) / (np.asarray(K, dtype=float) + k_overhead))
+
+
+def kernel_time(flops, nbytes, peak_flops_per_s, bandwidth_bytes_per_s, compute_efficiency,
+                memory_efficiency, overhead_s):
+    """Roofline time with achievable efficiencies, plus a fixed per-kernel overhead, seconds."""
+    return roofline_time(flops, nbytes, peak_flops_per_s * np.asarray(compute_efficiency),
+                         bandwidth_bytes_per_s * memory_efficiency) + overhead_s

@@ -1,0 +1,324 @@
+"""Compose cost/* into the time and memory of one training step (SPEC sections 5-8).
+
+``evaluate`` works on numpy arrays of configurations (one entry per
+configuration); ``estimate`` is the same function on a one-entry array, so
+the single-configuration report and the vectorized search share every
+formula (STYLE.md "One formula, one place").
+
+Step time of one pipeline (SPEC 8; Narayanan 2021, Sec. 2.2):
+    m * T_slowest + (p-1)/v * T_mean        (compute, TP comm and recompute per stage)
+  + PP point-to-point, + DP gradient reduction not hidden behind the last
+    micro-batch's backward, + ZeRO-3 gathers, + the optimizer step (HBM-bound).
+T of a stage is the forward and backward of one micro-batch through its L/p
+layers, plus the embedding on the first stage and the output layer and loss
+on the last: stages are not equal, and the slowest sets the pace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .cost import collectives as coll
+from .cost import flops as fl
+from .cost import memory as mem
+from .cost import pipeline as pipe
+from .cost.layer import DTYPE_BYTES, Hardware, Op, embedding_ops, layer_ops, output_layer_ops
+from .errors import PerfModelError
+from .specs import Config, Plan, config_problems
+from .specs.parallel import Parallel
+
+RECOMPUTE_CODES = mem.RECOMPUTE_CODES
+SCHEDULE_CODES = pipe.SCHEDULE_CODES
+RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
+SCHEDULE_NAMES = {v: k for k, v in SCHEDULE_CODES.items()}
+# Adam step traffic per parameter: read fp32 master, m, v and the gradient,
+# write master, m, v and the 16-bit weights (12 + g + 12 + 2 bytes).
+OPTIMIZER_STEP_BYTES = {"adam": 26.0, "sgd": 18.0}
+
+BREAKDOWN_KEYS = ("forward", "backward", "recompute", "bubble", "tp_comm", "pp_comm", "dp_comm",
+                  "zero_comm", "optimizer")
+MEMORY_KEYS = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "other_bytes",
+               "total_bytes", "capacity_bytes", "fits", "params_per_gpu")
+
+
+@dataclass
+class Knobs:
+    """Arrays of configurations: one entry per configuration, codes for the categorical knobs."""
+
+    tp: np.ndarray
+    pp: np.ndarray
+    dp: np.ndarray
+    vp: np.ndarray
+    mbs: np.ndarray
+    sp: np.ndarray
+    recompute: np.ndarray
+    zero: np.ndarray
+    schedule: np.ndarray
+
+    @classmethod
+    def from_configs(cls, cfgs: list[Config]) -> "Knobs":
+        return cls(
+            np.array([c.tp for c in cfgs]), np.array([c.pp for c in cfgs]), np.array([c.dp for c in cfgs]),
+            np.array([c.vp for c in cfgs]), np.array([c.micro_batch_size for c in cfgs]),
+            np.array([c.sequence_parallel for c in cfgs], dtype=bool),
+            np.array([RECOMPUTE_CODES[c.recompute] for c in cfgs]), np.array([c.zero_stage for c in cfgs]),
+            np.array([SCHEDULE_CODES[c.schedule] for c in cfgs]))
+
+    def take(self, idx) -> "Knobs":
+        return Knobs(*(getattr(self, n)[idx] for n in self.__dataclass_fields__))
+
+    def __len__(self) -> int:
+        return len(self.tp)
+
+    def config(self, i: int, global_batch_size: int) -> Config:
+        return Config(int(self.tp[i]), int(self.pp[i]), int(self.dp[i]), int(self.vp[i]), int(self.mbs[i]),
+                      global_batch_size, bool(self.sp[i]), RECOMPUTE_NAMES[int(self.recompute[i])],
+                      int(self.zero[i]), SCHEDULE_NAMES[int(self.schedule[i])])
+
+
+def _sum(ops: list[Op], attr: str, kinds: tuple[str, ...], core_only: bool = False):
+    return sum(getattr(o, attr) for o in ops if o.kind in kinds and (o.attention_core or not core_only))
+
+
+def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
+    """Step time, breakdown and memory of every configuration in ``k`` (arrays in, arrays out)."""
+    model, system, tr = plan.model, plan.system, plan.training
+    gpu = system.gpu
+    s, h, a, g, f, V, L = (plan.seq_length, model.hidden_size, model.num_attention_heads, model.groups,
+                           model.ffn, model.vocab_size, model.num_layers)
+    swiglu = model.mlp == "swiglu"
+    hw = Hardware.from_gpu(gpu, tr.dtype)
+    gpn, intra, inter = system.gpus_per_node, system.intra_node_link, system.inter_node_link
+    tp, pp, dp, vp, b = (k.tp.astype(float), k.pp.astype(float), k.dp.astype(float), k.vp.astype(float),
+                         k.mbs.astype(float))
+    rc, sp = k.recompute, k.sp
+    act = max(DTYPE_BYTES[tr.dtype], 2)
+
+    # --- one layer, one micro-batch (cost/layer.py) ---
+    tp_bw, tp_alpha = coll.group_link(tp, 1, gpn, intra, inter)
+    common = dict(b=b, s=s, h=h, dtype=tr.dtype, t=tp, sp=sp)
+    lops = layer_ops(hw, a=a, g=g, f=f, swiglu=swiglu, flash=tr.flash_attention, tp_bw=tp_bw,
+                     tp_alpha=tp_alpha, **common)
+    compute = ("gemm", "attention", "elementwise")
+    l_fwd, l_bwd = _sum(lops, "fwd_s", compute), _sum(lops, "bwd_s", compute)
+    l_cfwd, l_cbwd = _sum(lops, "fwd_s", ("comm",)), _sum(lops, "bwd_s", ("comm",))
+    l_core = _sum(lops, "fwd_s", compute, core_only=True)
+    l_rec = np.where(rc == 2, l_fwd, np.where(rc == 1, l_core, 0.0))
+    l_comm = l_cfwd + l_cbwd + np.where(rc == 2, l_cfwd, 0.0)  # full recompute repeats the forward comm
+
+    oops = output_layer_ops(hw, V=V, tp_bw=tp_bw, tp_alpha=tp_alpha, **common)
+    eops = embedding_ops(hw, **common)
+    o_fwd, o_bwd = _sum(oops, "fwd_s", compute), _sum(oops, "bwd_s", compute)
+    o_comm = _sum(oops, "fwd_s", ("comm",)) + _sum(oops, "bwd_s", ("comm",))
+    e_fwd, e_bwd = _sum(eops, "fwd_s", compute), _sum(eops, "bwd_s", compute)
+
+    # --- stages: per micro-batch components (fwd, bwd, recompute, tp comm) ---
+    n_l = L / pp
+    single = pp == 1
+    base = (n_l * l_fwd, n_l * l_bwd, n_l * l_rec, n_l * l_comm)
+    first = (base[0] + e_fwd + np.where(single, o_fwd, 0), base[1] + e_bwd + np.where(single, o_bwd, 0),
+             base[2], base[3] + np.where(single, o_comm, 0))
+    last = (base[0] + o_fwd, base[1] + o_bwd, base[2], base[3] + o_comm)
+    t_first, t_last, t_mid = sum(first), sum(last), sum(base)
+    first_slowest = t_first >= t_last
+    slow = tuple(np.where(first_slowest, x, y) for x, y in zip(first, last))
+    t_slow = np.maximum(t_first, t_last)
+    t_mean = np.where(single, t_first, (t_first + t_last + (pp - 2) * t_mid) / pp)
+
+    m = tr.global_batch_size / (dp * b)
+    bubble = (pp - 1) / vp * t_mean
+
+    # --- pipeline point-to-point: b s h activations, / t with the scatter/gather
+    # optimization (Narayanan 2021, Sec. 4.1); forward and backward, v per micro-batch ---
+    pp_stride = tp * dp if system.placement == "tp-dp-pp" else tp
+    pp_bw, pp_alpha = coll.group_link(2, pp_stride, gpn, intra, inter)
+    p2p = sum(coll.collective_time("p2p", b * s * h * act / tp, 2, pp_bw, pp_alpha))
+    pp_comm = np.where(pp > 1, 2.0 * m * vp * p2p, 0.0)
+
+    # --- parameters and model states on the most loaded GPU ---
+    shape = (L, h, f, g, h // a, V, s, swiglu, model.position_embedding == "learned", model.tied_embeddings)
+    p_first, p_last = mem.stage_params(*shape, tp, pp)
+    params = np.maximum(p_first, p_last)
+    z = k.zero
+
+    # --- DP gradient reduction (ring, SPEC 3); ZeRO >= 1: reduce-scatter + all-gather ---
+    dp_stride = tp if system.placement == "tp-dp-pp" else tp * pp
+    dp_bw, dp_alpha = coll.group_link(dp, dp_stride, gpn, intra, inter)
+    grad_bytes = params * (4.0 if tr.grad_accum_fp32 else 2.0)
+    t_ar = sum(coll.collective_time("all-reduce", grad_bytes, dp, dp_bw, dp_alpha))
+    t_rs = sum(coll.collective_time("reduce-scatter", grad_bytes, dp, dp_bw, dp_alpha))
+    t_ag = sum(coll.collective_time("all-gather", params * 2.0, dp, dp_bw, dp_alpha))
+    t_dp = np.where(dp > 1, np.where(z >= 1, t_rs + t_ag, t_ar), 0.0)
+    window = (slow[1] + slow[2]) if tr.overlap_grad_reduce else 0.0
+    dp_comm = np.maximum(0.0, t_dp - window)
+    zero_comm = np.where((z >= 3) & (dp > 1), 2.0 * m * t_ag, 0.0)  # weights gathered for fwd and bwd
+
+    # --- optimizer step: HBM-bound over the local shard ---
+    local = params / np.where(z >= 1, dp, 1.0)
+    optimizer = local * (OPTIMIZER_STEP_BYTES[tr.optimizer] + (2.0 if tr.grad_accum_fp32 else 0.0)) / (
+        gpu.hbm_bandwidth_bytes_per_s * gpu.hbm_efficiency)
+
+    out = {"forward": m * slow[0], "backward": m * slow[1], "recompute": m * slow[2], "tp_comm": m * slow[3],
+           "bubble": bubble, "pp_comm": pp_comm, "dp_comm": dp_comm, "zero_comm": zero_comm,
+           "optimizer": optimizer}
+    step = sum(out[key] for key in BREAKDOWN_KEYS)
+    out["step_time_s"] = step
+    out["num_micro_batches"] = m
+    out["slowest_stage_is_first"] = first_slowest
+    out["stage_time_first_s"], out["stage_time_last_s"], out["stage_time_middle_s"] = t_first, t_last, t_mid
+    # the schedule's closed-form bubble (equal stages, SPEC 7) and the bubble's share of this step
+    out["bubble_over_ideal"] = pipe.bubble_over_ideal(pp, m, vp)
+    out["bubble_over_step"] = pipe.bubble_over_step(pp, m, vp)
+    out["bubble_share_of_step"] = bubble / step
+
+    # --- memory on the most loaded GPU (SPEC 6) ---
+    in_flight = pipe.in_flight_microbatches(pp, m, vp, k.schedule)
+    a_eff = 0 if tr.flash_attention else a  # flash attention keeps no s x s tensor
+    act_first, act_last = mem.stage_activation_bytes(s, b, h, a_eff, V, tp, sp, rc, n_l, in_flight, pp)
+    states_first = mem.model_state_bytes(p_first, dp, z, tr.grad_accum_fp32, tr.optimizer)
+    states_last = mem.model_state_bytes(p_last, dp, z, tr.grad_accum_fp32, tr.optimizer)
+    other = gpu.reserved_bytes + 0 * tp
+    tot_first = sum(states_first) + act_first + other
+    tot_last = sum(states_last) + act_last + other
+    use_first = tot_first >= tot_last
+    pick = lambda x, y: np.where(use_first, x, y)  # noqa: E731
+    out["weights_bytes"] = pick(states_first[0], states_last[0])
+    out["gradients_bytes"] = pick(states_first[1], states_last[1])
+    out["optimizer_bytes"] = pick(states_first[2], states_last[2])
+    out["activations_bytes"] = pick(act_first, act_last)
+    out["other_bytes"] = other
+    out["total_bytes"] = np.maximum(tot_first, tot_last)
+    out["capacity_bytes"] = gpu.hbm_capacity_bytes + 0 * tp
+    out["fits"] = out["total_bytes"] <= gpu.hbm_capacity_bytes
+    out["params_per_gpu"] = pick(p_first, p_last)
+
+    # --- throughput and FLOP conventions (SPEC 5) ---
+    n = system.num_gpus
+    B = tr.global_batch_size
+    model_fl = fl.model_flops(B, s, L, h, g, h // a, f, V, swiglu)
+    hw_fl = np.where(rc == 2, fl.hardware_flops(B, s, L, h, g, h // a, f, V, swiglu, "full"),
+                     np.where(rc == 1, fl.hardware_flops(B, s, L, h, g, h // a, f, V, swiglu, "selective"),
+                              model_fl))
+    peak = gpu.peak(tr.dtype)
+    out["tokens_per_s"] = B * s / step
+    out["tokens_per_s_per_gpu"] = out["tokens_per_s"] / n
+    out["model_tflops_per_gpu"] = model_fl / step / n / 1e12
+    out["hardware_tflops_per_gpu"] = hw_fl / step / n / 1e12
+    out["mfu"] = out["model_tflops_per_gpu"] * 1e12 / peak
+    out["hfu"] = out["hardware_tflops_per_gpu"] * 1e12 / peak
+    return out
+
+
+# ---------------------------------------------------------------- single configuration
+
+def resolve_config(plan: Plan, **overrides) -> Config:
+    """Fill the knobs a plan leaves free with defaults for a single estimate.
+
+    Defaults: tp 1, pp 1, dp = num_gpus / (tp pp), vp 1, micro-batch 1, no SP,
+    no recompute, ZeRO 0, schedule 1f1b (interleaved when vp > 1).
+    """
+    fixed = plan.parallel.model_dump()
+    fixed.update({k: v for k, v in overrides.items() if v is not None})
+    par = Parallel(**fixed)
+    n = plan.system.num_gpus
+    tp, pp = par.tp or 1, par.pp or 1
+    if par.dp is not None:
+        dp = par.dp
+    elif n % (tp * pp):
+        raise PerfModelError(f"num_gpus({n}) is not divisible by tp({tp}) * pp({pp}) = {tp * pp}; "
+                             "pick tp and pp whose product divides the GPU count")
+    else:
+        dp = n // (tp * pp)
+    vp = par.vp or 1
+    schedule = par.schedule or ("interleaved" if vp > 1 else "1f1b")
+    return Config(tp, pp, dp, vp, par.micro_batch_size or 1, plan.training.global_batch_size,
+                  bool(par.sequence_parallel), par.recompute or "none", par.zero_stage or 0, schedule)
+
+
+def validate_config(plan: Plan, cfg: Config) -> None:
+    """Raise one PerfModelError listing every broken rule of ``cfg``."""
+    problems = config_problems(plan.model, plan.system, cfg)
+    if problems:
+        raise PerfModelError("; ".join(f"{fld}: {msg}" for fld, msg in problems))
+
+
+@dataclass
+class Estimate:
+    """One configuration's figures (floats), with the conventions and warnings to print."""
+
+    config: Config
+    values: dict[str, float]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        v = self.values
+        return {
+            "step_time_s": v["step_time_s"], "tokens_per_s": v["tokens_per_s"],
+            "tokens_per_s_per_gpu": v["tokens_per_s_per_gpu"],
+            "model_tflops_per_gpu": v["model_tflops_per_gpu"],
+            "hardware_tflops_per_gpu": v["hardware_tflops_per_gpu"], "mfu": v["mfu"], "hfu": v["hfu"],
+            "flop_convention": flop_convention(self.config.recompute),
+            "breakdown_s": {key: v[key] for key in BREAKDOWN_KEYS},
+            "bubble_over_step": v["bubble_over_step"], "bubble_over_ideal": v["bubble_over_ideal"],
+            "bubble_share_of_step": v["bubble_share_of_step"],
+            "slowest_stage": "first" if v["slowest_stage_is_first"] else "last",
+            "stage_time_s": {"first": v["stage_time_first_s"], "middle": v["stage_time_middle_s"],
+                             "last": v["stage_time_last_s"]},
+            "memory": {key: (bool(v[key]) if key == "fits" else v[key]) for key in MEMORY_KEYS},
+            "config": self.config.as_dict(),
+            "warnings": list(self.warnings),
+        }
+
+
+def flop_convention(recompute: str) -> str:
+    """How MFU and HFU count FLOPs (SPEC 5)."""
+    hw = {"full": "Narayanan 2021 eq. 3 (4x forward)", "selective": "Korthikanti 2022 eq. 8",
+          "none": "= model FLOPs"}[recompute]
+    return f"MFU: model FLOPs, Korthikanti 2022 eq. 7 (3x forward, no recompute); HFU: {hw}"
+
+
+def estimate(plan: Plan, cfg: Config) -> Estimate:
+    """Evaluate one configuration through the vectorized path."""
+    validate_config(plan, cfg)
+    raw = evaluate(plan, Knobs.from_configs([cfg]))
+    values = {key: (bool(val[0]) if val.dtype == bool else float(val[0])) for key, val in raw.items()}
+    return Estimate(cfg, values, _warnings(plan, cfg, values))
+
+
+def _warnings(plan: Plan, cfg: Config, v: dict) -> list[str]:
+    out = []
+    gpn = plan.system.gpus_per_node
+    if cfg.tp > gpn:
+        out.append(f"TP group of {cfg.tp} crosses the node boundary ({gpn} GPUs per node): "
+                   f"TP collectives run on {plan.system.inter_node_link.name}")
+    if not v["fits"]:
+        out.append(f"does not fit: {v['total_bytes'] / 1e9:.1f} GB needed, "
+                   f"{v['capacity_bytes'] / 1e9:.1f} GB of HBM")
+    if v["bubble_over_step"] > 0.15:
+        out.append(f"pipeline bubble is {100 * v['bubble_over_step']:.1f}% of the step")
+    return out
+
+
+def per_layer_ops(plan: Plan, cfg: Config) -> list[Op]:
+    """The operations of one layer for ``cfg`` (scalar arrays), for the --per-layer table."""
+    model, system, tr = plan.model, plan.system, plan.training
+    hw = Hardware.from_gpu(system.gpu, tr.dtype)
+    tp_bw, tp_alpha = coll.group_link(cfg.tp, 1, system.gpus_per_node, system.intra_node_link,
+                                      system.inter_node_link)
+    return layer_ops(hw, b=cfg.micro_batch_size, s=plan.seq_length, h=model.hidden_size,
+                     a=model.num_attention_heads, g=model.groups, f=model.ffn, swiglu=model.mlp == "swiglu",
+                     dtype=tr.dtype, t=cfg.tp, sp=cfg.sequence_parallel, flash=tr.flash_attention,
+                     tp_bw=tp_bw, tp_alpha=tp_alpha)
+
+
+def ops_json(ops: list[Op]) -> list[dict]:
+    """The per-layer operations as JSON rows (one configuration)."""
+    rows = []
+    for o in ops:
+        bound = "link" if o.kind == "comm" else ("compute" if bool(np.all(o.compute_bound)) else "memory")
+        rows.append({"name": o.name, "kind": o.kind, "flops": float(np.sum(o.flops)),
+                     "bytes": float(np.sum(o.bytes)), "bound": bound, "forward_s": float(np.sum(o.fwd_s)),
+                     "backward_s": float(np.sum(o.bwd_s)), "recomputed_by_selective": o.attention_core})
+    return rows

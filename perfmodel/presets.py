@@ -1,0 +1,300 @@
+"""The only module that reads files: YAML presets, plan files, Hugging Face config.json.
+
+Bundled presets live in ``configs/`` (installed as ``perfmodel.configs``, so
+they resolve from a wheel in any directory). Every failure becomes a
+PerfModelError with one line naming the file, the field and the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .errors import PerfModelError
+from .specs import GPU, Link, Model, Parallel, Plan, System, Training
+
+
+def _configs_root():
+    """configs/ of the installed package, or of the source tree when run from a checkout."""
+    try:
+        root = resources.files("perfmodel.configs")
+        if root.joinpath("hardware").is_dir():
+            return root
+    except ModuleNotFoundError:
+        pass
+    return Path(__file__).resolve().parent.parent / "configs"
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(" ", "-")
+
+
+def _read_text(path, label: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PerfModelError(f"{label}: no such file") from None
+    except IsADirectoryError:
+        raise PerfModelError(f"{label}: is a directory, not a file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise PerfModelError(f"{label}: cannot read ({e.__class__.__name__}: {e})") from None
+
+
+def parse_yaml(text: str, label: str) -> Any:
+    """YAML text -> Python data; a syntax error names the line and column."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise PerfModelError(f"{label}: YAML syntax error{where}: {problem}") from None
+
+
+@lru_cache(maxsize=None)
+def _bundled(kind: str) -> dict[str, dict]:
+    """name -> raw mapping for 'gpus', 'links', 'models', 'plans'."""
+    root = _configs_root()
+    out: dict[str, dict] = {}
+    if kind in ("gpus", "links"):
+        f = root.joinpath("hardware", f"{kind}.yaml")
+        data = parse_yaml(_read_text(f, f"configs/hardware/{kind}.yaml"), f"configs/hardware/{kind}.yaml")
+        return {_norm(k): v for k, v in data.items()}
+    folder = root.joinpath(kind)
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".yaml"):
+            label = f"configs/{kind}/{entry.name}"
+            out[_norm(entry.name[:-5])] = parse_yaml(_read_text(entry, label), label)
+    return out
+
+
+def preset_names(kind: str) -> list[str]:
+    return sorted(_bundled(kind))
+
+
+def _lookup(kind: str, name: str) -> dict:
+    table = _bundled(kind)
+    key = _norm(name)
+    if key.endswith(".yaml"):
+        key = key[:-5]
+    if key in table:
+        return table[key]
+    close = difflib.get_close_matches(key, list(table), n=4, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    singular = {"gpus": "GPU", "links": "link", "models": "model", "plans": "plan"}[kind]
+    raise PerfModelError(f"unknown {singular} preset {name!r}{hint} (see `perfmodel presets`)")
+
+
+def _build(cls: type[BaseModel], data: Any, label: str):
+    if not isinstance(data, dict):
+        raise PerfModelError(f"{label}: expected a mapping of keys to values, got {type(data).__name__}")
+    try:
+        return cls.model_validate(data)
+    except ValidationError as e:
+        raise PerfModelError(format_validation_error(e, label, cls)) from None
+
+
+def _known_keys(cls: type[BaseModel]) -> list[str]:
+    keys = []
+    for name, fld in cls.model_fields.items():
+        keys.append(name)
+        alias = fld.validation_alias
+        if alias is not None and hasattr(alias, "choices"):
+            keys.extend(c for c in alias.choices if isinstance(c, str))
+    return keys
+
+
+def format_validation_error(e: ValidationError, label: str, cls: type[BaseModel] | None = None) -> str:
+    """pydantic errors -> one line: where, what, and the fix (did-you-mean for unknown keys)."""
+    parts = []
+    for err in e.errors():
+        loc = ".".join(str(x) for x in err["loc"])
+        if err["type"] == "extra_forbidden":
+            key = str(err["loc"][-1])
+            owner = _owner(cls, err["loc"][:-1]) if cls else None
+            close = difflib.get_close_matches(key, _known_keys(owner), n=1, cutoff=0.5) if owner else []
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            parts.append(f"unknown key {loc!r}{hint}")
+        elif err["type"] == "missing":
+            parts.append(f"{loc}: required field is missing")
+        else:
+            got = err.get("input")
+            shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
+            msg = err["msg"].removeprefix("Value error, ")
+            parts.append(f"{loc}: {msg}{shown}" if loc else f"{msg}")
+    return f"{label}: " + "; ".join(parts)
+
+
+def _owner(cls: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model class at a location path, for key suggestions."""
+    current = cls
+    for part in loc:
+        fld = current.model_fields.get(str(part)) if current else None
+        if fld is None:
+            return None
+        ann = fld.annotation
+        candidates = [ann, *getattr(ann, "__args__", ())]
+        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+    return current
+
+
+# ---------------------------------------------------------------- public resolvers
+
+def gpu(name_or_mapping: str | dict, label: str = "gpu") -> GPU:
+    if isinstance(name_or_mapping, dict):
+        return _build(GPU, name_or_mapping, label)
+    if not isinstance(name_or_mapping, str):
+        raise PerfModelError(f"{label}: give a GPU preset name or a mapping, got {name_or_mapping!r}")
+    return _build(GPU, _lookup("gpus", name_or_mapping), f"GPU preset {name_or_mapping}")
+
+
+def link(name_or_mapping: str | dict, label: str = "link") -> Link:
+    if isinstance(name_or_mapping, dict):
+        return _build(Link, name_or_mapping, label)
+    if not isinstance(name_or_mapping, str):
+        raise PerfModelError(f"{label}: give a link preset name or a mapping, got {name_or_mapping!r}")
+    return _build(Link, _lookup("links", name_or_mapping), f"link preset {name_or_mapping}")
+
+
+def model(value: str | dict, label: str = "model", base_dir: Path | None = None) -> Model:
+    """A model from a preset name, a YAML file, a Hugging Face config.json, or an inline mapping."""
+    if isinstance(value, dict):
+        return _build(Model, value, label)
+    if not isinstance(value, str):
+        raise PerfModelError(f"{label}: give a model preset name, a file, or a mapping; got {value!r}")
+    path = Path(value)
+    if base_dir is not None and not path.is_absolute():
+        path = base_dir / path
+    if path.suffix in (".json", ".yaml", ".yml") and path.is_file():
+        text = _read_text(path, str(path))
+        if path.suffix == ".json":
+            return model_from_hf_config(_parse_json(text, str(path)), str(path))
+        return _build(Model, parse_yaml(text, str(path)), str(path))
+    if path.suffix in (".json", ".yaml", ".yml"):
+        raise PerfModelError(f"{label}: no such file {str(path)!r}")
+    return _build(Model, _lookup("models", value), f"model preset {value}")
+
+
+def _parse_json(text: str, label: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise PerfModelError(f"{label}: JSON syntax error at line {e.lineno}, column {e.colno}: {e.msg}") from None
+
+
+def model_from_hf_config(cfg: Any, label: str = "config.json") -> Model:
+    """Map a Hugging Face config.json onto Model (SPEC 2): silu or a Llama-family type -> swiglu."""
+    if not isinstance(cfg, dict):
+        raise PerfModelError(f"{label}: expected a JSON object")
+    need = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+    missing = [k for k in need if k not in cfg]
+    if missing:
+        raise PerfModelError(f"{label}: missing {', '.join(missing)}; is this a transformer config.json?")
+    act = str(cfg.get("hidden_act", cfg.get("activation_function", "gelu"))).lower()
+    family = str(cfg.get("model_type", "")).lower()
+    swiglu = act in ("silu", "swish", "swiglu") or family in ("llama", "mistral", "qwen2", "qwen3", "gemma")
+    data = {
+        "name": cfg.get("_name_or_path") or family or "hf-model",
+        "num_layers": cfg["num_hidden_layers"], "hidden_size": cfg["hidden_size"],
+        "num_attention_heads": cfg["num_attention_heads"],
+        "num_query_groups": cfg.get("num_key_value_heads"),
+        "ffn_hidden_size": cfg.get("intermediate_size"),
+        "vocab_size": cfg["vocab_size"],
+        "seq_length": cfg.get("max_position_embeddings", 2048),
+        "mlp": "swiglu" if swiglu else "gelu",
+        "tied_embeddings": bool(cfg.get("tie_word_embeddings", not swiglu)),
+        "position_embedding": "rope" if swiglu or "rope_theta" in cfg else "learned",
+        "source": label,
+    }
+    return _build(Model, data, label)
+
+
+def _system(data: Any, label: str) -> System:
+    if not isinstance(data, dict):
+        raise PerfModelError(f"{label}: expected a mapping with gpu, num_gpus, gpus_per_node, "
+                             "intra_node_link, inter_node_link")
+    data = dict(data)
+    for key, resolver in (("gpu", gpu), ("intra_node_link", link), ("inter_node_link", link)):
+        if key in data:
+            data[key] = resolver(data[key], f"{label}.{key}")
+    return _build(System, data, label)
+
+
+PLAN_KEYS = ("model", "system", "training", "parallel", "ignore", "description")
+
+
+def plan_from_mapping(data: Any, label: str, base_dir: Path | None = None) -> Plan:
+    """A Plan from parsed YAML: presets resolved, every error one line."""
+    if not isinstance(data, dict):
+        raise PerfModelError(f"{label}: a plan is a mapping with keys model, system, training, parallel")
+    for key in data:
+        if key not in PLAN_KEYS:
+            close = difflib.get_close_matches(str(key), PLAN_KEYS, n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; allowed keys: {', '.join(PLAN_KEYS)}"
+            raise PerfModelError(f"{label}: unknown key {key!r}{hint}")
+    for key in ("model", "system", "training"):
+        if key not in data:
+            raise PerfModelError(f"{label}: missing section {key!r}")
+    m = model(data["model"], f"{label}: model", base_dir)
+    sysm = _system(data["system"], f"{label}: system")
+    training = _build(Training, data["training"], f"{label}: training")
+    parallel = _build(Parallel, data.get("parallel") or {}, f"{label}: parallel")
+    ignore = data.get("ignore") or []
+    if not isinstance(ignore, list) or not all(isinstance(x, str) for x in ignore):
+        raise PerfModelError(f"{label}: ignore must be a list of rule IDs, e.g. [PM201]")
+    return Plan(model=m, system=sysm, training=training, parallel=parallel, ignore=ignore)
+
+
+def load_plan(path_or_name: str) -> Plan:
+    """A plan file, or a bundled plan by name when no such file is in the current directory."""
+    path = Path(path_or_name)
+    if path.is_file():
+        text = _read_text(path, str(path))
+        return plan_from_mapping(parse_yaml(text, str(path)), str(path), path.parent)
+    if path.is_dir():
+        raise PerfModelError(f"{path_or_name}: is a directory, not a plan file")
+    try:
+        data = _lookup("plans", path.name)
+    except PerfModelError as e:
+        raise PerfModelError(f"{path_or_name}: no such file, and {e}") from None
+    return plan_from_mapping(data, f"plan {path.name}")
+
+
+def describe(kind: str) -> list[dict]:
+    """Key figures of every preset of a kind, for `perfmodel presets`."""
+    rows = []
+    if kind == "hardware":
+        for name in preset_names("gpus"):
+            g = gpu(name)
+            rows.append({"name": name, "gpu": g.name, "bf16_tflops": g.peak("bf16") / 1e12,
+                         "hbm_gb": g.hbm_capacity_bytes / 1e9,
+                         "hbm_bandwidth_gb_per_s": g.hbm_bandwidth_bytes_per_s / 1e9, "sms": g.num_sms})
+    elif kind == "links":
+        for name in preset_names("links"):
+            lk = link(name)
+            rows.append({"name": name, "link": lk.name, "bandwidth_gb_per_s": lk.bandwidth_bytes_per_s / 1e9,
+                         "latency_us": lk.latency_s * 1e6})
+    elif kind == "models":
+        from .cost.memory import total_params
+        for name in preset_names("models"):
+            m = model(name)
+            p = total_params(m.num_layers, m.hidden_size, m.ffn, m.groups, m.head_dim, m.vocab_size,
+                             m.seq_length, m.mlp == "swiglu", m.position_embedding == "learned",
+                             m.tied_embeddings)
+            rows.append({"name": name, "params_b": p / 1e9, "layers": m.num_layers, "hidden": m.hidden_size,
+                         "heads": m.num_attention_heads, "kv_heads": m.groups, "ffn": m.ffn,
+                         "vocab": m.vocab_size, "seq": m.seq_length, "mlp": m.mlp})
+    elif kind == "plans":
+        for name in preset_names("plans"):
+            data = _bundled("plans")[name]
+            rows.append({"name": name, "description": str(data.get("description", ""))})
+    else:
+        raise PerfModelError(f"unknown preset kind {kind!r}; use hardware, links, models or plans")
+    return rows

@@ -1,0 +1,210 @@
+"""The only module that imports rich: tables on a terminal, plain text in pipes, JSON for scripts.
+
+Units are always printed (ms, GB, TFLOP/s). Sizes use decimal units
+(GB = 1e9 bytes), the SPEC convention.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .units import fmt_bytes, fmt_time
+
+
+def _default(o: Any):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=_default) + "\n")
+
+
+def _console():
+    from rich.console import Console
+    return Console(highlight=False, soft_wrap=False)
+
+
+def is_terminal() -> bool:
+    return sys.stdout.isatty()
+
+
+def line(text: str = "") -> None:
+    if is_terminal():
+        _console().print(text)
+    else:
+        sys.stdout.write(_strip_markup(text) + "\n")
+
+
+def _strip_markup(text: str) -> str:
+    import re
+    return re.sub(r"\[/?[a-z ]+\]", "", text)
+
+
+def table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]], right: Sequence[bool] | None = None,
+          caption: str | None = None) -> None:
+    """A rich table on a terminal; aligned plain text otherwise."""
+    rows = [[str(c) for c in r] for r in rows]
+    right = list(right) if right is not None else [i > 0 for i in range(len(headers))]
+    if is_terminal():
+        from rich.table import Table
+        t = Table(title=title, caption=caption, title_justify="left")
+        for h, r in zip(headers, right):
+            t.add_column(h, justify="right" if r else "left")
+        for r in rows:
+            t.add_row(*r)
+        _console().print(t)
+        return
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    fmt = lambda cells: "  ".join(c.rjust(w) if r else c.ljust(w)  # noqa: E731
+                                  for c, w, r in zip(cells, widths, right)).rstrip()
+    out = [title, fmt(headers), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows]
+    if caption:
+        out.append(caption)
+    sys.stdout.write("\n".join(out) + "\n\n")
+
+
+def kv(title: str, items: Sequence[tuple[str, Any]]) -> None:
+    table(title, ["quantity", "value"], [(k, v) for k, v in items], right=[False, True])
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def tflops(x: float) -> str:
+    return f"{x / 1e12:.1f} TFLOP/s"
+
+
+# ---------------------------------------------------------------- per-command views
+
+def bubble(r: dict) -> None:
+    kv(f"Pipeline bubble: p={r['p']}, m={r['m']}, v={r['v']}", [
+        ("bubble / ideal compute  (p-1)/(m v)", pct(r["bubble_over_ideal"])),
+        ("bubble / step time      (wall clock)", pct(r["bubble_over_step"])),
+        ("utilization", pct(r["utilization"])),
+        ("step time", f"{r['step_time_units']:g} x (t_f + t_b)"),
+        (f"smallest m for wall bubble < {pct(r['target'])}", str(r["min_m_for_target"])),
+    ])
+    if "sweep" in r:
+        table("Sweep over m", ["m", "bubble/ideal", "bubble/step", "utilization"],
+              [(s["m"], pct(s["bubble_over_ideal"]), pct(s["bubble_over_step"]), pct(s["utilization"]))
+               for s in r["sweep"]])
+
+
+def roofline(r: dict) -> None:
+    rows = [(g["name"], f"{g['M']:g}x{g['K']:g}x{g['N']:g}" + (f" x{g['batch']:g}" if g["batch"] != 1 else ""),
+             f"{g['flops']:.3g}", fmt_bytes(g["bytes"]), f"{g['arithmetic_intensity']:.0f}", g["bound"],
+             tflops(g["attainable_flops_per_s"]), fmt_time(g["time_s"])) for g in r["gemms"]]
+    table(f"Roofline: {r['gpu']} {r['dtype']}, {tflops(r['peak_flops_per_s'])}, "
+          f"{r['hbm_bandwidth_bytes_per_s'] / 1e9:.0f} GB/s; h={r['hidden']}, f={r['ffn']}, TP={r['tp']}, "
+          f"M={r['tokens']} tokens",
+          ["GEMM", "M x K x N", "FLOP", "bytes", "AI FLOP/B", "bound", "attainable", "time"], rows,
+          right=[False, False, True, True, True, False, True, True],
+          caption=f"ridge point {r['ridge_point']:.0f} FLOP/B: below it a GEMM is memory-bound")
+
+
+def comm(r: dict) -> None:
+    kv(f"{r['collective']} of {fmt_bytes(r['size_bytes'])} on {r['ranks']} ranks over {r['link']}", [
+        ("bandwidth", f"{r['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s"),
+        ("bytes per rank", fmt_bytes(r["bytes_per_rank"])),
+        ("latency term", f"{fmt_time(r['latency_s'])} ({r['steps']:g} steps x {fmt_time(r['latency_per_step_s'])})"),
+        ("bandwidth term", fmt_time(r["bandwidth_s"])),
+        ("total", fmt_time(r["time_s"])),
+    ])
+
+
+def memory(m: dict, title: str) -> None:
+    rows = [("weights", fmt_bytes(m["weights_bytes"])), ("gradients", fmt_bytes(m["gradients_bytes"])),
+            ("optimizer states", fmt_bytes(m["optimizer_bytes"])),
+            ("activations", fmt_bytes(m["activations_bytes"])),
+            ("other (context, buffers)", fmt_bytes(m["other_bytes"])),
+            ("total", fmt_bytes(m["total_bytes"])), ("HBM capacity", fmt_bytes(m["capacity_bytes"])),
+            ("parameters on this GPU", f"{m['params_per_gpu']:.3g}"),
+            ("fits", "yes" if m["fits"] else "NO")]
+    kv(title, rows)
+
+
+def sp(r: dict) -> None:
+    for key, label in (("tp_only", "TP only"), ("tp_sp", "TP + SP")):
+        part = r[key]
+        table(f"{label}: shape trace (s={r['seq']}, h={r['hidden']}, t={r['tp']}, b={r['batch']}; "
+              "* = transient buffer)", ["region", "s", "h", "bytes"],
+              [(("  " if x["resident"] else "* ") + x["region"], x["s"], x["h"], fmt_bytes(x["bytes"]))
+               for x in part["trace"]], right=[False, True, True, True])
+    kv("Residency and communication per block", [
+        ("TP resident peak", fmt_bytes(r["tp_only"]["resident_peak_bytes"])),
+        ("TP+SP resident peak", fmt_bytes(r["tp_sp"]["resident_peak_bytes"])),
+        ("LayerNorm input per layer, TP / TP+SP",
+         f"{fmt_bytes(r['tp_only']['norm_input_bytes_per_layer'])} / {fmt_bytes(r['tp_sp']['norm_input_bytes_per_layer'])}"),
+        (f"... over {r['layers']} layers",
+         f"{fmt_bytes(r['tp_only']['norm_input_bytes_all_layers'])} / {fmt_bytes(r['tp_sp']['norm_input_bytes_all_layers'])}"),
+        ("TP comm: ops, bytes per rank",
+         f"{r['tp_only']['comm']['num_operations']} all-reduce, {fmt_bytes(r['tp_only']['comm']['bytes_per_rank'])}"),
+        ("TP+SP comm: ops, bytes per rank",
+         f"{r['tp_sp']['comm']['num_operations']} (2 AG + 2 RS), {fmt_bytes(r['tp_sp']['comm']['bytes_per_rank'])}"),
+        ("same bytes on the wire", "yes" if r["same_bytes"] else "no"),
+    ])
+
+
+def presets(kind: str, rows: list[dict]) -> None:
+    if not rows:
+        line(f"no {kind} presets")
+        return
+    headers = list(rows[0])
+    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
+    table(f"{kind} presets", headers, [[fmt(r[h]) for h in headers] for r in rows],
+          right=[isinstance(rows[0][h], (int, float)) for h in headers])
+
+
+def estimate(plan, est, ops=None) -> None:
+    """Per-layer table (optional), per-iteration breakdown, throughput and memory of one estimate."""
+    from .estimate import ops_json
+    j = est.to_json()
+    c = j["config"]
+    head = (f"{plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}: tp={c['tp']} pp={c['pp']} "
+            f"dp={c['dp']} vp={c['vp']} mbs={c['micro_batch_size']} m={c['num_micro_batches']} "
+            f"gbs={c['global_batch_size']} sp={c['sequence_parallel']} recompute={c['recompute']} "
+            f"zero={c['zero_stage']} schedule={c['schedule']}")
+    if ops is not None:
+        rows = [(r["name"], r["kind"], f"{r['flops']:.3g}" if r["flops"] else "-", fmt_bytes(r["bytes"]),
+                 r["bound"], fmt_time(r["forward_s"]), fmt_time(r["backward_s"])) for r in ops_json(ops)]
+        tf = sum(r["forward_s"] for r in ops_json(ops))
+        tb = sum(r["backward_s"] for r in ops_json(ops))
+        rows.append(("total (one layer, one micro-batch)", "", "", "", "", fmt_time(tf), fmt_time(tb)))
+        table("One layer on one GPU, one micro-batch (comm bytes are per rank on the wire; "
+              "backward comm is the part not hidden)",
+              ["operation", "kind", "FLOP", "bytes", "bound", "forward", "backward"], rows,
+              right=[False, False, True, True, False, True, True])
+    step = j["step_time_s"]
+    bd = j["breakdown_s"]
+    labels = {"forward": "forward (compute)", "backward": "backward (compute)", "recompute": "recompute",
+              "bubble": "pipeline bubble", "tp_comm": "TP comm (critical path)", "pp_comm": "PP point-to-point",
+              "dp_comm": "DP grad sync (not hidden)", "zero_comm": "ZeRO-3 gathers", "optimizer": "optimizer step"}
+    table(f"Per-iteration breakdown: {head}", ["component", "time", "share"],
+          [(labels[k], fmt_time(v), pct(v / step)) for k, v in bd.items()] + [("step time", fmt_time(step), "100%")],
+          right=[False, True, True],
+          caption=f"slowest stage: {j['slowest_stage']} (first {fmt_time(j['stage_time_s']['first'])}, "
+                  f"middle {fmt_time(j['stage_time_s']['middle'])}, last {fmt_time(j['stage_time_s']['last'])} "
+                  f"per micro-batch)")
+    kv("Throughput", [
+        ("step time", fmt_time(step)),
+        ("tokens/s", f"{j['tokens_per_s']:,.0f} ({j['tokens_per_s_per_gpu']:,.0f} per GPU)"),
+        ("model TFLOP/s per GPU", f"{j['model_tflops_per_gpu']:.1f} TFLOP/s (MFU {pct(j['mfu'])})"),
+        ("hardware TFLOP/s per GPU", f"{j['hardware_tflops_per_gpu']:.1f} TFLOP/s (HFU {pct(j['hfu'])})"),
+        ("pipeline bubble (schedule, wall clock)", f"{pct(j['bubble_over_step'])} "
+         f"(over ideal {pct(j['bubble_over_ideal'])}; {pct(j['bubble_share_of_step'])} of this step)"),
+        ("FLOP convention", j["flop_convention"]),
+    ])
+    m = j["memory"]
+    memory(m, "Memory per GPU (most loaded stage); model states = weights + gradients + optimizer "
+              f"= {fmt_bytes(m['weights_bytes'] + m['gradients_bytes'] + m['optimizer_bytes'])}")
+    for w in j["warnings"]:
+        line(f"[yellow]warning:[/yellow] {w}")

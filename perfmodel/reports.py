@@ -1,0 +1,122 @@
+"""Reports for the small commands: cost/* formulas gathered into JSON-ready dicts.
+
+Pure functions (no printing); the CLI renders what they return.
+"""
+
+from __future__ import annotations
+
+from .cost import collectives as coll
+from .cost import pipeline as pipe
+from .cost import roofline as rl
+from .cost import sp as spc
+from .cost.layer import DTYPE_BYTES
+from .errors import PerfModelError
+from .specs import GPU, Link
+
+
+def _f(x) -> float:
+    return float(x)
+
+
+def bubble_report(p: int, m: int, v: int = 1, target: float = 0.10, sweep: bool = False) -> dict:
+    """Both bubble denominators, utilization, step time units, smallest m for a target (SPEC 7)."""
+    if p < 1 or m < 1 or v < 1:
+        raise PerfModelError("-p, -m and -v must be positive integers")
+    if not 0 < target < 1:
+        raise PerfModelError(f"--target must lie strictly between 0 and 1, got {target}")
+    out = {
+        "p": p, "m": m, "v": v,
+        "bubble_over_ideal": _f(pipe.bubble_over_ideal(p, m, v)),
+        "bubble_over_step": _f(pipe.bubble_over_step(p, m, v)),
+        "utilization": _f(pipe.utilization(p, m, v)),
+        "step_time_units": _f(pipe.step_time_units(p, m, v)),
+        "target": target,
+        "min_m_for_target": pipe.min_microbatches_for_target(p, target, v),
+    }
+    if sweep:
+        ms = sorted({1, 2, 4, 8, 16, 32, 48, 64, 128, 256, m, out["min_m_for_target"]})
+        out["sweep"] = [{"m": k, "bubble_over_ideal": _f(pipe.bubble_over_ideal(p, k, v)),
+                         "bubble_over_step": _f(pipe.bubble_over_step(p, k, v)),
+                         "utilization": _f(pipe.utilization(p, k, v))} for k in ms]
+    return out
+
+
+def layer_gemms(h: int, f: int, heads: int, groups: int, tp: int, tokens: int, seq: int, mbs: int,
+                swiglu: bool = False) -> list[tuple[str, float, float, float, float]]:
+    """(name, M, K, N, batch) of every forward GEMM of one layer on one TP rank (SPEC 4-5)."""
+    for name, value in (("heads", heads), ("ffn", f), ("groups", groups)):
+        if value % tp:
+            raise PerfModelError(f"{name}({value}) is not divisible by tp({tp}); pick tp dividing it")
+    d = h // heads
+    rows = [("QKV projection (column-parallel)", tokens, h, (h + 2 * groups * d) / tp, 1),
+            ("attention scores QK^T", seq, d, seq, mbs * heads / tp),
+            ("attention x V", seq, seq, d, mbs * heads / tp),
+            ("output projection (row-parallel)", tokens, h / tp, h, 1)]
+    if swiglu:
+        rows.append(("MLP gate+up (column-parallel)", tokens, h, 2 * f / tp, 1))
+    else:
+        rows.append(("MLP up (column-parallel)", tokens, h, f / tp, 1))
+    rows.append(("MLP down (row-parallel)", tokens, f / tp, h, 1))
+    return rows
+
+
+def roofline_report(gpu: GPU, dtype: str, h: int, f: int, heads: int, groups: int, tp: int, mbs: int,
+                    seq: int, swiglu: bool = False) -> dict:
+    """Each GEMM's FLOPs, bytes, AI, bound, attainable FLOP/s and time on the pure roofline (SPEC 4)."""
+    peak, bw = gpu.peak(dtype), gpu.hbm_bandwidth_bytes_per_s
+    dt = DTYPE_BYTES[dtype]
+    tokens = mbs * seq
+    gemms = []
+    for name, M, K, N, batch in layer_gemms(h, f, heads, groups, tp, tokens, seq, mbs, swiglu):
+        flops = rl.gemm_flops(M, K, N, batch)
+        nbytes = rl.gemm_bytes(M, K, N, dt, batch)
+        ai = rl.arithmetic_intensity(flops, nbytes)
+        tiles, slots, waves, util = rl.wave_quantization(M, N, 128, 128, gpu.num_sms, 1, batch)
+        gemms.append({
+            "name": name, "M": M, "K": K, "N": N, "batch": batch,
+            "flops": _f(flops), "bytes": _f(nbytes), "arithmetic_intensity": _f(ai),
+            "bound": "memory" if ai < rl.ridge_point(peak, bw) else "compute",
+            "attainable_flops_per_s": _f(rl.attainable_flops(ai, peak, bw)),
+            "time_s": _f(rl.roofline_time(flops, nbytes, peak, bw)),
+            "waves_128x128": _f(waves), "wave_utilization": _f(util),
+        })
+    return {"gpu": gpu.name, "dtype": dtype, "peak_flops_per_s": peak, "hbm_bandwidth_bytes_per_s": bw,
+            "ridge_point": _f(rl.ridge_point(peak, bw)), "tokens": tokens, "tp": tp, "hidden": h,
+            "ffn": f, "heads": heads, "gemms": gemms}
+
+
+def comm_report(kind: str, size_bytes: float, ranks: int, link: Link, use_efficiency: bool = False) -> dict:
+    """Alpha-beta time of one collective, latency and bandwidth terms apart (SPEC 3)."""
+    if kind not in coll.COLLECTIVES:
+        raise PerfModelError(f"unknown collective {kind!r}; use one of {', '.join(coll.COLLECTIVES)}")
+    if ranks < 1:
+        raise PerfModelError("--ranks must be at least 1")
+    if kind == "p2p" and ranks != 2:
+        ranks = 2
+    bw = link.bandwidth_bytes_per_s * (link.efficiency if use_efficiency else 1.0)
+    lat, band = coll.collective_time(kind, size_bytes, ranks, bw, link.latency_s)
+    return {"collective": kind, "size_bytes": size_bytes, "ranks": ranks, "link": link.name,
+            "bandwidth_bytes_per_s": bw, "latency_per_step_s": link.latency_s,
+            "steps": _f(coll.ring_steps(kind, ranks)),
+            "bytes_per_rank": _f(coll.bytes_per_rank(kind, size_bytes, ranks)),
+            "latency_s": _f(lat), "bandwidth_s": _f(band), "time_s": _f(lat + band)}
+
+
+def sp_report(seq: int, hidden: int, tp: int, batch: int = 1, layers: int = 1, dtype_bytes: int = 2) -> dict:
+    """TP vs TP+SP shape trace, resident and transient peaks, and communication (seed 002)."""
+    if seq % tp or hidden % tp:
+        raise PerfModelError(f"--seq({seq}) and --hidden({hidden}) must be divisible by --tp({tp})")
+    out = {"seq": seq, "hidden": hidden, "tp": tp, "batch": batch, "layers": layers}
+    for label, on in (("tp_only", False), ("tp_sp", True)):
+        trace = spc.shape_trace(seq, hidden, tp, on)
+        out[label] = {
+            "trace": [{"region": r.region, "s": r.s, "h": r.h, "resident": r.resident,
+                       "bytes": batch * r.s * r.h * dtype_bytes} for r in trace],
+            "resident_peak_bytes": spc.resident_peak_bytes(trace, batch, dtype_bytes),
+            "transient_peak_bytes": spc.transient_peak_bytes(trace, batch, dtype_bytes),
+            "norm_input_bytes_per_layer": _f(spc.norm_input_bytes(seq, hidden, batch, tp, on, dtype_bytes)),
+            "norm_input_bytes_all_layers": _f(spc.norm_input_bytes(seq, hidden, batch, tp, on, dtype_bytes)) * layers,
+            "comm": spc.block_comm(seq, hidden, batch, tp, on, dtype_bytes),
+        }
+    out["same_bytes"] = abs(out["tp_only"]["comm"]["bytes_per_rank"] - out["tp_sp"]["comm"]["bytes_per_rank"]) < 1e-6
+    return out

@@ -1,0 +1,94 @@
+"""Hardware specs: GPU, Link, System (SPEC section 1).
+
+Efficiency parameters live here, in the presets, never in the formulas
+(issue 4): each is a fraction of a data-sheet figure that real kernels reach.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .base import Bytes, BytesPerSecond, Fraction, Seconds, Spec, FlopsPerSecond
+
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+
+class GPU(Spec):
+    """One accelerator, from its vendor data sheet (dense, not sparse, FLOP/s)."""
+
+    name: str
+    peak_flops_per_s: dict[str, FlopsPerSecond] = Field(
+        description="Dense peak FLOP/s per dtype (fp32, tf32, bf16, fp16, fp8).")
+    hbm_capacity_bytes: Bytes = Field(description="HBM capacity, bytes (GB = 1e9).")
+    hbm_bandwidth_bytes_per_s: BytesPerSecond = Field(description="HBM bandwidth, bytes/s.")
+    num_sms: int = Field(gt=0, description="Streaming multiprocessors (compute units).")
+    l2_bytes: Bytes = Field(description="L2 cache size, bytes.")
+    # --- achievable-efficiency model (calibrated once per GPU type; issue 4) ---
+    gemm_efficiency: Fraction = Field(
+        0.80, description="Fraction of peak a large, well-shaped GEMM reaches.")
+    gemm_k_overhead: float = Field(
+        64.0, ge=0, description="K (elements) lost to each tile's prologue/epilogue: "
+        "efficiency falls as K / (K + k0) for thin reductions.")
+    hbm_efficiency: Fraction = Field(
+        0.85, description="Fraction of HBM bandwidth a streaming kernel reaches.")
+    attention_efficiency: Fraction = Field(
+        0.60, description="Fraction of peak a fused (flash) attention kernel reaches.")
+    kernel_overhead_s: Seconds = Field(
+        4e-6, description="Launch and tail time per kernel, seconds.")
+    reserved_bytes: Bytes = Field(
+        2e9, description="CUDA context, allocator fragmentation and workspaces, bytes.")
+    source: str = Field("", description="Where the figures come from.")
+
+    @field_validator("peak_flops_per_s")
+    @classmethod
+    def _known_dtypes(cls, v: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(v) - set(DTYPES))
+        if unknown:
+            raise ValueError(f"unknown dtype(s) {unknown}; use any of {list(DTYPES)}")
+        if not v:
+            raise ValueError("give at least one dtype, e.g. {bf16: 312 TFLOPS}")
+        return v
+
+    def peak(self, dtype: str) -> float:
+        """Peak FLOP/s for dtype (fp16 and bf16 share tensor cores)."""
+        if dtype in self.peak_flops_per_s:
+            return self.peak_flops_per_s[dtype]
+        twin = {"fp16": "bf16", "bf16": "fp16"}.get(dtype)
+        if twin in self.peak_flops_per_s:
+            return self.peak_flops_per_s[twin]
+        from ..errors import PerfModelError
+        raise PerfModelError(f"GPU {self.name} has no peak FLOP/s for dtype {dtype!r}; "
+                             f"it lists {sorted(self.peak_flops_per_s)}")
+
+
+class Link(Spec):
+    """An interconnect, per GPU: unidirectional bandwidth and latency alpha."""
+
+    name: str
+    bandwidth_bytes_per_s: BytesPerSecond = Field(description="Unidirectional, per GPU, bytes/s.")
+    latency_s: Seconds = Field(description="Per-message latency alpha, seconds.")
+    efficiency: Fraction = Field(
+        0.85, description="Fraction of the bandwidth collectives reach (NCCL bus bandwidth).")
+    source: str = ""
+
+
+class System(Spec):
+    """A cluster: GPU type and count, node size, links, rank placement (SPEC 1)."""
+
+    gpu: GPU
+    num_gpus: int = Field(gt=0, description="GPUs in the job.")
+    gpus_per_node: int = Field(8, gt=0, description="GPUs sharing the intra-node link.")
+    intra_node_link: Link
+    inter_node_link: Link
+    placement: Literal["tp-dp-pp", "tp-pp-dp"] = Field(
+        "tp-dp-pp", description="Rank order, innermost first: TP on consecutive GPUs of a node, "
+        "then DP, then PP outermost (SPEC 1), or PP before DP.")
+
+    @model_validator(mode="after")
+    def _nodes(self) -> "System":
+        if self.num_gpus > self.gpus_per_node and self.num_gpus % self.gpus_per_node:
+            raise ValueError(f"num_gpus({self.num_gpus}) is not a multiple of gpus_per_node"
+                             f"({self.gpus_per_node}); use whole nodes")
+        return self

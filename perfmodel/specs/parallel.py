@@ -1,0 +1,48 @@
+"""Parallel and training settings, with Megatron's long names as aliases."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+
+from .base import Spec
+
+RECOMPUTE = ("none", "selective", "full")
+SCHEDULES = ("gpipe", "1f1b", "interleaved")
+
+
+class Parallel(Spec):
+    """Parallel knobs. A knob left out (None) is free: `plan` searches it."""
+
+    tp: int | None = Field(None, gt=0, validation_alias=AliasChoices("tp", "tensor_model_parallel_size"),
+                           description="Tensor-parallel degree t (GPUs per TP group).")
+    pp: int | None = Field(None, gt=0, validation_alias=AliasChoices("pp", "pipeline_model_parallel_size"),
+                           description="Pipeline stages p.")
+    dp: int | None = Field(None, gt=0, validation_alias=AliasChoices("dp", "data_parallel_size"),
+                           description="Data-parallel replicas; num_gpus / (tp * pp).")
+    vp: int | None = Field(None, gt=0, validation_alias=AliasChoices("vp", "virtual_pipeline_model_parallel_size"),
+                           description="Virtual stages per GPU v (interleaving); 1 = none.")
+    micro_batch_size: int | None = Field(None, gt=0, validation_alias=AliasChoices("micro_batch_size", "mbs"),
+                                         description="Sequences per micro-batch b.")
+    sequence_parallel: bool | None = Field(None, description="Megatron SP (Korthikanti 2022).")
+    recompute: Literal["none", "selective", "full"] | None = Field(
+        None, validation_alias=AliasChoices("recompute", "recompute_granularity"),
+        description="Activation recomputation.")
+    zero_stage: int | None = Field(None, ge=0, le=3, description="ZeRO stage 0-3 over DP.")
+    schedule: Literal["gpipe", "1f1b", "interleaved"] | None = Field(
+        None, description="Pipeline schedule; interleaved needs vp > 1.")
+
+
+class Training(Spec):
+    """Batch, precision and optimizer."""
+
+    global_batch_size: int = Field(gt=0, description="Sequences per optimizer step B.")
+    seq_length: int | None = Field(None, gt=0, validation_alias=AliasChoices("seq_length", "seq_len"),
+                                   description="Overrides the model's sequence length.")
+    dtype: Literal["bf16", "fp16", "fp32", "fp8"] = Field("bf16", description="Compute dtype.")
+    optimizer: Literal["adam", "sgd"] = Field("adam", description="adam: 12 B/param of fp32 states.")
+    grad_accum_fp32: bool = Field(False, description="fp32 gradient accumulation: 18 B/param, not 16.")
+    flash_attention: bool = Field(False, description="Fused attention (no s x s tensor in HBM).")
+    overlap_grad_reduce: bool = Field(
+        True, description="Overlap the DP gradient reduction with the last micro-batch's backward.")
