@@ -1,0 +1,53 @@
+"""Alpha-beta collectives: SPEC 9 worked numbers (seed 000, sections 3.1, 4.2, 4.5)."""
+
+import pytest
+
+from perfmodel.cost import collectives as coll
+from perfmodel.units import GB, KiB, MB, US
+
+
+def test_64k_allreduce_on_ib_8_ranks():  # seed 000, 3.1: 112 KB per rank, 4.5 us + 28 us
+    assert coll.bytes_per_rank("all-reduce", 64 * KiB, 8) == 112 * KiB
+    lat, bw = coll.collective_time("all-reduce", 64 * KiB, 8, 25 * GB, 2 * US)
+    assert lat == pytest.approx(28 * US)
+    assert bw == pytest.approx(4.5 * US, rel=0.02)
+
+
+def test_64k_allreduce_on_ib_32_ranks():  # seed 000, 3.1: 124 us latency + 5 us
+    lat, bw = coll.collective_time("all-reduce", 64 * KiB, 32, 25 * GB, 2 * US)
+    assert lat == pytest.approx(124 * US)
+    assert bw == pytest.approx(5 * US, rel=0.03)
+
+
+def test_tp_layer_allreduce_on_nvlink():  # seed 000, 4.2: 67.1 MB message, 117 MB per GPU, 0.87 ms per layer
+    message = 8192 * 4096 * 2
+    assert message == pytest.approx(67.1 * MB, rel=1e-3)
+    assert coll.bytes_per_rank("all-reduce", message, 8) == pytest.approx(117 * MB, rel=5e-3)
+    lat, bw = coll.collective_time("all-reduce", message, 8, 300 * GB, 3 * US)
+    assert 2 * bw == pytest.approx(0.78e-3, rel=0.01)  # 235 MB / 300 GB/s
+    assert 2 * lat == pytest.approx(0.084e-3)           # 28 steps x 3 us
+    assert 2 * (lat + bw) == pytest.approx(0.87e-3, rel=0.01)
+
+
+def test_other_collectives():  # SPEC 3
+    assert coll.ring_steps("all-gather", 8) == 7 and coll.wire_fraction("reduce-scatter", 8) == 7 / 8
+    assert coll.collective_time("p2p", 1e6, 2, 1e9, 1e-6) == pytest.approx((1e-6, 1e-3))
+    assert coll.collective_time("all-to-all", 8e6, 8, 1e9, 0) == pytest.approx((0, 7e-3))
+
+
+def test_allreduce_is_reduce_scatter_plus_all_gather():  # SPEC 3 identity used by SP
+    ar = sum(coll.collective_time("all-reduce", 1e8, 8, 1e11, 1e-6))
+    rs = sum(coll.collective_time("reduce-scatter", 1e8, 8, 1e11, 1e-6))
+    ag = sum(coll.collective_time("all-gather", 1e8, 8, 1e11, 1e-6))
+    assert ar == pytest.approx(rs + ag)
+
+
+def test_group_spanning_nodes_uses_inter_node_link():
+    from perfmodel import presets
+    nv, ib = presets.link("nvlink3"), presets.link("ib-hdr")
+    bw, lat = coll.group_link([8, 16], 1, 8, nv, ib, efficiency=False)
+    assert list(bw) == [300 * GB, 25 * GB] and list(lat) == [3 * US, 2 * US]
+
+
+def test_single_rank_costs_nothing():
+    assert coll.collective_time("all-reduce", 1e9, 1, 1e9, 1e-6) == (0, 0)

@@ -1,0 +1,69 @@
+"""Property tests (hypothesis) on the invariants STYLE.md lists."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfmodel.cost import collectives as coll
+from perfmodel.cost import memory as mem
+from perfmodel.cost import pipeline as pipe
+from perfmodel.cost import sp
+
+ints = st.integers
+
+
+@given(p=ints(1, 256), m=ints(1, 4096), v=ints(1, 16))
+def test_bubble_in_unit_interval(p, m, v):
+    b = pipe.bubble_over_step(p, m, v)
+    assert 0 <= b < 1
+    assert pipe.bubble_over_ideal(p, m, v) >= b
+    assert abs(pipe.utilization(p, m, v) + b - 1) < 1e-12
+
+
+@given(p=ints(2, 64), target=st.floats(0.01, 0.9))
+def test_min_m_meets_target_and_is_smallest(p, target):
+    m = pipe.min_microbatches_for_target(p, target)
+    assert pipe.bubble_over_step(p, m) < target
+    if m > 1:
+        assert pipe.bubble_over_step(p, m - 1) >= target - 1e-12
+
+
+@given(kind=st.sampled_from(coll.COLLECTIVES), size=st.floats(1, 1e11), n=ints(2, 4096),
+       bw=st.floats(1e8, 1e13), factor=st.floats(1.0, 100.0), alpha=st.floats(0, 1e-4))
+def test_more_bandwidth_never_slows_a_collective(kind, size, n, bw, factor, alpha):
+    slow = sum(coll.collective_time(kind, size, n, bw, alpha))
+    fast = sum(coll.collective_time(kind, size, n, bw * factor, alpha))
+    assert fast <= slow * (1 + 1e-12)
+
+
+@given(t_exp=ints(0, 6), sp_on=st.booleans(), rc=ints(0, 2), b=ints(1, 16), s=st.sampled_from([512, 2048, 8192]))
+def test_activation_memory_never_rises_with_tp(t_exp, sp_on, rc, b, s):
+    t = 2**t_exp
+    now = mem.activation_bytes_per_layer(s, b, 12288, 96, t, sp_on, rc)
+    more = mem.activation_bytes_per_layer(s, b, 12288, 96, 2 * t, sp_on, rc)
+    assert more <= now
+
+
+@given(t_exp=ints(0, 5), pp=st.sampled_from([1, 2, 4, 8, 16]), tied=st.booleans())
+def test_parameters_per_gpu_never_rise_with_tp(t_exp, pp, tied):
+    t = 2**t_exp
+    shape = (96, 12288, 4 * 12288, 96, 128, 51200, 2048, False, True, tied)
+    a = max(mem.stage_params(*shape, t, pp))
+    b = max(mem.stage_params(*shape, 2 * t, pp))
+    assert b <= a
+
+
+@given(t=ints(2, 64), s=ints(1, 64), h=ints(1, 64), b=ints(1, 8))
+def test_tp_and_tp_sp_move_the_same_bytes(t, s, h, b):
+    seq, hidden = s * t, h * t
+    a = sp.block_comm(seq, hidden, b, t, False)["bytes_per_rank"]
+    c = sp.block_comm(seq, hidden, b, t, True)["bytes_per_rank"]
+    assert abs(a - c) <= 1e-9 * a
+
+
+@settings(max_examples=50)
+@given(t=ints(1, 8), s=ints(1, 16))
+def test_sp_resident_peak_is_one_tth(t, s):
+    seq = hidden = 64 * s * t
+    tp_peak = sp.resident_peak_bytes(sp.shape_trace(seq, hidden, t, False))
+    sp_peak = sp.resident_peak_bytes(sp.shape_trace(seq, hidden, t, True))
+    assert sp_peak * t == tp_peak
