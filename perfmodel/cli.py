@@ -317,6 +317,47 @@ def estimate(plan_file, per_layer, as_json, **kw):
         render.estimate(plan, est, ops)
 
 
+@main.command("plan")
+@click.argument("plan_file")
+@parallel_options
+@click.option("--top", type=int, default=5, show_default=True, help="How many configurations to list.")
+@click.option("--sort", type=click.Choice(["step_time", "memory"]), default="step_time", show_default=True)
+@click.option("--allow-cross-node-tp", is_flag=True, help="Let TP groups span nodes.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Step time vs memory of the feasible configurations.")
+@json_option
+def plan_cmd(plan_file, top, sort, allow_cross_node_tp, plot, as_json, **kw):
+    """Search TP x PP x DP (and micro-batch, vp, SP, recompute, ZeRO) for the fastest plan that fits.
+
+    Knobs given in the plan's parallel section or as flags are fixed; the rest are searched.
+
+    Example:
+
+        perfmodel plan gpt3-175b.yaml --gpus 512
+        perfmodel plan gpt3-175b.yaml --gpus 512 --tp 8 --recompute selective --top 10 --json
+    """
+    from . import search as srch
+    if top < 1:
+        raise click.BadParameter(f"must be at least 1, got {top}", param_hint="--top")
+    plan = load_plan_with(plan_file, kw)
+    fixed = {**plan.parallel.model_dump(exclude_none=True), **_overrides(kw)}
+    plan = plan.model_copy(update={"parallel": plan.parallel.model_validate(fixed)})
+    bar = render.LazyProgress() if not as_json else None
+    try:
+        result = srch.search(plan, top, sort, allow_cross_node_tp, bar, keep_points=bool(plot))
+    finally:
+        if bar:
+            bar.close()
+    if plot and result.points is not None:
+        from . import plots
+        plots.pareto_plot(result.points, plot)
+    if as_json:
+        render.emit_json(result.to_json())
+    else:
+        render.plan(plan, result)
+    if not result.results:
+        raise click.exceptions.Exit(1)
+
+
 def entry():  # pragma: no cover - console script alias
     main()
 

@@ -128,6 +128,7 @@ def memory(m: dict, title: str) -> None:
             ("other (context, buffers)", fmt_bytes(m["other_bytes"])),
             ("total", fmt_bytes(m["total_bytes"])), ("HBM capacity", fmt_bytes(m["capacity_bytes"])),
             ("parameters on this GPU", f"{m['params_per_gpu']:.3g}"),
+            ("model states, mean over stages", fmt_bytes(m["model_states_mean_bytes"])),
             ("fits", "yes" if m["fits"] else "NO")]
     kv(title, rows)
 
@@ -208,3 +209,51 @@ def estimate(plan, est, ops=None) -> None:
               f"= {fmt_bytes(m['weights_bytes'] + m['gradients_bytes'] + m['optimizer_bytes'])}")
     for w in j["warnings"]:
         line(f"[yellow]warning:[/yellow] {w}")
+
+
+class LazyProgress:
+    """A rich progress bar that appears only on a terminal and only once a search has run for a second."""
+
+    def __init__(self, label: str = "evaluating configurations"):
+        import time
+        self._t0, self._time, self._label, self._bar, self._task = time.perf_counter(), time.perf_counter, label, None, None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._bar is None:
+            if not is_terminal() or self._time() - self._t0 < 1.0:
+                return
+            from rich.progress import Progress
+            self._bar = Progress(transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(self._label, total=total)
+        self._bar.update(self._task, completed=done)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def plan(plan_obj, result) -> None:
+    """The top configurations, the best one's breakdown, and the search's accounting."""
+    rows = []
+    for i, e in enumerate(result.results, 1):
+        j = e.to_json()
+        c = j["config"]
+        rows.append((i, c["tp"], c["pp"], c["dp"], c["vp"], c["micro_batch_size"], c["num_micro_batches"],
+                     "on" if c["sequence_parallel"] else "off", c["recompute"], c["zero_stage"], c["schedule"],
+                     fmt_time(j["step_time_s"]), f"{j['tokens_per_s_per_gpu']:,.0f}", pct(j["mfu"]),
+                     pct(j["bubble_over_step"]), fmt_bytes(j["memory"]["total_bytes"])))
+    if rows:
+        table(f"Top {len(rows)} of {result.feasible:,} feasible configurations: {plan_obj.model.name} on "
+              f"{plan_obj.system.num_gpus} x {plan_obj.system.gpu.name}, global batch "
+              f"{plan_obj.training.global_batch_size}",
+              ["#", "tp", "pp", "dp", "vp", "mbs", "m", "SP", "recompute", "ZeRO", "schedule", "step time",
+               "tokens/s/GPU", "MFU", "bubble", "memory/GPU"], rows,
+              right=[True] * 7 + [False, False, True, False] + [True] * 5)
+        estimate(plan_obj, result.results[0])
+    line(f"evaluated {result.evaluated:,} configurations in {result.search_time_s:.2f} s "
+         f"({result.evaluated / max(result.search_time_s, 1e-9):,.0f} per second); feasible {result.feasible:,}")
+    for reason, count in result.rejected.items():
+        line(f"  rejected: {reason}: {count:,}")
+    if result.hint:
+        line(f"[red]{result.hint}[/red]")

@@ -1,0 +1,63 @@
+"""Search speed: configurations evaluated, wall time, configurations per second, and the
+speed-up of the vectorized path over evaluating the same configurations one by one.
+
+Run: python benchmarks/search_speed.py   (prints figures; asserts nothing: machines are noisy)
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from perfmodel import presets
+from perfmodel.estimate import estimate
+from perfmodel.search import enumerate_space, evaluate_chunked, search
+
+CASES = [("gpt3-175b.yaml", 512), ("gpt-1t.yaml", 3072)]
+SCALAR_SAMPLE = 300
+
+
+def best_of(fn, repeat=3):
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main() -> None:
+    print(f"{'case':<22}{'configs':>10}{'enumerate':>11}{'evaluate':>10}{'configs/s':>12}"
+          f"{'search':>9}{'scalar/cfg':>12}{'speed-up':>10}{'CLI wall':>10}")
+    for name, gpus in CASES:
+        plan = presets.load_plan(name)
+        plan = plan.model_copy(update={"system": plan.system.model_copy(update={"num_gpus": gpus})})
+        t_enum = best_of(lambda: enumerate_space(plan))
+        space = enumerate_space(plan)
+        n = len(space.knobs)
+        t_eval = best_of(lambda: evaluate_chunked(plan, space.knobs))
+        t_search = best_of(lambda: search(plan, top=5), repeat=2)
+        rng = np.random.default_rng(1)
+        idx = rng.choice(n, size=min(SCALAR_SAMPLE, n), replace=False)
+        gbs = plan.training.global_batch_size
+        t0 = time.perf_counter()
+        for i in idx:
+            estimate(plan, space.knobs.config(int(i), gbs))
+        per_cfg = (time.perf_counter() - t0) / len(idx)
+        speedup = per_cfg * n / t_eval
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "perfmodel", "plan", name, "--gpus", str(gpus), "--json"],
+                       check=True, capture_output=True)
+        cli = time.perf_counter() - t0
+        print(f"{name + ' @' + str(gpus):<22}{n:>10,}{t_enum:>10.3f}s{t_eval:>9.3f}s{n / t_eval:>12,.0f}"
+              f"{t_search:>8.2f}s{per_cfg * 1e3:>10.2f}ms{speedup:>9.0f}x{cli:>9.2f}s")
+    print("\nscalar/cfg: one configuration through estimate() (same formulas, one-element arrays);")
+    print("speed-up: that time x configs / vectorized evaluate time. CLI wall: `perfmodel plan ... --json`"
+          " end to end, Python start-up included.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""plan: the vectorized search (issue 3)."""
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfmodel import presets
+from perfmodel.cli import main
+from perfmodel.errors import PerfModelError
+from perfmodel.search import enumerate_space, search
+
+
+@pytest.fixture(scope="module")
+def gpt3():
+    return presets.load_plan("gpt3-175b.yaml")
+
+
+def test_search_finds_a_feasible_best(gpt3):
+    r = search(gpt3, top=3)
+    assert r.feasible > 0 and len(r.results) == 3
+    times = [e.values["step_time_s"] for e in r.results]
+    assert times == sorted(times)
+    assert all(e.values["fits"] for e in r.results)
+    assert r.evaluated == r.feasible + r.rejected["does not fit in HBM (configurations)"]
+
+
+def test_results_multiply_out_to_the_gpu_count(gpt3):
+    space = enumerate_space(gpt3)
+    k = space.knobs
+    assert ((k.tp * k.pp * k.dp) == 512).all()
+    assert ((1536 % (k.dp * k.mbs)) == 0).all()
+    assert (96 % (k.pp * k.vp) == 0).all()
+    assert (96 % k.tp == 0).all() and (k.tp <= 8).all()
+
+
+@settings(max_examples=15, deadline=None)
+@given(nodes=st.sampled_from([1, 2, 4, 8, 16, 32]), gbs_mult=st.integers(1, 4))
+def test_every_search_result_multiplies_out(nodes, gbs_mult):
+    plan = presets.load_plan("gpt3-175b.yaml")
+    n = 8 * nodes
+    plan = plan.model_copy(update={"system": plan.system.model_copy(update={"num_gpus": n}),
+                                   "training": plan.training.model_copy(update={"global_batch_size": 64 * gbs_mult})})
+    k = enumerate_space(plan).knobs
+    assert ((k.tp * k.pp * k.dp) == n).all()
+
+
+def test_fixed_knobs_restrict_the_space(gpt3):
+    fixed = gpt3.model_copy(update={"parallel": gpt3.parallel.model_copy(update={"tp": 8, "recompute": "full"})})
+    k = enumerate_space(fixed).knobs
+    assert set(k.tp) == {8} and set(k.recompute) == {2}
+
+
+def test_contradicting_fixed_knobs(gpt3):
+    bad = gpt3.model_copy(update={"parallel": gpt3.parallel.model_copy(update={"vp": 2, "schedule": "1f1b"})})
+    with pytest.raises(PerfModelError, match="contradict"):
+        search(bad)
+
+
+def test_prime_gpu_count_has_no_configuration(gpt3):
+    seven = gpt3.model_copy(update={"system": gpt3.system.model_copy(update={"num_gpus": 7, "gpus_per_node": 8})})
+    with pytest.raises(PerfModelError, match="no valid configuration for 7 GPUs"):
+        search(seven)
+
+
+def test_nothing_fits_names_the_smallest_change(gpt3):
+    small = gpt3.model_copy(update={"system": gpt3.system.model_copy(update={"num_gpus": 8})})
+    r = search(small)
+    assert r.feasible == 0 and "nothing fits" in r.hint and "smallest change" in r.hint
+
+
+def test_cli_plan_json(runner):
+    r = runner.invoke(main, ["plan", "gpt3-175b.yaml", "--gpus", "512", "--top", "2", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert {"evaluated", "feasible", "rejected", "search_time_s", "results"} <= set(d)
+    best = d["results"][0]
+    for key in ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
+                "hardware_tflops_per_gpu", "mfu", "hfu", "breakdown_s", "memory", "config", "warnings"):
+        assert key in best
+    for key in ("tp", "pp", "dp", "vp", "micro_batch_size", "global_batch_size", "num_micro_batches",
+                "sequence_parallel", "recompute", "zero_stage", "schedule"):
+        assert key in best["config"]
+
+
+def test_cli_plan_text(runner):
+    r = runner.invoke(main, ["plan", "gpt3-175b.yaml", "--gpus", "512", "--top", "3"])
+    assert r.exit_code == 0 and "Top 3" in r.output and "evaluated" in r.output and "rejected" in r.output
+
+
+def test_cli_plan_sort_memory(runner):
+    r = runner.invoke(main, ["plan", "gpt3-175b.yaml", "--sort", "memory", "--top", "3", "--json"])
+    mems = [x["memory"]["total_bytes"] for x in json.loads(r.output)["results"]]
+    assert mems == sorted(mems)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--top", "0"], "--top"),
+    (["--gpus", "7"], "no valid configuration for 7 GPUs"),
+    (["--gpus", "13"], "not a multiple of gpus_per_node"),
+    (["--vp", "2", "--schedule", "1f1b"], "contradict"),
+])
+def test_cli_plan_bad_input(runner, args, needle):
+    r = runner.invoke(main, ["plan", "gpt3-175b.yaml"] + args)
+    assert r.exit_code != 0 and needle in r.output and "Traceback" not in r.output
+
+
+def test_global_batch_smaller_than_dp(runner, tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text("model: gpt3-175b\nsystem: {gpu: a100-80gb, num_gpus: 512, intra_node_link: nvlink3, "
+                 "inter_node_link: ib-hdr}\ntraining: {global_batch_size: 4}\nparallel: {tp: 8, pp: 8}\n")
+    r = runner.invoke(main, ["plan", str(f)])
+    assert r.exit_code == 1 and "global batch not divisible by dp" in r.output
+    r = runner.invoke(main, ["estimate", str(f)])
+    assert r.exit_code == 1 and "global_batch_size(4) is not divisible by dp(8)" in r.output
