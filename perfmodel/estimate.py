@@ -24,7 +24,8 @@ from .cost import collectives as coll
 from .cost import flops as fl
 from .cost import memory as mem
 from .cost import pipeline as pipe
-from .cost.layer import DTYPE_BYTES, Hardware, Op, embedding_ops, layer_ops, output_layer_ops
+from .cost.layer import (DTYPE_BYTES, Hardware, Op, embedding_ops, grad_accumulation_bytes, layer_ops,
+                         output_layer_ops)
 from .errors import PerfModelError
 from .specs import Config, Plan, config_problems
 from .specs.parallel import Parallel
@@ -33,9 +34,10 @@ RECOMPUTE_CODES = mem.RECOMPUTE_CODES
 SCHEDULE_CODES = pipe.SCHEDULE_CODES
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
 SCHEDULE_NAMES = {v: k for k, v in SCHEDULE_CODES.items()}
-# Adam step traffic per parameter: read fp32 master, m, v and the gradient,
-# write master, m, v and the 16-bit weights (12 + g + 12 + 2 bytes).
-OPTIMIZER_STEP_BYTES = {"adam": 26.0, "sgd": 18.0}
+# Optimizer step traffic per parameter (Megatron's mixed-precision optimizer): read and write the
+# fp32 states (Adam: master, m, v = 24 bytes; SGD: master, momentum = 16), read the gradient twice
+# (global norm, then the update), zero the gradient buffer, write the 16-bit weights (2 bytes).
+OPTIMIZER_STATE_RW_BYTES = {"adam": 24.0, "sgd": 16.0}
 
 BREAKDOWN_KEYS = ("forward", "backward", "recompute", "bubble", "tp_comm", "pp_comm", "dp_comm",
                   "zero_comm", "optimizer")
@@ -91,7 +93,8 @@ def _micro_batch_costs(plan: Plan, hw: Hardware, tp, b, sp) -> dict[str, np.ndar
     tp_bw, tp_alpha = coll.group_link(tp, 1, system.gpus_per_node, system.intra_node_link, system.inter_node_link)
     common = dict(b=b, s=plan.seq_length, h=model.hidden_size, dtype=tr.dtype, t=tp, sp=sp)
     lops = layer_ops(hw, a=model.num_attention_heads, g=model.groups, f=model.ffn, swiglu=model.mlp == "swiglu",
-                     flash=tr.flash_attention, tp_bw=tp_bw, tp_alpha=tp_alpha, **common)
+                     flash=tr.flash_attention, tp_bw=tp_bw, tp_alpha=tp_alpha, overlap=tr.tp_comm_overlap,
+                     grad_accum_bytes=_grad_accum(tr), **common)
     oops = output_layer_ops(hw, V=model.vocab_size, tp_bw=tp_bw, tp_alpha=tp_alpha, **common)
     eops = embedding_ops(hw, **common)
     return {
@@ -147,11 +150,15 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
     m = tr.global_batch_size / (dp * b)
     bubble = (pp - 1) / vp * t_mean
 
-    # --- pipeline point-to-point: b s h activations, / t with the scatter/gather
-    # optimization (Narayanan 2021, Sec. 4.1); forward and backward, v per micro-batch ---
+    # --- pipeline point-to-point with the scatter/gather optimization (Narayanan 2021, Sec. 4.1):
+    # each TP rank sends 1/t of the b s h activation to the next stage, which all-gathers it over
+    # the TP link; forward activations and backward gradients, v chunks per micro-batch ---
     pp_stride = tp * dp if system.placement == "tp-dp-pp" else tp
     pp_bw, pp_alpha = coll.group_link(2, pp_stride, gpn, intra, inter)
-    p2p = sum(coll.collective_time("p2p", b * s * h * act / tp, 2, pp_bw, pp_alpha))
+    tp_bw, tp_alpha = coll.group_link(tp, 1, gpn, intra, inter)
+    message = b * s * h * act
+    p2p = (sum(coll.collective_time("p2p", message / tp, 2, pp_bw, pp_alpha))
+           + sum(coll.collective_time("all-gather", message, tp, tp_bw, tp_alpha)))
     pp_comm = np.where(pp > 1, 2.0 * m * vp * p2p, 0.0)
 
     # --- parameters and model states on the most loaded GPU ---
@@ -174,7 +181,8 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
 
     # --- optimizer step: HBM-bound over the local shard ---
     local = params / np.where(z >= 1, dp, 1.0)
-    optimizer = local * (OPTIMIZER_STEP_BYTES[tr.optimizer] + (2.0 if tr.grad_accum_fp32 else 0.0)) / (
+    grad_b = 4.0 if tr.grad_accum_fp32 else 2.0
+    optimizer = local * (OPTIMIZER_STATE_RW_BYTES[tr.optimizer] + 3 * grad_b + 2.0) / (
         gpu.hbm_bandwidth_bytes_per_s * gpu.hbm_efficiency)
 
     out = {"forward": m * slow[0], "backward": m * slow[1], "recompute": m * slow[2], "tp_comm": m * slow[3],
@@ -330,7 +338,11 @@ def per_layer_ops(plan: Plan, cfg: Config) -> list[Op]:
     return layer_ops(hw, b=cfg.micro_batch_size, s=plan.seq_length, h=model.hidden_size,
                      a=model.num_attention_heads, g=model.groups, f=model.ffn, swiglu=model.mlp == "swiglu",
                      dtype=tr.dtype, t=cfg.tp, sp=cfg.sequence_parallel, flash=tr.flash_attention,
-                     tp_bw=tp_bw, tp_alpha=tp_alpha)
+                     tp_bw=tp_bw, tp_alpha=tp_alpha, overlap=tr.tp_comm_overlap, grad_accum_bytes=_grad_accum(tr))
+
+
+def _grad_accum(tr) -> float:
+    return grad_accumulation_bytes(tr.dtype, tr.grad_accumulation_fusion, tr.grad_accum_fp32)
 
 
 def ops_json(ops: list[Op]) -> list[dict]:

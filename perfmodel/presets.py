@@ -267,6 +267,21 @@ def load_plan(path_or_name: str) -> Plan:
     return plan_from_mapping(data, f"plan {path.name}")
 
 
+VALIDATION_KEYS = ("source", "table", "searched", "measured", "notes", "per_layer_ms")
+
+
+def validation_cases() -> list[dict]:
+    """The bundled published runs (configs/validation): plan, measured values, source, convention."""
+    out = []
+    for name in preset_names("validation"):
+        raw = dict(_bundled("validation")[name])
+        meta = {k: raw.pop(k) for k in VALIDATION_KEYS if k in raw}
+        label = f"configs/validation/{name}.yaml"
+        out.append({"name": name, "plan": plan_from_mapping(raw, label), **meta,
+                    "description": raw.get("description", "")})
+    return out
+
+
 def describe(kind: str) -> list[dict]:
     """Key figures of every preset of a kind, for `perfmodel presets`."""
     rows = []

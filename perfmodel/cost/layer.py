@@ -57,11 +57,13 @@ class Hardware:
     hbm_eff: float
     attn_eff: float
     overhead_s: float
+    overlap_penalty: float = 0.0  # fraction of overlapped comm time still paid (SM/HBM contention)
 
     @classmethod
     def from_gpu(cls, gpu, dtype: str) -> "Hardware":
         return cls(gpu.peak(dtype), gpu.hbm_bandwidth_bytes_per_s, gpu.num_sms, gpu.gemm_efficiency,
-                   gpu.gemm_k_overhead, gpu.hbm_efficiency, gpu.attention_efficiency, gpu.kernel_overhead_s)
+                   gpu.gemm_k_overhead, gpu.hbm_efficiency, gpu.attention_efficiency, gpu.kernel_overhead_s,
+                   gpu.comm_overlap_penalty)
 
 
 def _gemm_time(hw: Hardware, M, K, N, dt, batch=1):
@@ -98,7 +100,8 @@ def comm_op(name: str, kind: str, size_bytes, t, bw, alpha, bwd_exposed):
 
 
 def layer_ops(hw: Hardware, *, b, s: int, h: int, a: int, g: int, f: int, swiglu: bool, dtype: str,
-              t, sp, flash: bool, tp_bw, tp_alpha) -> list[Op]:
+              t, sp, flash: bool, tp_bw, tp_alpha, overlap: bool = True,
+              grad_accum_bytes: float = 0.0) -> list[Op]:
     """The operations of one layer on one GPU for a micro-batch of b sequences (SPEC 5)."""
     dt = DTYPE_BYTES[dtype]
     act = max(dt, 2)  # activations are at least 16-bit
@@ -137,14 +140,21 @@ def layer_ops(hw: Hardware, *, b, s: int, h: int, a: int, g: int, f: int, swiglu
     zero = np.zeros(np.broadcast(t, b).shape)
     # forward g (all-reduce, or reduce-scatter under SP) after each row-parallel GEMM;
     # backward f at each column-parallel input, overlapped with that GEMM's weight gradient.
+    def hidden(comm, gemm):
+        """Comm overlapped with a GEMM: the excess is exposed, and the overlapped part still
+        costs overlap_penalty of its time through SM and HBM contention. Without overlap, all of it."""
+        if not overlap:
+            return comm
+        return np.maximum(0.0, comm - gemm) + hw.overlap_penalty * np.minimum(comm, gemm)
+
     def tp_comm(label: str, col_wgrad, col_dgrad):
         ar_l, ar_b = coll.collective_time("all-reduce", message, t, tp_bw, tp_alpha)
         hf_l, hf_b = coll.collective_time("reduce-scatter", message, t, tp_bw, tp_alpha)
         ar, half = ar_l + ar_b, hf_l + hf_b
-        no_sp_bwd = np.maximum(0.0, ar - col_wgrad)
+        no_sp_bwd = hidden(ar, col_wgrad)
         # SP backward: all-gather of the gradient (exposed), re-gather of the input
         # under dgrad, reduce-scatter under wgrad (Megatron's SP backward)
-        sp_bwd = half + np.maximum(0.0, half - col_dgrad) + np.maximum(0.0, half - col_wgrad)
+        sp_bwd = half + hidden(half, col_dgrad) + hidden(half, col_wgrad)
         fwd_kind = np.where(sp, 2 * half, ar)  # SP forward: reduce-scatter here + all-gather before next GEMM
         wire = np.where(sp, 2 * coll.bytes_per_rank("reduce-scatter", message, t),
                         coll.bytes_per_rank("all-reduce", message, t))
@@ -163,6 +173,11 @@ def layer_ops(hw: Hardware, *, b, s: int, h: int, a: int, g: int, f: int, swiglu
     ops.append(gemm_op(hw, "MLP down", M, f / t, h, dt)[0])
     ops.append(tp_comm("TP comm after MLP", up_wgrad, up_dgrad))
     ops.append(elementwise_op(hw, "bias-dropout-add 2", M * h / tok_shard, 3 * act + 1, 2 * act + 1, 3))
+    if grad_accum_bytes:
+        # unfused weight-gradient accumulation: main_grad += grad over every weight of the layer,
+        # once per micro-batch in backward (read the new gradient and the buffer, write the buffer)
+        weights = (h * (h + 2 * g * d) + h * h + (3 if swiglu else 2) * h * f) / t
+        ops.append(elementwise_op(hw, "weight-gradient accumulation", weights + 0 * b, 0.0, grad_accum_bytes, 1))
     return ops
 
 
@@ -191,3 +206,10 @@ def embedding_ops(hw: Hardware, *, b, s: int, h: int, dtype: str, t, sp) -> list
     M = np.asarray(b, dtype=float) * s
     shard = np.where(np.asarray(sp, dtype=bool), np.asarray(t, dtype=float), 1.0)
     return [elementwise_op(hw, "embedding + dropout", M * h / shard, 3 * act + 1, 3 * act + 1, 1)]
+
+
+def grad_accumulation_bytes(dtype: str, fused: bool, fp32_buffer: bool) -> float:
+    """HBM bytes per weight of an unfused gradient accumulation: read grad, read and write the buffer."""
+    if fused:
+        return 0.0
+    return max(DTYPE_BYTES[dtype], 2) + 2 * (4 if fp32_buffer else 2)

@@ -44,5 +44,13 @@ class Training(Spec):
     optimizer: Literal["adam", "sgd"] = Field("adam", description="adam: 12 B/param of fp32 states.")
     grad_accum_fp32: bool = Field(False, description="fp32 gradient accumulation: 18 B/param, not 16.")
     flash_attention: bool = Field(False, description="Fused attention (no s x s tensor in HBM).")
+    tp_comm_overlap: bool = Field(
+        True, description="Overlap the backward TP collective with the weight-gradient GEMM (Megatron's "
+        "asynchronous all-reduce, described in Korthikanti et al. 2022, Sec. 6.2; Megatron-LM before late "
+        "2021, as in Narayanan et al. 2021, ran it exposed).")
+    grad_accumulation_fusion: bool = Field(
+        True, description="The weight-gradient GEMM accumulates straight into the gradient buffer (Megatron's "
+        "fused wgrad, with the asynchronous TP all-reduce since late 2021). Without it every micro-batch adds "
+        "its weight gradients to the buffer in a separate HBM pass.")
     overlap_grad_reduce: bool = Field(
         True, description="Overlap the DP gradient reduction with the last micro-batch's backward.")

@@ -1,0 +1,143 @@
+"""Accuracy against published measurements (issue 4; SPEC 10).
+
+Each bundled case (configs/validation) is a plan with the measured value of a
+paper. Published TFLOP/s are turned into a step time with that source's own
+FLOP formula (Narayanan 2021 eq. 3 for Table 1, which counts the recompute
+forward), so model and measurement are compared in seconds per iteration.
+Knobs a source leaves unstated (Narayanan's micro-batch and interleaving
+depth) are chosen by the search with the stated knobs fixed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import presets
+from .cost import flops as fl
+from .errors import PerfModelError
+from .estimate import Estimate, estimate, per_layer_ops, resolve_config
+from .search import search
+from .specs import Plan
+
+TABLE_TITLES = {
+    "narayanan2021-table1": "Narayanan et al. 2021, Table 1 (weak scaling, full recompute)",
+    "korthikanti2022-table5": "Korthikanti et al. 2022, Table 5 (full recompute vs SP + selective)",
+}
+
+
+def measured_step_time(plan: Plan, measured: dict) -> float:
+    """Seconds per iteration, from the iteration time or from TFLOP/s with the source's convention."""
+    if "iteration_time_s" in measured:
+        return float(measured["iteration_time_s"])
+    m = plan.model
+    B, s, L, h, V = plan.training.global_batch_size, plan.seq_length, m.num_layers, m.hidden_size, m.vocab_size
+    conv = measured.get("flop_convention")
+    if conv == "narayanan-eq3":
+        total = fl.narayanan_hardware_flops(B, s, L, h, V)
+    elif conv == "korthikanti-eq7":
+        total = fl.korthikanti_model_flops(B, s, L, h, V)
+    else:
+        raise PerfModelError(f"unknown flop_convention {conv!r}; use narayanan-eq3 or korthikanti-eq7")
+    return total / (float(measured["tflops_per_gpu"]) * 1e12 * plan.system.num_gpus)
+
+
+@dataclass
+class CaseResult:
+    name: str
+    table: str
+    description: str
+    measured_s: float
+    predicted_s: float
+    estimate: Estimate
+    searched: list[str]
+    source: str
+
+    @property
+    def error_pct(self) -> float:
+        return 100.0 * (self.predicted_s - self.measured_s) / self.measured_s
+
+    def to_json(self) -> dict:
+        c = self.estimate.config
+        return {"case": self.name, "table": self.table, "description": self.description,
+                "measured_step_time_s": self.measured_s, "predicted_step_time_s": self.predicted_s,
+                "error_pct": self.error_pct, "searched": self.searched,
+                "chosen": {k: getattr(c, k) for k in ("micro_batch_size", "vp", "schedule")} if self.searched else {},
+                "predicted_mfu": self.estimate.values["mfu"], "predicted_hfu": self.estimate.values["hfu"],
+                "source": self.source}
+
+
+def run_case(case: dict) -> CaseResult:
+    plan: Plan = case["plan"]
+    searched = list(case.get("searched") or [])
+    if searched:
+        best = search(plan, top=1)
+        if not best.results:
+            raise PerfModelError(f"{case['name']}: no configuration of the stated knobs fits")
+        est = best.results[0]
+    else:
+        est = estimate(plan, resolve_config(plan))
+    return CaseResult(case["name"], case["table"], case.get("description", ""),
+                      measured_step_time(plan, case["measured"]), est.values["step_time_s"], est, searched,
+                      case.get("source", ""))
+
+
+@dataclass
+class Report:
+    cases: list[CaseResult]
+    tables: dict[str, dict] = field(default_factory=dict)
+    sp_gain: list[dict] = field(default_factory=list)
+    per_layer: list[dict] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"cases": [c.to_json() for c in self.cases], "tables": self.tables, "sp_gain": self.sp_gain,
+                "per_layer": self.per_layer}
+
+
+def _per_layer(case: dict) -> list[dict]:
+    """Korthikanti Table 4: one layer's forward and backward (recompute included) vs measured, ms."""
+    plan: Plan = case["plan"]
+    rows = []
+    for variant, m in case["per_layer_ms"].items():
+        cfg = resolve_config(plan, sequence_parallel=m["sequence_parallel"], recompute=m["recompute"])
+        ops = per_layer_ops(plan, cfg)
+        fwd = sum(float(o.fwd_s) for o in ops)
+        core = sum(float(o.fwd_s) for o in ops if o.attention_core)
+        rec = {"none": 0.0, "selective": core, "full": fwd}[m["recompute"]]
+        bwd = sum(float(o.bwd_s) for o in ops) + rec
+        rows.append({"variant": variant, "measured_fwd_ms": m["fwd"], "predicted_fwd_ms": 1e3 * fwd,
+                     "measured_bwd_ms": m["bwd"], "predicted_bwd_ms": 1e3 * bwd,
+                     "fwd_error_pct": 100 * (1e3 * fwd - m["fwd"]) / m["fwd"],
+                     "bwd_error_pct": 100 * (1e3 * bwd - m["bwd"]) / m["bwd"]})
+    return rows
+
+
+def validate(names: list[str] | None = None) -> Report:
+    """Run the bundled cases (all, or those whose name contains one of ``names``)."""
+    cases = presets.validation_cases()
+    if names:
+        unknown = [n for n in names if not any(n.lower() in c["name"] for c in cases)]
+        if unknown:
+            raise PerfModelError(f"no validation case matches {', '.join(unknown)}; cases: "
+                                 + ", ".join(c["name"] for c in cases))
+        cases = [c for c in cases if any(n.lower() in c["name"] for n in names)]
+    timed = [c for c in cases if "measured" in c]
+    results = [run_case(c) for c in timed]
+    report = Report(results)
+    for table in sorted({r.table for r in results}):
+        errs = np.array([abs(r.error_pct) for r in results if r.table == table])
+        report.tables[table] = {"title": TABLE_TITLES.get(table, table), "cases": int(errs.size),
+                                "mean_abs_error_pct": float(errs.mean()), "max_abs_error_pct": float(errs.max())}
+    by_name = {r.name: r for r in results}
+    for r in results:
+        if r.name.endswith("-full") and r.name.replace("-full", "-sp-sel") in by_name:
+            sel = by_name[r.name.replace("-full", "-sp-sel")]
+            report.sp_gain.append({
+                "model": r.name.removesuffix("-full"),
+                "measured_gain_pct": 100 * (r.measured_s / sel.measured_s - 1),
+                "predicted_gain_pct": 100 * (r.predicted_s / sel.predicted_s - 1)})
+    for c in cases:
+        if "per_layer_ms" in c:
+            report.per_layer.extend(_per_layer(c))
+    return report
