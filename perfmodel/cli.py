@@ -358,6 +358,25 @@ def plan_cmd(plan_file, top, sort, allow_cross_node_tp, plot, as_json, **kw):
         raise click.exceptions.Exit(1)
 
 
+@main.command()
+@click.argument("cases", nargs=-1)
+@json_option
+def validate(cases, as_json):
+    """Predicted vs measured step times of the published runs (Narayanan 2021, Korthikanti 2022).
+
+    Published TFLOP/s become step times with each source's own FLOP formula. Knobs a source
+    leaves unstated are chosen by the search with the stated ones fixed (shown per run).
+
+    Example:
+
+        perfmodel validate
+        perfmodel validate k22 --json
+    """
+    from . import validate as val
+    report = val.validate(list(cases) or None)
+    render.emit_json(report.to_json()) if as_json else render.validation(report)
+
+
 def entry():  # pragma: no cover - console script alias
     main()
 

@@ -257,3 +257,34 @@ def plan(plan_obj, result) -> None:
         line(f"  rejected: {reason}: {count:,}")
     if result.hint:
         line(f"[red]{result.hint}[/red]")
+
+
+def validation(report) -> None:
+    """Measured vs predicted step times per table, the SP + selective gain, and Table 4 per layer."""
+    j = report.to_json()
+    for name, summary in j["tables"].items():
+        rows = []
+        for c in j["cases"]:
+            if c["table"] != name:
+                continue
+            chosen = ", ".join(f"{k}={v}" for k, v in c["chosen"].items()) if c["searched"] else "as published"
+            rows.append((c["case"], fmt_time(c["measured_step_time_s"]), fmt_time(c["predicted_step_time_s"]),
+                         f"{c['error_pct']:+.1f}%", pct(c["predicted_mfu"]), chosen))
+        table_(summary["title"], rows, summary)
+    if j["sp_gain"]:
+        table("SP + selective recompute over full recompute (Korthikanti Table 5: +29% to +32%)",
+              ["model", "measured gain", "predicted gain"],
+              [(g["model"], f"{g['measured_gain_pct']:+.1f}%", f"{g['predicted_gain_pct']:+.1f}%") for g in j["sp_gain"]])
+    if j["per_layer"]:
+        table("Korthikanti Table 4: one 22B layer on TP8 (ms; backward includes recompute)",
+              ["variant", "fwd measured", "fwd predicted", "bwd measured", "bwd predicted"],
+              [(r["variant"], f"{r['measured_fwd_ms']:.1f}", f"{r['predicted_fwd_ms']:.1f} ({r['fwd_error_pct']:+.1f}%)",
+                f"{r['measured_bwd_ms']:.1f}", f"{r['predicted_bwd_ms']:.1f} ({r['bwd_error_pct']:+.1f}%)")
+               for r in j["per_layer"]])
+
+
+def table_(title: str, rows, summary) -> None:
+    table(title, ["case", "measured", "predicted", "error", "MFU (pred.)", "unstated knobs (searched)"], rows,
+          right=[False, True, True, True, True, False],
+          caption=f"mean |error| {summary['mean_abs_error_pct']:.2f}%, max {summary['max_abs_error_pct']:.2f}% "
+                  f"over {summary['cases']} runs; step times in seconds per iteration")

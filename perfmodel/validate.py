@@ -122,7 +122,10 @@ def validate(names: list[str] | None = None) -> Report:
             raise PerfModelError(f"no validation case matches {', '.join(unknown)}; cases: "
                                  + ", ".join(c["name"] for c in cases))
         cases = [c for c in cases if any(n.lower() in c["name"] for n in names)]
-    timed = [c for c in cases if "measured" in c]
+    # in each table, smallest model first (as the papers print them), then full recompute before SP
+    timed = sorted((c for c in cases if "measured" in c),
+                   key=lambda c: (c["table"], c["plan"].model.num_layers * c["plan"].model.hidden_size ** 2,
+                                  c["name"]))
     results = [run_case(c) for c in timed]
     report = Report(results)
     for table in sorted({r.table for r in results}):

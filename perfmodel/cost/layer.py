@@ -58,16 +58,17 @@ class Hardware:
     attn_eff: float
     overhead_s: float
     overlap_penalty: float = 0.0  # fraction of overlapped comm time still paid (SM/HBM contention)
+    tail_waves: bool = True       # classic wave quantization (False: stream-K balanced tails)
 
     @classmethod
     def from_gpu(cls, gpu, dtype: str) -> "Hardware":
         return cls(gpu.peak(dtype), gpu.hbm_bandwidth_bytes_per_s, gpu.num_sms, gpu.gemm_efficiency,
                    gpu.gemm_k_overhead, gpu.hbm_efficiency, gpu.attention_efficiency, gpu.kernel_overhead_s,
-                   gpu.comm_overlap_penalty)
+                   gpu.comm_overlap_penalty, gpu.gemm_tail_waves)
 
 
 def _gemm_time(hw: Hardware, M, K, N, dt, batch=1):
-    eff = gemm_efficiency(M, N, K, hw.num_sms, hw.gemm_eff, hw.k_overhead, batch)
+    eff = gemm_efficiency(M, N, K, hw.num_sms, hw.gemm_eff, hw.k_overhead, batch, hw.tail_waves)
     return kernel_time(gemm_flops(M, K, N, batch), gemm_bytes(M, K, N, dt, batch), hw.peak, hw.hbm_bw,
                        eff, hw.hbm_eff, hw.overhead_s)
 

@@ -82,11 +82,13 @@ def wave_quantization(M, N, tile_m, tile_n, num_sms, blocks_per_sm=1, batch=1):
 GEMM_TILES = ((256, 128, 1.00), (128, 256, 1.00), (128, 128, 0.92), (128, 64, 0.80), (64, 64, 0.62))
 
 
-def gemm_efficiency(M, N, K, num_sms, base_efficiency, k_overhead, batch=1):
+def gemm_efficiency(M, N, K, num_sms, base_efficiency, k_overhead, batch=1, tail_waves=True):
     """Fraction of peak a GEMM reaches: base x best tile (wave quantization, edge padding) x K/(K+k0).
 
     - wave quantization and partial tiles: a small M (tiny micro-batch) or a
       thin TP shard leaves SMs idle (seed 000, 3.2: 32 blocks on 108 SMs);
+      with ``tail_waves`` false (stream-K scheduling) only an under-filled
+      first wave costs, the tail is balanced across SMs;
     - K / (K + k0): each tile pays a fixed prologue/epilogue, which thin
       reductions (attention's K = head dim) cannot amortize.
     """
@@ -96,7 +98,8 @@ def gemm_efficiency(M, N, K, num_sms, base_efficiency, k_overhead, batch=1):
     for tm, tn, quality in GEMM_TILES:
         ntm, ntn = np.ceil(M / tm), np.ceil(N / tn)
         tiles = ntm * ntn * batch
-        util = tiles / (np.ceil(tiles / num_sms) * num_sms)
+        util = (tiles / (np.ceil(tiles / num_sms) * num_sms) if tail_waves
+                else np.minimum(1.0, tiles / num_sms))
         padding = (M / (ntm * tm)) * (N / (ntn * tn))
         best = np.maximum(best, quality * util * padding)
     return base_efficiency * best * (np.asarray(K, dtype=float) / (np.asarray(K, dtype=float) + k_overhead))

@@ -28,6 +28,10 @@ class GPU(Spec):
     # --- achievable-efficiency model (calibrated once per GPU type; issue 4) ---
     gemm_efficiency: Fraction = Field(
         0.80, description="Fraction of peak a large, well-shaped GEMM reaches.")
+    gemm_tail_waves: bool = Field(
+        True, description="The last, partial wave of tiles idles SMs (classic tiled GEMMs, A100's cuBLAS). "
+        "False where the library spreads the work evenly over the SMs (stream-K; Hopper's cuBLAS): "
+        "then only a GEMM with fewer tiles than SMs loses efficiency.")
     gemm_k_overhead: float = Field(
         64.0, ge=0, description="K (elements) lost to each tile's prologue/epilogue: "
         "efficiency falls as K / (K + k0) for thin reductions.")
