@@ -377,6 +377,47 @@ def validate(cases, as_json):
     render.emit_json(report.to_json()) if as_json else render.validation(report)
 
 
+@main.command("check")
+@click.argument("plan_file", required=False)
+@click.option("--ignore", "ignored", multiple=True, help="Silence a rule ID (repeatable); plans may list `ignore:`.")
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
+@click.option("--list-rules", is_flag=True, help="Print the rule catalogue and why each rule matters.")
+@parallel_options
+@json_option
+def check_cmd(plan_file, ignored, strict, list_rules, as_json, **kw):
+    """Review a plan like a reviewer would: each problem, its cost, the cheapest fix.
+
+    Exit code 0 when there is no error, 1 when there is (with --strict, also on warnings), so the
+    check can run in CI on a team's plan files.
+
+    Example:
+
+        perfmodel check examples/clean-plan.yaml
+        perfmodel check examples/troubled-plan.yaml --ignore PM302 --json
+    """
+    from . import check as chk
+    if list_rules:
+        if as_json:
+            render.emit_json([{"rule": r.id, "severity": r.severity, "title": r.title, "why": r.why}
+                              for r in chk.RULES.values()])
+        else:
+            render.rules(chk.RULES)
+        return
+    if not plan_file:
+        raise click.UsageError("give a PLAN file (or bundled plan name), or --list-rules")
+    plan = load_plan_with(plan_file, kw)
+    fixed = {**plan.parallel.model_dump(exclude_none=True), **_overrides(kw)}
+    plan = plan.model_copy(update={"parallel": plan.parallel.model_validate(fixed)})
+    found = chk.check(plan, list(ignored))
+    if as_json:
+        render.emit_json([f.to_json() for f in found])
+    else:
+        render.findings(found, plan_file)
+    code = chk.exit_code(found, strict)
+    if code:
+        raise click.exceptions.Exit(code)
+
+
 def entry():  # pragma: no cover - console script alias
     main()
 

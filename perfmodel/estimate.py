@@ -269,7 +269,7 @@ def validate_config(plan: Plan, cfg: Config) -> None:
     """Raise one PerfModelError listing every broken rule of ``cfg``."""
     problems = config_problems(plan.model, plan.system, cfg)
     if problems:
-        raise PerfModelError("; ".join(f"{fld}: {msg}" for fld, msg in problems))
+        raise PerfModelError("; ".join(f"{fld}: {msg}" for _, fld, msg in problems))
 
 
 @dataclass

@@ -288,3 +288,28 @@ def table_(title: str, rows, summary) -> None:
           right=[False, True, True, True, True, False],
           caption=f"mean |error| {summary['mean_abs_error_pct']:.2f}%, max {summary['max_abs_error_pct']:.2f}% "
                   f"over {summary['cases']} runs; step times in seconds per iteration")
+
+
+def findings(items, plan_label: str) -> None:
+    """Findings grouped by severity, each with its cost and fix."""
+    if not items:
+        line(f"{plan_label}: no findings")
+        return
+    colors = {"error": "red", "warning": "yellow", "info": "cyan"}
+    for sev in ("error", "warning", "info"):
+        group = [f for f in items if f.severity == sev]
+        if not group:
+            continue
+        line(f"[{colors[sev]}]{sev.upper()}S ({len(group)})[/{colors[sev]}]")
+        for f in group:
+            j = f.to_json()
+            line(f"  {j['rule']} {j['title']}")
+            line(f"        {j['message']}")
+            line(f"        fix: {j['fix']}")
+    counts = {s: sum(f.severity == s for f in items) for s in ("error", "warning", "info")}
+    line(f"{plan_label}: {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info")
+
+
+def rules(catalogue) -> None:
+    table("perfmodel check rules", ["rule", "severity", "title", "why it matters"],
+          [(r.id, r.severity, r.title, r.why) for r in catalogue.values()], right=[False] * 4)

@@ -53,38 +53,43 @@ class Config:
         return {**asdict(self), "num_micro_batches": self.num_micro_batches}
 
 
-def config_problems(model: Model, system: System, cfg: Config, allow_cross_node_tp: bool = True) -> list[tuple[str, str]]:
-    """Every violated divisibility rule as (field, message naming the factors and the fix)."""
-    out: list[tuple[str, str]] = []
+def config_problems(model: Model, system: System, cfg: Config,
+                    allow_cross_node_tp: bool = True) -> list[tuple[str, str, str]]:
+    """Every violated rule as (rule ID, field, message naming the factors and the fix).
+
+    The rule IDs are those of `perfmodel check` (perfmodel/check.py).
+    """
+    out: list[tuple[str, str, str]] = []
     n = system.num_gpus
     if cfg.tp * cfg.pp * cfg.dp != n:
-        out.append(("parallel.dp", f"tp({cfg.tp}) * pp({cfg.pp}) * dp({cfg.dp}) = {cfg.tp * cfg.pp * cfg.dp} "
-                    f"!= num_gpus({n}); choose dp = num_gpus / (tp * pp)"))
+        out.append(("PM102", "parallel.dp", f"tp({cfg.tp}) * pp({cfg.pp}) * dp({cfg.dp}) = "
+                    f"{cfg.tp * cfg.pp * cfg.dp} != num_gpus({n}); choose dp = num_gpus / (tp * pp)"))
     if model.num_attention_heads % cfg.tp:
-        out.append(("parallel.tp", f"num_attention_heads({model.num_attention_heads}) is not divisible by "
-                    f"tp({cfg.tp}); pick tp among the divisors of {model.num_attention_heads}"))
+        out.append(("PM103", "parallel.tp", f"num_attention_heads({model.num_attention_heads}) is not divisible "
+                    f"by tp({cfg.tp}); pick tp among the divisors of {model.num_attention_heads}"))
     elif model.groups % cfg.tp and cfg.tp % model.groups:
-        out.append(("parallel.tp", f"num_query_groups({model.groups}) and tp({cfg.tp}) do not divide one another"))
+        out.append(("PM103", "parallel.tp",
+                    f"num_query_groups({model.groups}) and tp({cfg.tp}) do not divide one another"))
     if model.num_layers % (cfg.pp * cfg.vp):
-        out.append(("parallel.pp", f"num_layers({model.num_layers}) is not divisible by pp({cfg.pp}) * "
+        out.append(("PM104", "parallel.pp", f"num_layers({model.num_layers}) is not divisible by pp({cfg.pp}) * "
                     f"vp({cfg.vp}) = {cfg.pp * cfg.vp}; pick pp * vp dividing {model.num_layers}"))
     if cfg.global_batch_size % (cfg.dp * cfg.micro_batch_size):
-        out.append(("training.global_batch_size",
+        out.append(("PM105", "training.global_batch_size",
                     f"global_batch_size({cfg.global_batch_size}) is not divisible by dp({cfg.dp}) * "
                     f"micro_batch_size({cfg.micro_batch_size}) = {cfg.dp * cfg.micro_batch_size}"))
-    if cfg.sequence_parallel and cfg.tp == 1:
-        out.append(("parallel.sequence_parallel", "sequence_parallel needs tp > 1; set it false or raise tp"))
-    if cfg.schedule == "interleaved" and cfg.vp == 1:
-        out.append(("parallel.vp", "schedule interleaved needs vp > 1; set vp or use schedule 1f1b"))
-    if cfg.vp > 1 and cfg.schedule != "interleaved":
-        out.append(("parallel.schedule", f"vp({cfg.vp}) > 1 needs schedule interleaved"))
-    if cfg.vp > 1 and cfg.pp == 1:
-        out.append(("parallel.vp", "interleaving (vp > 1) needs pp > 1"))
     m = cfg.global_batch_size // max(cfg.dp * cfg.micro_batch_size, 1)
     if cfg.vp > 1 and cfg.pp > 1 and m % cfg.pp:
-        out.append(("parallel.vp", f"interleaved schedule needs the micro-batch count m({m}) to be a multiple "
-                    f"of pp({cfg.pp}); change global_batch_size or micro_batch_size"))
+        out.append(("PM106", "parallel.vp", f"interleaved schedule needs the micro-batch count m({m}) to be a "
+                    f"multiple of pp({cfg.pp}); change global_batch_size or micro_batch_size"))
+    if cfg.sequence_parallel and cfg.tp == 1:
+        out.append(("PM107", "parallel.sequence_parallel", "sequence_parallel needs tp > 1; set it false or raise tp"))
+    if cfg.schedule == "interleaved" and cfg.vp == 1:
+        out.append(("PM107", "parallel.vp", "schedule interleaved needs vp > 1; set vp or use schedule 1f1b"))
+    if cfg.vp > 1 and cfg.schedule != "interleaved":
+        out.append(("PM107", "parallel.schedule", f"vp({cfg.vp}) > 1 needs schedule interleaved"))
+    if cfg.vp > 1 and cfg.pp == 1:
+        out.append(("PM107", "parallel.vp", "interleaving (vp > 1) needs pp > 1"))
     if not allow_cross_node_tp and cfg.tp > system.gpus_per_node:
-        out.append(("parallel.tp", f"tp({cfg.tp}) > gpus_per_node({system.gpus_per_node}): the TP group "
-                    "would cross nodes"))
+        out.append(("PM201", "parallel.tp", f"tp({cfg.tp}) > gpus_per_node({system.gpus_per_node}): the TP "
+                    "group would cross nodes"))
     return out

@@ -1,0 +1,345 @@
+"""`perfmodel check`: the design rules of 3D parallelism as a linter (issue 5).
+
+Each rule has a stable ID, a severity and a one-line title; a finding quantifies
+the cost in numbers and names the cheapest fix. Every figure comes from the
+same estimate/cost functions the rest of perfmodel uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .cost import collectives as coll
+from .cost import memory as mem
+from .cost import pipeline as pipe
+from .cost import sp as spc
+from .cost.roofline import arithmetic_intensity, ridge_point
+from .errors import PerfModelError
+from .estimate import Estimate, Knobs, estimate, evaluate, per_layer_ops, resolve_config
+from .reports import layer_gemms
+from .specs import Config, Plan, config_problems
+from .units import fmt_bytes, fmt_time
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    severity: str
+    title: str
+    why: str
+
+
+RULES = {r.id: r for r in (
+    Rule("PM101", ERROR, "the plan does not fit in HBM",
+         "Model states (16-18 B per parameter) plus activations must fit on the most loaded GPU "
+         "(seed 000, 6 pitfalls; Korthikanti 2022, Table 2)."),
+    Rule("PM102", ERROR, "tp x pp x dp != number of GPUs",
+         "Every GPU belongs to exactly one TP, PP and DP group (seed 000, 2.5: 512 = 8 x 8 x 8)."),
+    Rule("PM103", ERROR, "attention heads not divisible by TP",
+         "Megatron splits attention by heads: each TP rank needs whole heads (seed 000, 2.3)."),
+    Rule("PM104", ERROR, "layers not divisible by PP x VP",
+         "Each pipeline stage, and each virtual chunk, holds whole layers (Narayanan 2021, Sec. 2.2)."),
+    Rule("PM105", ERROR, "global batch not divisible by DP x micro-batch",
+         "Each replica runs a whole number m = B / (dp b) of micro-batches (Narayanan 2021, Sec. 2.2)."),
+    Rule("PM106", ERROR, "interleaving with m not a multiple of PP",
+         "The interleaved 1F1B schedule cycles through the stages in groups of p micro-batches "
+         "(Narayanan 2021, Sec. 2.2.2)."),
+    Rule("PM107", ERROR, "knobs that contradict one another",
+         "SP needs TP > 1; interleaving needs PP > 1, VP > 1 and the interleaved schedule."),
+    Rule("PM201", WARNING, "TP group crosses the node boundary",
+         "TP runs 4 collectives per layer on the critical path: off NVLink it slows every layer "
+         "several-fold (seed 000, 4.2: 3.4x on InfiniBand)."),
+    Rule("PM202", WARNING, "pipeline bubble above 15% of the step",
+         "The fill and drain of the pipeline, (p-1)/(m+p-1) of the step, is idle time (seed 000, 2.4, 4.3)."),
+    Rule("PM203", WARNING, "a layer GEMM is memory-bound at this micro-batch",
+         "Below the ridge point the GEMM waits on HBM, so more micro-batches cost compute efficiency "
+         "(seed 000, 4.4: AI 61 vs ridge 153 at 64 tokens)."),
+    Rule("PM204", WARNING, "communication-frequency rule broken",
+         "The most frequent communication goes on the fastest link: TP on NVLink, PP across nodes, "
+         "DP outermost (seed 000, 2.5 and 5)."),
+    Rule("PM205", WARNING, "GPipe where 1F1B needs less activation memory",
+         "GPipe keeps all m micro-batches' activations, 1F1B about p, for the same bubble (seed 000, 2.4(c), 4.3)."),
+    Rule("PM206", WARNING, "pipeline stages unbalanced by the embedding or output layer",
+         "Every stage waits for the slowest: an extra output layer and loss on the last stage stretch "
+         "each of the m steps (seed 000, 6; Narayanan 2021, Sec. 3)."),
+    Rule("PM301", INFO, "TP > 1 without sequence parallelism",
+         "SP shards LayerNorm/dropout activations t ways for the same communication volume (seed 002, 4)."),
+    Rule("PM302", INFO, "DP > 1 without ZeRO-1",
+         "Each DP replica keeps the same 12 B/param of optimizer state; ZeRO-1 shards it (seed 000, 6)."),
+    Rule("PM303", INFO, "TP communication above 30% of compute",
+         "TP comm / compute = 8(t-1)P / (24 h BW), independent of batch: only h, t or the link change it "
+         "(seed 000, 4.2)."),
+)}
+
+
+@dataclass
+class Finding:
+    rule: str
+    message: str
+    fix: str
+    figures: dict = field(default_factory=dict)
+
+    @property
+    def severity(self) -> str:
+        return RULES[self.rule].severity
+
+    def to_json(self) -> dict:
+        return {"rule": self.rule, "severity": self.severity, "title": RULES[self.rule].title,
+                "message": self.message, "fix": self.fix, "figures": self.figures}
+
+
+def _config_or_problem(plan: Plan) -> tuple[Config | None, list[Finding]]:
+    try:
+        cfg = resolve_config(plan)
+    except PerfModelError as e:
+        return None, [Finding("PM102", str(e), "pick tp and pp whose product divides num_gpus")]
+    return cfg, [Finding(rule, f"{fld}: {msg}", msg.split("; ")[-1] if "; " in msg else f"fix {fld}")
+                 for rule, fld, msg in config_problems(plan.model, plan.system, cfg)]
+
+
+def _variant(cfg: Config, **changes) -> Config:
+    data = {**cfg.__dict__, **changes}
+    return Config(**data)
+
+
+def _evaluate_variants(plan: Plan, cfgs: list[Config]) -> list[dict]:
+    valid = [c for c in cfgs if not config_problems(plan.model, plan.system, c)]
+    if not valid:
+        return []
+    raw = evaluate(plan, Knobs.from_configs(valid))
+    return [{"config": c, **{k: v[i] for k, v in raw.items()}} for i, c in enumerate(valid)]
+
+
+def _fits_fixes(plan: Plan, cfg: Config) -> list[tuple[str, Config]]:
+    n, gpn, L, heads = plan.system.num_gpus, plan.system.gpus_per_node, plan.model.num_layers, plan.model.num_attention_heads
+    out = []
+    if cfg.tp > 1 and not cfg.sequence_parallel:
+        out.append(("enable sequence_parallel", _variant(cfg, sequence_parallel=True)))
+    if cfg.recompute == "none":
+        out.append(("recompute: selective", _variant(cfg, recompute="selective")))
+        if cfg.tp > 1 and not cfg.sequence_parallel:
+            out.append(("sequence_parallel + selective recompute",
+                        _variant(cfg, sequence_parallel=True, recompute="selective")))
+    if cfg.recompute != "full":
+        out.append(("recompute: full", _variant(cfg, recompute="full")))
+    for z in range(cfg.zero_stage + 1, 4):
+        if cfg.dp > 1:
+            out.append((f"zero_stage: {z}", _variant(cfg, zero_stage=z)))
+    if cfg.schedule == "gpipe":
+        out.append(("schedule: 1f1b", _variant(cfg, schedule="1f1b")))
+    if cfg.micro_batch_size > 1:
+        out.append((f"micro_batch_size: {cfg.micro_batch_size // 2}",
+                    _variant(cfg, micro_batch_size=cfg.micro_batch_size // 2)))
+    if 2 * cfg.tp <= gpn and heads % (2 * cfg.tp) == 0 and cfg.dp % 2 == 0:
+        out.append((f"tp: {2 * cfg.tp} (dp {cfg.dp // 2})", _variant(cfg, tp=2 * cfg.tp, dp=cfg.dp // 2)))
+    if L % (2 * cfg.pp * cfg.vp) == 0 and cfg.dp % 2 == 0:
+        out.append((f"pp: {2 * cfg.pp} (dp {cfg.dp // 2})", _variant(cfg, pp=2 * cfg.pp, dp=cfg.dp // 2)))
+    return [(label, c) for label, c in out if c.tp * c.pp * c.dp == n]
+
+
+def _rule_memory(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
+    v = est.values
+    if v["fits"]:
+        return []
+    over = v["total_bytes"] - v["capacity_bytes"]
+    parts = ", ".join(f"{k.replace('_bytes', '')} {fmt_bytes(v[k])}" for k in
+                      ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "other_bytes"))
+    options = _fits_fixes(plan, cfg)
+    results = _evaluate_variants(plan, [c for _, c in options])
+    labels = {id(c): label for label, c in options}
+    fitting = sorted((r for r in results if r["fits"]), key=lambda r: r["step_time_s"])
+    if fitting:
+        best = fitting[0]
+        delta = 100 * (best["step_time_s"] / v["step_time_s"] - 1)
+        fix = (f"{labels[id(best['config'])]}: {fmt_bytes(best['total_bytes'])} per GPU, step time "
+               f"{delta:+.1f}% (the fastest single change that fits)")
+    else:
+        m = plan.model
+        total = mem.total_params(m.num_layers, m.hidden_size, m.ffn, m.groups, m.head_dim, m.vocab_size,
+                                 plan.seq_length, m.mlp == "swiglu", m.position_embedding == "learned",
+                                 m.tied_embeddings)
+        states = sum(mem.model_state_bytes(total, 1, 0, plan.training.grad_accum_fp32, plan.training.optimizer))
+        need = int(np.ceil(states / v["capacity_bytes"]))
+        fix = (f"no single change fits: the model states alone ({fmt_bytes(states)}) need at least {need} GPUs "
+               f"of {fmt_bytes(v['capacity_bytes'])} before activations; add GPUs (`perfmodel plan` finds the "
+               "layout) or shard the states with ZeRO over data parallelism")
+    return [Finding("PM101", f"needs {fmt_bytes(v['total_bytes'])} per GPU, {fmt_bytes(over)} over the "
+                    f"{fmt_bytes(v['capacity_bytes'])} of HBM ({parts})", fix,
+                    {"total_bytes": v["total_bytes"], "capacity_bytes": v["capacity_bytes"], "over_bytes": over})]
+
+
+def _rule_tp_cross_node(plan: Plan, cfg: Config) -> list[Finding]:
+    gpn = plan.system.gpus_per_node
+    if cfg.tp <= gpn:
+        return []
+    on_ib = sum(float(o.fwd_s + o.bwd_s) for o in per_layer_ops(plan, cfg))
+    inside = plan.model_copy(update={"system": plan.system.model_copy(update={"gpus_per_node": cfg.tp})})
+    on_nv = sum(float(o.fwd_s + o.bwd_s) for o in per_layer_ops(inside, cfg))
+    return [Finding("PM201", f"tp({cfg.tp}) > gpus_per_node({gpn}): TP collectives run on "
+                    f"{plan.system.inter_node_link.name}; one layer takes {fmt_time(on_ib)} instead of "
+                    f"{fmt_time(on_nv)} on {plan.system.intra_node_link.name} ({on_ib / on_nv:.1f}x)",
+                    f"keep tp <= {gpn} and move the rest to pp or dp", {"layer_s": on_ib, "layer_on_intra_s": on_nv})]
+
+
+def _rule_bubble(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
+    b = est.values["bubble_over_step"]
+    if b <= 0.15 or cfg.pp == 1:
+        return []
+    m, p, v = cfg.num_micro_batches, cfg.pp, cfg.vp
+    need_m = pipe.min_microbatches_for_target(p, 0.15, v)
+    fixes = [f"m >= {need_m} (global batch {need_m * cfg.dp * cfg.micro_batch_size})"]
+    for vp in range(v + 1, plan.model.num_layers // p + 1):
+        if (plan.model.num_layers // p) % vp == 0 and m % p == 0 and pipe.bubble_over_step(p, m, vp) < 0.15:
+            fixes.append(f"vp = {vp} (interleaved)")
+            break
+    return [Finding("PM202", f"wall-clock bubble {100 * b:.1f}% ((p-1)/(m v + p-1) with p={p}, m={m}, v={v}): "
+                    f"{fmt_time(est.values['bubble'])} idle per step", " or ".join(fixes),
+                    {"bubble_over_step": b, "bubble_s": est.values["bubble"]})]
+
+
+def _rule_memory_bound_gemm(plan: Plan, cfg: Config) -> list[Finding]:
+    m, gpu, dtype = plan.model, plan.system.gpu, plan.training.dtype
+    peak, bw = gpu.peak(dtype), gpu.hbm_bandwidth_bytes_per_s
+    ridge = ridge_point(peak, bw)
+    tokens = cfg.micro_batch_size * plan.seq_length
+    bound = []
+    for name, M, K, N, batch in layer_gemms(m.hidden_size, m.ffn, m.num_attention_heads, m.groups, cfg.tp,
+                                            tokens, plan.seq_length, cfg.micro_batch_size, m.mlp == "swiglu"):
+        if "attention" in name:  # their AI is set by the head dim, not by the micro-batch
+            continue
+        ai = float(arithmetic_intensity(2.0 * M * K * N, 2.0 * (M * K + K * N + M * N)))
+        if ai < ridge:
+            bound.append((name, ai))
+    if not bound:
+        return []
+    worst = min(bound, key=lambda x: x[1])
+    return [Finding("PM203", f"{len(bound)} layer GEMM(s) memory-bound at {tokens} tokens per micro-batch: "
+                    f"{worst[0]} has AI {worst[1]:.0f} FLOP/B < ridge {ridge:.0f}",
+                    "raise micro_batch_size (or sequence length) until M = b s puts AI above the ridge",
+                    {"arithmetic_intensity": worst[1], "ridge_point": ridge})]
+
+
+def _group_links(plan: Plan, cfg: Config) -> dict[str, tuple[float, str]]:
+    s = plan.system
+    dp_stride = cfg.tp if s.placement == "tp-dp-pp" else cfg.tp * cfg.pp
+    pp_stride = cfg.tp * cfg.dp if s.placement == "tp-dp-pp" else cfg.tp
+    out = {}
+    for group, size, stride, active in (("TP", cfg.tp, 1, cfg.tp > 1), ("PP", 2, pp_stride, cfg.pp > 1),
+                                        ("DP", cfg.dp, dp_stride, cfg.dp > 1)):
+        if active:
+            spans = bool(coll.group_spans_nodes(size, stride, s.gpus_per_node))
+            link = s.inter_node_link if spans else s.intra_node_link
+            out[group] = (link.bandwidth_bytes_per_s, link.name)
+    return out
+
+
+def _rule_comm_frequency(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
+    links = _group_links(plan, cfg)
+    order = [g for g in ("TP", "PP", "DP") if g in links]  # most frequent first
+    broken = [(a, b) for i, a in enumerate(order) for b in order[i + 1:] if links[a][0] < links[b][0]]
+    if not broken:
+        return []
+    a, b = broken[0]
+    other = "tp-pp-dp" if plan.system.placement == "tp-dp-pp" else "tp-dp-pp"
+    alt = plan.model_copy(update={"system": plan.system.model_copy(update={"placement": other})})
+    t_alt = estimate(alt, cfg).values["step_time_s"]
+    t_now = est.values["step_time_s"]
+    return [Finding("PM204", f"{a} (more frequent) runs on {links[a][1]} ({links[a][0] / 1e9:.0f} GB/s) while "
+                    f"{b} (less frequent) has {links[b][1]} ({links[b][0] / 1e9:.0f} GB/s)",
+                    f"placement: {other} (step time {fmt_time(t_now)} -> {fmt_time(t_alt)}, "
+                    f"{100 * (t_alt / t_now - 1):+.1f}%)",
+                    {"step_time_s": t_now, "step_time_other_placement_s": t_alt})]
+
+
+def _rule_gpipe(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
+    if cfg.schedule != "gpipe" or cfg.pp == 1 or cfg.num_micro_batches <= cfg.pp:
+        return []
+    alt = estimate(plan, _variant(cfg, schedule="1f1b")).values
+    saved = est.values["activations_bytes"] - alt["activations_bytes"]
+    return [Finding("PM205", f"GPipe keeps all m={cfg.num_micro_batches} micro-batches of activations: "
+                    f"{fmt_bytes(est.values['activations_bytes'])} vs {fmt_bytes(alt['activations_bytes'])} "
+                    f"with 1F1B (p={cfg.pp} in flight)", f"schedule: 1f1b saves {fmt_bytes(saved)} per GPU, same bubble",
+                    {"saved_bytes": saved})]
+
+
+def _rule_stage_balance(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
+    v = est.values
+    if cfg.pp == 1:
+        return []
+    slow = max(v["stage_time_first_s"], v["stage_time_last_s"])
+    excess = slow / v["stage_time_middle_s"] - 1
+    if excess <= 0.05:
+        return []
+    which = "first (embedding)" if v["stage_time_first_s"] >= v["stage_time_last_s"] else "last (output layer, loss)"
+    per_step = cfg.num_micro_batches * (slow - v["stage_time_middle_s"])
+    return [Finding("PM206", f"the {which} stage takes {100 * excess:.1f}% longer per micro-batch than a middle "
+                    f"stage: {fmt_time(per_step)} per step", "give the first and last stages fewer layers "
+                    "(uneven split), or more stages so each layer matters less", {"excess": excess, "per_step_s": per_step})]
+
+
+def _rule_sp(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
+    if cfg.tp == 1 or cfg.sequence_parallel:
+        return []
+    alt = estimate(plan, _variant(cfg, sequence_parallel=True)).values
+    saved = est.values["activations_bytes"] - alt["activations_bytes"]
+    return [Finding("PM301", f"tp({cfg.tp}) without SP keeps LayerNorm/dropout activations unsharded",
+                    f"sequence_parallel: true saves {fmt_bytes(saved)} per GPU, same TP bytes",
+                    {"saved_bytes": saved})]
+
+
+def _rule_zero(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
+    if cfg.dp == 1 or cfg.zero_stage >= 1:
+        return []
+    opt = est.values["optimizer_bytes"]
+    saved = opt * (1 - 1 / cfg.dp)
+    return [Finding("PM302", f"dp({cfg.dp}) replicas each keep {fmt_bytes(opt)} of optimizer state",
+                    f"zero_stage: 1 saves {fmt_bytes(saved)} per GPU", {"saved_bytes": saved})]
+
+
+def _rule_tp_ratio(plan: Plan, cfg: Config) -> list[Finding]:
+    if cfg.tp == 1:
+        return []
+    gpu, s = plan.system.gpu, plan.system
+    link = s.intra_node_link if cfg.tp <= s.gpus_per_node else s.inter_node_link
+    flops = gpu.peak(plan.training.dtype) * gpu.gemm_efficiency
+    ratio = float(spc.tp_comm_compute_ratio(cfg.tp, flops, plan.model.hidden_size,
+                                            link.bandwidth_bytes_per_s * link.efficiency))
+    if ratio <= 0.30:
+        return []
+    return [Finding("PM303", f"TP comm / compute = 8(t-1)P/(24 h BW) = {100 * ratio:.0f}% "
+                    f"(t={cfg.tp}, h={plan.model.hidden_size}, {link.name})",
+                    "lower tp (move the factor to pp), or a faster TP link", {"ratio": ratio})]
+
+
+def check(plan: Plan, ignore: list[str] | None = None) -> list[Finding]:
+    """Every finding for a plan, errors first; rules in ``ignore`` (and the plan's) are silenced."""
+    silenced = {r.upper() for r in (ignore or [])} | {r.upper() for r in plan.ignore}
+    unknown = sorted(silenced - set(RULES))
+    if unknown:
+        raise PerfModelError(f"unknown rule ID(s) {', '.join(unknown)}; see `perfmodel check --list-rules`")
+    cfg, findings = _config_or_problem(plan)
+    if cfg is not None and not findings:
+        est = estimate(plan, cfg)
+        findings += _rule_memory(plan, cfg, est)
+        findings += _rule_tp_cross_node(plan, cfg)
+        findings += _rule_bubble(plan, cfg, est)
+        findings += _rule_memory_bound_gemm(plan, cfg)
+        findings += _rule_comm_frequency(plan, cfg, est)
+        findings += _rule_gpipe(plan, cfg, est)
+        findings += _rule_stage_balance(plan, cfg, est)
+        findings += _rule_sp(plan, cfg, est)
+        findings += _rule_zero(plan, cfg, est)
+        findings += _rule_tp_ratio(plan, cfg)
+    rank = {ERROR: 0, WARNING: 1, INFO: 2}
+    return sorted((f for f in findings if f.rule not in silenced), key=lambda f: (rank[f.severity], f.rule))
+
+
+def exit_code(findings: list[Finding], strict: bool = False) -> int:
+    """0 when no errors; 1 with errors (and, with strict, with warnings)."""
+    bad = {ERROR, WARNING} if strict else {ERROR}
+    return 1 if any(f.severity in bad for f in findings) else 0
+

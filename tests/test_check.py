@@ -1,0 +1,156 @@
+"""perfmodel check: one test per rule that trips it, silence on a good plan, exit codes (issue 5)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perfmodel import presets
+from perfmodel.check import RULES, check, exit_code
+from perfmodel.cli import main
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+CLEAN = dict(tp=8, pp=8, dp=8, vp=3, micro_batch_size=1, sequence_parallel=True, recompute="selective",
+             zero_stage=1, schedule="interleaved")
+
+
+def plan(model="gpt3-175b", gpus=512, gbs=1536, seq=None, gpn=8, placement="tp-dp-pp", **parallel):
+    training = {"global_batch_size": gbs, **({"seq_length": seq} if seq else {})}
+    return presets.plan_from_mapping({
+        "model": model,
+        "system": {"gpu": "a100-80gb", "num_gpus": gpus, "gpus_per_node": gpn, "intra_node_link": "nvlink3",
+                   "inter_node_link": "ib-hdr", "placement": placement},
+        "training": training, "parallel": parallel}, "test")
+
+
+def rules_of(p, **kw):
+    return [f.rule for f in check(p, **kw)]
+
+
+def test_clean_plan_is_silent():
+    assert check(plan(**CLEAN)) == []
+
+
+@pytest.mark.parametrize("rule,kwargs", [
+    ("PM101", dict(CLEAN, sequence_parallel=False, recompute="none", zero_stage=0, vp=None, schedule="1f1b",
+                   micro_batch_size=4)),
+    ("PM102", dict(CLEAN, dp=4)),
+    ("PM103", dict(CLEAN, tp=5, pp=1, dp=None, vp=None, schedule="1f1b") | {"gpus": 5, "gbs": 5, "gpn": 5}),
+    ("PM104", dict(CLEAN, vp=5)),
+    ("PM105", dict(CLEAN, micro_batch_size=5)),
+    ("PM106", dict(CLEAN) | {"gbs": 8 * 12}),
+    ("PM107", dict(CLEAN, vp=None)),
+])
+def test_error_rules_trip(rule, kwargs):
+    kw = dict(kwargs)
+    p = plan(**{k: kw.pop(k) for k in ("gpus", "gbs", "gpn") if k in kw}, **kw)
+    found = check(p)
+    assert rule in [f.rule for f in found]
+    assert exit_code(found) == 1
+
+
+def test_pm101_names_components_and_a_fix():
+    f = next(x for x in check(plan(**dict(CLEAN, sequence_parallel=False, recompute="none", zero_stage=0, vp=None,
+                                          schedule="1f1b", micro_batch_size=4))) if x.rule == "PM101")
+    assert "over the" in f.message and "activations" in f.message and "fits" in f.fix
+    assert f.figures["over_bytes"] > 0
+
+
+def test_pm201_tp_across_nodes():
+    f = next(x for x in check(plan(**dict(CLEAN, tp=16, dp=4))) if x.rule == "PM201")
+    assert f.figures["layer_s"] > 2 * f.figures["layer_on_intra_s"]
+
+
+def test_pm202_bubble():
+    f = next(x for x in check(plan(**dict(CLEAN, vp=None, schedule="1f1b"), gbs=8 * 16)) if x.rule == "PM202")
+    assert f.figures["bubble_over_step"] == pytest.approx(7 / 23) and "m >=" in f.fix
+
+
+def test_pm203_memory_bound_gemm():
+    f = next(x for x in check(plan(**CLEAN, seq=64)) if x.rule == "PM203")
+    assert f.figures["arithmetic_intensity"] < f.figures["ridge_point"]
+
+
+def test_pm204_communication_frequency():
+    p = plan(model="gpt-7.5b", gpus=32, gbs=512, tp=2, pp=4, dp=4, micro_batch_size=2, sequence_parallel=True,
+             recompute="selective", zero_stage=1)
+    assert "PM204" in rules_of(p)
+    q = plan(model="gpt-7.5b", gpus=32, gbs=512, placement="tp-pp-dp", tp=2, pp=4, dp=4, micro_batch_size=2,
+             sequence_parallel=True, recompute="selective", zero_stage=1)
+    assert "PM204" not in rules_of(q)
+
+
+def test_pm205_gpipe():
+    f = next(x for x in check(plan(**dict(CLEAN, vp=None, schedule="gpipe"))) if x.rule == "PM205")
+    assert f.figures["saved_bytes"] > 0
+
+
+def test_pm206_stage_imbalance():
+    p = plan(model="gpt-7.5b", gpus=32, gbs=512, placement="tp-pp-dp", tp=2, pp=4, dp=4, micro_batch_size=2,
+             sequence_parallel=True, recompute="selective", zero_stage=1)
+    f = next(x for x in check(p) if x.rule == "PM206")
+    assert f.figures["excess"] > 0.05
+
+
+def test_pm301_pm302_info():
+    found = check(plan(**dict(CLEAN, sequence_parallel=False, zero_stage=0)))
+    rules = [f.rule for f in found]
+    assert "PM301" in rules and "PM302" in rules
+    only_info = check(plan(**dict(CLEAN, zero_stage=0)))
+    assert [f.rule for f in only_info] == ["PM302"] and exit_code(only_info, strict=True) == 0
+
+
+def test_pm303_tp_ratio():
+    # GPT 3.6B (h = 3072) on one node with TP8: 8 x 7 x 250 TFLOP/s / (24 x 3072 x 234 GB/s) = 81%
+    f = next(x for x in check(plan(model="gpt-3.6b", gpus=8, gbs=64, tp=8, pp=1, micro_batch_size=1,
+                                   sequence_parallel=True, recompute="selective", zero_stage=0)) if x.rule == "PM303")
+    assert f.figures["ratio"] > 0.30
+
+
+def test_ignore_from_flag_and_plan():
+    p = plan(**dict(CLEAN, sequence_parallel=False, zero_stage=0))
+    assert "PM301" not in rules_of(p, ignore=["pm301"])
+    q = p.model_copy(update={"ignore": ["PM302"]})
+    assert "PM302" not in rules_of(q) and "PM301" in rules_of(q)
+
+
+def test_unknown_rule_id(runner):
+    r = runner.invoke(main, ["check", str(EXAMPLES / "clean-plan.yaml"), "--ignore", "PM999"])
+    assert r.exit_code == 1 and "unknown rule ID" in r.output
+
+
+def test_cli_exit_codes_and_json(runner):
+    r = runner.invoke(main, ["check", str(EXAMPLES / "clean-plan.yaml")])
+    assert r.exit_code == 0 and "no findings" in r.output
+    r = runner.invoke(main, ["check", str(EXAMPLES / "troubled-plan.yaml"), "--json"])
+    assert r.exit_code == 1
+    found = json.loads(r.output)
+    assert {f["severity"] for f in found} == {"error", "warning", "info"}
+    assert all({"rule", "severity", "message", "fix", "figures"} <= set(f) for f in found)
+    r = runner.invoke(main, ["check", str(EXAMPLES / "dp-inside-node.yaml")])
+    assert r.exit_code == 0
+    r = runner.invoke(main, ["check", str(EXAMPLES / "dp-inside-node.yaml"), "--strict"])
+    assert r.exit_code == 1
+
+
+def test_list_rules(runner):
+    r = runner.invoke(main, ["check", "--list-rules", "--json"])
+    assert r.exit_code == 0 and {x["rule"] for x in json.loads(r.output)} == set(RULES)
+    assert all(x["why"] for x in json.loads(r.output))
+
+
+def test_malformed_plan_gets_the_usual_errors(runner, tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("model: gpt3-175b\nsystem: {gpu: a100-80gb\n")
+    r = runner.invoke(main, ["check", str(f)])
+    assert r.exit_code == 1 and "YAML syntax error" in r.output and "Traceback" not in r.output
+    r = runner.invoke(main, ["check", "nowhere.yaml"])
+    assert r.exit_code == 1 and "no such file" in r.output
+
+
+def test_gpu_count_not_divisible_is_a_finding(runner, tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text("model: gpt3-175b\nsystem: {gpu: a100-80gb, num_gpus: 512, intra_node_link: nvlink3, "
+                 "inter_node_link: ib-hdr}\ntraining: {global_batch_size: 1536}\nparallel: {tp: 8, pp: 3}\n")
+    r = runner.invoke(main, ["check", str(f), "--json"])
+    assert r.exit_code == 1 and json.loads(r.output)[0]["rule"] == "PM102"
