@@ -418,6 +418,75 @@ def check_cmd(plan_file, ignored, strict, list_rules, as_json, **kw):
         raise click.exceptions.Exit(code)
 
 
+@main.command("schedule")
+@click.argument("plan_file", required=False)
+@click.option("-m", "--micro-batches", "m", type=click.IntRange(min=1), help="Micro-batches m (default: the plan's).")
+@click.option("-p", "--stages", "p", type=click.IntRange(min=1), help="Pipeline stages p (default: the plan's).")
+@click.option("-v", "--virtual", "v", type=click.IntRange(min=1), help="Virtual stages per GPU (interleaved).")
+@click.option("--schedule", "sched", type=click.Choice(["gpipe", "1f1b", "interleaved"]),
+              help="Default: interleaved when v > 1, else 1f1b (or the plan's).")
+@click.option("--tf", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Forward time per stage without a plan (any unit).")
+@click.option("--tb", type=click.FloatRange(min=0), default=2.0, show_default=True,
+              help="Backward time per stage without a plan.")
+@click.option("--latency", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Point-to-point time between stages without a plan.")
+@click.option("--width", type=click.IntRange(min=30), default=80, show_default=True, help="Gantt width in columns.")
+@click.option("--svg", "svg_file", type=click.Path(dir_okay=False), help="Also write the Gantt chart as SVG.")
+@json_option
+def schedule_cmd(plan_file, m, p, v, sched, tf, tb, latency, width, svg_file, as_json):
+    """Simulate a pipeline schedule and draw its Gantt chart (one row per stage).
+
+    Without a plan the stages are equal (--tf, --tb). With a plan, the stage times come from
+    `estimate` (the first stage carries the embedding, the last the output layer and loss),
+    in seconds, with the point-to-point time between stages.
+
+    Example:
+
+        perfmodel schedule -m 8 -p 4
+        perfmodel schedule -m 8 -p 4 -v 2 --svg pipeline.svg
+        perfmodel schedule gpt3-175b-3d.yaml
+    """
+    from . import gantt
+    from .schedule import simulate
+    if plan_file:
+        from .estimate import estimate, resolve_config
+        plan = presets.load_plan(plan_file)
+        over = {k: val for k, val in (("pp", p), ("vp", v), ("schedule", sched)) if val is not None}
+        cfg = resolve_config(plan, **over)
+        if m is not None:
+            cfg = cfg.__class__(**{**cfg.__dict__, "global_batch_size": m * cfg.dp * cfg.micro_batch_size})
+            plan = plan.model_copy(update={"training": plan.training.model_copy(
+                update={"global_batch_size": cfg.global_batch_size})})
+        vals = estimate(plan, cfg).values
+        p, m, v, sched = cfg.pp, cfg.num_micro_batches, cfg.vp, cfg.schedule
+        tf_s = [vals["stage_fwd_first_s"]] + [vals["stage_fwd_middle_s"]] * (p - 2) + [vals["stage_fwd_last_s"]]
+        tt = [vals["stage_time_first_s"]] + [vals["stage_time_middle_s"]] * (p - 2) + [vals["stage_time_last_s"]]
+        tf, tb = (tf_s[:p], [a - b for a, b in zip(tt, tf_s)][:p]) if p > 1 else (vals["stage_fwd_first_s"],
+                                                                                   vals["stage_time_first_s"] - vals["stage_fwd_first_s"])
+        latency = vals["p2p_s"]
+        title = f"{plan.model.name}, stage times from estimate (s)"
+        blocking = not plan.training.p2p_overlap
+    else:
+        if m is None or p is None:
+            raise click.UsageError("give -m and -p, or a PLAN file")
+        v = v or 1
+        sched = sched or ("interleaved" if v > 1 else "1f1b")
+        title = f"equal stages, t_f={tf:g}, t_b={tb:g}"
+        blocking = False
+    sim = simulate(p, m, v, sched, tf, tb, latency, blocking=blocking)
+    if svg_file:
+        try:
+            with open(svg_file, "w", encoding="utf-8") as fh:
+                fh.write(gantt.svg(sim, title))
+        except OSError as e:
+            raise PerfModelError(f"cannot write {svg_file}: {e.strerror}") from None
+    if as_json:
+        render.emit_json(sim.to_json())
+    else:
+        render.schedule(sim, gantt.text_rows(sim, width), gantt.LEGEND, title)
+
+
 def entry():  # pragma: no cover - console script alias
     main()
 

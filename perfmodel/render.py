@@ -313,3 +313,28 @@ def findings(items, plan_label: str) -> None:
 def rules(catalogue) -> None:
     table("perfmodel check rules", ["rule", "severity", "title", "why it matters"],
           [(r.id, r.severity, r.title, r.why) for r in catalogue.values()], right=[False] * 4)
+
+
+def schedule(sim, gantt_rows: list[str], legend: str, title: str) -> None:
+    """Figures of a simulated step and its Gantt chart."""
+    j = sim.to_json()
+    kv(f"{title}: {sim.schedule}, p={sim.p}, m={sim.m}, v={sim.v}", [
+        ("step time", f"{j['step_time']:.4g}"),
+        ("bubble / step (mean over stages)", pct(j["bubble_over_step"])),
+        ("bubble / ideal compute", pct(j["bubble_over_ideal"])),
+        ("busy per stage", ", ".join(f"{x:.4g}" for x in j["busy"])),
+        ("bubble per stage", ", ".join(pct(x) for x in j["bubble_per_stage"])),
+        ("peak micro-batches in flight", ", ".join(f"{x:g}" for x in j["peak_in_flight"])),
+    ])
+    if is_terminal():
+        from rich.text import Text
+        console = _console()
+        for row in gantt_rows:
+            head, body = row.split("|", 1)
+            t = Text(head + "|")
+            for ch in body:
+                t.append(ch, style="green" if ch.isdigit() else ("blue" if ch.isalpha() else "dim"))
+            console.print(t)
+    else:
+        sys.stdout.write("\n".join(gantt_rows) + "\n")
+    line(legend)

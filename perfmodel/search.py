@@ -170,9 +170,14 @@ def search(plan: Plan, top: int = 5, sort: str = "step_time", allow_cross_node_t
         elapsed = time.perf_counter() - t0
         return SearchResult(len(knobs), 0, rejected, elapsed, [], _nothing_fits(plan, knobs, res))
     key = res["step_time_s"][idx] if sort == "step_time" else res["total_bytes"][idx]
-    order = idx[np.argsort(key, kind="stable")[:top]]
+    # rank by the vectorized closed form, then re-rank the leaders by estimate(), whose pipeline
+    # term comes from the schedule simulator (exact for unequal stages)
+    order = idx[np.argsort(key, kind="stable")[:2 * top + 8]]
     gbs = plan.training.global_batch_size
     results = [estimate(plan, knobs.config(int(i), gbs)) for i in order]
+    if sort == "step_time":
+        results.sort(key=lambda e: e.values["step_time_s"])
+    results = results[:top]
     points = ({"step_time_s": res["step_time_s"][idx], "total_bytes": res["total_bytes"][idx]}
               if keep_points else None)
     return SearchResult(len(knobs), int(idx.size), rejected, time.perf_counter() - t0, results, "", points)

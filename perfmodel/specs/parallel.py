@@ -52,5 +52,8 @@ class Training(Spec):
         True, description="The weight-gradient GEMM accumulates straight into the gradient buffer (Megatron's "
         "fused wgrad, with the asynchronous TP all-reduce since late 2021). Without it every micro-batch adds "
         "its weight gradients to the buffer in a separate HBM pass.")
+    p2p_overlap: bool = Field(
+        False, description="Pipeline sends overlap compute (Megatron's --overlap-p2p-communication, 2023); "
+        "otherwise each send blocks its stage, as in the validated 2021-2022 runs.")
     overlap_grad_reduce: bool = Field(
         True, description="Overlap the DP gradient reduction with the last micro-batch's backward.")

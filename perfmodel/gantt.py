@@ -1,0 +1,66 @@
+"""Gantt charts of a simulated pipeline step: plain text scaled to a terminal, and SVG (no dependency).
+
+Forward blocks show the micro-batch number (mod 10), backward blocks a letter (a = 0, b = 1, ...),
+idle time '.'; with interleaving, each chunk pass is one block.
+"""
+
+from __future__ import annotations
+
+from xml.sax.saxutils import escape
+
+from .schedule import Simulation
+
+LEGEND = "digits: forward of micro-batch n (mod 10); letters: backward (a=0, b=1, ...); '.': idle"
+
+
+def _glyph(kind: str, mb: int) -> str:
+    return str(mb % 10) if kind == "F" else "abcdefghij"[mb % 10]
+
+
+def text_rows(sim: Simulation, width: int = 80) -> list[str]:
+    """One line per stage, time scaled so that the whole step fits in ``width`` columns."""
+    label = len(f"stage {sim.p - 1} |")
+    cols = max(10, width - label - 1)
+    scale = sim.step_time / cols if sim.step_time > 0 else 1.0
+    rows = []
+    for s in range(sim.p):
+        cover = [0.0] * cols
+        cells = ["."] * cols
+        for b in (x for x in sim.blocks if x.stage == s):
+            first, last = int(b.start / scale), min(cols - 1, int(max(b.start, b.end - 1e-12) / scale))
+            for c in range(first, last + 1):
+                overlap = min(b.end, (c + 1) * scale) - max(b.start, c * scale)
+                if overlap > cover[c]:
+                    cover[c], cells[c] = overlap, _glyph(b.kind, b.micro_batch)
+        rows.append(f"stage {s:<{label - 8}}|" + "".join(cells))
+    return rows
+
+
+def svg(sim: Simulation, title: str = "") -> str:
+    """The Gantt chart as a standalone SVG document: one <g class="stage"> per stage."""
+    left, row_h, gap, width = 70, 26, 6, 900
+    scale = (width - left - 10) / sim.step_time if sim.step_time > 0 else 1.0
+    height = 40 + sim.p * (row_h + gap) + 30
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="monospace" font-size="11">',
+           f'<title>{escape(title or f"{sim.schedule} p={sim.p} m={sim.m} v={sim.v}")}</title>',
+           f'<text x="{left}" y="20">{escape(title or "")} {escape(sim.schedule)}: p={sim.p}, m={sim.m}, v={sim.v}, '
+           f'bubble {100 * sim.bubble_over_step:.1f}% of the step</text>']
+    for s in range(sim.p):
+        y = 36 + s * (row_h + gap)
+        out.append(f'<g class="stage" id="stage-{s}">')
+        out.append(f'<text x="4" y="{y + row_h * 0.65:.1f}">stage {s}</text>')
+        out.append(f'<rect x="{left}" y="{y}" width="{sim.step_time * scale:.2f}" height="{row_h}" fill="#eeeeee"/>')
+        for b in (x for x in sim.blocks if x.stage == s):
+            x0, w = left + b.start * scale, max(0.5, (b.end - b.start) * scale)
+            color = "#4c9a2a" if b.kind == "F" else "#2a5d9a"
+            out.append(f'<rect x="{x0:.2f}" y="{y}" width="{w:.2f}" height="{row_h}" fill="{color}" '
+                       f'stroke="white" stroke-width="0.5"><title>{b.kind}{b.micro_batch} chunk {b.chunk}: '
+                       f'{b.start:.4g}-{b.end:.4g}</title></rect>')
+            if w > 14:
+                out.append(f'<text x="{x0 + w / 2:.2f}" y="{y + row_h * 0.65:.1f}" fill="white" '
+                           f'text-anchor="middle">{b.kind}{b.micro_batch}</text>')
+        out.append("</g>")
+    out.append(f'<text x="{left}" y="{height - 8}">green: forward, blue: backward, grey: idle</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"

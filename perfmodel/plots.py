@@ -1,0 +1,119 @@
+"""PNG plots through matplotlib, an optional extra (`pip install 'perfmodel[plot]'`).
+
+The only module that imports matplotlib; every figure is computed by the same
+library functions the tables use.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .cost import pipeline as pipe
+from .cost import roofline as rl
+from .cost.layer import DTYPE_BYTES
+from .errors import PerfModelError
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise PerfModelError("plotting needs matplotlib: pip install 'perfmodel[plot]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _save(fig, path: str) -> None:
+    try:
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+    except OSError as e:
+        raise PerfModelError(f"cannot write {path}: {e.strerror}") from None
+    finally:
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+
+
+def roofline_plot(gpu, dtype, h, f, heads, groups, tp, seq, swiglu, path: str) -> None:
+    """The roofline with each GEMM of the layer as a point, across micro-batch sizes (SPEC 4)."""
+    from .reports import layer_gemms
+    plt = _pyplot()
+    peak, bw = gpu.peak(dtype), gpu.hbm_bandwidth_bytes_per_s
+    ai = np.logspace(-1, 4, 200)
+    fig, ax = plt.subplots(figsize=(8, 5))
+    ax.loglog(ai, rl.attainable_flops(ai, peak, bw) / 1e12, "k-", label=f"{gpu.name} {dtype} roofline")
+    ax.axvline(rl.ridge_point(peak, bw), color="grey", ls=":", label=f"ridge {rl.ridge_point(peak, bw):.0f} FLOP/B")
+    for mbs, marker in zip((1, 2, 4, 8, 16, 32, 64), "os^vD<>"):
+        pts = []
+        for name, M, K, N, batch in layer_gemms(h, f, heads, groups, tp, mbs * seq, seq, mbs, swiglu):
+            fl, by = rl.gemm_flops(M, K, N, batch), rl.gemm_bytes(M, K, N, DTYPE_BYTES[dtype], batch)
+            x = float(rl.arithmetic_intensity(fl, by))
+            pts.append((x, float(rl.attainable_flops(x, peak, bw)) / 1e12))
+        xs, ys = zip(*pts)
+        ax.scatter(xs, ys, marker=marker, label=f"mbs {mbs} ({mbs * seq} tokens)")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("attainable TFLOP/s")
+    ax.set_title(f"GEMMs of one layer: h={h}, f={f}, TP={tp}")
+    ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def bubble_plot(report: dict, path: str) -> None:
+    """Bubble vs m for several p, under both denominators (SPEC 7)."""
+    plt = _pyplot()
+    v = report["v"]
+    m = np.arange(1, max(257, 2 * report["m"]))
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for p in sorted({2, 4, 8, 16, report["p"]}):
+        line, = ax.plot(m, 100 * pipe.bubble_over_step(p, m, v), label=f"p={p}, bubble / step")
+        ax.plot(m, 100 * np.minimum(pipe.bubble_over_ideal(p, m, v), 1.5), ls="--", color=line.get_color(),
+                label=f"p={p}, bubble / ideal")
+    ax.axhline(100 * report["target"], color="grey", ls=":", label=f"target {100 * report['target']:.0f}%")
+    ax.set_xscale("log")
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("micro-batches m")
+    ax.set_ylabel("bubble (%)")
+    ax.set_title(f"Pipeline bubble, v={v}")
+    ax.legend(fontsize=7, ncol=2)
+    _save(fig, path)
+
+
+def memory_plot(mem: dict, path: str) -> None:
+    """Stacked memory components against HBM capacity (SPEC 6)."""
+    plt = _pyplot()
+    parts = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "other_bytes")
+    fig, ax = plt.subplots(figsize=(5, 6))
+    bottom = 0.0
+    for key in parts:
+        ax.bar(["most loaded GPU"], [mem[key] / 1e9], bottom=bottom, label=key.replace("_bytes", ""))
+        bottom += mem[key] / 1e9
+    ax.axhline(mem["capacity_bytes"] / 1e9, color="red", ls="--", label=f"HBM {mem['capacity_bytes'] / 1e9:.0f} GB")
+    ax.set_ylabel("GB")
+    ax.set_title("fits" if mem["fits"] else "does NOT fit")
+    ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def pareto_front(step_time, memory) -> np.ndarray:
+    """Indices of the configurations no other beats on both step time and memory."""
+    order = np.lexsort((memory, step_time))
+    best, front = np.inf, []
+    for i in order:
+        if memory[i] < best:
+            front.append(i)
+            best = memory[i]
+    return np.array(front, dtype=int)
+
+
+def pareto_plot(points: dict, path: str) -> None:
+    """Step time vs memory of every feasible configuration, the Pareto front marked."""
+    plt = _pyplot()
+    t, mem = np.asarray(points["step_time_s"]), np.asarray(points["total_bytes"]) / 1e9
+    front = pareto_front(t, mem)
+    fig, ax = plt.subplots(figsize=(8, 5))
+    ax.scatter(mem, t, s=4, alpha=0.3, label=f"{t.size:,} feasible configurations")
+    ax.plot(mem[front], t[front], "r.-", label="Pareto front")
+    ax.set_xlabel("memory per GPU (GB)")
+    ax.set_ylabel("step time (s)")
+    ax.legend()
+    _save(fig, path)
