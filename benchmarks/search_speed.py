@@ -45,7 +45,7 @@ def main() -> None:
         gbs = plan.training.global_batch_size
         t0 = time.perf_counter()
         for i in idx:
-            estimate(plan, space.knobs.config(int(i), gbs))
+            estimate(plan, space.knobs.config(int(i), gbs), simulate=False)
         per_cfg = (time.perf_counter() - t0) / len(idx)
         speedup = per_cfg * n / t_eval
         t0 = time.perf_counter()
@@ -54,8 +54,9 @@ def main() -> None:
         cli = time.perf_counter() - t0
         print(f"{name + ' @' + str(gpus):<22}{n:>10,}{t_enum:>10.3f}s{t_eval:>9.3f}s{n / t_eval:>12,.0f}"
               f"{t_search:>8.2f}s{per_cfg * 1e3:>10.2f}ms{speedup:>9.0f}x{cli:>9.2f}s")
-    print("\nscalar/cfg: one configuration through estimate() (same formulas, one-element arrays);")
-    print("speed-up: that time x configs / vectorized evaluate time. CLI wall: `perfmodel plan ... --json`"
+    print("\nscalar/cfg: one configuration through estimate(simulate=False): the same formulas on one-element")
+    print("arrays. search: enumerate + evaluate + re-rank the leaders with the schedule simulator.")
+    print("speed-up: scalar/cfg x configs / vectorized evaluate time. CLI wall: `perfmodel plan ... --json`"
           " end to end, Python start-up included.")
 
 

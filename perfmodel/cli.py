@@ -450,7 +450,7 @@ def schedule_cmd(plan_file, m, p, v, sched, tf, tb, latency, width, svg_file, as
     from . import gantt
     from .schedule import simulate
     if plan_file:
-        from .estimate import estimate, resolve_config
+        from .estimate import estimate, resolve_config, stage_times
         plan = presets.load_plan(plan_file)
         over = {k: val for k, val in (("pp", p), ("vp", v), ("schedule", sched)) if val is not None}
         cfg = resolve_config(plan, **over)
@@ -460,10 +460,7 @@ def schedule_cmd(plan_file, m, p, v, sched, tf, tb, latency, width, svg_file, as
                 update={"global_batch_size": cfg.global_batch_size})})
         vals = estimate(plan, cfg).values
         p, m, v, sched = cfg.pp, cfg.num_micro_batches, cfg.vp, cfg.schedule
-        tf_s = [vals["stage_fwd_first_s"]] + [vals["stage_fwd_middle_s"]] * (p - 2) + [vals["stage_fwd_last_s"]]
-        tt = [vals["stage_time_first_s"]] + [vals["stage_time_middle_s"]] * (p - 2) + [vals["stage_time_last_s"]]
-        tf, tb = (tf_s[:p], [a - b for a, b in zip(tt, tf_s)][:p]) if p > 1 else (vals["stage_fwd_first_s"],
-                                                                                   vals["stage_time_first_s"] - vals["stage_fwd_first_s"])
+        tf, tb = stage_times(vals, p)
         latency = vals["p2p_s"]
         title = f"{plan.model.name}, stage times from estimate (s)"
         blocking = not plan.training.p2p_overlap

@@ -87,16 +87,24 @@ def _sum(ops: list[Op], attr: str, kinds: tuple[str, ...], core_only: bool = Fal
 _COMPUTE = ("gemm", "attention", "elementwise")
 
 
-def _micro_batch_costs(plan: Plan, hw: Hardware, tp, b, sp) -> dict[str, np.ndarray]:
-    """Seconds per micro-batch of one layer, the output layer and the embedding (arrays over (tp, b, sp))."""
+def _layer_setup(plan: Plan, hw: Hardware, tp, b, sp) -> tuple[list[Op], dict]:
+    """The ops of one layer for arrays (or scalars) of (tp, b, sp), and the arguments the output
+    layer and embedding share with it."""
     model, system, tr = plan.model, plan.system, plan.training
     tp_bw, tp_alpha = coll.group_link(tp, 1, system.gpus_per_node, system.intra_node_link, system.inter_node_link)
     common = dict(b=b, s=plan.seq_length, h=model.hidden_size, dtype=tr.dtype, t=tp, sp=sp)
+    grad_accum = grad_accumulation_bytes(tr.dtype, tr.grad_accumulation_fusion, tr.grad_accum_fp32)
     lops = layer_ops(hw, a=model.num_attention_heads, g=model.groups, f=model.ffn, swiglu=model.mlp == "swiglu",
                      flash=tr.flash_attention, tp_bw=tp_bw, tp_alpha=tp_alpha, overlap=tr.tp_comm_overlap,
-                     grad_accum_bytes=_grad_accum(tr), **common)
-    oops = output_layer_ops(hw, V=model.vocab_size, tp_bw=tp_bw, tp_alpha=tp_alpha, **common)
-    eops = embedding_ops(hw, **common)
+                     grad_accum_bytes=grad_accum, **common)
+    return lops, dict(common, tp_bw=tp_bw, tp_alpha=tp_alpha)
+
+
+def _micro_batch_costs(plan: Plan, hw: Hardware, tp, b, sp) -> dict[str, np.ndarray]:
+    """Seconds per micro-batch of one layer, the output layer and the embedding (arrays over (tp, b, sp))."""
+    lops, shared = _layer_setup(plan, hw, tp, b, sp)
+    oops = output_layer_ops(hw, V=plan.model.vocab_size, **shared)
+    eops = embedding_ops(hw, **{k: shared[k] for k in ("b", "s", "h", "dtype", "t", "sp")})
     return {
         "l_fwd": _sum(lops, "fwd_s", _COMPUTE), "l_bwd": _sum(lops, "bwd_s", _COMPUTE),
         "l_core": _sum(lops, "fwd_s", _COMPUTE, core_only=True),
@@ -332,13 +340,20 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
     return Estimate(cfg, values, _warnings(plan, cfg, values))
 
 
+def stage_times(v: dict, p: int) -> tuple[list[float], list[float]]:
+    """Forward and backward seconds per micro-batch of each of the p stages (first, middles, last)."""
+    if p == 1:
+        return [v["stage_fwd_first_s"]], [v["stage_time_first_s"] - v["stage_fwd_first_s"]]
+    tf = [v["stage_fwd_first_s"]] + [v["stage_fwd_middle_s"]] * (p - 2) + [v["stage_fwd_last_s"]]
+    tt = [v["stage_time_first_s"]] + [v["stage_time_middle_s"]] * (p - 2) + [v["stage_time_last_s"]]
+    return tf, [t - f for t, f in zip(tt, tf)]
+
+
 def _refine_with_simulation(cfg: Config, v: dict, blocking: bool) -> None:
     """Replace the closed-form bubble and p2p terms by a simulated step of the schedule."""
     from .schedule import simulate as run
     p, m = cfg.pp, cfg.num_micro_batches
-    tf = [v["stage_fwd_first_s"]] + [v["stage_fwd_middle_s"]] * (p - 2) + [v["stage_fwd_last_s"]]
-    tt = [v["stage_time_first_s"]] + [v["stage_time_middle_s"]] * (p - 2) + [v["stage_time_last_s"]]
-    tb = [t - f for t, f in zip(tt, tf)]
+    tf, tb = stage_times(v, p)
     ideal = run(p, m, cfg.vp, cfg.schedule, tf, tb, 0.0, keep_blocks=False)
     real = run(p, m, cfg.vp, cfg.schedule, tf, tb, v["p2p_s"], keep_blocks=False, blocking=blocking)
     old = v["bubble"] + v["pp_comm"]
@@ -369,18 +384,8 @@ def _warnings(plan: Plan, cfg: Config, v: dict) -> list[str]:
 
 def per_layer_ops(plan: Plan, cfg: Config) -> list[Op]:
     """The operations of one layer for ``cfg`` (scalar arrays), for the --per-layer table."""
-    model, system, tr = plan.model, plan.system, plan.training
-    hw = Hardware.from_gpu(system.gpu, tr.dtype)
-    tp_bw, tp_alpha = coll.group_link(cfg.tp, 1, system.gpus_per_node, system.intra_node_link,
-                                      system.inter_node_link)
-    return layer_ops(hw, b=cfg.micro_batch_size, s=plan.seq_length, h=model.hidden_size,
-                     a=model.num_attention_heads, g=model.groups, f=model.ffn, swiglu=model.mlp == "swiglu",
-                     dtype=tr.dtype, t=cfg.tp, sp=cfg.sequence_parallel, flash=tr.flash_attention,
-                     tp_bw=tp_bw, tp_alpha=tp_alpha, overlap=tr.tp_comm_overlap, grad_accum_bytes=_grad_accum(tr))
-
-
-def _grad_accum(tr) -> float:
-    return grad_accumulation_bytes(tr.dtype, tr.grad_accumulation_fusion, tr.grad_accum_fp32)
+    hw = Hardware.from_gpu(plan.system.gpu, plan.training.dtype)
+    return _layer_setup(plan, hw, cfg.tp, cfg.micro_batch_size, cfg.sequence_parallel)[0]
 
 
 def ops_json(ops: list[Op]) -> list[dict]:

@@ -147,20 +147,22 @@ def _owner(cls: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
 
 # ---------------------------------------------------------------- public resolvers
 
+def _hardware(kind: str, cls, value, label: str):
+    if isinstance(value, dict):
+        return _build(cls, value, label)
+    if not isinstance(value, str):
+        raise PerfModelError(f"{label}: give a {cls.__name__} preset name or a mapping, got {value!r}")
+    return _build(cls, _lookup(kind, value), f"{cls.__name__} preset {value}")
+
+
 def gpu(name_or_mapping: str | dict, label: str = "gpu") -> GPU:
-    if isinstance(name_or_mapping, dict):
-        return _build(GPU, name_or_mapping, label)
-    if not isinstance(name_or_mapping, str):
-        raise PerfModelError(f"{label}: give a GPU preset name or a mapping, got {name_or_mapping!r}")
-    return _build(GPU, _lookup("gpus", name_or_mapping), f"GPU preset {name_or_mapping}")
+    """A GPU from a preset name or an inline mapping."""
+    return _hardware("gpus", GPU, name_or_mapping, label)
 
 
 def link(name_or_mapping: str | dict, label: str = "link") -> Link:
-    if isinstance(name_or_mapping, dict):
-        return _build(Link, name_or_mapping, label)
-    if not isinstance(name_or_mapping, str):
-        raise PerfModelError(f"{label}: give a link preset name or a mapping, got {name_or_mapping!r}")
-    return _build(Link, _lookup("links", name_or_mapping), f"link preset {name_or_mapping}")
+    """A link from a preset name or an inline mapping."""
+    return _hardware("links", Link, name_or_mapping, label)
 
 
 def model(value: str | dict, label: str = "model", base_dir: Path | None = None) -> Model:
