@@ -72,7 +72,7 @@ def table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]], rig
 
 
 def kv(title: str, items: Sequence[tuple[str, Any]]) -> None:
-    table(title, ["quantity", "value"], [(k, v) for k, v in items], right=[False, True])
+    table(title, ["quantity", "value"], [(k, v) for k, v in items], right=[False, False])
 
 
 def pct(x: float) -> str:
@@ -200,8 +200,9 @@ def estimate(plan, est, ops=None) -> None:
         ("tokens/s", f"{j['tokens_per_s']:,.0f} ({j['tokens_per_s_per_gpu']:,.0f} per GPU)"),
         ("model TFLOP/s per GPU", f"{j['model_tflops_per_gpu']:.1f} TFLOP/s (MFU {pct(j['mfu'])})"),
         ("hardware TFLOP/s per GPU", f"{j['hardware_tflops_per_gpu']:.1f} TFLOP/s (HFU {pct(j['hfu'])})"),
-        ("pipeline bubble (schedule, wall clock)", f"{pct(j['bubble_over_step'])} "
-         f"(over ideal {pct(j['bubble_over_ideal'])}; {pct(j['bubble_share_of_step'])} of this step)"),
+        ("pipeline bubble, wall clock", f"{pct(j['bubble_over_step'])} closed form (equal stages), "
+         f"{pct(j['bubble_simulated_over_step'])} simulated; over ideal {pct(j['bubble_over_ideal'])}; "
+         f"{pct(j['bubble_share_of_step'])} of this step"),
         ("FLOP convention", j["flop_convention"]),
     ])
     m = j["memory"]

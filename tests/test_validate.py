@@ -28,10 +28,11 @@ def test_korthikanti_table5_targets(report):  # issue 4: mean <= 3%, max <= 6% (
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "Narayanan 2021 Table 1 misses the issue's target: mean 6.6%, max 11.6%, all optimistic for the TP8 runs. "
-    "The same 1T pipeline (tp8, pp64, micro-batch 1, m=512, full recompute) measured 102.6 s in Narayanan 2021 "
-    "and 94.4 s in Korthikanti 2022 on the same cluster: an 8.7% software gap, of which the two documented "
-    "2021 code differences (tp_comm_overlap, grad_accumulation_fusion) explain 1.4%."))
+    "Narayanan 2021 Table 1 misses the issue's target: mean 6.7%, max 11.7%, optimistic for every TP8 run. "
+    "Micro-batch and interleaving depth are unpublished; the search picks the fastest our model knows, and "
+    "that choice alone moves a run by up to 14%. The same 1T pipeline (tp8, pp64, micro-batch 1, m=512, "
+    "full recompute) measured 102.6 s in 2021 and 94.4 s in Korthikanti 2022 on the same cluster (8.7%); "
+    "on that identical pipeline the model gives 100.1 s and 94.6 s (-2.5% and +0.1%)."))
 def test_narayanan_table1_targets(report):  # issue 4: mean <= 5%, max <= 10%
     t = report.tables["narayanan2021-table1"]
     assert t["mean_abs_error_pct"] <= 5.0 and t["max_abs_error_pct"] <= 10.0
