@@ -269,7 +269,7 @@ def memory(plan_file, model_name, gpu_name, gbs, plot, as_json, **kw):
         plan = presets.plan_from_mapping({
             "model": model_name,
             "system": {"gpu": gpu_name, "num_gpus": n, "gpus_per_node": min(8, n),
-                       "intra_node_link": "nvlink3", "inter_node_link": "ib-hdr"},
+                       **presets.default_links(gpu_name)},
             "training": {"global_batch_size": gbs or dp * (kw.get("mbs") or 1) * max(1, kw.get("pp") or 1)},
         }, "command line")
     else:

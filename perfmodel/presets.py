@@ -229,6 +229,18 @@ def _system(data: Any, label: str) -> System:
     return _build(System, data, label)
 
 
+# The interconnect each GPU generation ships with, for quick cases without a plan file.
+_LINKS_FOR = {"a100": ("nvlink3", "ib-hdr"), "h100": ("nvlink4", "ib-ndr"), "h200": ("nvlink4", "ib-ndr"),
+              "b200": ("nvlink5", "ib-ndr"), "mi300x": ("infinity-fabric", "roce-400g"), "v100": ("nvlink2", "ib-hdr")}
+
+
+def default_links(gpu_name: str) -> dict[str, str]:
+    """intra_node_link and inter_node_link presets for a GPU preset name (NVLink3/HDR when unknown)."""
+    key = _norm(gpu_name)
+    intra, inter = next((v for k, v in _LINKS_FOR.items() if key.startswith(k)), ("nvlink3", "ib-hdr"))
+    return {"intra_node_link": intra, "inter_node_link": inter}
+
+
 PLAN_KEYS = ("model", "system", "training", "parallel", "ignore", "description")
 
 
