@@ -234,14 +234,15 @@ def _overrides(kw: dict) -> dict:
 
 
 def load_plan_with(plan_arg: str, kw: dict):
-    """Load a plan and apply --gpus and parallel overrides."""
+    """Load a plan, apply --gpus, and fix the knobs given as flags (they override its parallel section)."""
     plan = presets.load_plan(plan_arg)
     if kw.get("gpus"):
         plan = plan.model_copy(update={"system": plan.system.model_copy(update={"num_gpus": kw["gpus"]})})
         n, gpn = kw["gpus"], plan.system.gpus_per_node
         if n > gpn and n % gpn:
             raise PerfModelError(f"--gpus({n}) is not a multiple of gpus_per_node({gpn}); use whole nodes")
-    return plan
+    fixed = {**plan.parallel.model_dump(exclude_none=True), **_overrides(kw)}
+    return plan.model_copy(update={"parallel": plan.parallel.model_validate(fixed)})
 
 
 @main.command()
@@ -271,10 +272,11 @@ def memory(plan_file, model_name, gpu_name, gbs, plot, as_json, **kw):
             "system": {"gpu": gpu_name, "num_gpus": n, "gpus_per_node": min(8, n),
                        **presets.default_links(gpu_name)},
             "training": {"global_batch_size": gbs or dp * (kw.get("mbs") or 1) * max(1, kw.get("pp") or 1)},
+            "parallel": _overrides(kw),
         }, "command line")
     else:
         raise click.UsageError("give a PLAN file (or bundled plan name), or --model for a quick case")
-    cfg = resolve_config(plan, **_overrides(kw))
+    cfg = resolve_config(plan)
     est = estimate(plan, cfg)
     mem = est.to_json()["memory"]
     if plot:
@@ -305,7 +307,7 @@ def estimate(plan_file, per_layer, as_json, **kw):
     """
     from . import estimate as est_mod
     plan = load_plan_with(plan_file, kw)
-    cfg = est_mod.resolve_config(plan, **_overrides(kw))
+    cfg = est_mod.resolve_config(plan)
     est = est_mod.estimate(plan, cfg)
     ops = est_mod.per_layer_ops(plan, cfg) if per_layer else None
     if as_json:
@@ -339,8 +341,6 @@ def plan_cmd(plan_file, top, sort, allow_cross_node_tp, plot, as_json, **kw):
     if top < 1:
         raise click.BadParameter(f"must be at least 1, got {top}", param_hint="--top")
     plan = load_plan_with(plan_file, kw)
-    fixed = {**plan.parallel.model_dump(exclude_none=True), **_overrides(kw)}
-    plan = plan.model_copy(update={"parallel": plan.parallel.model_validate(fixed)})
     bar = render.LazyProgress() if not as_json else None
     try:
         result = srch.search(plan, top, sort, allow_cross_node_tp, bar, keep_points=bool(plot))
@@ -406,8 +406,6 @@ def check_cmd(plan_file, ignored, strict, list_rules, as_json, **kw):
     if not plan_file:
         raise click.UsageError("give a PLAN file (or bundled plan name), or --list-rules")
     plan = load_plan_with(plan_file, kw)
-    fixed = {**plan.parallel.model_dump(exclude_none=True), **_overrides(kw)}
-    plan = plan.model_copy(update={"parallel": plan.parallel.model_validate(fixed)})
     found = chk.check(plan, list(ignored))
     if as_json:
         render.emit_json([f.to_json() for f in found])
