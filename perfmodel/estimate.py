@@ -188,9 +188,11 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
     t_ar = sum(coll.collective_time("all-reduce", grad_bytes, dp, dp_bw, dp_alpha))
     t_rs = sum(coll.collective_time("reduce-scatter", grad_bytes, dp, dp_bw, dp_alpha))
     t_ag = sum(coll.collective_time("all-gather", params * 2.0, dp, dp_bw, dp_alpha))
-    t_dp = np.where(dp > 1, np.where(z >= 1, t_rs + t_ag, t_ar), 0.0)
+    # the gradient reduction can hide behind the last micro-batch's backward; ZeRO's all-gather of
+    # the updated parameters comes after the optimizer step and cannot
+    t_reduce = np.where(dp > 1, np.where(z >= 1, t_rs, t_ar), 0.0)
     window = (slow[1] + slow[2]) if tr.overlap_grad_reduce else 0.0
-    dp_comm = np.maximum(0.0, t_dp - window)
+    dp_comm = np.maximum(0.0, t_reduce - window) + np.where((dp > 1) & (z >= 1), t_ag, 0.0)
     zero_comm = np.where((z >= 3) & (dp > 1), 2.0 * m * t_ag, 0.0)  # weights gathered for fwd and bwd
 
     # --- optimizer step: HBM-bound over the local shard ---
@@ -221,7 +223,7 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
     act_first, act_last = mem.stage_activation_bytes(s, b, h, a_eff, V, tp, sp, rc, n_l, in_flight, pp)
     states_first = mem.model_state_bytes(p_first, dp, z, tr.grad_accum_fp32, tr.optimizer)
     states_last = mem.model_state_bytes(p_last, dp, z, tr.grad_accum_fp32, tr.optimizer)
-    other = gpu.reserved_bytes + 0 * tp
+    other = np.full(tp.shape, gpu.reserved_bytes)
     tot_first = sum(states_first) + act_first + other
     tot_last = sum(states_last) + act_last + other
     use_first = tot_first >= tot_last
@@ -232,7 +234,7 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
     out["activations_bytes"] = pick(act_first, act_last)
     out["other_bytes"] = other
     out["total_bytes"] = np.maximum(tot_first, tot_last)
-    out["capacity_bytes"] = gpu.hbm_capacity_bytes + 0 * tp
+    out["capacity_bytes"] = np.full(tp.shape, gpu.hbm_capacity_bytes)
     out["fits"] = out["total_bytes"] <= gpu.hbm_capacity_bytes
     out["params_per_gpu"] = pick(p_first, p_last)
     # the seed's figure (000, Q3): all parameters spread evenly over the tp x pp model-parallel GPUs
