@@ -155,6 +155,8 @@ def comm(collective, size, ranks, link_name, bandwidth, latency, efficiency, as_
     if bandwidth is not None or latency is not None:
         if bandwidth is not None and bandwidth <= 0:
             raise click.BadParameter("must be positive", param_hint="--bandwidth")
+        if latency is not None and latency < 0:
+            raise click.BadParameter("must not be negative", param_hint="--latency")
         lk = lk.model_copy(update={k: v for k, v in (("bandwidth_bytes_per_s", bandwidth),
                                                        ("latency_s", latency)) if v is not None})
     if size <= 0:

@@ -274,6 +274,8 @@ def load_plan(path_or_name: str) -> Plan:
         return plan_from_mapping(parse_yaml(text, str(path)), str(path), path.parent)
     if path.is_dir():
         raise PerfModelError(f"{path_or_name}: is a directory, not a plan file")
+    if path.exists():
+        raise PerfModelError(f"{path_or_name}: is not a regular file")
     try:
         data = _lookup("plans", path.name)
     except PerfModelError as e:

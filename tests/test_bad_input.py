@@ -122,3 +122,12 @@ def test_plan_is_a_list(runner, tmp_path):
 
 def test_tp_not_dividing_ffn_in_roofline(runner):
     run_bad(runner, ["roofline", "--mbs", "4", "--hidden", "1000", "--heads", "10", "--tp", "3"], "divisible")
+
+
+def test_negative_latency_on_the_command_line(runner):
+    r = runner.invoke(main, ["comm", "all-reduce", "--size", "1GB", "--latency", "-1us"])
+    assert r.exit_code == 2 and "--latency" in r.output
+
+
+def test_not_a_regular_file(runner):
+    run_bad(runner, ["memory", "/dev/null"], "not a regular file")
