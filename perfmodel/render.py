@@ -50,19 +50,22 @@ def _strip_markup(text: str) -> str:
 
 def table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]], right: Sequence[bool] | None = None,
           caption: str | None = None) -> None:
-    """A rich table on a terminal; aligned plain text otherwise."""
+    """A rich table on a terminal wide enough for it; aligned plain text otherwise (pipes too)."""
     rows = [[str(c) for c in r] for r in rows]
     right = list(right) if right is not None else [i > 0 for i in range(len(headers))]
-    if is_terminal():
-        from rich.table import Table
-        t = Table(title=title, caption=caption, title_justify="left")
-        for h, r in zip(headers, right):
-            t.add_column(h, justify="right" if r else "left")
-        for r in rows:
-            t.add_row(*r)
-        _console().print(t)
-        return
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    if is_terminal():
+        console = _console()
+        if sum(widths) + 3 * len(widths) + 1 <= console.width:
+            from rich import box
+            from rich.table import Table
+            t = Table(title=title, caption=caption, title_justify="left", box=box.SIMPLE_HEAD)
+            for h, r in zip(headers, right):
+                t.add_column(h, justify="right" if r else "left", no_wrap=True)
+            for r in rows:
+                t.add_row(*r)
+            console.print(t)
+            return
     fmt = lambda cells: "  ".join(c.rjust(w) if r else c.ljust(w)  # noqa: E731
                                   for c, w, r in zip(cells, widths, right)).rstrip()
     out = [title, fmt(headers), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows]
