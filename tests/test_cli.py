@@ -92,7 +92,8 @@ def test_presets_text(runner):
 
 
 def test_help_has_examples(runner):
-    for cmd in ("bubble", "roofline", "comm", "memory", "sp", "presets", "estimate"):
+    for cmd in ("bubble", "roofline", "comm", "memory", "sp", "presets", "estimate", "plan", "validate", "check",
+                "schedule"):
         r = runner.invoke(main, [cmd, "--help"])
         assert r.exit_code == 0 and "Example" in r.output
 
