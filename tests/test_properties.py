@@ -1,5 +1,6 @@
 """Property tests (hypothesis) on the invariants STYLE.md lists."""
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -67,3 +68,28 @@ def test_sp_resident_peak_is_one_tth(t, s):
     tp_peak = sp.resident_peak_bytes(sp.shape_trace(seq, hidden, t, False))
     sp_peak = sp.resident_peak_bytes(sp.shape_trace(seq, hidden, t, True))
     assert sp_peak * t == tp_peak
+
+
+@settings(max_examples=40, deadline=None)
+@given(pp=st.sampled_from([1, 2, 4, 8]), mbs=st.sampled_from([1, 2, 4]), sp_on=st.booleans(), rc=ints(0, 2))
+def test_total_memory_per_gpu_never_rises_with_tp(pp, mbs, sp_on, rc):
+    """Whole estimate, 512 GPUs, 1F1B, no ZeRO: doubling TP (DP halves) never needs more memory per GPU."""
+    total = _totals_over_tp(pp, mbs, sp_on, rc, schedule=1)
+    assert (np.diff(total) <= 1e-6 * total[:-1]).all()
+
+
+def test_gpipe_is_the_exception():
+    """At a fixed global batch, halving DP doubles m, and GPipe keeps all m micro-batches in flight."""
+    total = _totals_over_tp(2, 1, False, 0, schedule=0)
+    assert total[-1] > total[-2]
+
+
+def _totals_over_tp(pp, mbs, sp_on, rc, schedule):
+    from perfmodel import presets
+    from perfmodel.estimate import Knobs, evaluate
+    plan = presets.load_plan("gpt3-175b.yaml")
+    tps = np.array([1, 2, 4, 8])
+    n = len(tps)
+    k = Knobs(tps, np.full(n, pp), 512 // (tps * pp), np.ones(n, int), np.full(n, mbs),
+              np.array([sp_on and t > 1 for t in tps]), np.full(n, rc), np.zeros(n, int), np.full(n, schedule))
+    return evaluate(plan, k)["total_bytes"]
