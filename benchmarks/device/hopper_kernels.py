@@ -64,7 +64,6 @@ def main(path: str) -> None:
         s = timed(lambda: torch.matmul(a, b))
         result["gemm"].append({"label": label, "M": M, "K": K, "N": N, "time_s": s,
                                "tflops": 2 * M * K * N / s / 1e12})
-        del a, b
     n = 1 << 30  # 2 GiB of bf16 per tensor: many times the L2
     x = torch.randn(n, device=dev, dtype=torch.bfloat16)
     y = torch.empty_like(x)
@@ -73,7 +72,7 @@ def main(path: str) -> None:
     result["hbm"].append({"label": "copy", "bytes": 4 * n, "time_s": s, "gb_per_s": 4 * n / s / 1e9})
     s = timed(lambda: torch.add(x, z, out=y), iters=10)
     result["hbm"].append({"label": "add (2 reads, 1 write)", "bytes": 6 * n, "time_s": s, "gb_per_s": 6 * n / s / 1e9})
-    del x, y, z
+    x = y = z = None  # free 6 GiB before the attention runs
     from torch.nn.functional import scaled_dot_product_attention as sdpa
     for seq, heads, causal in ((2048, 12, False), (4096, 8, False), (8192, 8, False), (4096, 8, True)):
         q, k, v = (torch.randn(1, heads, seq, 128, device=dev, dtype=torch.bfloat16, requires_grad=True)
