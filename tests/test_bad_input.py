@@ -131,3 +131,10 @@ def test_negative_latency_on_the_command_line(runner):
 
 def test_not_a_regular_file(runner):
     run_bad(runner, ["memory", "/dev/null"], "not a regular file")
+
+
+def test_malformed_quantity_in_a_plan_names_the_field(runner, tmp_path):
+    system = ("{gpu: {name: x, peak_flops_per_s: {bf16: 312 TFLOPS}, hbm_capacity_bytes: eighty GB, "
+              "hbm_bandwidth_bytes_per_s: 2039 GB/s, num_sms: 108, l2_bytes: 40 MiB}, num_gpus: 512, "
+              "intra_node_link: nvlink3, inter_node_link: ib-hdr}")
+    run_bad(runner, ["memory", write_plan(tmp_path, system=system)], "hbm_capacity_bytes", "write it like '80 GB'")
