@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import PerfModelError
 from .estimate import RECOMPUTE_CODES, SCHEDULE_CODES, Estimate, Knobs, estimate, evaluate
-from .specs import Plan
+from .specs import Plan, knob_contradictions
 
 CHUNK = 65536
 
@@ -37,15 +37,9 @@ class Space:
 
 
 def _fixed_contradictions(fx) -> None:
-    if fx.vp is not None and fx.vp > 1 and fx.schedule not in (None, "interleaved"):
-        raise PerfModelError(f"fixed knobs contradict: vp({fx.vp}) > 1 needs schedule interleaved, "
-                             f"not {fx.schedule}")
-    if fx.schedule == "interleaved" and fx.vp == 1:
-        raise PerfModelError("fixed knobs contradict: schedule interleaved needs vp > 1, but vp is 1")
-    if fx.sequence_parallel and fx.tp == 1:
-        raise PerfModelError("fixed knobs contradict: sequence_parallel needs tp > 1, but tp is 1")
-    if fx.schedule == "interleaved" and fx.pp == 1:
-        raise PerfModelError("fixed knobs contradict: schedule interleaved needs pp > 1, but pp is 1")
+    problems = knob_contradictions(fx.tp, fx.pp, fx.vp, fx.sequence_parallel, fx.schedule)
+    if problems:
+        raise PerfModelError("fixed knobs contradict: " + "; ".join(msg for _, msg in problems))
 
 
 def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
@@ -111,7 +105,7 @@ def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
                        cat["zero"], cat["sched"]), rejected)
 
 
-KEEP = ("step_time_s", "total_bytes", "fits", "mfu", "bubble_over_step", "tokens_per_s_per_gpu")
+KEEP = ("step_time_s", "total_bytes", "fits")
 
 
 def evaluate_chunked(plan: Plan, knobs: Knobs, progress: Callable[[int, int], None] | None = None,

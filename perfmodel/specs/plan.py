@@ -53,6 +53,20 @@ class Config:
         return {**asdict(self), "num_micro_batches": self.num_micro_batches}
 
 
+def knob_contradictions(tp, pp, vp, sequence_parallel, schedule) -> list[tuple[str, str]]:
+    """Knobs that contradict one another, as (field, message); a knob left as None is not checked."""
+    out = []
+    if sequence_parallel and tp == 1:
+        out.append(("parallel.sequence_parallel", "sequence_parallel needs tp > 1; set it false or raise tp"))
+    if schedule == "interleaved" and vp == 1:
+        out.append(("parallel.vp", "schedule interleaved needs vp > 1; set vp or use schedule 1f1b"))
+    if vp is not None and vp > 1 and schedule not in (None, "interleaved"):
+        out.append(("parallel.schedule", f"vp({vp}) > 1 needs schedule interleaved"))
+    if pp == 1 and ((vp is not None and vp > 1) or schedule == "interleaved"):
+        out.append(("parallel.vp", "interleaving (vp > 1) needs pp > 1"))
+    return out
+
+
 def config_problems(model: Model, system: System, cfg: Config,
                     allow_cross_node_tp: bool = True) -> list[tuple[str, str, str]]:
     """Every violated rule as (rule ID, field, message naming the factors and the fix).
@@ -81,14 +95,8 @@ def config_problems(model: Model, system: System, cfg: Config,
     if cfg.vp > 1 and cfg.pp > 1 and m % cfg.pp:
         out.append(("PM106", "parallel.vp", f"interleaved schedule needs the micro-batch count m({m}) to be a "
                     f"multiple of pp({cfg.pp}); change global_batch_size or micro_batch_size"))
-    if cfg.sequence_parallel and cfg.tp == 1:
-        out.append(("PM107", "parallel.sequence_parallel", "sequence_parallel needs tp > 1; set it false or raise tp"))
-    if cfg.schedule == "interleaved" and cfg.vp == 1:
-        out.append(("PM107", "parallel.vp", "schedule interleaved needs vp > 1; set vp or use schedule 1f1b"))
-    if cfg.vp > 1 and cfg.schedule != "interleaved":
-        out.append(("PM107", "parallel.schedule", f"vp({cfg.vp}) > 1 needs schedule interleaved"))
-    if cfg.vp > 1 and cfg.pp == 1:
-        out.append(("PM107", "parallel.vp", "interleaving (vp > 1) needs pp > 1"))
+    out += [("PM107", fld, msg) for fld, msg in knob_contradictions(
+        cfg.tp, cfg.pp, cfg.vp, cfg.sequence_parallel, cfg.schedule)]
     if not allow_cross_node_tp and cfg.tp > system.gpus_per_node:
         out.append(("PM201", "parallel.tp", f"tp({cfg.tp}) > gpus_per_node({system.gpus_per_node}): the TP "
                     "group would cross nodes"))
