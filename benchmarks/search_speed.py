@@ -34,7 +34,7 @@ def main() -> None:
           f"{'search':>9}{'scalar/cfg':>12}{'speed-up':>10}{'CLI wall':>10}")
     for name, gpus in CASES:
         plan = presets.load_plan(name)
-        plan = plan.model_copy(update={"system": plan.system.model_copy(update={"num_gpus": gpus})})
+        plan = plan.with_system(num_gpus=gpus)
         t_enum = best_of(lambda: enumerate_space(plan))
         space = enumerate_space(plan)
         n = len(space.knobs)

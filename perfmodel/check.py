@@ -7,7 +7,7 @@ same estimate/cost functions the rest of perfmodel uses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -101,11 +101,6 @@ def _config_or_problem(plan: Plan) -> tuple[Config | None, list[Finding]]:
                  for rule, fld, msg in config_problems(plan.model, plan.system, cfg)]
 
 
-def _variant(cfg: Config, **changes) -> Config:
-    data = {**cfg.__dict__, **changes}
-    return Config(**data)
-
-
 def _evaluate_variants(plan: Plan, cfgs: list[Config]) -> list[dict]:
     valid = [c for c in cfgs if not config_problems(plan.model, plan.system, c)]
     if not valid:
@@ -118,26 +113,26 @@ def _fits_fixes(plan: Plan, cfg: Config) -> list[tuple[str, Config]]:
     n, gpn, L, heads = plan.system.num_gpus, plan.system.gpus_per_node, plan.model.num_layers, plan.model.num_attention_heads
     out = []
     if cfg.tp > 1 and not cfg.sequence_parallel:
-        out.append(("enable sequence_parallel", _variant(cfg, sequence_parallel=True)))
+        out.append(("enable sequence_parallel", replace(cfg, sequence_parallel=True)))
     if cfg.recompute == "none":
-        out.append(("recompute: selective", _variant(cfg, recompute="selective")))
+        out.append(("recompute: selective", replace(cfg, recompute="selective")))
         if cfg.tp > 1 and not cfg.sequence_parallel:
             out.append(("sequence_parallel + selective recompute",
-                        _variant(cfg, sequence_parallel=True, recompute="selective")))
+                        replace(cfg, sequence_parallel=True, recompute="selective")))
     if cfg.recompute != "full":
-        out.append(("recompute: full", _variant(cfg, recompute="full")))
+        out.append(("recompute: full", replace(cfg, recompute="full")))
     for z in range(cfg.zero_stage + 1, 4):
         if cfg.dp > 1:
-            out.append((f"zero_stage: {z}", _variant(cfg, zero_stage=z)))
+            out.append((f"zero_stage: {z}", replace(cfg, zero_stage=z)))
     if cfg.schedule == "gpipe":
-        out.append(("schedule: 1f1b", _variant(cfg, schedule="1f1b")))
+        out.append(("schedule: 1f1b", replace(cfg, schedule="1f1b")))
     if cfg.micro_batch_size > 1:
         out.append((f"micro_batch_size: {cfg.micro_batch_size // 2}",
-                    _variant(cfg, micro_batch_size=cfg.micro_batch_size // 2)))
+                    replace(cfg, micro_batch_size=cfg.micro_batch_size // 2)))
     if 2 * cfg.tp <= gpn and heads % (2 * cfg.tp) == 0 and cfg.dp % 2 == 0:
-        out.append((f"tp: {2 * cfg.tp} (dp {cfg.dp // 2})", _variant(cfg, tp=2 * cfg.tp, dp=cfg.dp // 2)))
+        out.append((f"tp: {2 * cfg.tp} (dp {cfg.dp // 2})", replace(cfg, tp=2 * cfg.tp, dp=cfg.dp // 2)))
     if L % (2 * cfg.pp * cfg.vp) == 0 and cfg.dp % 2 == 0:
-        out.append((f"pp: {2 * cfg.pp} (dp {cfg.dp // 2})", _variant(cfg, pp=2 * cfg.pp, dp=cfg.dp // 2)))
+        out.append((f"pp: {2 * cfg.pp} (dp {cfg.dp // 2})", replace(cfg, pp=2 * cfg.pp, dp=cfg.dp // 2)))
     return [(label, c) for label, c in out if c.tp * c.pp * c.dp == n]
 
 
@@ -177,7 +172,7 @@ def _rule_tp_cross_node(plan: Plan, cfg: Config) -> list[Finding]:
     if cfg.tp <= gpn:
         return []
     on_ib = sum(float(o.fwd_s + o.bwd_s) for o in per_layer_ops(plan, cfg))
-    inside = plan.model_copy(update={"system": plan.system.model_copy(update={"gpus_per_node": cfg.tp})})
+    inside = plan.with_system(gpus_per_node=cfg.tp)
     on_nv = sum(float(o.fwd_s + o.bwd_s) for o in per_layer_ops(inside, cfg))
     return [Finding("PM201", f"tp({cfg.tp}) > gpus_per_node({gpn}): TP collectives run on "
                     f"{plan.system.inter_node_link.name}; one layer takes {fmt_time(on_ib)} instead of "
@@ -245,7 +240,7 @@ def _rule_comm_frequency(plan: Plan, cfg: Config, est: Estimate) -> list[Finding
         return []
     a, b = broken[0]
     other = "tp-pp-dp" if plan.system.placement == "tp-dp-pp" else "tp-dp-pp"
-    alt = plan.model_copy(update={"system": plan.system.model_copy(update={"placement": other})})
+    alt = plan.with_system(placement=other)
     t_alt = estimate(alt, cfg).values["step_time_s"]
     t_now = est.values["step_time_s"]
     return [Finding("PM204", f"{a} (more frequent) runs on {links[a][1]} ({links[a][0] / 1e9:.0f} GB/s) while "
@@ -258,7 +253,7 @@ def _rule_comm_frequency(plan: Plan, cfg: Config, est: Estimate) -> list[Finding
 def _rule_gpipe(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
     if cfg.schedule != "gpipe" or cfg.pp == 1 or cfg.num_micro_batches <= cfg.pp:
         return []
-    alt = estimate(plan, _variant(cfg, schedule="1f1b")).values
+    alt = estimate(plan, replace(cfg, schedule="1f1b")).values
     saved = est.values["activations_bytes"] - alt["activations_bytes"]
     return [Finding("PM205", f"GPipe keeps all m={cfg.num_micro_batches} micro-batches of activations: "
                     f"{fmt_bytes(est.values['activations_bytes'])} vs {fmt_bytes(alt['activations_bytes'])} "
@@ -284,7 +279,7 @@ def _rule_stage_balance(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]
 def _rule_sp(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
     if cfg.tp == 1 or cfg.sequence_parallel:
         return []
-    alt = estimate(plan, _variant(cfg, sequence_parallel=True)).values
+    alt = estimate(plan, replace(cfg, sequence_parallel=True)).values
     saved = est.values["activations_bytes"] - alt["activations_bytes"]
     return [Finding("PM301", f"tp({cfg.tp}) without SP keeps LayerNorm/dropout activations unsharded",
                     f"sequence_parallel: true saves {fmt_bytes(saved)} per GPU, same TP bytes",

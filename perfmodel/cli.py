@@ -6,6 +6,7 @@ no traceback reaches a user for bad input.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -239,7 +240,7 @@ def load_plan_with(plan_arg: str, kw: dict):
     """Load a plan, apply --gpus, and fix the knobs given as flags (they override its parallel section)."""
     plan = presets.load_plan(plan_arg)
     if kw.get("gpus"):
-        plan = plan.model_copy(update={"system": plan.system.model_copy(update={"num_gpus": kw["gpus"]})})
+        plan = plan.with_system(num_gpus=kw["gpus"])
         n, gpn = kw["gpus"], plan.system.gpus_per_node
         if n > gpn and n % gpn:
             raise PerfModelError(f"--gpus({n}) is not a multiple of gpus_per_node({gpn}); use whole nodes")
@@ -455,9 +456,8 @@ def schedule_cmd(plan_file, m, p, v, sched, tf, tb, latency, width, svg_file, as
         over = {k: val for k, val in (("pp", p), ("vp", v), ("schedule", sched)) if val is not None}
         cfg = resolve_config(plan, **over)
         if m is not None:
-            cfg = cfg.__class__(**{**cfg.__dict__, "global_batch_size": m * cfg.dp * cfg.micro_batch_size})
-            plan = plan.model_copy(update={"training": plan.training.model_copy(
-                update={"global_batch_size": cfg.global_batch_size})})
+            cfg = dataclasses.replace(cfg, global_batch_size=m * cfg.dp * cfg.micro_batch_size)
+            plan = plan.with_training(global_batch_size=cfg.global_batch_size)
         vals = estimate(plan, cfg).values
         p, m, v, sched = cfg.pp, cfg.num_micro_batches, cfg.vp, cfg.schedule
         tf, tb = stage_times(vals, p)

@@ -193,7 +193,7 @@ def _nothing_fits(plan: Plan, knobs: Knobs, res: dict) -> str:
            f"zero={cfg.zero_stage}) needs {need / 1e9:.1f} GB")
     n = plan.system.num_gpus
     for factor in (2, 4, 8, 16):
-        bigger = plan.model_copy(update={"system": plan.system.model_copy(update={"num_gpus": n * factor})})
+        bigger = plan.with_system(num_gpus=n * factor)
         space = enumerate_space(bigger)
         if len(space.knobs) and evaluate_chunked(bigger, space.knobs)["fits"].any():
             return msg + f"; the smallest change that fits: {n * factor} GPUs (x{factor}), or a GPU with more HBM"

@@ -24,7 +24,7 @@ def test_3d_plan_bubble_and_batch(plan3d):  # SPEC 9 / seed 000 Q3: TP8 x PP8 x 
 
 def test_3d_plan_m32_bubble():  # seed 000 Q3: m = 32 -> 17.9%
     plan = presets.load_plan("gpt3-175b-3d.yaml")
-    plan = plan.model_copy(update={"training": plan.training.model_copy(update={"global_batch_size": 256})})
+    plan = plan.with_training(global_batch_size=256)
     assert estimate(plan, resolve_config(plan)).values["bubble_over_step"] == pytest.approx(0.179, abs=5e-4)
 
 
@@ -66,7 +66,7 @@ def test_tiny_micro_batch_is_slower_per_flop():
         gemms = [o for o in ops if o.kind == "gemm"]
         return sum(float(o.flops) for o in gemms) / sum(float(o.fwd_s) for o in gemms)
 
-    short = plan.model_copy(update={"training": plan.training.model_copy(update={"seq_length": 64})})
+    short = plan.with_training(seq_length=64)
     assert layer_flops_per_s(short, 1) < 0.5 * layer_flops_per_s(plan, 1)   # 64 tokens: memory-bound
     assert layer_flops_per_s(short, 1) < layer_flops_per_s(short, 8) < layer_flops_per_s(plan, 1) * 1.01
 

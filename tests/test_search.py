@@ -40,8 +40,7 @@ def test_results_multiply_out_to_the_gpu_count(gpt3):
 def test_every_search_result_multiplies_out(nodes, gbs_mult):
     plan = presets.load_plan("gpt3-175b.yaml")
     n = 8 * nodes
-    plan = plan.model_copy(update={"system": plan.system.model_copy(update={"num_gpus": n}),
-                                   "training": plan.training.model_copy(update={"global_batch_size": 64 * gbs_mult})})
+    plan = plan.with_system(num_gpus=n).with_training(global_batch_size=64 * gbs_mult)
     k = enumerate_space(plan).knobs
     assert ((k.tp * k.pp * k.dp) == n).all()
 
@@ -59,13 +58,13 @@ def test_contradicting_fixed_knobs(gpt3):
 
 
 def test_prime_gpu_count_has_no_configuration(gpt3):
-    seven = gpt3.model_copy(update={"system": gpt3.system.model_copy(update={"num_gpus": 7, "gpus_per_node": 8})})
+    seven = gpt3.with_system(num_gpus=7, gpus_per_node=8)
     with pytest.raises(PerfModelError, match="no valid configuration for 7 GPUs"):
         search(seven)
 
 
 def test_nothing_fits_names_the_smallest_change(gpt3):
-    small = gpt3.model_copy(update={"system": gpt3.system.model_copy(update={"num_gpus": 8})})
+    small = gpt3.with_system(num_gpus=8)
     r = search(small)
     assert r.feasible == 0 and "nothing fits" in r.hint and "smallest change" in r.hint
 

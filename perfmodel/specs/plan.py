@@ -29,6 +29,14 @@ class Plan(Spec):
     def seq_length(self) -> int:
         return self.training.seq_length or self.model.seq_length
 
+    def with_system(self, **changes) -> "Plan":
+        """A copy with system fields replaced (num_gpus, placement, ...)."""
+        return self.model_copy(update={"system": self.system.model_copy(update=changes)})
+
+    def with_training(self, **changes) -> "Plan":
+        """A copy with training fields replaced (global_batch_size, seq_length, ...)."""
+        return self.model_copy(update={"training": self.training.model_copy(update=changes)})
+
 
 @dataclass(frozen=True)
 class Config:
