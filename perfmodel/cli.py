@@ -482,11 +482,3 @@ def schedule_cmd(plan_file, m, p, v, sched, tf, tb, latency, width, svg_file, as
         render.emit_json(sim.to_json())
     else:
         render.schedule(sim, gantt.text_rows(sim, width), gantt.LEGEND, title)
-
-
-def entry():  # pragma: no cover - console script alias
-    main()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

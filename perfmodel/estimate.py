@@ -87,6 +87,18 @@ def _sum(ops: list[Op], attr: str, kinds: tuple[str, ...], core_only: bool = Fal
 _COMPUTE = ("gemm", "attention", "elementwise")
 
 
+def layer_recompute(fwd_compute, fwd_comm, attention_core, recompute):
+    """(compute, TP comm) seconds one layer spends recomputing in backward (Korthikanti 2022, Sec. 5).
+
+    Full recompute repeats the whole forward, its TP collectives included; selective repeats the
+    attention core (scores, softmax, dropout, attention x V), which has no collective. ``recompute``
+    is a code of RECOMPUTE_CODES (array or scalar).
+    """
+    rc = np.asarray(recompute)
+    compute = np.where(rc == 2, fwd_compute, np.where(rc == 1, attention_core, 0.0))
+    return compute, np.where(rc == 2, fwd_comm, 0.0)
+
+
 def _layer_setup(plan: Plan, hw: Hardware, tp, b, sp) -> tuple[list[Op], dict]:
     """The ops of one layer for arrays (or scalars) of (tp, b, sp), and the arguments the output
     layer and embedding share with it."""
@@ -140,8 +152,8 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
     o_fwd, o_bwd, o_cfwd = per_mb["o_fwd"], per_mb["o_bwd"], per_mb["o_cfwd"]
     o_comm = o_cfwd + per_mb["o_cbwd"]
     e_fwd, e_bwd = per_mb["e_fwd"], per_mb["e_bwd"]
-    l_rec = np.where(rc == 2, l_fwd, np.where(rc == 1, l_core, 0.0))
-    l_comm = l_cfwd + l_cbwd + np.where(rc == 2, l_cfwd, 0.0)  # full recompute repeats the forward comm
+    l_rec, rec_comm = layer_recompute(l_fwd, l_cfwd, l_core, rc)
+    l_comm = l_cfwd + l_cbwd + rec_comm
 
     # --- stages: per micro-batch components (fwd, bwd, recompute, tp comm) ---
     n_l = L / pp

@@ -178,10 +178,11 @@ def estimate(plan, est, ops=None) -> None:
             f"gbs={c['global_batch_size']} sp={c['sequence_parallel']} recompute={c['recompute']} "
             f"zero={c['zero_stage']} schedule={c['schedule']}")
     if ops is not None:
+        op_rows = ops_json(ops)
         rows = [(r["name"], r["kind"], f"{r['flops']:.3g}" if r["flops"] else "-", fmt_bytes(r["bytes"]),
-                 r["bound"], fmt_time(r["forward_s"]), fmt_time(r["backward_s"])) for r in ops_json(ops)]
-        tf = sum(r["forward_s"] for r in ops_json(ops))
-        tb = sum(r["backward_s"] for r in ops_json(ops))
+                 r["bound"], fmt_time(r["forward_s"]), fmt_time(r["backward_s"])) for r in op_rows]
+        tf = sum(r["forward_s"] for r in op_rows)
+        tb = sum(r["backward_s"] for r in op_rows)
         rows.append(("total (one layer, one micro-batch)", "", "", "", "", fmt_time(tf), fmt_time(tb)))
         table("One layer on one GPU, one micro-batch (comm bytes are per rank on the wire; "
               "backward comm is the part not hidden)",

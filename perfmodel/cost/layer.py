@@ -94,12 +94,6 @@ def elementwise_op(hw: Hardware, name: str, elements, fwd_bytes_per_el, bwd_byte
               np.zeros(el.shape, dtype=bool))
 
 
-def comm_op(name: str, kind: str, size_bytes, t, bw, alpha, bwd_exposed):
-    lat, band = coll.collective_time(kind, size_bytes, t, bw, alpha)
-    wire = coll.bytes_per_rank(kind, size_bytes, t)
-    return Op(name, "comm", np.zeros(np.shape(wire)), wire, lat + band, bwd_exposed)
-
-
 def layer_ops(hw: Hardware, *, b, s: int, h: int, a: int, g: int, f: int, swiglu: bool, dtype: str,
               t, sp, flash: bool, tp_bw, tp_alpha, overlap: bool = True,
               grad_accum_bytes: float = 0.0) -> list[Op]:
