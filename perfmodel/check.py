@@ -15,10 +15,9 @@ from .cost import collectives as coll
 from .cost import memory as mem
 from .cost import pipeline as pipe
 from .cost import sp as spc
-from .cost.roofline import arithmetic_intensity, ridge_point
 from .errors import PerfModelError
-from .estimate import Estimate, Knobs, estimate, evaluate, per_layer_ops, resolve_config
-from .reports import layer_gemms
+from .estimate import Estimate, Knobs, estimate, evaluate, param_shape, per_layer_ops, resolve_config
+from .reports import roofline_report
 from .specs import Config, Plan, config_problems
 from .units import fmt_bytes, fmt_time
 
@@ -153,10 +152,7 @@ def _rule_memory(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
         fix = (f"{labels[id(best['config'])]}: {fmt_bytes(best['total_bytes'])} per GPU, step time "
                f"{delta:+.1f}% (the fastest single change that fits)")
     else:
-        m = plan.model
-        total = mem.total_params(m.num_layers, m.hidden_size, m.ffn, m.groups, m.head_dim, m.vocab_size,
-                                 plan.seq_length, m.mlp == "swiglu", m.position_embedding == "learned",
-                                 m.tied_embeddings)
+        total = mem.total_params(*param_shape(plan.model, plan.seq_length))
         states = sum(mem.model_state_bytes(total, 1, 0, plan.training.grad_accum_fp32, plan.training.optimizer))
         need = int(np.ceil(states / v["capacity_bytes"]))
         fix = (f"no single change fits: the model states alone ({fmt_bytes(states)}) need at least {need} GPUs "
@@ -197,31 +193,23 @@ def _rule_bubble(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
 
 
 def _rule_memory_bound_gemm(plan: Plan, cfg: Config) -> list[Finding]:
-    m, gpu, dtype = plan.model, plan.system.gpu, plan.training.dtype
-    peak, bw = gpu.peak(dtype), gpu.hbm_bandwidth_bytes_per_s
-    ridge = ridge_point(peak, bw)
-    tokens = cfg.micro_batch_size * plan.seq_length
-    bound = []
-    for name, M, K, N, batch in layer_gemms(m.hidden_size, m.ffn, m.num_attention_heads, m.groups, cfg.tp,
-                                            tokens, plan.seq_length, cfg.micro_batch_size, m.mlp == "swiglu"):
-        if "attention" in name:  # their AI is set by the head dim, not by the micro-batch
-            continue
-        ai = float(arithmetic_intensity(2.0 * M * K * N, 2.0 * (M * K + K * N + M * N)))
-        if ai < ridge:
-            bound.append((name, ai))
+    m = plan.model
+    r = roofline_report(plan.system.gpu, plan.training.dtype, m.hidden_size, m.ffn, m.num_attention_heads,
+                        m.groups, cfg.tp, cfg.micro_batch_size, plan.seq_length, m.mlp == "swiglu")
+    # the attention GEMMs' AI is set by the head dimension, not by the micro-batch
+    bound = [g for g in r["gemms"] if g["bound"] == "memory" and "attention" not in g["name"]]
     if not bound:
         return []
-    worst = min(bound, key=lambda x: x[1])
-    return [Finding("PM203", f"{len(bound)} layer GEMM(s) memory-bound at {tokens} tokens per micro-batch: "
-                    f"{worst[0]} has AI {worst[1]:.0f} FLOP/B < ridge {ridge:.0f}",
+    worst = min(bound, key=lambda g: g["arithmetic_intensity"])
+    return [Finding("PM203", f"{len(bound)} layer GEMM(s) memory-bound at {r['tokens']} tokens per micro-batch: "
+                    f"{worst['name']} has AI {worst['arithmetic_intensity']:.0f} FLOP/B < ridge {r['ridge_point']:.0f}",
                     "raise micro_batch_size (or sequence length) until M = b s puts AI above the ridge",
-                    {"arithmetic_intensity": worst[1], "ridge_point": ridge})]
+                    {"arithmetic_intensity": worst["arithmetic_intensity"], "ridge_point": r["ridge_point"]})]
 
 
 def _group_links(plan: Plan, cfg: Config) -> dict[str, tuple[float, str]]:
     s = plan.system
-    dp_stride = cfg.tp if s.placement == "tp-dp-pp" else cfg.tp * cfg.pp
-    pp_stride = cfg.tp * cfg.dp if s.placement == "tp-dp-pp" else cfg.tp
+    pp_stride, dp_stride = coll.placement_strides(s.placement, cfg.tp, cfg.pp, cfg.dp)
     out = {}
     for group, size, stride, active in (("TP", cfg.tp, 1, cfg.tp > 1), ("PP", 2, pp_stride, cfg.pp > 1),
                                         ("DP", cfg.dp, dp_stride, cfg.dp > 1)):

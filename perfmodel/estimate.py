@@ -87,6 +87,12 @@ def _sum(ops: list[Op], attr: str, kinds: tuple[str, ...], core_only: bool = Fal
 _COMPUTE = ("gemm", "attention", "elementwise")
 
 
+def param_shape(model, seq: int) -> tuple:
+    """The arguments cost.memory.total_params and stage_params take for a Model at sequence length seq."""
+    return (model.num_layers, model.hidden_size, model.ffn, model.groups, model.head_dim, model.vocab_size, seq,
+            model.mlp == "swiglu", model.position_embedding == "learned", model.tied_embeddings)
+
+
 def layer_recompute(fwd_compute, fwd_comm, attention_core, recompute):
     """(compute, TP comm) seconds one layer spends recomputing in backward (Korthikanti 2022, Sec. 5).
 
@@ -177,7 +183,7 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
     # --- pipeline point-to-point with the scatter/gather optimization (Narayanan 2021, Sec. 4.1):
     # each TP rank sends 1/t of the b s h activation to the next stage, which all-gathers it over
     # the TP link; forward activations and backward gradients, v chunks per micro-batch ---
-    pp_stride = tp * dp if system.placement == "tp-dp-pp" else tp
+    pp_stride, dp_stride = coll.placement_strides(system.placement, tp, pp, dp)
     pp_bw, pp_alpha = coll.group_link(2, pp_stride, gpn, intra, inter)
     tp_bw, tp_alpha = coll.group_link(tp, 1, gpn, intra, inter)
     message = b * s * h * act
@@ -188,13 +194,12 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
     pp_comm = np.where(pp > 1, 2.0 * m * vp * p2p, 0.0)
 
     # --- parameters and model states on the most loaded GPU ---
-    shape = (L, h, f, g, h // a, V, s, swiglu, model.position_embedding == "learned", model.tied_embeddings)
+    shape = param_shape(model, s)
     p_first, p_last = mem.stage_params(*shape, tp, pp)
     params = np.maximum(p_first, p_last)
     z = k.zero
 
     # --- DP gradient reduction (ring, SPEC 3); ZeRO >= 1: reduce-scatter + all-gather ---
-    dp_stride = tp if system.placement == "tp-dp-pp" else tp * pp
     dp_bw, dp_alpha = coll.group_link(dp, dp_stride, gpn, intra, inter)
     grad_bytes = params * (4.0 if tr.grad_accum_fp32 else 2.0)
     t_ar = sum(coll.collective_time("all-reduce", grad_bytes, dp, dp_bw, dp_alpha))

@@ -314,11 +314,10 @@ def describe(kind: str) -> list[dict]:
                          "latency_us": lk.latency_s * 1e6})
     elif kind == "models":
         from .cost.memory import total_params
+        from .estimate import param_shape
         for name in preset_names("models"):
             m = model(name)
-            p = total_params(m.num_layers, m.hidden_size, m.ffn, m.groups, m.head_dim, m.vocab_size,
-                             m.seq_length, m.mlp == "swiglu", m.position_embedding == "learned",
-                             m.tied_embeddings)
+            p = total_params(*param_shape(m, m.seq_length))
             rows.append({"name": name, "params_b": p / 1e9, "layers": m.num_layers, "hidden": m.hidden_size,
                          "heads": m.num_attention_heads, "kv_heads": m.groups, "ffn": m.ffn,
                          "vocab": m.vocab_size, "seq": m.seq_length, "mlp": m.mlp})

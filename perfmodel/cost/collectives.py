@@ -64,6 +64,17 @@ def group_spans_nodes(group_size, stride, gpus_per_node):
     return np.asarray(group_size) * np.asarray(stride) > gpus_per_node
 
 
+def placement_strides(placement: str, tp, pp, dp):
+    """(pp stride, dp stride): rank distance between neighbours of a PP and of a DP group.
+
+    TP is innermost (stride 1); "tp-dp-pp" puts DP next and PP outermost (SPEC 1), "tp-pp-dp"
+    the other way round.
+    """
+    if placement == "tp-dp-pp":
+        return np.asarray(tp) * dp, np.asarray(tp)
+    return np.asarray(tp), np.asarray(tp) * pp
+
+
 def group_link(group_size, stride, gpus_per_node, intra, inter, efficiency: bool = True):
     """(bandwidth, latency) of a group: the inter-node link as soon as it spans nodes (SPEC 3).
 
