@@ -178,13 +178,13 @@ def _rule_tp_cross_node(plan: Plan, cfg: Config) -> list[Finding]:
 
 def _rule_bubble(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
     b = est.values["bubble_over_step"]
-    if b <= 0.15 or cfg.pp == 1:
+    if b <= pipe.BUBBLE_LIMIT or cfg.pp == 1:
         return []
     m, p, v = cfg.num_micro_batches, cfg.pp, cfg.vp
-    need_m = pipe.min_microbatches_for_target(p, 0.15, v)
+    need_m = pipe.min_microbatches_for_target(p, pipe.BUBBLE_LIMIT, v)
     fixes = [f"m >= {need_m} (global batch {need_m * cfg.dp * cfg.micro_batch_size})"]
     for vp in range(v + 1, plan.model.num_layers // p + 1):
-        if (plan.model.num_layers // p) % vp == 0 and m % p == 0 and pipe.bubble_over_step(p, m, vp) < 0.15:
+        if (plan.model.num_layers // p) % vp == 0 and m % p == 0 and pipe.bubble_over_step(p, m, vp) < pipe.BUBBLE_LIMIT:
             fixes.append(f"vp = {vp} (interleaved)")
             break
     return [Finding("PM202", f"wall-clock bubble {100 * b:.1f}% ((p-1)/(m v + p-1) with p={p}, m={m}, v={v}): "

@@ -396,7 +396,7 @@ def _warnings(plan: Plan, cfg: Config, v: dict) -> list[str]:
     if not v["fits"]:
         out.append(f"does not fit: {v['total_bytes'] / 1e9:.1f} GB needed, "
                    f"{v['capacity_bytes'] / 1e9:.1f} GB of HBM")
-    if v["bubble_over_step"] > 0.15:
+    if v["bubble_over_step"] > pipe.BUBBLE_LIMIT:
         out.append(f"pipeline bubble is {100 * v['bubble_over_step']:.1f}% of the step")
     return out
 

@@ -15,6 +15,10 @@ import math
 import numpy as np
 
 
+# The design limit on the wall-clock bubble: "no more than ~15%" (seed 000, Q3); check rule PM202.
+BUBBLE_LIMIT = 0.15
+
+
 def bubble_over_ideal(p, m, v=1):
     """(p-1)/(m v): bubble relative to the ideal compute time (Narayanan 2021, Sec. 2.2)."""
     return (np.asarray(p, dtype=float) - 1) / (np.asarray(m, dtype=float) * v)
