@@ -58,6 +58,10 @@ def parse_yaml(text: str, label: str) -> Any:
         raise PerfModelError(f"{label}: YAML syntax error{where}: {problem}") from None
 
 
+def _load_yaml(path, label: str) -> Any:
+    return parse_yaml(_read_text(path, label), label)
+
+
 @lru_cache(maxsize=None)
 def _bundled(kind: str) -> dict[str, dict]:
     """name -> raw mapping for 'gpus', 'links', 'models', 'plans'."""
@@ -65,13 +69,13 @@ def _bundled(kind: str) -> dict[str, dict]:
     out: dict[str, dict] = {}
     if kind in ("gpus", "links"):
         f = root.joinpath("hardware", f"{kind}.yaml")
-        data = parse_yaml(_read_text(f, f"configs/hardware/{kind}.yaml"), f"configs/hardware/{kind}.yaml")
+        data = _load_yaml(f, f"configs/hardware/{kind}.yaml")
         return {_norm(k): v for k, v in data.items()}
     folder = root.joinpath(kind)
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):
         if entry.name.endswith(".yaml"):
             label = f"configs/{kind}/{entry.name}"
-            out[_norm(entry.name[:-5])] = parse_yaml(_read_text(entry, label), label)
+            out[_norm(entry.name[:-5])] = _load_yaml(entry, label)
     return out
 
 
@@ -175,10 +179,9 @@ def model(value: str | dict, label: str = "model", base_dir: Path | None = None)
     if base_dir is not None and not path.is_absolute():
         path = base_dir / path
     if path.suffix in (".json", ".yaml", ".yml") and path.is_file():
-        text = _read_text(path, str(path))
         if path.suffix == ".json":
-            return model_from_hf_config(_parse_json(text, str(path)), str(path))
-        return _build(Model, parse_yaml(text, str(path)), str(path))
+            return model_from_hf_config(_parse_json(_read_text(path, str(path)), str(path)), str(path))
+        return _build(Model, _load_yaml(path, str(path)), str(path))
     if path.suffix in (".json", ".yaml", ".yml"):
         raise PerfModelError(f"{label}: no such file {str(path)!r}")
     return _build(Model, _lookup("models", value), f"model preset {value}")
@@ -270,8 +273,7 @@ def load_plan(path_or_name: str) -> Plan:
     """A plan file, or a bundled plan by name when no such file is in the current directory."""
     path = Path(path_or_name)
     if path.is_file():
-        text = _read_text(path, str(path))
-        return plan_from_mapping(parse_yaml(text, str(path)), str(path), path.parent)
+        return plan_from_mapping(_load_yaml(path, str(path)), str(path), path.parent)
     if path.is_dir():
         raise PerfModelError(f"{path_or_name}: is a directory, not a plan file")
     if path.exists():

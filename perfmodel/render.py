@@ -275,7 +275,10 @@ def validation(report) -> None:
             chosen = ", ".join(f"{k}={v}" for k, v in c["chosen"].items()) if c["searched"] else "as published"
             rows.append((c["case"], fmt_time(c["measured_step_time_s"]), fmt_time(c["predicted_step_time_s"]),
                          f"{c['error_pct']:+.1f}%", pct(c["predicted_mfu"]), chosen))
-        table_(summary["title"], rows, summary)
+        table(summary["title"], ["case", "measured", "predicted", "error", "MFU (pred.)", "unstated knobs (searched)"],
+              rows, right=[False, True, True, True, True, False],
+              caption=f"mean |error| {summary['mean_abs_error_pct']:.2f}%, max {summary['max_abs_error_pct']:.2f}% "
+                      f"over {summary['cases']} runs; step times in seconds per iteration")
     if j["sp_gain"]:
         table("SP + selective recompute over full recompute (Korthikanti Table 5: +29% to +32%)",
               ["model", "measured gain", "predicted gain"],
@@ -286,13 +289,6 @@ def validation(report) -> None:
               [(r["variant"], f"{r['measured_fwd_ms']:.1f}", f"{r['predicted_fwd_ms']:.1f} ({r['fwd_error_pct']:+.1f}%)",
                 f"{r['measured_bwd_ms']:.1f}", f"{r['predicted_bwd_ms']:.1f} ({r['bwd_error_pct']:+.1f}%)")
                for r in j["per_layer"]])
-
-
-def table_(title: str, rows, summary) -> None:
-    table(title, ["case", "measured", "predicted", "error", "MFU (pred.)", "unstated knobs (searched)"], rows,
-          right=[False, True, True, True, True, False],
-          caption=f"mean |error| {summary['mean_abs_error_pct']:.2f}%, max {summary['max_abs_error_pct']:.2f}% "
-                  f"over {summary['cases']} runs; step times in seconds per iteration")
 
 
 def findings(items, plan_label: str) -> None:
