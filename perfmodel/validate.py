@@ -19,7 +19,7 @@ from .cost import flops as fl
 from .errors import PerfModelError
 from .estimate import RECOMPUTE_CODES, Estimate, estimate, layer_recompute, per_layer_ops, resolve_config
 from .search import search
-from .specs import Plan
+from .specs import Parallel, Plan
 
 TABLE_TITLES = {
     "narayanan2021-table1": "Narayanan et al. 2021, Table 1 (weak scaling, full recompute)",
@@ -72,6 +72,13 @@ def run_case(case: dict) -> CaseResult:
     plan: Plan = case["plan"]
     searched = list(case.get("searched") or [])
     if searched:
+        # knobs the source leaves unstated are free for the search, whatever the plan says
+        unknown = [k for k in searched if k not in Parallel.model_fields]
+        if unknown:
+            raise PerfModelError(f"{case['name']}: searched knob(s) {', '.join(unknown)} unknown; "
+                                 f"use parallel fields such as micro_batch_size, vp, schedule")
+        free = {k: None for k in searched}
+        plan = plan.model_copy(update={"parallel": plan.parallel.model_copy(update=free)})
         best = search(plan, top=1)
         if not best.results:
             raise PerfModelError(f"{case['name']}: no configuration of the stated knobs fits")

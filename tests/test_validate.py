@@ -12,7 +12,7 @@ import pytest
 from perfmodel import presets
 from perfmodel.cli import main
 from perfmodel.errors import PerfModelError
-from perfmodel.validate import measured_step_time, validate
+from perfmodel.validate import measured_step_time, run_case, validate
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +67,26 @@ def test_published_tflops_become_step_times():
     assert measured_step_time(k["plan"], k["measured"]) == 13.75
 
 
-def test_searched_knobs_are_reported(report):
+def test_bundled_cases_are_fully_pinned(report):
+    """Every bundled run states all its knobs; Narayanan's micro-batch, interleaving and DDP come from
+    the authors' reproduction script (Megatron-LM examples/sc21/run_table_1.sh), named in each file."""
     for c in report.cases:
+        assert c.searched == [] and c.to_json()["chosen"] == {}
         if c.name.startswith("n21"):
-            assert "micro_batch_size" in c.searched and c.to_json()["chosen"]
-        else:
-            assert c.searched == []
+            assert "examples/sc21/run_table_1.sh" in c.source
+
+
+def test_searched_knobs_are_chosen_and_reported():
+    """A run that leaves knobs unstated gets them from the search, and the report names the choice."""
+    case = dict(next(c for c in presets.validation_cases() if c["name"] == "n21-gpt-145.6b"))
+    case["searched"] = ["micro_batch_size", "vp"]
+    r = run_case(case)
+    assert r.searched == ["micro_batch_size", "vp"]
+    chosen = r.to_json()["chosen"]
+    assert set(chosen) == {"micro_batch_size", "vp", "schedule"} and chosen["micro_batch_size"] >= 1
+    # the search optimises over the unstated knobs, so it can only be as fast or faster than the pinned run
+    assert r.predicted_s <= run_case(next(c for c in presets.validation_cases()
+                                          if c["name"] == "n21-gpt-145.6b")).predicted_s * (1 + 1e-9)
 
 
 def test_cli_validate_json(runner):
@@ -99,3 +113,10 @@ def test_unknown_convention():
     plan = presets.load_plan("gpt3-175b.yaml")
     with pytest.raises(PerfModelError, match="flop_convention"):
         measured_step_time(plan, {"tflops_per_gpu": 100, "flop_convention": "mine"})
+
+
+def test_unknown_searched_knob_is_named():
+    case = dict(next(c for c in presets.validation_cases() if c["name"] == "n21-gpt-1.7b"))
+    case["searched"] = ["mbs_typo"]
+    with pytest.raises(PerfModelError, match="mbs_typo"):
+        run_case(case)
