@@ -205,11 +205,13 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
     t_ar = sum(coll.collective_time("all-reduce", grad_bytes, dp, dp_bw, dp_alpha))
     t_rs = sum(coll.collective_time("reduce-scatter", grad_bytes, dp, dp_bw, dp_alpha))
     t_ag = sum(coll.collective_time("all-gather", params * 2.0, dp, dp_bw, dp_alpha))
-    # the gradient reduction can hide behind the last micro-batch's backward; ZeRO's all-gather of
-    # the updated parameters comes after the optimizer step and cannot
+    # the gradient reduction can hide behind the last micro-batch's backward, at the same SM/HBM
+    # contention cost as any overlapped collective; ZeRO's all-gather of the updated parameters
+    # comes after the optimizer step and cannot
     t_reduce = np.where(dp > 1, np.where(z >= 1, t_rs, t_ar), 0.0)
-    window = (slow[1] + slow[2]) if tr.overlap_grad_reduce else 0.0
-    dp_comm = np.maximum(0.0, t_reduce - window) + np.where((dp > 1) & (z >= 1), t_ag, 0.0)
+    if tr.overlap_grad_reduce:
+        t_reduce = coll.overlapped_time(t_reduce, slow[1] + slow[2], gpu.comm_overlap_penalty)
+    dp_comm = t_reduce + np.where((dp > 1) & (z >= 1), t_ag, 0.0)
     zero_comm = np.where((z >= 3) & (dp > 1), 2.0 * m * t_ag, 0.0)  # weights gathered for fwd and bwd
 
     # --- optimizer step: HBM-bound over the local shard ---

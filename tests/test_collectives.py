@@ -51,3 +51,11 @@ def test_group_spanning_nodes_uses_inter_node_link():
 
 def test_single_rank_costs_nothing():
     assert coll.collective_time("all-reduce", 1e9, 1, 1e9, 1e-6) == (0, 0)
+
+
+def test_overlapped_collective_pays_its_excess_and_a_contention_share():
+    # 3 ms of all-reduce hidden under 10 ms of compute with penalty 0.6: 1.8 ms on the critical path
+    assert coll.overlapped_time(3e-3, 10e-3, 0.6) == pytest.approx(1.8e-3)
+    # 10 ms under a 4 ms window, penalty 0.5: 6 ms exposed + 0.5 x 4 ms
+    assert coll.overlapped_time(10e-3, 4e-3, 0.5) == pytest.approx(8e-3)
+    assert coll.overlapped_time(10e-3, 4e-3, 1.0) == pytest.approx(10e-3)  # penalty 1: no gain at all

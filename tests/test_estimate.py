@@ -145,3 +145,29 @@ def test_simulation_refines_only_the_pipeline_terms(plan3d):
     # unequal stages (output layer on the last): the simulated bubble is not smaller than the closed form's
     assert sim["bubble_simulated_over_step"] >= closed["bubble_over_step"] - 1e-12
     assert sim["step_time_s"] == pytest.approx(closed["step_time_s"], rel=0.02)
+
+
+def test_overlapped_grad_reduce_still_pays_the_contention_share():
+    """DP all-reduce behind the backward (torch DDP) costs comm_overlap_penalty of its time, the same
+    SM/HBM contention as the TP all-reduce behind a GEMM; without overlap it costs all of it."""
+    plan = presets.load_plan("gpt3-175b.yaml")
+    cfg = resolve_config(plan.with_training(overlap_grad_reduce=False), tp=8, pp=8, dp=8, micro_batch_size=1)
+    exposed = estimate(plan.with_training(overlap_grad_reduce=False), cfg).values["dp_comm"]
+    v = estimate(plan.with_training(overlap_grad_reduce=True), cfg).values
+    window = (v["backward"] + v["recompute"]) / v["num_micro_batches"]  # the last micro-batch's backward
+    penalty = plan.system.gpu.comm_overlap_penalty
+    assert 0 < v["dp_comm"] < exposed
+    assert v["dp_comm"] == pytest.approx(max(0.0, exposed - window) + penalty * min(exposed, window), rel=1e-9)
+
+
+def test_cross_entropy_counts_megatrons_hbm_passes():
+    """fp32 vocab-parallel loss: 38 B per logit forward (cast, max, sub, exp, sum, div), 14 backward."""
+    from perfmodel.cost.layer import Hardware, output_layer_ops
+    plan = presets.load_plan("gpt3-175b.yaml")
+    hw = Hardware.from_gpu(plan.system.gpu, "bf16")
+    ops = output_layer_ops(hw, b=2, s=2048, h=12288, V=51200, dtype="bf16", t=8, sp=False, tp_bw=2e11, tp_alpha=1e-5)
+    ce = next(o for o in ops if o.name.startswith("cross-entropy"))
+    logits = 2 * 2048 * 51200 / 8
+    assert float(ce.bytes) == pytest.approx(38 * logits)
+    o = hw.overhead_s  # one launch each way
+    assert (float(ce.bwd_s) - o) / (float(ce.fwd_s) - o) == pytest.approx(14 / 38, rel=1e-6)

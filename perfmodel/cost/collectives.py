@@ -55,6 +55,15 @@ def collective_time(kind: str, size_bytes, n, bandwidth_bytes_per_s, latency_s):
     return lat, bw
 
 
+def overlapped_time(comm_s, window_s, penalty):
+    """Critical-path cost (s) of a collective run concurrently with compute lasting window_s (s):
+    the part that outlasts the window is exposed, and the part hidden behind it still costs
+    `penalty` of its time, because NCCL's thread blocks take SMs and HBM bandwidth from the
+    kernels they overlap (GPU.comm_overlap_penalty, fitted on Korthikanti 2022 Table 4, where the
+    backward TP all-reduce hides behind the weight-gradient GEMM)."""
+    return np.maximum(0.0, comm_s - window_s) + penalty * np.minimum(comm_s, window_s)
+
+
 def group_spans_nodes(group_size, stride, gpus_per_node):
     """True where a group of group_size ranks, stride apart, leaves one node.
 

@@ -140,7 +140,7 @@ def layer_ops(hw: Hardware, *, b, s: int, h: int, a: int, g: int, f: int, swiglu
         costs overlap_penalty of its time through SM and HBM contention. Without overlap, all of it."""
         if not overlap:
             return comm
-        return np.maximum(0.0, comm - gemm) + hw.overlap_penalty * np.minimum(comm, gemm)
+        return coll.overlapped_time(comm, gemm, hw.overlap_penalty)
 
     def tp_comm(label: str, col_wgrad, col_dgrad):
         ar_l, ar_b = coll.collective_time("all-reduce", message, t, tp_bw, tp_alpha)
@@ -190,8 +190,11 @@ def output_layer_ops(hw: Hardware, *, b, s: int, h: int, V: int, dtype: str, t, 
     ops.append(Op("SP all-gather before logits", "comm", np.zeros(np.shape(gather)),
                   np.where(sp, coll.bytes_per_rank("all-gather", M * h * act, t), 0.0), gather, gather))
     ops.append(gemm_op(hw, "logits", M, h, V / t, dt)[0])
-    # cross-entropy on fp32 logits: read, exp, write; backward read and write
-    ops.append(elementwise_op(hw, "cross-entropy (fp32)", M * V / t, 12.0, 8.0, 6))
+    # vocab-parallel cross-entropy on fp32 logits, HBM passes over the [b s, V/t] tensor as Megatron-LM
+    # runs them (gpt_model: output.float(); mpu/cross_entropy.py, _VocabParallelCrossEntropy):
+    # forward cast 2+4, max 4, sub_ 4+4, exp 4+4, sum 4, div_ 4+4 = 38 B per logit;
+    # backward mul_ 4+4 and the cast's backward 4+2 = 14 B per logit
+    ops.append(elementwise_op(hw, "cross-entropy (fp32)", M * V / t, 38.0, 14.0, 6))
     return ops
 
 
