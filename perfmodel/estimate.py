@@ -34,10 +34,23 @@ RECOMPUTE_CODES = mem.RECOMPUTE_CODES
 SCHEDULE_CODES = pipe.SCHEDULE_CODES
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
 SCHEDULE_NAMES = {v: k for k, v in SCHEDULE_CODES.items()}
-# Optimizer step traffic per parameter (Megatron's mixed-precision optimizer): read and write the
-# fp32 states (Adam: master, m, v = 24 bytes; SGD: master, momentum = 16), read the gradient twice
-# (global norm, then the update), zero the gradient buffer, write the 16-bit weights (2 bytes).
+# fp32 optimizer states read and written by the update: Adam master, m, v (24 B); SGD master, momentum (16)
 OPTIMIZER_STATE_RW_BYTES = {"adam": 24.0, "sgd": 16.0}
+
+
+def optimizer_step_bytes(optimizer: str, dtype: str, grad_accum_fp32: bool) -> float:
+    """HBM bytes per parameter of one optimizer step, as Megatron-LM's mixed-precision optimizer runs
+    it (megatron/optimizer/optimizer.py, apex multi-tensor kernels), each pass a separate kernel:
+    16-bit gradients are first copied into fp32 main gradients (2 + 4); fp16 unscales them and
+    checks for inf/nan in place (4 + 4); the global grad norm reads them (4); the update reads
+    them (4) and reads and writes the fp32 states; the fp32 master is copied to the 16-bit weights
+    (4 + 2); the gradient buffer is zeroed (its width). fp32 training has no master copy."""
+    half = dtype != "fp32"
+    grad_b = 4.0 if (grad_accum_fp32 or not half) else 2.0
+    copy_in = 6.0 if grad_b == 2.0 else 0.0
+    unscale = 8.0 if dtype == "fp16" else 0.0
+    master_out = 6.0 if half else 0.0
+    return OPTIMIZER_STATE_RW_BYTES[optimizer] + copy_in + unscale + 4.0 + 4.0 + master_out + grad_b
 
 BREAKDOWN_KEYS = ("forward", "backward", "recompute", "bubble", "tp_comm", "pp_comm", "dp_comm",
                   "zero_comm", "optimizer")
@@ -110,11 +123,12 @@ def _layer_setup(plan: Plan, hw: Hardware, tp, b, sp) -> tuple[list[Op], dict]:
     layer and embedding share with it."""
     model, system, tr = plan.model, plan.system, plan.training
     tp_bw, tp_alpha = coll.group_link(tp, 1, system.gpus_per_node, system.intra_node_link, system.inter_node_link)
-    common = dict(b=b, s=plan.seq_length, h=model.hidden_size, dtype=tr.dtype, t=tp, sp=sp)
+    common = dict(b=b, s=plan.seq_length, h=model.hidden_size, dtype=tr.dtype, t=tp, sp=sp,
+                  persist_ln=tr.persist_layer_norm)
     grad_accum = grad_accumulation_bytes(tr.dtype, tr.grad_accumulation_fusion, tr.grad_accum_fp32)
     lops = layer_ops(hw, a=model.num_attention_heads, g=model.groups, f=model.ffn, swiglu=model.mlp == "swiglu",
                      flash=tr.flash_attention, tp_bw=tp_bw, tp_alpha=tp_alpha, overlap=tr.tp_comm_overlap,
-                     grad_accum_bytes=grad_accum, **common)
+                     grad_accum_bytes=grad_accum, bias=model.has_bias, **common)
     return lops, dict(common, tp_bw=tp_bw, tp_alpha=tp_alpha)
 
 
@@ -182,13 +196,15 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
 
     # --- pipeline point-to-point with the scatter/gather optimization (Narayanan 2021, Sec. 4.1):
     # each TP rank sends 1/t of the b s h activation to the next stage, which all-gathers it over
-    # the TP link; forward activations and backward gradients, v chunks per micro-batch ---
+    # the TP link; forward activations and backward gradients, v chunks per micro-batch. Under SP
+    # each rank already holds its s/t slice and sends it as is: no all-gather (Megatron-LM
+    # p2p_communication.py skips scatter/gather when sequence_parallel is on) ---
     pp_stride, dp_stride = coll.placement_strides(system.placement, tp, pp, dp)
     pp_bw, pp_alpha = coll.group_link(2, pp_stride, gpn, intra, inter)
     tp_bw, tp_alpha = coll.group_link(tp, 1, gpn, intra, inter)
     message = b * s * h * act
     p2p = (sum(coll.collective_time("p2p", message / tp, 2, pp_bw, pp_alpha))
-           + sum(coll.collective_time("all-gather", message, tp, tp_bw, tp_alpha)))
+           + np.where(sp, 0.0, sum(coll.collective_time("all-gather", message, tp, tp_bw, tp_alpha))))
     # 2 v crossings per micro-batch sit on the 1F1B critical path (with equal stages even when the
     # sends overlap compute: the schedule simulator shows it); estimate() refines this by simulation
     pp_comm = np.where(pp > 1, 2.0 * m * vp * p2p, 0.0)
@@ -216,8 +232,7 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
 
     # --- optimizer step: HBM-bound over the local shard ---
     local = params / np.where(z >= 1, dp, 1.0)
-    grad_b = 4.0 if tr.grad_accum_fp32 else 2.0
-    optimizer = local * (OPTIMIZER_STATE_RW_BYTES[tr.optimizer] + 3 * grad_b + 2.0) / (
+    optimizer = local * optimizer_step_bytes(tr.optimizer, tr.dtype, tr.grad_accum_fp32) / (
         gpu.hbm_bandwidth_bytes_per_s * gpu.hbm_efficiency)
 
     out = {"forward": m * slow[0], "backward": m * slow[1], "recompute": m * slow[2], "tp_comm": m * slow[3],

@@ -216,6 +216,7 @@ def model_from_hf_config(cfg: Any, label: str = "config.json") -> Model:
         "mlp": "swiglu" if swiglu else "gelu",
         "tied_embeddings": bool(cfg.get("tie_word_embeddings", not swiglu)),
         "position_embedding": "rope" if swiglu or "rope_theta" in cfg else "learned",
+        "add_bias_linear": cfg.get("attention_bias"),
         "source": label,
     }
     return _build(Model, data, label)

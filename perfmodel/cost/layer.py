@@ -86,18 +86,30 @@ def gemm_op(hw: Hardware, name: str, M, K, N, dt, batch=1, attention_core=False)
 
 def elementwise_op(hw: Hardware, name: str, elements, fwd_bytes_per_el, bwd_bytes_per_el,
                    flops_per_el=1.0, attention_core=False):
-    """A memory-bound elementwise kernel: time = bytes / (HBM BW x efficiency) + overhead."""
+    """A memory-bound elementwise kernel: time = bytes / (HBM BW x efficiency) + overhead. A pass
+    that moves no bytes in one direction (a backward-only kernel) launches nothing there."""
     el = np.asarray(elements, dtype=float)
-    fwd = kernel_time(el * flops_per_el, el * fwd_bytes_per_el, hw.peak, hw.hbm_bw, 1.0, hw.hbm_eff, hw.overhead_s)
-    bwd = kernel_time(el * flops_per_el, el * bwd_bytes_per_el, hw.peak, hw.hbm_bw, 1.0, hw.hbm_eff, hw.overhead_s)
+
+    def run(bytes_per_el):
+        if not bytes_per_el:
+            return np.zeros(el.shape)
+        return kernel_time(el * flops_per_el, el * bytes_per_el, hw.peak, hw.hbm_bw, 1.0, hw.hbm_eff, hw.overhead_s)
+    fwd, bwd = run(fwd_bytes_per_el), run(bwd_bytes_per_el)
     return Op(name, "elementwise", el * flops_per_el, el * fwd_bytes_per_el, fwd, bwd, attention_core,
               np.zeros(el.shape, dtype=bool))
 
 
 def layer_ops(hw: Hardware, *, b, s: int, h: int, a: int, g: int, f: int, swiglu: bool, dtype: str,
               t, sp, flash: bool, tp_bw, tp_alpha, overlap: bool = True,
-              grad_accum_bytes: float = 0.0) -> list[Op]:
-    """The operations of one layer on one GPU for a micro-batch of b sequences (SPEC 5)."""
+              grad_accum_bytes: float = 0.0, bias: bool = False, persist_ln: bool = True) -> list[Op]:
+    """The operations of one layer on one GPU for a micro-batch of b sequences (SPEC 5).
+
+    Memory-bound kernels follow Megatron-LM's GPT layer (megatron/model/transformer.py, 2021-2022):
+    besides the fused norm, softmax, dropout and bias-activation kernels, the QKV bias is a separate
+    add (F.linear on a 3-D input), the attention context is made contiguous with a copy, the
+    backward concatenates the q, k, v gradients back into the fused QKV gradient, autograd adds the
+    two gradients that reach each residual branch point, and every bias gradient is a reduction
+    over the tokens. Bytes per element are stated at each op; `bias` is False for bias-free models."""
     dt = DTYPE_BYTES[dtype]
     act = max(dt, 2)  # activations are at least 16-bit
     b = np.asarray(b, dtype=float)
@@ -109,10 +121,14 @@ def layer_ops(hw: Hardware, *, b, s: int, h: int, a: int, g: int, f: int, swiglu
     heads = a / t                               # heads per GPU
     mlp_n = (2 if swiglu else 1) * f / t        # swiglu: gate and up projections fused
 
+    ln_bwd = layernorm_backward_bytes(act, persist_ln)
     ops: list[Op] = []
-    ops.append(elementwise_op(hw, "layernorm 1", M * h / tok_shard, 2 * act, 3 * act, 8))
+    ops.append(elementwise_op(hw, "layernorm 1", M * h / tok_shard, 2 * act, ln_bwd, 8))
     qkv, qkv_dgrad, qkv_wgrad = gemm_op(hw, "QKV projection", M, h, (h + 2 * g * d) / t, dt)
     ops.append(qkv)
+    qkv_el = M * (h + 2 * g * d) / t
+    if bias:  # output += bias after the GEMM (read and write); backward: bias gradient, a reduction
+        ops.append(elementwise_op(hw, "QKV bias add", qkv_el, 2 * act, act, 1))
     if flash:
         flops = 4.0 * b * s * s * h / t
         io = act * b * s * (2 * h + 2 * g * d) / t
@@ -128,6 +144,11 @@ def layer_ops(hw: Hardware, *, b, s: int, h: int, a: int, g: int, f: int, swiglu
         # dropout on probabilities: 1-byte mask
         ops.append(elementwise_op(hw, "attention dropout", nb * s * s, 2 * act + 1, 2 * act + 1, 1, True))
         ops.append(gemm_op(hw, "attention x V", s, s, d, dt, nb, True)[0])
+        # context [b a/t, s, d] -> [s, b, h/t]: permute + contiguous, a copy each way (the last op
+        # of Megatron's CoreAttention, so selective recompute repeats it)
+        ops.append(elementwise_op(hw, "context transpose", M * h / t, 2 * act, 2 * act, 0, True))
+    # backward: the q, k, v gradients are concatenated into the fused QKV gradient (split's backward)
+    ops.append(elementwise_op(hw, "QKV gradient concat", qkv_el, 0.0, 2 * act, 0))
     proj, _, _ = gemm_op(hw, "output projection", M, h / t, h, dt)
     ops.append(proj)
 
@@ -157,17 +178,23 @@ def layer_ops(hw: Hardware, *, b, s: int, h: int, a: int, g: int, f: int, swiglu
         return Op(label, "comm", zero, wire + zero, np.where(t > 1, fwd_kind, 0.0) + zero, bwd + zero)
 
     ops.append(tp_comm("TP comm after attention", qkv_wgrad, qkv_dgrad))
-    ops.append(elementwise_op(hw, "bias-dropout-add 1", M * h / tok_shard, 3 * act + 1, 2 * act + 1, 3))
-    ops.append(elementwise_op(hw, "layernorm 2", M * h / tok_shard, 2 * act, 3 * act, 8))
+    # fused bias-dropout-add: read x, residual, write out, 1-byte mask; backward reads dy and the
+    # mask, writes dx (the residual's gradient is dy itself), plus the bias-gradient reduction
+    bda_bwd = 2 * act + 1 + (act if bias else 0)
+    ops.append(elementwise_op(hw, "bias-dropout-add 1", M * h / tok_shard, 3 * act + 1, bda_bwd, 3))
+    # the residual branch point's two gradients (through the norm, and straight) are summed
+    ops.append(elementwise_op(hw, "residual gradient add 1", M * h / tok_shard, 0.0, 3 * act, 1))
+    ops.append(elementwise_op(hw, "layernorm 2", M * h / tok_shard, 2 * act, ln_bwd, 8))
     up, up_dgrad, up_wgrad = gemm_op(hw, "MLP up" + (" (gate+up)" if swiglu else ""), M, h, mlp_n, dt)
     ops.append(up)
     if swiglu:
         ops.append(elementwise_op(hw, "swiglu", M * f / t, 3 * act, 5 * act, 4))
-    else:
-        ops.append(elementwise_op(hw, "bias-gelu", M * f / t, 2 * act, 3 * act, 8))
+    else:  # fused bias-gelu; backward reads dy and x, writes dx, plus the bias-gradient reduction
+        ops.append(elementwise_op(hw, "bias-gelu", M * f / t, 2 * act, 3 * act + (act if bias else 0), 8))
     ops.append(gemm_op(hw, "MLP down", M, f / t, h, dt)[0])
     ops.append(tp_comm("TP comm after MLP", up_wgrad, up_dgrad))
-    ops.append(elementwise_op(hw, "bias-dropout-add 2", M * h / tok_shard, 3 * act + 1, 2 * act + 1, 3))
+    ops.append(elementwise_op(hw, "bias-dropout-add 2", M * h / tok_shard, 3 * act + 1, bda_bwd, 3))
+    ops.append(elementwise_op(hw, "residual gradient add 2", M * h / tok_shard, 0.0, 3 * act, 1))
     if grad_accum_bytes:
         # unfused weight-gradient accumulation: main_grad += grad over every weight of the layer,
         # once per micro-batch in backward (read the new gradient and the buffer, write the buffer)
@@ -176,7 +203,8 @@ def layer_ops(hw: Hardware, *, b, s: int, h: int, a: int, g: int, f: int, swiglu
     return ops
 
 
-def output_layer_ops(hw: Hardware, *, b, s: int, h: int, V: int, dtype: str, t, sp, tp_bw, tp_alpha) -> list[Op]:
+def output_layer_ops(hw: Hardware, *, b, s: int, h: int, V: int, dtype: str, t, sp, tp_bw, tp_alpha,
+                     persist_ln: bool = True) -> list[Op]:
     """Last stage: final norm, (SP all-gather), logits GEMM 2bshV/t and the fp32 vocab-parallel loss."""
     dt = DTYPE_BYTES[dtype]
     act = max(dt, 2)
@@ -184,7 +212,8 @@ def output_layer_ops(hw: Hardware, *, b, s: int, h: int, V: int, dtype: str, t, 
     t = np.asarray(t, dtype=float)
     sp = np.asarray(sp, dtype=bool)
     M = b * s
-    ops = [elementwise_op(hw, "final layernorm", M * h / np.where(sp, t, 1.0), 2 * act, 3 * act, 8)]
+    ops = [elementwise_op(hw, "final layernorm", M * h / np.where(sp, t, 1.0), 2 * act,
+                          layernorm_backward_bytes(act, persist_ln), 8)]
     lat, band = coll.collective_time("all-gather", M * h * act, t, tp_bw, tp_alpha)
     gather = np.where(sp, lat + band, 0.0)
     ops.append(Op("SP all-gather before logits", "comm", np.zeros(np.shape(gather)),
@@ -204,6 +233,15 @@ def embedding_ops(hw: Hardware, *, b, s: int, h: int, dtype: str, t, sp) -> list
     M = np.asarray(b, dtype=float) * s
     shard = np.where(np.asarray(sp, dtype=bool), np.asarray(t, dtype=float), 1.0)
     return [elementwise_op(hw, "embedding + dropout", M * h / shard, 3 * act + 1, 3 * act + 1, 1)]
+
+
+def layernorm_backward_bytes(act: int, persistent: bool) -> float:
+    """HBM bytes per element of a layernorm backward. The persistent kernel (apex contrib
+    FastLayerNorm, Megatron's default since late 2021) reads x and dy once and writes dx; the
+    earlier two-pass kernel (apex fused_layer_norm_cuda, used by Megatron before it) reads x and
+    dy once for the gamma/beta partial sums (cuComputePartGradGammaBeta) and again for dx
+    (cuComputeGradInput)."""
+    return 3 * act if persistent else 5 * act
 
 
 def grad_accumulation_bytes(dtype: str, fused: bool, fp32_buffer: bool) -> float:

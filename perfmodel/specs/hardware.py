@@ -40,8 +40,9 @@ class GPU(Spec):
     attention_efficiency: Fraction = Field(
         0.60, description="Fraction of peak a fused (flash) attention kernel reaches.")
     comm_overlap_penalty: float = Field(
-        0.3, ge=0, le=1, description="Fraction of a collective overlapped with a GEMM that is still paid: "
-        "NCCL's thread blocks take SMs and HBM bandwidth from the GEMM they hide behind.")
+        0.4, ge=0, le=1, description="Fraction of a collective overlapped with compute that is still paid: "
+        "NCCL's thread blocks take SMs and HBM bandwidth from the kernels they hide behind (default: the "
+        "A100 fit on Korthikanti 2022 Table 4).")
     kernel_overhead_s: Seconds = Field(
         4e-6, description="Launch and tail time per kernel, seconds.")
     reserved_bytes: Bytes = Field(

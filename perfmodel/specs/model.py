@@ -32,6 +32,10 @@ class Model(Spec):
     tied_embeddings: bool = Field(True, description="Output layer shares the word-embedding matrix.")
     position_embedding: Literal["learned", "rope"] = Field(
         "learned", description="learned adds s*h parameters; rope adds none.")
+    add_bias_linear: bool | None = Field(
+        None, validation_alias=AliasChoices("add_bias_linear", "bias"),
+        description="Linear layers carry biases (Megatron-core's name); defaults to yes for gelu "
+        "(GPT), no for swiglu (Llama).")
     source: str = ""
 
     @model_validator(mode="after")
@@ -47,6 +51,10 @@ class Model(Spec):
     @property
     def groups(self) -> int:
         return self.num_query_groups or self.num_attention_heads
+
+    @property
+    def has_bias(self) -> bool:
+        return self.mlp == "gelu" if self.add_bias_linear is None else self.add_bias_linear
 
     @property
     def ffn(self) -> int:

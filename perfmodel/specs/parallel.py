@@ -52,6 +52,10 @@ class Training(Spec):
         True, description="The weight-gradient GEMM accumulates straight into the gradient buffer (Megatron's "
         "fused wgrad, with the asynchronous TP all-reduce since late 2021). Without it every micro-batch adds "
         "its weight gradients to the buffer in a separate HBM pass.")
+    persist_layer_norm: bool = Field(
+        True, description="Single-pass layernorm backward (apex's persistent FastLayerNorm, Megatron's "
+        "default since late 2021; --no-persist-layer-norm turns it off). Before it, as in Narayanan et al. "
+        "2021, the backward read its inputs twice.")
     p2p_overlap: bool = Field(
         False, description="Pipeline sends overlap compute (Megatron's --overlap-p2p-communication, 2023); "
         "otherwise each send blocks its stage, as in the validated 2021-2022 runs.")

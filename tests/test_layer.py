@@ -1,0 +1,86 @@
+"""The memory-bound passes of one layer and of the optimizer step, byte for byte (cost/layer.py).
+
+Each count follows the kernels Megatron-LM runs; the tests pin the counts, so a change to one
+has to be a deliberate change of the model."""
+
+import pytest
+
+from perfmodel import presets
+from perfmodel.cost import collectives as coll
+from perfmodel.cost.layer import Hardware, layer_ops, layernorm_backward_bytes
+from perfmodel.estimate import estimate, optimizer_step_bytes, resolve_config
+
+S, H, A, T, B = 2048, 12288, 96, 8, 1  # GPT-3 175B on TP8, one sequence
+M = B * S
+
+
+def ops_of(bias: bool, swiglu: bool = False, sp: bool = False, persist_ln: bool = True) -> dict:
+    hw = Hardware.from_gpu(presets.gpu("a100-80gb"), "bf16")
+    ops = layer_ops(hw, b=B, s=S, h=H, a=A, g=A, f=4 * H, swiglu=swiglu, dtype="bf16", t=T, sp=sp,
+                    flash=False, tp_bw=2.3e11, tp_alpha=3e-6, bias=bias, persist_ln=persist_ln)
+    return {o.name: o for o in ops}
+
+
+def test_bias_add_after_the_qkv_gemm_and_its_gradient_reduction():
+    ops = ops_of(bias=True)
+    qkv_out = M * 3 * H / T
+    assert float(ops["QKV bias add"].bytes) == pytest.approx(4 * qkv_out)  # read + write bf16
+    assert "QKV bias add" not in ops_of(bias=False, swiglu=True)
+
+
+def test_backward_only_passes_launch_nothing_forward():
+    ops = ops_of(bias=True)
+    for name in ("QKV gradient concat", "residual gradient add 1", "residual gradient add 2"):
+        assert float(ops[name].fwd_s) == 0.0 and float(ops[name].bwd_s) > 0.0, name
+
+
+def test_residual_gradient_adds_read_two_and_write_one():
+    hw = Hardware.from_gpu(presets.gpu("a100-80gb"), "bf16")
+    full, sp = ops_of(bias=True), ops_of(bias=True, sp=True)
+    t_full = float(full["residual gradient add 1"].bwd_s) - hw.overhead_s
+    assert t_full == pytest.approx(6 * M * H / (hw.hbm_bw * hw.hbm_eff))
+    # under SP the token-wise regions hold s/t tokens
+    assert float(sp["residual gradient add 1"].bwd_s) - hw.overhead_s == pytest.approx(t_full / T)
+
+
+def test_context_transpose_is_part_of_the_recomputed_attention_core():
+    assert ops_of(bias=True)["context transpose"].attention_core
+
+
+def test_two_pass_layernorm_backward_reads_its_inputs_twice():
+    assert layernorm_backward_bytes(2, persistent=True) == 6    # x, dy in; dx out
+    assert layernorm_backward_bytes(2, persistent=False) == 10  # x, dy twice; dx out
+    slow, fast = ops_of(bias=True, persist_ln=False), ops_of(bias=True)
+    assert float(slow["layernorm 1"].bwd_s) > float(fast["layernorm 1"].bwd_s)
+
+
+@pytest.mark.parametrize("optimizer, dtype, fp32_grads, expected", [
+    ("adam", "bf16", True, 24 + 4 + 4 + 6 + 4),           # norm, update, master copy, zero fp32
+    ("adam", "fp16", False, 24 + 6 + 8 + 4 + 4 + 6 + 2),  # + copy to fp32, unscale/inf check
+    ("adam", "bf16", False, 24 + 6 + 4 + 4 + 6 + 2),
+    ("adam", "fp32", False, 24 + 4 + 4 + 4),               # no master copy, fp32 grads throughout
+    ("sgd", "bf16", True, 16 + 4 + 4 + 6 + 4),
+])
+def test_optimizer_step_bytes(optimizer, dtype, fp32_grads, expected):
+    assert optimizer_step_bytes(optimizer, dtype, fp32_grads) == expected
+
+
+def test_sequence_parallel_pipeline_send_needs_no_all_gather():
+    """With SP each rank sends its own s/t slice (Megatron skips scatter/gather): the p2p time
+    drops by exactly the all-gather of the b s h activation over the TP link."""
+    plan = presets.load_plan("gpt3-175b.yaml")
+    kw = dict(tp=8, pp=8, micro_batch_size=1, recompute="selective")
+    plain = estimate(plan, resolve_config(plan, sequence_parallel=False, **kw), simulate=False).values["p2p_s"]
+    sp = estimate(plan, resolve_config(plan, sequence_parallel=True, **kw), simulate=False).values["p2p_s"]
+    link = plan.system.intra_node_link
+    gather = sum(coll.collective_time("all-gather", M * H * 2, 8, link.bandwidth_bytes_per_s * link.efficiency,
+                                      link.latency_s))
+    assert plain - sp == pytest.approx(gather, rel=1e-9)
+
+
+def test_bias_defaults_follow_the_architecture():
+    assert presets.model("gpt3-175b").has_bias
+    assert not presets.model("llama2-70b").has_bias
+    hf = presets.model_from_hf_config({"hidden_size": 4096, "num_hidden_layers": 2, "num_attention_heads": 32,
+                                       "vocab_size": 32000, "model_type": "qwen2", "attention_bias": True})
+    assert hf.has_bias
