@@ -77,8 +77,7 @@ def run_case(case: dict) -> CaseResult:
         if unknown:
             raise PerfModelError(f"{case['name']}: searched knob(s) {', '.join(unknown)} unknown; "
                                  f"use parallel fields such as micro_batch_size, vp, schedule")
-        free = {k: None for k in searched}
-        plan = plan.model_copy(update={"parallel": plan.parallel.model_copy(update=free)})
+        plan = plan.with_parallel(**{k: None for k in searched})
         best = search(plan, top=1)
         if not best.results:
             raise PerfModelError(f"{case['name']}: no configuration of the stated knobs fits")

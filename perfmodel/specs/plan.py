@@ -37,6 +37,10 @@ class Plan(Spec):
         """A copy with training fields replaced (global_batch_size, seq_length, ...)."""
         return self.model_copy(update={"training": self.training.model_copy(update=changes)})
 
+    def with_parallel(self, **changes) -> "Plan":
+        """A copy with parallel knobs replaced (None frees a knob for the search)."""
+        return self.model_copy(update={"parallel": self.parallel.model_copy(update=changes)})
+
 
 @dataclass(frozen=True)
 class Config:
