@@ -367,8 +367,9 @@ def plan_cmd(plan_file, top, sort, allow_cross_node_tp, plot, as_json, **kw):
 def validate(cases, as_json):
     """Predicted vs measured step times of the published runs (Narayanan 2021, Korthikanti 2022).
 
-    Published TFLOP/s become step times with each source's own FLOP formula. Knobs a source
-    leaves unstated are chosen by the search with the stated ones fixed (shown per run).
+    Published TFLOP/s become step times with each source's own FLOP formula. Each run's
+    micro-batch and interleaving are shown with their source; knobs no source states would be
+    chosen by the search with the stated ones fixed.
 
     Example:
 

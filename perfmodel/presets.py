@@ -286,7 +286,7 @@ def load_plan(path_or_name: str) -> Plan:
     return plan_from_mapping(data, f"plan {path.name}")
 
 
-VALIDATION_KEYS = ("source", "table", "searched", "measured", "notes", "per_layer_ms")
+VALIDATION_KEYS = ("source", "table", "searched", "knobs_from", "measured", "notes", "per_layer_ms")
 
 
 def validation_cases() -> list[dict]:

@@ -4,8 +4,10 @@ Each bundled case (configs/validation) is a plan with the measured value of a
 paper. Published TFLOP/s are turned into a step time with that source's own
 FLOP formula (Narayanan 2021 eq. 3 for Table 1, which counts the recompute
 forward), so model and measurement are compared in seconds per iteration.
-Knobs a source leaves unstated (Narayanan's micro-batch and interleaving
-depth) are chosen by the search with the stated knobs fixed.
+A case may name where its knobs come from when the paper itself does not
+state them (`knobs_from`: Narayanan's micro-batch and interleaving depth are in
+the authors' reproduction script); knobs no source states are listed under
+`searched` and chosen by the search with the stated knobs fixed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .estimate import RECOMPUTE_CODES, Estimate, estimate, layer_recompute, per_
 from .search import search
 from .specs import Parallel, Plan
 
+KNOBS = ("micro_batch_size", "vp", "schedule")  # the knobs papers most often leave unstated
 TABLE_TITLES = {
     "narayanan2021-table1": "Narayanan et al. 2021, Table 1 (weak scaling, full recompute)",
     "korthikanti2022-table5": "Korthikanti et al. 2022, Table 5 (full recompute vs SP + selective)",
@@ -53,6 +56,7 @@ class CaseResult:
     estimate: Estimate
     searched: list[str]
     source: str
+    knobs_from: str = ""
 
     @property
     def error_pct(self) -> float:
@@ -63,7 +67,8 @@ class CaseResult:
         return {"case": self.name, "table": self.table, "description": self.description,
                 "measured_step_time_s": self.measured_s, "predicted_step_time_s": self.predicted_s,
                 "error_pct": self.error_pct, "searched": self.searched,
-                "chosen": {k: getattr(c, k) for k in ("micro_batch_size", "vp", "schedule")} if self.searched else {},
+                "chosen": {k: getattr(c, k) for k in KNOBS} if self.searched else {},
+                "knobs": {k: getattr(c, k) for k in KNOBS}, "knobs_from": self.knobs_from,
                 "predicted_mfu": self.estimate.values["mfu"], "predicted_hfu": self.estimate.values["hfu"],
                 "source": self.source}
 
@@ -86,7 +91,7 @@ def run_case(case: dict) -> CaseResult:
         est = estimate(plan, resolve_config(plan))
     return CaseResult(case["name"], case["table"], case.get("description", ""),
                       measured_step_time(plan, case["measured"]), est.values["step_time_s"], est, searched,
-                      case.get("source", ""))
+                      case.get("source", ""), case.get("knobs_from", ""))
 
 
 @dataclass

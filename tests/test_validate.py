@@ -83,7 +83,14 @@ def test_bundled_cases_are_fully_pinned(report):
     for c in report.cases:
         assert c.searched == [] and c.to_json()["chosen"] == {}
         if c.name.startswith("n21"):
-            assert "examples/sc21/run_table_1.sh" in c.source
+            assert "examples/sc21/run_table_1.sh" in c.source and c.knobs_from
+
+
+def test_cli_names_where_each_runs_knobs_come_from(runner):
+    r = runner.invoke(main, ["validate", "n21-gpt-76.1b", "k22-175b-full"])
+    assert r.exit_code == 0, r.output
+    assert "mbs 2, vp 3: authors' run script" in r.output  # run_table_1.sh: MBS=2, 5 layers per virtual stage
+    assert "as published" in r.output
 
 
 def test_searched_knobs_are_chosen_and_reported():
