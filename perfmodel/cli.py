@@ -363,8 +363,9 @@ def plan_cmd(plan_file, top, sort, allow_cross_node_tp, plot, as_json, **kw):
 
 @main.command()
 @click.argument("cases", nargs=-1)
+@click.option("--breakdown", is_flag=True, help="Also print each run's per-iteration breakdown, as `estimate` does.")
 @json_option
-def validate(cases, as_json):
+def validate(cases, breakdown, as_json):
     """Predicted vs measured step times of the published runs (Narayanan 2021, Korthikanti 2022).
 
     Published TFLOP/s become step times with each source's own FLOP formula. Each run's
@@ -375,10 +376,22 @@ def validate(cases, as_json):
 
         perfmodel validate
         perfmodel validate k22 --json
+        perfmodel validate n21-gpt-76.1b --breakdown
     """
     from . import validate as val
     report = val.validate(list(cases) or None)
-    render.emit_json(report.to_json()) if as_json else render.validation(report)
+    if as_json:
+        out = report.to_json()
+        if breakdown:
+            for row, case in zip(out["cases"], report.cases):
+                row["estimate"] = case.estimate.to_json()
+        render.emit_json(out)
+        return
+    render.validation(report)
+    if breakdown:
+        for case in report.cases:
+            render.line(f"{case.name}: {case.description} (measured {case.measured_s:.3g} s)")
+            render.estimate(case.plan, case.estimate)
 
 
 @main.command("check")

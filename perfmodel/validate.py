@@ -57,6 +57,7 @@ class CaseResult:
     searched: list[str]
     source: str
     knobs_from: str = ""
+    plan: Plan | None = None  # the plan the estimate was made for (searched knobs filled in)
 
     @property
     def error_pct(self) -> float:
@@ -91,7 +92,7 @@ def run_case(case: dict) -> CaseResult:
         est = estimate(plan, resolve_config(plan))
     return CaseResult(case["name"], case["table"], case.get("description", ""),
                       measured_step_time(plan, case["measured"]), est.values["step_time_s"], est, searched,
-                      case.get("source", ""), case.get("knobs_from", ""))
+                      case.get("source", ""), case.get("knobs_from", ""), plan)
 
 
 @dataclass

@@ -137,3 +137,14 @@ def test_unknown_searched_knob_is_named():
     case["searched"] = ["mbs_typo"]
     with pytest.raises(PerfModelError, match="mbs_typo"):
         run_case(case)
+
+
+def test_cli_validate_breakdown(runner):
+    r = runner.invoke(main, ["validate", "n21-gpt-76.1b", "--breakdown"])
+    assert r.exit_code == 0, r.output
+    assert "over 1 run;" in r.output and "Per-iteration breakdown" in r.output and "DP grad sync" in r.output
+    r = runner.invoke(main, ["validate", "k22-22b-full", "--breakdown", "--json"])
+    assert r.exit_code == 0, r.output
+    case = json.loads(r.output)["cases"][0]
+    assert case["estimate"]["step_time_s"] == pytest.approx(case["predicted_step_time_s"])
+    assert set(case["estimate"]["breakdown_s"]) >= {"forward", "backward", "recompute", "optimizer"}
