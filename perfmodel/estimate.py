@@ -46,11 +46,12 @@ def optimizer_step_bytes(optimizer: str, dtype: str, grad_accum_fp32: bool) -> f
     them (4) and reads and writes the fp32 states; the fp32 master is copied to the 16-bit weights
     (4 + 2); the gradient buffer is zeroed (its width). fp32 training has no master copy."""
     half = dtype != "fp32"
-    grad_b = 4.0 if (grad_accum_fp32 or not half) else 2.0
-    copy_in = 6.0 if grad_b == 2.0 else 0.0
+    grads_16bit = half and not grad_accum_fp32
+    copy_in = 6.0 if grads_16bit else 0.0
     unscale = 8.0 if dtype == "fp16" else 0.0
     master_out = 6.0 if half else 0.0
-    return OPTIMIZER_STATE_RW_BYTES[optimizer] + copy_in + unscale + 4.0 + 4.0 + master_out + grad_b
+    zero_grads = 2.0 if grads_16bit else 4.0
+    return OPTIMIZER_STATE_RW_BYTES[optimizer] + copy_in + unscale + 4.0 + 4.0 + master_out + zero_grads
 
 BREAKDOWN_KEYS = ("forward", "backward", "recompute", "bubble", "tp_comm", "pp_comm", "dp_comm",
                   "zero_comm", "optimizer")

@@ -56,8 +56,8 @@ class CaseResult:
     estimate: Estimate
     searched: list[str]
     source: str
-    knobs_from: str = ""
-    plan: Plan | None = None  # the plan the estimate was made for (searched knobs filled in)
+    knobs_from: str
+    plan: Plan  # the plan the case ran (searched knobs left free; the estimate's config holds the choice)
 
     @property
     def error_pct(self) -> float:
