@@ -286,7 +286,9 @@ def validation(report) -> None:
         table(summary["title"], ["case", "measured", "predicted", "error", "MFU (pred.)", "knobs"],
               rows, right=[False, True, True, True, True, False],
               caption=f"mean |error| {summary['mean_abs_error_pct']:.2f}%, max {summary['max_abs_error_pct']:.2f}% "
-                      f"over {summary['cases']} run{'s' if summary['cases'] != 1 else ''}; step times in seconds per iteration")
+                      f"over {summary['cases']} run{'s' if summary['cases'] != 1 else ''}; step times in seconds per iteration\n"
+                      f"mean signed error {summary['mean_error_pct']:+.2f}%: {summary['runs_predicted_fast']} of "
+                      f"{summary['cases']} predicted faster than measured")
     if j["sp_gain"]:
         table("SP + selective recompute over full recompute (Korthikanti Table 5: +29% to +32%)",
               ["model", "measured gain", "predicted gain"],

@@ -143,9 +143,13 @@ def validate(names: list[str] | None = None) -> Report:
     results = [run_case(c) for c in timed]
     report = Report(results)
     for table in sorted({r.table for r in results}):
-        errs = np.array([abs(r.error_pct) for r in results if r.table == table])
+        signed = np.array([r.error_pct for r in results if r.table == table])
+        errs = np.abs(signed)
+        # the signed mean says which way the model leans (negative: predictions too fast)
         report.tables[table] = {"title": TABLE_TITLES.get(table, table), "cases": int(errs.size),
-                                "mean_abs_error_pct": float(errs.mean()), "max_abs_error_pct": float(errs.max())}
+                                "mean_abs_error_pct": float(errs.mean()), "max_abs_error_pct": float(errs.max()),
+                                "mean_error_pct": float(signed.mean()),
+                                "runs_predicted_fast": int((signed < 0).sum())}
     by_name = {r.name: r for r in results}
     for r in results:
         if r.name.endswith("-full") and r.name.replace("-full", "-sp-sel") in by_name:

@@ -84,3 +84,25 @@ def test_bias_defaults_follow_the_architecture():
     hf = presets.model_from_hf_config({"hidden_size": 4096, "num_hidden_layers": 2, "num_attention_heads": 32,
                                        "vocab_size": 32000, "model_type": "qwen2", "attention_bias": True})
     assert hf.has_bias
+
+
+def test_unfused_core_efficiency_slows_only_the_attention_core():
+    """unfused_attention_efficiency divides the core kernels' roofline time, nothing else."""
+    gpu = presets.gpu("a100-80gb")
+    slow_gpu = gpu.model_copy(update={"unfused_attention_efficiency": 0.5})
+
+    def run(g, flash=False):
+        hw = Hardware.from_gpu(g, "bf16")
+        ops = layer_ops(hw, b=B, s=S, h=H, a=A, g=A, f=4 * H, swiglu=False, dtype="bf16", t=T, sp=False,
+                        flash=flash, tp_bw=2.3e11, tp_alpha=3e-6, bias=True)
+        return {o.name: o for o in ops}, hw.overhead_s
+
+    (base, ov), (slow, _) = run(gpu), run(slow_gpu)
+    for name, op in base.items():
+        if op.attention_core:  # the roofline part takes twice as long; the launch overhead does not change
+            assert float(slow[name].fwd_s) - ov == pytest.approx(2 * (float(op.fwd_s) - ov)), name
+        else:
+            assert float(slow[name].fwd_s) == float(op.fwd_s) and float(slow[name].bwd_s) == float(op.bwd_s), name
+    # the fused (flash) kernel has its own efficiency, attention_efficiency
+    flash, flash_slow = run(gpu, flash=True)[0], run(slow_gpu, flash=True)[0]
+    assert float(flash_slow["attention core (flash)"].fwd_s) == float(flash["attention core (flash)"].fwd_s)

@@ -59,27 +59,30 @@ class Hardware:
     overhead_s: float
     overlap_penalty: float = 0.0  # fraction of overlapped comm time still paid (SM/HBM contention)
     tail_waves: bool = True       # classic wave quantization (False: stream-K balanced tails)
+    core_eff: float = 1.0         # unfused attention core: fraction of its roofline speed it reaches
 
     @classmethod
     def from_gpu(cls, gpu, dtype: str) -> "Hardware":
         return cls(gpu.peak(dtype), gpu.hbm_bandwidth_bytes_per_s, gpu.num_sms, gpu.gemm_efficiency,
                    gpu.gemm_k_overhead, gpu.hbm_efficiency, gpu.attention_efficiency, gpu.kernel_overhead_s,
-                   gpu.comm_overlap_penalty, gpu.gemm_tail_waves)
+                   gpu.comm_overlap_penalty, gpu.gemm_tail_waves,
+                   gpu.unfused_attention_efficiency)
 
 
-def _gemm_time(hw: Hardware, M, K, N, dt, batch=1):
+def _gemm_time(hw: Hardware, M, K, N, dt, batch=1, core=1.0):
     eff = gemm_efficiency(M, N, K, hw.num_sms, hw.gemm_eff, hw.k_overhead, batch, hw.tail_waves)
     return kernel_time(gemm_flops(M, K, N, batch), gemm_bytes(M, K, N, dt, batch), hw.peak, hw.hbm_bw,
-                       eff, hw.hbm_eff, hw.overhead_s)
+                       eff * core, hw.hbm_eff * core, hw.overhead_s)
 
 
 def gemm_op(hw: Hardware, name: str, M, K, N, dt, batch=1, attention_core=False):
     """A GEMM and its backward (input gradient M x N x K, weight gradient K x M x N). Returns (op, wgrad_s)."""
     flops = gemm_flops(M, K, N, batch)
     nbytes = gemm_bytes(M, K, N, dt, batch)
-    fwd = _gemm_time(hw, M, K, N, dt, batch)
-    dgrad = _gemm_time(hw, M, N, K, dt, batch)
-    wgrad = _gemm_time(hw, K, M, N, dt, batch)
+    core = hw.core_eff if attention_core else 1.0
+    fwd = _gemm_time(hw, M, K, N, dt, batch, core)
+    dgrad = _gemm_time(hw, M, N, K, dt, batch, core)
+    wgrad = _gemm_time(hw, K, M, N, dt, batch, core)
     bound = flops / (hw.peak * hw.gemm_eff) >= nbytes / (hw.hbm_bw * hw.hbm_eff)
     return Op(name, "gemm", flops, nbytes, fwd, dgrad + wgrad, attention_core, bound), dgrad, wgrad
 
@@ -89,11 +92,12 @@ def elementwise_op(hw: Hardware, name: str, elements, fwd_bytes_per_el, bwd_byte
     """A memory-bound elementwise kernel: time = bytes / (HBM BW x efficiency) + overhead. A pass
     that moves no bytes in one direction (a backward-only kernel) launches nothing there."""
     el = np.asarray(elements, dtype=float)
+    hbm_eff = hw.hbm_eff * (hw.core_eff if attention_core else 1.0)
 
     def run(bytes_per_el):
         if not bytes_per_el:
             return np.zeros(el.shape)
-        return kernel_time(el * flops_per_el, el * bytes_per_el, hw.peak, hw.hbm_bw, 1.0, hw.hbm_eff, hw.overhead_s)
+        return kernel_time(el * flops_per_el, el * bytes_per_el, hw.peak, hw.hbm_bw, 1.0, hbm_eff, hw.overhead_s)
     fwd, bwd = run(fwd_bytes_per_el), run(bwd_bytes_per_el)
     return Op(name, "elementwise", el * flops_per_el, el * fwd_bytes_per_el, fwd, bwd, attention_core,
               np.zeros(el.shape, dtype=bool))

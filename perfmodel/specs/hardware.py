@@ -39,6 +39,11 @@ class GPU(Spec):
         0.85, description="Fraction of HBM bandwidth a streaming kernel reaches.")
     attention_efficiency: Fraction = Field(
         0.60, description="Fraction of peak a fused (flash) attention kernel reaches.")
+    unfused_attention_efficiency: Fraction = Field(
+        1.0, description="Fraction of its roofline speed (at the GEMM and HBM fractions above) that the "
+        "unfused attention core reaches: Megatron's batched QK^T and AV GEMMs over the head dimension, fused "
+        "softmax, dropout and context copy. 1.0 unless measured; Korthikanti 2022 Table 4's selective-recompute "
+        "rows time this core on A100 (benchmarks/calibrate_a100.py --design core-joint).")
     comm_overlap_penalty: float = Field(
         0.4, ge=0, le=1, description="Fraction of a collective overlapped with compute that is still paid: "
         "NCCL's thread blocks take SMs and HBM bandwidth from the kernels they hide behind (default: the "
