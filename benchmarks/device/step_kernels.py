@@ -124,6 +124,12 @@ def attention_core(out: list) -> None:
     record(out, "probabilities x V (batched)", timed(lambda: torch.bmm(scores, v)), 2 * n + 4 * heads * s * d,
            "model: max(compute, memory)")
 
+    def whole_core():  # the forward that selective recompute repeats, context copy included
+        probs = drop(torch.softmax(torch.baddbmm(scores, q, k, beta=0.0, alpha=0.1, out=scores), dim=-1))
+        return torch.bmm(probs, v).permute(1, 0, 2).contiguous()
+    # its time over perfmodel's roofline for the same GPU is unfused_attention_efficiency's inverse
+    record(out, "attention core forward (whole)", timed(whole_core), 13 * n, "A100, Table 4: 1.3 ms; roofline 1.08")
+
 
 def optimizer_kernels(out: list) -> None:
     """One rank's optimizer over layer-shaped tensors (22B, TP8: 48 layers of 4 weights + biases)."""
