@@ -44,14 +44,20 @@ def optimizer_step_bytes(optimizer: str, dtype: str, grad_accum_fp32: bool) -> f
     16-bit gradients are first copied into fp32 main gradients (2 + 4); fp16 unscales them and
     checks for inf/nan in place (4 + 4); the global grad norm reads them (4); the update reads
     them (4) and reads and writes the fp32 states; the fp32 master is copied to the 16-bit weights
-    (4 + 2); the gradient buffer is zeroed (its width). fp32 training has no master copy."""
+    (4 + 2); the gradient buffer is zeroed (its width). fp32 training has no master copy.
+    Before all that, the data-parallel reduction divides the whole gradient buffer by the DP size in
+    its own pass, read and write at the buffer's width, even at dp = 1 (megatron/model/distributed.py,
+    allreduce_gradients: `buffer_.data /= dp`; Megatron Core scales each bucket the same way unless
+    the collective averages; PyTorch DDP fuses the division into its copy into the buckets)."""
     half = dtype != "fp32"
     grads_16bit = half and not grad_accum_fp32
+    grad_width = 2.0 if grads_16bit else 4.0
+    dp_scale = 2 * grad_width
     copy_in = 6.0 if grads_16bit else 0.0
     unscale = 8.0 if dtype == "fp16" else 0.0
     master_out = 6.0 if half else 0.0
-    zero_grads = 2.0 if grads_16bit else 4.0
-    return OPTIMIZER_STATE_RW_BYTES[optimizer] + copy_in + unscale + 4.0 + 4.0 + master_out + zero_grads
+    return (dp_scale + OPTIMIZER_STATE_RW_BYTES[optimizer] + copy_in + unscale + 4.0 + 4.0 + master_out
+            + grad_width)  # the last: zeroing the buffer
 
 BREAKDOWN_KEYS = ("forward", "backward", "recompute", "bubble", "tp_comm", "pp_comm", "dp_comm",
                   "zero_comm", "optimizer")

@@ -55,11 +55,11 @@ def test_two_pass_layernorm_backward_reads_its_inputs_twice():
 
 
 @pytest.mark.parametrize("optimizer, dtype, fp32_grads, expected", [
-    ("adam", "bf16", True, 24 + 4 + 4 + 6 + 4),           # norm, update, master copy, zero fp32
-    ("adam", "fp16", False, 24 + 6 + 8 + 4 + 4 + 6 + 2),  # + copy to fp32, unscale/inf check
-    ("adam", "bf16", False, 24 + 6 + 4 + 4 + 6 + 2),
-    ("adam", "fp32", False, 24 + 4 + 4 + 4),               # no master copy, fp32 grads throughout
-    ("sgd", "bf16", True, 16 + 4 + 4 + 6 + 4),
+    ("adam", "bf16", True, 8 + 24 + 4 + 4 + 6 + 4),           # 1/dp scaling, norm, update, master copy, zero
+    ("adam", "fp16", False, 4 + 24 + 6 + 8 + 4 + 4 + 6 + 2),  # + copy to fp32, unscale/inf check
+    ("adam", "bf16", False, 4 + 24 + 6 + 4 + 4 + 6 + 2),
+    ("adam", "fp32", False, 8 + 24 + 4 + 4 + 4),               # no master copy, fp32 grads throughout
+    ("sgd", "bf16", True, 8 + 16 + 4 + 4 + 6 + 4),
 ])
 def test_optimizer_step_bytes(optimizer, dtype, fp32_grads, expected):
     assert optimizer_step_bytes(optimizer, dtype, fp32_grads) == expected
