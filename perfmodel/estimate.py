@@ -142,8 +142,8 @@ def _layer_setup(plan: Plan, hw: Hardware, tp, b, sp) -> tuple[list[Op], dict]:
 def _micro_batch_costs(plan: Plan, hw: Hardware, tp, b, sp) -> dict[str, np.ndarray]:
     """Seconds per micro-batch of one layer, the output layer and the embedding (arrays over (tp, b, sp))."""
     lops, shared = _layer_setup(plan, hw, tp, b, sp)
-    oops = output_layer_ops(hw, V=plan.model.vocab_size, **shared)
-    eops = embedding_ops(hw, **{k: shared[k] for k in ("b", "s", "h", "dtype", "t", "sp")})
+    oops = output_layer_ops(hw, V=plan.model.vocab_size, overlap=plan.training.tp_comm_overlap, **shared)
+    eops = embedding_ops(hw, **{k: shared[k] for k in ("b", "s", "h", "dtype", "t", "sp", "tp_bw", "tp_alpha")})
     return {
         "l_fwd": _sum(lops, "fwd_s", _COMPUTE), "l_bwd": _sum(lops, "bwd_s", _COMPUTE),
         "l_core": _sum(lops, "fwd_s", _COMPUTE, core_only=True),
@@ -151,6 +151,7 @@ def _micro_batch_costs(plan: Plan, hw: Hardware, tp, b, sp) -> dict[str, np.ndar
         "o_fwd": _sum(oops, "fwd_s", _COMPUTE), "o_bwd": _sum(oops, "bwd_s", _COMPUTE),
         "o_cfwd": _sum(oops, "fwd_s", ("comm",)), "o_cbwd": _sum(oops, "bwd_s", ("comm",)),
         "e_fwd": _sum(eops, "fwd_s", _COMPUTE), "e_bwd": _sum(eops, "bwd_s", _COMPUTE),
+        "e_cfwd": _sum(eops, "fwd_s", ("comm",)), "e_cbwd": _sum(eops, "bwd_s", ("comm",)),
     }
 
 
@@ -178,7 +179,8 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
     l_cfwd, l_cbwd = per_mb["l_cfwd"], per_mb["l_cbwd"]
     o_fwd, o_bwd, o_cfwd = per_mb["o_fwd"], per_mb["o_bwd"], per_mb["o_cfwd"]
     o_comm = o_cfwd + per_mb["o_cbwd"]
-    e_fwd, e_bwd = per_mb["e_fwd"], per_mb["e_bwd"]
+    e_fwd, e_bwd, e_cfwd = per_mb["e_fwd"], per_mb["e_bwd"], per_mb["e_cfwd"]
+    e_comm = e_cfwd + per_mb["e_cbwd"]
     l_rec, rec_comm = layer_recompute(l_fwd, l_cfwd, l_core, rc)
     l_comm = l_cfwd + l_cbwd + rec_comm
 
@@ -187,7 +189,7 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
     single = pp == 1
     base = (n_l * l_fwd, n_l * l_bwd, n_l * l_rec, n_l * l_comm)
     first = (base[0] + e_fwd + np.where(single, o_fwd, 0), base[1] + e_bwd + np.where(single, o_bwd, 0),
-             base[2], base[3] + np.where(single, o_comm, 0))
+             base[2], base[3] + e_comm + np.where(single, o_comm, 0))
     last = (base[0] + o_fwd, base[1] + o_bwd, base[2], base[3] + o_comm)
     t_first, t_last, t_mid = sum(first), sum(last), sum(base)
     first_slowest = t_first >= t_last
@@ -199,7 +201,7 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
     bubble = (pp - 1) / vp * t_mean
     # forward share of each stage's time (compute and TP comm), for the schedule simulator
     f_mid = n_l * (l_fwd + l_cfwd)
-    out_stage_fwd = (f_mid + e_fwd + np.where(single, o_fwd + o_cfwd, 0), f_mid, f_mid + o_fwd + o_cfwd)
+    out_stage_fwd = (f_mid + e_fwd + e_cfwd + np.where(single, o_fwd + o_cfwd, 0), f_mid, f_mid + o_fwd + o_cfwd)
 
     # --- pipeline point-to-point with the scatter/gather optimization (Narayanan 2021, Sec. 4.1):
     # each TP rank sends 1/t of the b s h activation to the next stage, which all-gathers it over

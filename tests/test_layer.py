@@ -106,3 +106,39 @@ def test_unfused_core_efficiency_slows_only_the_attention_core():
     # the fused (flash) kernel has its own efficiency, attention_efficiency
     flash, flash_slow = run(gpu, flash=True)[0], run(slow_gpu, flash=True)[0]
     assert float(flash_slow["attention core (flash)"].fwd_s) == float(flash["attention core (flash)"].fwd_s)
+
+
+def test_vocab_parallel_embedding_reduces_its_output_over_tp():
+    """Each TP rank looks up only its vocabulary shard, so the b s h embedding output is summed over
+    the TP group: an all-reduce in the forward, a reduce-scatter under SP (whose backward is an
+    all-gather); Megatron-LM VocabParallelEmbedding, language_model.Embedding."""
+    from perfmodel.cost.layer import embedding_ops
+    hw = Hardware.from_gpu(presets.gpu("a100-80gb"), "bf16")
+    msg, bw, alpha = M * H * 2, 2.3e11, 3e-6
+
+    def comm(sp, t=T):
+        ops = embedding_ops(hw, b=B, s=S, h=H, dtype="bf16", t=t, sp=sp, tp_bw=bw, tp_alpha=alpha)
+        c = next(o for o in ops if o.kind == "comm")
+        return float(c.fwd_s), float(c.bwd_s)
+    assert comm(False) == pytest.approx((sum(coll.collective_time("all-reduce", msg, T, bw, alpha)), 0.0))
+    half = sum(coll.collective_time("reduce-scatter", msg, T, bw, alpha))
+    assert comm(True) == pytest.approx((half, half))
+    assert comm(False, t=1) == (0.0, 0.0)
+
+
+def test_logits_input_gradient_is_all_reduced_behind_the_weight_gradient():
+    """Without SP the logits GEMM's input gradient is all-reduced over TP in the backward (a column-
+    parallel linear); Megatron overlaps it with the logits weight-gradient GEMM like any column-
+    parallel layer (tp_comm_overlap), so only the contention share is paid; exposed without overlap."""
+    from perfmodel.cost.layer import output_layer_ops
+    hw = Hardware.from_gpu(presets.gpu("a100-80gb"), "bf16")
+    bw, alpha = 2.3e11, 3e-6
+
+    def bwd_comm(overlap):
+        ops = output_layer_ops(hw, b=B, s=S, h=H, V=51200, dtype="bf16", t=T, sp=False, tp_bw=bw, tp_alpha=alpha,
+                               overlap=overlap)
+        return float(next(o for o in ops if o.kind == "comm").bwd_s)
+    ar = sum(coll.collective_time("all-reduce", M * H * 2, T, bw, alpha))
+    assert bwd_comm(False) == pytest.approx(ar)
+    # the weight gradient (V/t x h from b s tokens) takes longer than the all-reduce: all of it hides
+    assert bwd_comm(True) == pytest.approx(hw.overlap_penalty * ar)

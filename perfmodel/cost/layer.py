@@ -161,11 +161,7 @@ def layer_ops(hw: Hardware, *, b, s: int, h: int, a: int, g: int, f: int, swiglu
     # forward g (all-reduce, or reduce-scatter under SP) after each row-parallel GEMM;
     # backward f at each column-parallel input, overlapped with that GEMM's weight gradient.
     def hidden(comm, gemm):
-        """Comm overlapped with a GEMM: the excess is exposed, and the overlapped part still
-        costs overlap_penalty of its time through SM and HBM contention. Without overlap, all of it."""
-        if not overlap:
-            return comm
-        return coll.overlapped_time(comm, gemm, hw.overlap_penalty)
+        return _behind(hw, comm, gemm, overlap)
 
     def tp_comm(label: str, col_wgrad, col_dgrad):
         ar_l, ar_b = coll.collective_time("all-reduce", message, t, tp_bw, tp_alpha)
@@ -207,9 +203,22 @@ def layer_ops(hw: Hardware, *, b, s: int, h: int, a: int, g: int, f: int, swiglu
     return ops
 
 
+def _behind(hw: Hardware, comm, gemm, overlap: bool):
+    """A collective overlapped with a GEMM (Megatron's asynchronous TP communication): the excess
+    is exposed, and the overlapped part still costs overlap_penalty of its time through SM and
+    HBM contention. Without overlap, all of it."""
+    if not overlap:
+        return comm
+    return coll.overlapped_time(comm, gemm, hw.overlap_penalty)
+
+
 def output_layer_ops(hw: Hardware, *, b, s: int, h: int, V: int, dtype: str, t, sp, tp_bw, tp_alpha,
-                     persist_ln: bool = True) -> list[Op]:
-    """Last stage: final norm, (SP all-gather), logits GEMM 2bshV/t and the fp32 vocab-parallel loss."""
+                     persist_ln: bool = True, overlap: bool = True) -> list[Op]:
+    """Last stage: final norm, the TP collective at the logits input, logits GEMM 2bshV/t and the fp32
+    vocab-parallel loss. The logits GEMM is a column-parallel linear (Megatron-LM parallel_lm_logits):
+    without SP its input gradient is all-reduced over TP in the backward, behind the weight gradient;
+    under SP its input is all-gathered in the forward (exposed) and, in the backward, gathered again
+    behind the input-gradient GEMM and reduce-scattered behind the weight gradient."""
     dt = DTYPE_BYTES[dtype]
     act = max(dt, 2)
     b = np.asarray(b, dtype=float)
@@ -218,11 +227,16 @@ def output_layer_ops(hw: Hardware, *, b, s: int, h: int, V: int, dtype: str, t, 
     M = b * s
     ops = [elementwise_op(hw, "final layernorm", M * h / np.where(sp, t, 1.0), 2 * act,
                           layernorm_backward_bytes(act, persist_ln), 8)]
-    lat, band = coll.collective_time("all-gather", M * h * act, t, tp_bw, tp_alpha)
-    gather = np.where(sp, lat + band, 0.0)
-    ops.append(Op("SP all-gather before logits", "comm", np.zeros(np.shape(gather)),
-                  np.where(sp, coll.bytes_per_rank("all-gather", M * h * act, t), 0.0), gather, gather))
-    ops.append(gemm_op(hw, "logits", M, h, V / t, dt)[0])
+    logits, dgrad, wgrad = gemm_op(hw, "logits", M, h, V / t, dt)
+    message = M * h * act
+    half = sum(coll.collective_time("all-gather", message, t, tp_bw, tp_alpha))
+    ar = sum(coll.collective_time("all-reduce", message, t, tp_bw, tp_alpha))
+    fwd = np.where((t > 1) & sp, half, 0.0)
+    bwd = np.where(t > 1, np.where(sp, _behind(hw, half, dgrad, overlap) + _behind(hw, half, wgrad, overlap),
+                                   _behind(hw, ar, wgrad, overlap)), 0.0)
+    wire = np.where(sp, coll.bytes_per_rank("all-gather", message, t), 0.0)
+    ops.append(Op("TP comm at the logits input", "comm", np.zeros(np.shape(fwd)), wire, fwd, bwd))
+    ops.append(logits)
     # vocab-parallel cross-entropy on fp32 logits, HBM passes over the [b s, V/t] tensor as Megatron-LM
     # runs them (gpt_model: output.float(); mpu/cross_entropy.py, _VocabParallelCrossEntropy):
     # forward cast 2+4, max 4, sub_ 4+4, exp 4+4, sum 4, div_ 4+4 = 38 B per logit;
@@ -231,12 +245,25 @@ def output_layer_ops(hw: Hardware, *, b, s: int, h: int, V: int, dtype: str, t, 
     return ops
 
 
-def embedding_ops(hw: Hardware, *, b, s: int, h: int, dtype: str, t, sp) -> list[Op]:
-    """First stage: embedding lookup and dropout (memory-bound), backward scatter-add."""
+def embedding_ops(hw: Hardware, *, b, s: int, h: int, dtype: str, t, sp, tp_bw, tp_alpha) -> list[Op]:
+    """First stage: the vocab-parallel lookup, its TP reduction, dropout (memory-bound), backward
+    scatter-add. Each rank looks up only its vocabulary shard and zeroes the other rows, so the b s h
+    output is summed over TP: an all-reduce in the forward (its backward is the identity), or under
+    SP a reduce-scatter whose backward is an all-gather (Megatron-LM VocabParallelEmbedding and
+    language_model.Embedding)."""
     act = max(DTYPE_BYTES[dtype], 2)
     M = np.asarray(b, dtype=float) * s
-    shard = np.where(np.asarray(sp, dtype=bool), np.asarray(t, dtype=float), 1.0)
-    return [elementwise_op(hw, "embedding + dropout", M * h / shard, 3 * act + 1, 3 * act + 1, 1)]
+    t = np.asarray(t, dtype=float)
+    sp = np.asarray(sp, dtype=bool)
+    shard = np.where(sp, t, 1.0)
+    message = M * h * act
+    ar = sum(coll.collective_time("all-reduce", message, t, tp_bw, tp_alpha))
+    half = sum(coll.collective_time("reduce-scatter", message, t, tp_bw, tp_alpha))
+    fwd = np.where(t > 1, np.where(sp, half, ar), 0.0)
+    bwd = np.where((t > 1) & sp, half, 0.0)
+    wire = np.where(sp, coll.bytes_per_rank("reduce-scatter", message, t), coll.bytes_per_rank("all-reduce", message, t))
+    return [Op("TP reduction of the embedding", "comm", np.zeros(np.shape(fwd)), wire, fwd, bwd),
+            elementwise_op(hw, "embedding + dropout", M * h / shard, 3 * act + 1, 3 * act + 1, 1)]
 
 
 def layernorm_backward_bytes(act: int, persistent: bool) -> float:
