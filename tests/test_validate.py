@@ -62,7 +62,7 @@ def test_sp_selective_is_faster_for_every_model(report):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "The issue's band is 25-35%; the model predicts +32.6% to +35.6%, 175B just above it (measured +31.9%). "
+    "The issue's band is 25-35%; the model predicts +32.9% to +35.7%, 175B just above it (measured +31.9%). "
     "SP + selective runs are predicted 2-3 points more optimistic than full-recompute runs: at the layer "
     "level Table 4 already shows it (selective recompute measured 1.3 ms, model 1.08 ms), and the fit's three "
     "parameters cannot separate the attention core's memory-bound kernels from the rest. A fourth parameter "
