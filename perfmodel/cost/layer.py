@@ -163,10 +163,9 @@ def layer_ops(hw: Hardware, *, b, s: int, h: int, a: int, g: int, f: int, swiglu
     def hidden(comm, gemm):
         return _behind(hw, comm, gemm, overlap)
 
+    ar, half = _tp_collective_times(message, t, tp_bw, tp_alpha)
+
     def tp_comm(label: str, col_wgrad, col_dgrad):
-        ar_l, ar_b = coll.collective_time("all-reduce", message, t, tp_bw, tp_alpha)
-        hf_l, hf_b = coll.collective_time("reduce-scatter", message, t, tp_bw, tp_alpha)
-        ar, half = ar_l + ar_b, hf_l + hf_b
         no_sp_bwd = hidden(ar, col_wgrad)
         # SP backward: all-gather of the gradient (exposed), re-gather of the input
         # under dgrad, reduce-scatter under wgrad (Megatron's SP backward)
@@ -203,6 +202,13 @@ def layer_ops(hw: Hardware, *, b, s: int, h: int, a: int, g: int, f: int, swiglu
     return ops
 
 
+def _tp_collective_times(message, t, tp_bw, tp_alpha):
+    """Seconds of a TP all-reduce of `message` bytes and of its half, a reduce-scatter or an
+    all-gather (the same ring time, SPEC 3)."""
+    return (sum(coll.collective_time("all-reduce", message, t, tp_bw, tp_alpha)),
+            sum(coll.collective_time("reduce-scatter", message, t, tp_bw, tp_alpha)))
+
+
 def _behind(hw: Hardware, comm, gemm, overlap: bool):
     """A collective overlapped with a GEMM (Megatron's asynchronous TP communication): the excess
     is exposed, and the overlapped part still costs overlap_penalty of its time through SM and
@@ -229,8 +235,7 @@ def output_layer_ops(hw: Hardware, *, b, s: int, h: int, V: int, dtype: str, t, 
                           layernorm_backward_bytes(act, persist_ln), 8)]
     logits, dgrad, wgrad = gemm_op(hw, "logits", M, h, V / t, dt)
     message = M * h * act
-    half = sum(coll.collective_time("all-gather", message, t, tp_bw, tp_alpha))
-    ar = sum(coll.collective_time("all-reduce", message, t, tp_bw, tp_alpha))
+    ar, half = _tp_collective_times(message, t, tp_bw, tp_alpha)
     fwd = np.where((t > 1) & sp, half, 0.0)
     bwd = np.where(t > 1, np.where(sp, _behind(hw, half, dgrad, overlap) + _behind(hw, half, wgrad, overlap),
                                    _behind(hw, ar, wgrad, overlap)), 0.0)
@@ -257,8 +262,7 @@ def embedding_ops(hw: Hardware, *, b, s: int, h: int, dtype: str, t, sp, tp_bw, 
     sp = np.asarray(sp, dtype=bool)
     shard = np.where(sp, t, 1.0)
     message = M * h * act
-    ar = sum(coll.collective_time("all-reduce", message, t, tp_bw, tp_alpha))
-    half = sum(coll.collective_time("reduce-scatter", message, t, tp_bw, tp_alpha))
+    ar, half = _tp_collective_times(message, t, tp_bw, tp_alpha)
     fwd = np.where(t > 1, np.where(sp, half, ar), 0.0)
     bwd = np.where((t > 1) & sp, half, 0.0)
     wire = np.where(sp, coll.bytes_per_rank("reduce-scatter", message, t), coll.bytes_per_rank("all-reduce", message, t))
