@@ -11,14 +11,16 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .cost import collectives as coll
 from .cost import memory as mem
 from .cost import pipeline as pipe
 from .cost import sp as spc
+from .cost.transformer import LayerShape
 from .errors import PerfModelError
-from .estimate import Estimate, Knobs, estimate, evaluate, param_shape, per_layer_ops, resolve_config
+from .estimate import Estimate, Knobs, estimate, evaluate, layer_seconds, resolve_config
+from .evaluate import Setting
+from .mesh import Mesh, config_problems
 from .reports import roofline_report
-from .specs import Config, Plan, config_problems
+from .specs import Config, Plan
 from .units import fmt_bytes, fmt_time
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -105,6 +107,7 @@ def _evaluate_variants(plan: Plan, cfgs: list[Config]) -> list[dict]:
     if not valid:
         return []
     raw = evaluate(plan, Knobs.from_configs(valid))
+    raw.pop("stages")
     return [{"config": c, **{k: v[i] for k, v in raw.items()}} for i, c in enumerate(valid)]
 
 
@@ -152,8 +155,8 @@ def _rule_memory(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
         fix = (f"{labels[id(best['config'])]}: {fmt_bytes(best['total_bytes'])} per GPU, step time "
                f"{delta:+.1f}% (the fastest single change that fits)")
     else:
-        total = mem.total_params(*param_shape(plan.model, plan.seq_length))
-        states = sum(mem.model_state_bytes(total, 1, 0, plan.training.grad_accum_fp32, plan.training.optimizer))
+        total = mem.total_params(LayerShape.of(plan.model), plan.model.num_layers, plan.seq_length)
+        states = sum(mem.model_state_bytes(total, 1, 0, Setting.of(plan).precision))
         need = int(np.ceil(states / v["capacity_bytes"]))
         fix = (f"no single change fits: the model states alone ({fmt_bytes(states)}) need at least {need} GPUs "
                f"of {fmt_bytes(v['capacity_bytes'])} before activations; add GPUs (`perfmodel plan` finds the "
@@ -165,11 +168,10 @@ def _rule_memory(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
 
 def _rule_tp_cross_node(plan: Plan, cfg: Config) -> list[Finding]:
     gpn = plan.system.gpus_per_node
-    if cfg.tp <= gpn:
+    if Mesh(cfg.tp, cfg.pp, cfg.dp, plan.system).crossing("tp") == "intra":
         return []
-    on_ib = sum(float(o.fwd_s + o.bwd_s) for o in per_layer_ops(plan, cfg))
-    inside = plan.with_system(gpus_per_node=cfg.tp)
-    on_nv = sum(float(o.fwd_s + o.bwd_s) for o in per_layer_ops(inside, cfg))
+    on_ib = sum(layer_seconds(plan, cfg, "none"))
+    on_nv = sum(layer_seconds(plan.with_system(gpus_per_node=cfg.tp), cfg, "none"))
     return [Finding("PM201", f"tp({cfg.tp}) > gpus_per_node({gpn}): TP collectives run on "
                     f"{plan.system.inter_node_link.name}; one layer takes {fmt_time(on_ib)} instead of "
                     f"{fmt_time(on_nv)} on {plan.system.intra_node_link.name} ({on_ib / on_nv:.1f}x)",
@@ -193,11 +195,10 @@ def _rule_bubble(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
 
 
 def _rule_memory_bound_gemm(plan: Plan, cfg: Config) -> list[Finding]:
-    m = plan.model
-    r = roofline_report(plan.system.gpu, plan.training.dtype, m.hidden_size, m.ffn, m.num_attention_heads,
-                        m.groups, cfg.tp, cfg.micro_batch_size, plan.seq_length, m.mlp == "swiglu")
-    # the attention GEMMs' AI is set by the head dimension, not by the micro-batch
-    bound = [g for g in r["gemms"] if g["bound"] == "memory" and "attention" not in g["name"]]
+    r = roofline_report(plan.system.gpu, plan.training.dtype, LayerShape.of(plan.model), cfg.tp,
+                        cfg.micro_batch_size, plan.seq_length)
+    # the attention core's GEMMs (split by heads) have an AI set by the head dimension, not the micro-batch
+    bound = [g for g in r["gemms"] if g["bound"] == "memory" and g["shard"] != "heads"]
     if not bound:
         return []
     worst = min(bound, key=lambda g: g["arithmetic_intensity"])
@@ -208,14 +209,12 @@ def _rule_memory_bound_gemm(plan: Plan, cfg: Config) -> list[Finding]:
 
 
 def _group_links(plan: Plan, cfg: Config) -> dict[str, tuple[float, str]]:
-    s = plan.system
-    pp_stride, dp_stride = coll.placement_strides(s.placement, cfg.tp, cfg.pp, cfg.dp)
+    mesh = Mesh(cfg.tp, cfg.pp, cfg.dp, plan.system)
     out = {}
-    for group, size, stride, active in (("TP", cfg.tp, 1, cfg.tp > 1), ("PP", 2, pp_stride, cfg.pp > 1),
-                                        ("DP", cfg.dp, dp_stride, cfg.dp > 1)):
-        if active:
-            spans = bool(coll.group_spans_nodes(size, stride, s.gpus_per_node))
-            link = s.inter_node_link if spans else s.intra_node_link
+    for group, dim, size in (("TP", "tp", None), ("PP", "pp", 2), ("DP", "dp", None)):
+        if getattr(cfg, dim) > 1:
+            spans = bool(mesh.crosses_nodes(dim, size))
+            link = plan.system.inter_node_link if spans else plan.system.intra_node_link
             out[group] = (link.bandwidth_bytes_per_s, link.name)
     return out
 
@@ -286,8 +285,8 @@ def _rule_zero(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
 def _rule_tp_ratio(plan: Plan, cfg: Config) -> list[Finding]:
     if cfg.tp == 1:
         return []
-    gpu, s = plan.system.gpu, plan.system
-    link = s.intra_node_link if cfg.tp <= s.gpus_per_node else s.inter_node_link
+    gpu = plan.system.gpu
+    link = Mesh(cfg.tp, cfg.pp, cfg.dp, plan.system).link_spec("tp")
     flops = gpu.peak(plan.training.dtype) * gpu.gemm_efficiency
     ratio = float(spc.tp_comm_compute_ratio(cfg.tp, flops, plan.model.hidden_size,
                                             link.bandwidth_bytes_per_s * link.efficiency))

@@ -10,7 +10,6 @@ import numpy as np
 
 from .cost import pipeline as pipe
 from .cost import roofline as rl
-from .cost.layer import DTYPE_BYTES
 from .errors import PerfModelError
 
 
@@ -34,9 +33,9 @@ def _save(fig, path: str) -> None:
         plt.close(fig)
 
 
-def roofline_plot(gpu, dtype, h, f, heads, groups, tp, seq, swiglu, path: str) -> None:
+def roofline_plot(gpu, dtype, shape, tp, seq, path: str) -> None:
     """The roofline with each GEMM of the layer as a point, across micro-batch sizes (SPEC 4)."""
-    from .reports import layer_gemms
+    from .reports import roofline_report
     plt = _pyplot()
     peak, bw = gpu.peak(dtype), gpu.hbm_bandwidth_bytes_per_s
     ai = np.logspace(-1, 4, 200)
@@ -44,16 +43,13 @@ def roofline_plot(gpu, dtype, h, f, heads, groups, tp, seq, swiglu, path: str) -
     ax.loglog(ai, rl.attainable_flops(ai, peak, bw) / 1e12, "k-", label=f"{gpu.name} {dtype} roofline")
     ax.axvline(rl.ridge_point(peak, bw), color="grey", ls=":", label=f"ridge {rl.ridge_point(peak, bw):.0f} FLOP/B")
     for mbs, marker in zip((1, 2, 4, 8, 16, 32, 64), "os^vD<>"):
-        pts = []
-        for name, M, K, N, batch in layer_gemms(h, f, heads, groups, tp, mbs * seq, seq, mbs, swiglu):
-            fl, by = rl.gemm_flops(M, K, N, batch), rl.gemm_bytes(M, K, N, DTYPE_BYTES[dtype], batch)
-            x = float(rl.arithmetic_intensity(fl, by))
-            pts.append((x, float(rl.attainable_flops(x, peak, bw)) / 1e12))
-        xs, ys = zip(*pts)
+        rows = roofline_report(gpu, dtype, shape, tp, mbs, seq)["gemms"]
+        xs = [r["arithmetic_intensity"] for r in rows]
+        ys = [r["attainable_flops_per_s"] / 1e12 for r in rows]
         ax.scatter(xs, ys, marker=marker, label=f"mbs {mbs} ({mbs * seq} tokens)")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("attainable TFLOP/s")
-    ax.set_title(f"GEMMs of one layer: h={h}, f={f}, TP={tp}")
+    ax.set_title(f"GEMMs of one layer: h={shape.hidden}, f={shape.ffn}, TP={tp}")
     ax.legend(fontsize=7)
     _save(fig, path)
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import PerfModelError
 from .specs import GPU, Link, Model, Parallel, Plan, System, Training
+from .specs.base import format_validation_error
 
 
 def _configs_root():
@@ -103,50 +104,6 @@ def _build(cls: type[BaseModel], data: Any, label: str):
         return cls.model_validate(data)
     except ValidationError as e:
         raise PerfModelError(format_validation_error(e, label, cls)) from None
-
-
-def _known_keys(cls: type[BaseModel]) -> list[str]:
-    keys = []
-    for name, fld in cls.model_fields.items():
-        keys.append(name)
-        alias = fld.validation_alias
-        if alias is not None and hasattr(alias, "choices"):
-            keys.extend(c for c in alias.choices if isinstance(c, str))
-    return keys
-
-
-def format_validation_error(e: ValidationError, label: str, cls: type[BaseModel] | None = None) -> str:
-    """pydantic errors -> one line: where, what, and the fix (did-you-mean for unknown keys)."""
-    parts = []
-    for err in e.errors():
-        loc = ".".join(str(x) for x in err["loc"])
-        if err["type"] == "extra_forbidden":
-            key = str(err["loc"][-1])
-            owner = _owner(cls, err["loc"][:-1]) if cls else None
-            close = difflib.get_close_matches(key, _known_keys(owner), n=1, cutoff=0.5) if owner else []
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            parts.append(f"unknown key {loc!r}{hint}")
-        elif err["type"] == "missing":
-            parts.append(f"{loc}: required field is missing")
-        else:
-            got = err.get("input")
-            shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
-            msg = err["msg"].removeprefix("Value error, ")
-            parts.append(f"{loc}: {msg}{shown}" if loc else f"{msg}")
-    return f"{label}: " + "; ".join(parts)
-
-
-def _owner(cls: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
-    """The pydantic model class at a location path, for key suggestions."""
-    current = cls
-    for part in loc:
-        fld = current.model_fields.get(str(part)) if current else None
-        if fld is None:
-            return None
-        ann = fld.annotation
-        candidates = [ann, *getattr(ann, "__args__", ())]
-        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
-    return current
 
 
 # ---------------------------------------------------------------- public resolvers
@@ -317,10 +274,10 @@ def describe(kind: str) -> list[dict]:
                          "latency_us": lk.latency_s * 1e6})
     elif kind == "models":
         from .cost.memory import total_params
-        from .estimate import param_shape
+        from .cost.transformer import LayerShape
         for name in preset_names("models"):
             m = model(name)
-            p = total_params(*param_shape(m, m.seq_length))
+            p = total_params(LayerShape.of(m), m.num_layers, m.seq_length)
             rows.append({"name": name, "params_b": p / 1e9, "layers": m.num_layers, "hidden": m.hidden_size,
                          "heads": m.num_attention_heads, "kv_heads": m.groups, "ffn": m.ffn,
                          "vocab": m.vocab_size, "seq": m.seq_length, "mlp": m.mlp})

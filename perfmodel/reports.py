@@ -9,9 +9,10 @@ from .cost import collectives as coll
 from .cost import pipeline as pipe
 from .cost import roofline as rl
 from .cost import sp as spc
-from .cost.layer import DTYPE_BYTES
+from .cost.ops import Gemm
+from .cost.transformer import LayerShape, Options, decoder_layer
 from .errors import PerfModelError
-from .specs import GPU, Link
+from .specs import DTYPE_BYTES, GPU, Link
 
 
 def _f(x) -> float:
@@ -41,48 +42,37 @@ def bubble_report(p: int, m: int, v: int = 1, target: float = 0.10, sweep: bool 
     return out
 
 
-def layer_gemms(h: int, f: int, heads: int, groups: int, tp: int, tokens: int, seq: int, mbs: int,
-                swiglu: bool = False) -> list[tuple[str, float, float, float, float]]:
-    """(name, M, K, N, batch) of every forward GEMM of one layer on one TP rank (SPEC 4-5)."""
-    for name, value in (("heads", heads), ("ffn", f), ("groups", groups)):
-        if value % tp:
-            raise PerfModelError(f"{name}({value}) is not divisible by tp({tp}); pick tp dividing it")
-    d = h // heads
-    rows = [("QKV projection (column-parallel)", tokens, h, (h + 2 * groups * d) / tp, 1),
-            ("attention scores QK^T", seq, d, seq, mbs * heads / tp),
-            ("attention x V", seq, seq, d, mbs * heads / tp),
-            ("output projection (row-parallel)", tokens, h / tp, h, 1)]
-    if swiglu:
-        rows.append(("MLP gate+up (column-parallel)", tokens, h, 2 * f / tp, 1))
-    else:
-        rows.append(("MLP up (column-parallel)", tokens, h, f / tp, 1))
-    rows.append(("MLP down (row-parallel)", tokens, f / tp, h, 1))
-    return rows
+_SHARD_LABEL = {"column": " (column-parallel)", "row": " (row-parallel)"}
 
 
-def roofline_report(gpu: GPU, dtype: str, h: int, f: int, heads: int, groups: int, tp: int, mbs: int,
-                    seq: int, swiglu: bool = False) -> dict:
-    """Each GEMM's FLOPs, bytes, AI, bound, attainable FLOP/s and time on the pure roofline (SPEC 4)."""
+def layer_gemms(shape: LayerShape, tp: int, mbs: int, seq: int, flash: bool = False) -> list[Gemm]:
+    """Every forward GEMM of one layer on one TP rank (SPEC 4-5), read off the layer's description.
+    Which tp a model admits is rule PM103's business (perfmodel/mesh.py), not this function's."""
+    return decoder_layer(shape, Options(flash=flash), mbs, seq, tp, False).gemms()
+
+
+def roofline_report(gpu: GPU, dtype: str, shape: LayerShape, tp: int, mbs: int, seq: int) -> dict:
+    """Each GEMM's FLOPs, bytes, AI, bound, attainable FLOP/s and time on the data-sheet roofline
+    (SPEC 4): bound is AI against the ridge point peak / bandwidth (cost/roofline.is_memory_bound)."""
     peak, bw = gpu.peak(dtype), gpu.hbm_bandwidth_bytes_per_s
     dt = DTYPE_BYTES[dtype]
-    tokens = mbs * seq
     gemms = []
-    for name, M, K, N, batch in layer_gemms(h, f, heads, groups, tp, tokens, seq, mbs, swiglu):
-        flops = rl.gemm_flops(M, K, N, batch)
-        nbytes = rl.gemm_bytes(M, K, N, dt, batch)
+    for g in layer_gemms(shape, tp, mbs, seq):
+        flops, nbytes = g.flops, g.bytes(dt)
         ai = rl.arithmetic_intensity(flops, nbytes)
-        tiles, slots, waves, util = rl.wave_quantization(M, N, 128, 128, gpu.num_sms, 1, batch)
+        tiles, slots, waves, util = rl.wave_quantization(g.M, g.N, 128, 128, gpu.num_sms, 1, g.batch)
         gemms.append({
-            "name": name, "M": M, "K": K, "N": N, "batch": batch,
+            "name": g.name + _SHARD_LABEL.get(g.shard, ""), "shard": g.shard,
+            "M": _f(g.M), "K": _f(g.K), "N": _f(g.N), "batch": _f(g.batch),
             "flops": _f(flops), "bytes": _f(nbytes), "arithmetic_intensity": _f(ai),
-            "bound": "memory" if ai < rl.ridge_point(peak, bw) else "compute",
+            "bound": "memory" if bool(rl.is_memory_bound(flops, nbytes, peak, bw)) else "compute",
             "attainable_flops_per_s": _f(rl.attainable_flops(ai, peak, bw)),
             "time_s": _f(rl.roofline_time(flops, nbytes, peak, bw)),
             "waves_128x128": _f(waves), "wave_utilization": _f(util),
         })
     return {"gpu": gpu.name, "dtype": dtype, "peak_flops_per_s": peak, "hbm_bandwidth_bytes_per_s": bw,
-            "ridge_point": _f(rl.ridge_point(peak, bw)), "tokens": tokens, "tp": tp, "hidden": h,
-            "ffn": f, "heads": heads, "gemms": gemms}
+            "ridge_point": _f(rl.ridge_point(peak, bw)), "tokens": mbs * seq, "tp": tp, "hidden": shape.hidden,
+            "ffn": shape.ffn, "heads": shape.heads, "gemms": gemms}
 
 
 def comm_report(kind: str, size_bytes: float, ranks: int, link: Link, use_efficiency: bool = False) -> dict:

@@ -6,7 +6,7 @@ pp), micro-batch sizes dividing global_batch / dp, vp dividing layers / pp
 (interleaving needs pp > 1 and m a multiple of pp), SP on/off when tp > 1,
 recompute none/selective/full, ZeRO 0-3 when dp > 1, schedule gpipe/1f1b
 (vp = 1) or interleaved (vp > 1). Knobs fixed in the plan or on the command
-line restrict the space. Evaluation runs through estimate.evaluate, the same
+line restrict the space. Evaluation runs through evaluate.evaluate, the same
 function a single estimate uses, in chunks so memory stays bounded.
 """
 
@@ -20,14 +20,27 @@ from typing import Callable
 import numpy as np
 
 from .errors import PerfModelError
-from .estimate import RECOMPUTE_CODES, SCHEDULE_CODES, Estimate, Knobs, estimate, evaluate
-from .specs import Plan, knob_contradictions
+from .cost.memory import RECOMPUTE_CODES
+from .cost.pipeline import SCHEDULE_CODES
+from .estimate import Estimate, estimate, evaluate
+from .knobs import Knobs
+from .mesh import Facts, apply_masks, knob_contradictions
+from .specs import Plan
 
 CHUNK = 65536
 
 
 def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of n, ascending, by trial division up to sqrt(n)."""
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
 
 
 @dataclass
@@ -42,67 +55,69 @@ def _fixed_contradictions(fx) -> None:
         raise PerfModelError("fixed knobs contradict: " + "; ".join(msg for _, msg in problems))
 
 
+def _keep(cols: dict[str, np.ndarray], mask) -> dict[str, np.ndarray]:
+    return {k: v[mask] for k, v in cols.items()}
+
+
+def _expand(cols: dict[str, np.ndarray], name: str, values) -> dict[str, np.ndarray]:
+    """Every row of ``cols`` once for each value of a new column (rows stay in order)."""
+    values = np.asarray(values)
+    out = {k: np.repeat(v, values.size) for k, v in cols.items()}
+    out[name] = np.tile(values, len(next(iter(cols.values()))) if cols else 0)
+    return out
+
+
 def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
-    """Every valid configuration as Knobs arrays, and what was rejected, by reason."""
+    """Every valid configuration as Knobs arrays, and what was rejected, by reason.
+
+    Candidates are built stage by stage as arrays (tp; then (tp, pp); then (mbs, vp) per pair; then
+    SP, recompute, ZeRO and schedule), and each stage drops what the mesh rules (perfmodel/mesh.py)
+    reject, counted by reason in that stage's unit. The rest of the rules hold by construction: dp is
+    num_gpus / (tp pp), SP only with tp > 1, ZeRO only with dp > 1, interleaving only with vp > 1."""
     fx = plan.parallel
     _fixed_contradictions(fx)
     model, n, gbs = plan.model, plan.system.num_gpus, plan.training.global_batch_size
-    gpn, L = plan.system.gpus_per_node, model.num_layers
-    rejected: Counter = Counter()
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("tp", "pp", "dp", "vp", "mbs", "sp", "rc", "zero", "sched")}
+    L, gpn = model.num_layers, plan.system.gpus_per_node
+    counts: dict[str, int] = {}
 
-    def pick(values, fixed):
-        return [v for v in values if fixed is None or v == fixed]
+    def facts(c: dict, **extra) -> Facts:
+        knobs = {k: c[k] for k in ("tp", "pp", "dp", "vp", "micro_batch_size") if k in c}
+        return Facts(model.num_attention_heads, model.groups, L, n, gpn, gbs, **knobs, **extra)
 
-    rcs = [RECOMPUTE_CODES[fx.recompute]] if fx.recompute else [0, 1, 2]
-    for tp in pick(divisors(n), fx.tp):
-        if model.num_attention_heads % tp or (model.groups % tp and tp % model.groups):
-            rejected["tp does not divide the attention heads / query groups (tp values)"] += 1
-            continue
-        if tp > gpn and not allow_cross_node_tp:
-            rejected["tp group would cross the node boundary (tp values; --allow-cross-node-tp)"] += 1
-            continue
-        for pp in pick(divisors(n // tp), fx.pp):
-            if L % pp:
-                rejected["pp does not divide the layers ((tp, pp) pairs)"] += 1
-                continue
-            dp = n // (tp * pp)
-            if fx.dp is not None and dp != fx.dp:
-                continue
-            if gbs % dp:
-                rejected["global batch not divisible by dp ((tp, pp) pairs)"] += 1
-                continue
-            sps = [False, True] if tp > 1 else [False]
-            if fx.sequence_parallel is not None:
-                sps = [s for s in sps if s == fx.sequence_parallel]
-            zeros = pick([0, 1, 2, 3] if dp > 1 else [0], fx.zero_stage)
-            for mbs in pick(divisors(gbs // dp), fx.micro_batch_size):
-                m = gbs // (dp * mbs)
-                for vp in pick(divisors(L // pp), fx.vp):
-                    if vp > 1 and (pp == 1 or m % pp):
-                        rejected["interleaving needs pp > 1 and m a multiple of pp ((mbs, vp) pairs)"] += 1
-                        continue
-                    scheds = [SCHEDULE_CODES["interleaved"]] if vp > 1 else [SCHEDULE_CODES["gpipe"],
-                                                                              SCHEDULE_CODES["1f1b"]]
-                    if fx.schedule is not None:
-                        scheds = [s for s in scheds if s == SCHEDULE_CODES[fx.schedule]]
-                    if not (scheds and sps and zeros):
-                        continue
-                    grid = np.array(np.meshgrid(sps, rcs, zeros, scheds, indexing="ij")).reshape(4, -1)
-                    k = grid.shape[1]
-                    for name, val in (("tp", tp), ("pp", pp), ("dp", dp), ("vp", vp), ("mbs", mbs)):
-                        cols[name].append(np.full(k, val))
-                    cols["sp"].append(grid[0].astype(bool))
-                    cols["rc"].append(grid[1])
-                    cols["zero"].append(grid[2])
-                    cols["sched"].append(grid[3])
-    if not cols["tp"]:
-        knobs = Knobs(*(np.zeros(0, dtype=int) for _ in range(9)))
-        knobs.sp = knobs.sp.astype(bool)
-        return Space(knobs, rejected)
-    cat = {k: np.concatenate(v) for k, v in cols.items()}
-    return Space(Knobs(cat["tp"], cat["pp"], cat["dp"], cat["vp"], cat["mbs"], cat["sp"], cat["rc"],
-                       cat["zero"], cat["sched"]), rejected)
+    def fixed(values, knob):
+        v = getattr(fx, knob)
+        return np.asarray([x for x in values if v is None or x == v], dtype=np.int64)
+
+    c = {"tp": fixed(divisors(n), "tp")}
+    c = _keep(c, apply_masks("tp", facts(c), np.ones(c["tp"].size, bool), counts, "tp values",
+                             allow_cross_node_tp))
+    c = _expand(c, "pp", fixed(divisors(n), "pp"))
+    c = _keep(c, n % (c["tp"] * c["pp"]) == 0)
+    c["dp"] = n // (c["tp"] * c["pp"])
+    c = _keep(c, apply_masks("pair", facts(c), np.ones(c["tp"].size, bool), counts, "(tp, pp) pairs"))
+    c = _keep(c, (fx.dp is None) | (c["dp"] == (fx.dp or 0)))
+    c = _keep(c, apply_masks("batch", facts(c), np.ones(c["tp"].size, bool), counts, "(tp, pp) pairs"))
+    # mbs divides global_batch / dp and vp divides the stage's layers, by construction
+    c = _expand(c, "micro_batch_size", fixed(divisors(gbs), "micro_batch_size"))
+    c = _keep(c, (gbs // c["dp"]) % c["micro_batch_size"] == 0)
+    c = _expand(c, "vp", fixed(divisors(L), "vp"))
+    c = _keep(c, (L // c["pp"]) % c["vp"] == 0)
+    alive = apply_masks("micro", facts(c), np.ones(c["tp"].size, bool), counts, "(mbs, vp) pairs")
+    c = _keep(c, alive)
+    c = _expand(c, "sequence_parallel", np.array([False, True]))
+    c = _expand(c, "recompute", np.array([RECOMPUTE_CODES[fx.recompute]] if fx.recompute else [0, 1, 2]))
+    c = _expand(c, "zero_stage", fixed([0, 1, 2, 3], "zero_stage"))
+    c = _expand(c, "schedule", np.array(sorted(SCHEDULE_CODES.values())))
+    interleaved = SCHEDULE_CODES["interleaved"]
+    ok = ((c["tp"] > 1) | ~c["sequence_parallel"]) & ((c["dp"] > 1) | (c["zero_stage"] == 0))
+    ok &= (c["vp"] > 1) == (c["schedule"] == interleaved)
+    if fx.sequence_parallel is not None:
+        ok &= c["sequence_parallel"] == fx.sequence_parallel
+    if fx.schedule is not None:
+        ok &= c["schedule"] == SCHEDULE_CODES[fx.schedule]
+    c = _keep(c, ok)
+    c["sequence_parallel"] = c["sequence_parallel"].astype(bool)
+    return Space(Knobs(**c), Counter(counts))
 
 
 KEEP = ("step_time_s", "total_bytes", "fits")

@@ -19,7 +19,7 @@ import numpy as np
 from . import presets
 from .cost import flops as fl
 from .errors import PerfModelError
-from .estimate import RECOMPUTE_CODES, Estimate, estimate, layer_recompute, per_layer_ops, resolve_config
+from .estimate import Estimate, estimate, layer_seconds, resolve_config
 from .search import search
 from .specs import Parallel, Plan
 
@@ -113,13 +113,7 @@ def _per_layer(case: dict) -> list[dict]:
     rows = []
     for variant, m in case["per_layer_ms"].items():
         cfg = resolve_config(plan, sequence_parallel=m["sequence_parallel"], recompute=m["recompute"])
-        ops = per_layer_ops(plan, cfg)
-        fwd_compute = sum(float(o.fwd_s) for o in ops if o.kind != "comm")
-        fwd_comm = sum(float(o.fwd_s) for o in ops if o.kind == "comm")
-        core = sum(float(o.fwd_s) for o in ops if o.attention_core)
-        rec = sum(layer_recompute(fwd_compute, fwd_comm, core, RECOMPUTE_CODES[m["recompute"]]))
-        fwd = fwd_compute + fwd_comm
-        bwd = sum(float(o.bwd_s) for o in ops) + float(rec)
+        fwd, bwd = layer_seconds(plan, cfg)
         rows.append({"variant": variant, "measured_fwd_ms": m["fwd"], "predicted_fwd_ms": 1e3 * fwd,
                      "measured_bwd_ms": m["bwd"], "predicted_bwd_ms": 1e3 * bwd,
                      "fwd_error_pct": 100 * (1e3 * fwd - m["fwd"]) / m["fwd"],

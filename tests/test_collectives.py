@@ -43,10 +43,14 @@ def test_allreduce_is_reduce_scatter_plus_all_gather():  # SPEC 3 identity used 
 
 
 def test_group_spanning_nodes_uses_inter_node_link():
+    import numpy as np
+
     from perfmodel import presets
-    nv, ib = presets.link("nvlink3"), presets.link("ib-hdr")
-    bw, lat = coll.group_link([8, 16], 1, 8, nv, ib, efficiency=False)
-    assert list(bw) == [300 * GB, 25 * GB] and list(lat) == [3 * US, 2 * US]
+    from perfmodel.mesh import Mesh
+    system = presets.load_plan("gpt3-175b.yaml").system  # 8 A100 per node, NVLink3 inside, HDR between
+    mesh = Mesh(np.array([8, 16]), np.array([1, 1]), np.array([64, 32]), system)
+    link = mesh.link("tp", efficiency=False)
+    assert list(link.bandwidth) == [300 * GB, 25 * GB] and list(link.latency) == [3 * US, 2 * US]
 
 
 def test_single_rank_costs_nothing():

@@ -7,18 +7,19 @@ import pytest
 
 from perfmodel import presets
 from perfmodel.cost import collectives as coll
-from perfmodel.cost.layer import Hardware, layer_ops, layernorm_backward_bytes
-from perfmodel.estimate import estimate, optimizer_step_bytes, resolve_config
+from helpers import timed
+
+from perfmodel.cost.step import optimizer_step_bytes
+from perfmodel.cost.transformer import embedding, layernorm_backward_bytes, lm_head
+from perfmodel.estimate import estimate, resolve_config
+from perfmodel.specs import Precision
 
 S, H, A, T, B = 2048, 12288, 96, 8, 1  # GPT-3 175B on TP8, one sequence
 M = B * S
 
 
 def ops_of(bias: bool, swiglu: bool = False, sp: bool = False, persist_ln: bool = True) -> dict:
-    hw = Hardware.from_gpu(presets.gpu("a100-80gb"), "bf16")
-    ops = layer_ops(hw, b=B, s=S, h=H, a=A, g=A, f=4 * H, swiglu=swiglu, dtype="bf16", t=T, sp=sp,
-                    flash=False, tp_bw=2.3e11, tp_alpha=3e-6, bias=bias, persist_ln=persist_ln)
-    return {o.name: o for o in ops}
+    return timed(b=B, s=S, h=H, a=A, t=T, sp=sp, bias=bias, gated=swiglu, persist_ln=persist_ln)[0]
 
 
 def test_bias_add_after_the_qkv_gemm_and_its_gradient_reduction():
@@ -35,7 +36,7 @@ def test_backward_only_passes_launch_nothing_forward():
 
 
 def test_residual_gradient_adds_read_two_and_write_one():
-    hw = Hardware.from_gpu(presets.gpu("a100-80gb"), "bf16")
+    hw = timed(b=B, s=S, h=H, a=A, t=T)[1]
     full, sp = ops_of(bias=True), ops_of(bias=True, sp=True)
     t_full = float(full["residual gradient add 1"].bwd_s) - hw.overhead_s
     assert t_full == pytest.approx(6 * M * H / (hw.hbm_bw * hw.hbm_eff))
@@ -62,7 +63,7 @@ def test_two_pass_layernorm_backward_reads_its_inputs_twice():
     ("sgd", "bf16", True, 8 + 16 + 4 + 4 + 6 + 4),
 ])
 def test_optimizer_step_bytes(optimizer, dtype, fp32_grads, expected):
-    assert optimizer_step_bytes(optimizer, dtype, fp32_grads) == expected
+    assert optimizer_step_bytes(Precision.of(dtype, fp32_grads, optimizer)) == expected
 
 
 def test_sequence_parallel_pipeline_send_needs_no_all_gather():
@@ -92,10 +93,8 @@ def test_unfused_core_efficiency_slows_only_the_attention_core():
     slow_gpu = gpu.model_copy(update={"unfused_attention_efficiency": 0.5})
 
     def run(g, flash=False):
-        hw = Hardware.from_gpu(g, "bf16")
-        ops = layer_ops(hw, b=B, s=S, h=H, a=A, g=A, f=4 * H, swiglu=False, dtype="bf16", t=T, sp=False,
-                        flash=flash, tp_bw=2.3e11, tp_alpha=3e-6, bias=True)
-        return {o.name: o for o in ops}, hw.overhead_s
+        ops, hw = timed(b=B, s=S, h=H, a=A, t=T, gpu=g, flash=flash)
+        return ops, hw.overhead_s
 
     (base, ov), (slow, _) = run(gpu), run(slow_gpu)
     for name, op in base.items():
@@ -112,13 +111,11 @@ def test_vocab_parallel_embedding_reduces_its_output_over_tp():
     """Each TP rank looks up only its vocabulary shard, so the b s h embedding output is summed over
     the TP group: an all-reduce in the forward, a reduce-scatter under SP (whose backward is an
     all-gather); Megatron-LM VocabParallelEmbedding, language_model.Embedding."""
-    from perfmodel.cost.layer import embedding_ops
-    hw = Hardware.from_gpu(presets.gpu("a100-80gb"), "bf16")
     msg, bw, alpha = M * H * 2, 2.3e11, 3e-6
 
     def comm(sp, t=T):
-        ops = embedding_ops(hw, b=B, s=S, h=H, dtype="bf16", t=t, sp=sp, tp_bw=bw, tp_alpha=alpha)
-        c = next(o for o in ops if o.kind == "comm")
+        ops = timed(embedding, b=B, s=S, h=H, a=A, t=t, sp=sp, tp_bw=bw, tp_alpha=alpha)[0]
+        c = next(o for o in ops.values() if o.kind == "comm")
         return float(c.fwd_s), float(c.bwd_s)
     assert comm(False) == pytest.approx((sum(coll.collective_time("all-reduce", msg, T, bw, alpha)), 0.0))
     half = sum(coll.collective_time("reduce-scatter", msg, T, bw, alpha))
@@ -130,14 +127,12 @@ def test_logits_input_gradient_is_all_reduced_behind_the_weight_gradient():
     """Without SP the logits GEMM's input gradient is all-reduced over TP in the backward (a column-
     parallel linear); Megatron overlaps it with the logits weight-gradient GEMM like any column-
     parallel layer (tp_comm_overlap), so only the contention share is paid; exposed without overlap."""
-    from perfmodel.cost.layer import output_layer_ops
-    hw = Hardware.from_gpu(presets.gpu("a100-80gb"), "bf16")
     bw, alpha = 2.3e11, 3e-6
+    hw = timed(b=B, s=S, h=H, a=A, t=T)[1]
 
     def bwd_comm(overlap):
-        ops = output_layer_ops(hw, b=B, s=S, h=H, V=51200, dtype="bf16", t=T, sp=False, tp_bw=bw, tp_alpha=alpha,
-                               overlap=overlap)
-        return float(next(o for o in ops if o.kind == "comm").bwd_s)
+        ops = timed(lm_head, b=B, s=S, h=H, a=A, t=T, tp_bw=bw, tp_alpha=alpha, overlap=overlap)[0]
+        return float(next(o for o in ops.values() if o.kind == "comm").bwd_s)
     ar = sum(coll.collective_time("all-reduce", M * H * 2, T, bw, alpha))
     assert bwd_comm(False) == pytest.approx(ar)
     # the weight gradient (V/t x h from b s tokens) takes longer than the all-reduce: all of it hides

@@ -1,10 +1,14 @@
 """Model states and activations: SPEC 9 and Korthikanti 2022 (Table 2, Figures 1 and 7)."""
 
+import numpy as np
 import pytest
 
 from perfmodel import presets
 from perfmodel.cost import memory as mem
 from perfmodel.cost import pipeline as pipe
+from perfmodel.cost.stages import equal_stages
+from perfmodel.cost.transformer import LayerShape
+from perfmodel.specs import Precision
 from perfmodel.units import GB, GiB
 
 
@@ -26,19 +30,19 @@ def test_175b_needs_35_a100_for_model_states():  # seed 000, 2.1: 2800 GB / 80 G
 def test_gpt3_preset_parameter_count():
     # Narayanan 2021: P = 12 l h^2 (1 + 13/(12h) + (V+s)/(12 l h)) = 174.6e9 for GPT-3's shape; / 64 = 2.73e9.
     # We also count the final LayerNorm (2h parameters), which the paper's formula leaves out.
-    m = presets.model("gpt3-175b")
-    total = mem.total_params(m.num_layers, m.hidden_size, m.ffn, m.groups, m.head_dim, m.vocab_size,
-                             m.seq_length, False, True, True)
+    total = mem.total_params(LayerShape.of(presets.model("gpt3-175b")), 96, 2048)
     l, h, V, s = 96, 12288, 51200, 2048
     assert total - 2 * h == pytest.approx(12 * l * h**2 * (1 + 13 / (12 * h) + (V + s) / (12 * l * h)), rel=1e-12)
     assert total / 64 == pytest.approx(2.73e9, rel=2e-3)
 
 
 def test_most_loaded_stage_carries_the_embeddings():
-    first, last = mem.stage_params(96, 12288, 4 * 12288, 96, 128, 51200, 2048, False, True, True, 8, 8)
+    shape = LayerShape.of(presets.model("gpt3-175b"))
+    first, middle, last = mem.stage_params(shape, 2048, equal_stages(96, np.array([8.0])), 8, 8)[0]
     layers_only = 12 * (12 * 12288**2 + 13 * 12288) / 8
     assert first == pytest.approx(layers_only + 51200 * 12288 / 8 + 2048 * 12288)
     assert last == pytest.approx(layers_only + 51200 * 12288 / 8 + 12288)
+    assert middle == pytest.approx(layers_only)
 
 
 @pytest.mark.parametrize("zero,expect", [(0, (2, 2, 12)), (1, (2, 2, 12 / 8)), (2, (2, 2 / 8, 12 / 8)),
@@ -48,7 +52,8 @@ def test_zero_stages_divide_by_dp(zero, expect):  # ZeRO (Rajbhandari 2020) stag
 
 
 def test_fp32_grad_accumulation_is_18_bytes():  # SPEC 6
-    assert sum(mem.model_state_bytes(1.0, grad_accum_fp32=True)) == 18
+    assert sum(mem.model_state_bytes(1.0, precision=Precision.of("bf16", True, "adam"))) == 18
+    assert sum(mem.model_state_bytes(1.0, precision=Precision.of("bf16", False, "adam"))) == 16
 
 
 S, H, A = 2048, 12288, 96  # GPT-3 in Korthikanti 2022

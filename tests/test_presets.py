@@ -74,3 +74,27 @@ def test_bundled_plan_by_name_and_by_file(tmp_path, monkeypatch):
         "training: {global_batch_size: 8}\nparallel: {tensor_model_parallel_size: 2}\n")
     mine = presets.load_plan("mine.yaml")
     assert mine.parallel.tp == 2 and mine.model.num_layers == 2
+
+
+def test_plan_copies_are_validated():
+    """Plan.with_* builds the section anew, so a copy is held to the same rules as a loaded plan."""
+    plan = presets.load_plan("gpt3-175b.yaml")
+    with pytest.raises(PerfModelError, match="training.*global_batch_size"):
+        plan.with_training(global_batch_size=-4)
+    with pytest.raises(PerfModelError, match=r"num_gpus\(13\) is not a multiple of gpus_per_node\(8\)"):
+        plan.with_system(num_gpus=13)
+    with pytest.raises(PerfModelError, match="parallel.*zero_stage"):
+        plan.with_parallel(zero_stage=7)
+    assert plan.with_parallel(tp=4).parallel.tp == 4 and plan.parallel.tp != 4
+
+
+def test_one_precision_spec_gives_every_role_its_bytes():
+    from perfmodel.specs import Precision
+    bf16 = Precision.of("bf16", grad_accum_fp32=True, optimizer="adam")
+    assert (bf16.gemm_bytes, bf16.activation_bytes, bf16.weight_bytes, bf16.gradient_bytes) == (2, 2, 2, 4)
+    assert bf16.optimizer_bytes == 12 and bf16.master_weights and not bf16.loss_scaling
+    fp8 = Precision.of("fp8", grad_accum_fp32=False, optimizer="adam")
+    assert (fp8.gemm_bytes, fp8.activation_bytes, fp8.weight_bytes) == (1, 2, 2)  # fp8 GEMMs, bf16 elsewhere
+    fp32 = Precision.of("fp32", grad_accum_fp32=False, optimizer="sgd")
+    assert (fp32.weight_bytes, fp32.gradient_bytes, fp32.optimizer_bytes, fp32.master_weights) == (4, 4, 8, False)
+    assert Precision.of("fp16", False, "adam").loss_scaling

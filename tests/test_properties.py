@@ -8,6 +8,8 @@ from perfmodel.cost import collectives as coll
 from perfmodel.cost import memory as mem
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import sp
+from perfmodel.cost.stages import equal_stages
+from perfmodel.cost.transformer import LayerShape
 
 ints = st.integers
 
@@ -47,9 +49,11 @@ def test_activation_memory_never_rises_with_tp(t_exp, sp_on, rc, b, s):
 @given(t_exp=ints(0, 5), pp=st.sampled_from([1, 2, 4, 8, 16]), tied=st.booleans())
 def test_parameters_per_gpu_never_rise_with_tp(t_exp, pp, tied):
     t = 2**t_exp
-    shape = (96, 12288, 4 * 12288, 96, 128, 51200, 2048, False, True, tied)
-    a = max(mem.stage_params(*shape, t, pp))
-    b = max(mem.stage_params(*shape, 2 * t, pp))
+    shape = LayerShape(hidden=12288, heads=96, groups=96, ffn=4 * 12288, vocab=51200, gated=False, bias=True,
+                       norm="layernorm", learned_positions=True, tied=tied)
+    stages = equal_stages(96, np.array([float(pp)]))
+    a = mem.stage_params(shape, 2048, stages, t, pp).max()
+    b = mem.stage_params(shape, 2048, stages, 2 * t, pp).max()
     assert b <= a
 
 

@@ -66,11 +66,14 @@ def test_latency_adds_to_the_step():
 def test_estimate_uses_the_simulated_pipeline_when_stages_differ():
     plan = presets.load_plan("gpt3-175b-3d.yaml")
     cfg = resolve_config(plan)
-    v = estimate(plan, cfg).values
+    est = estimate(plan, cfg)
+    v = est.values
     assert v["stage_time_last_s"] > v["stage_time_middle_s"]  # output layer on the last stage
-    tf = [v["stage_fwd_first_s"]] + [v["stage_fwd_middle_s"]] * 6 + [v["stage_fwd_last_s"]]
-    tt = [v["stage_time_first_s"]] + [v["stage_time_middle_s"]] * 6 + [v["stage_time_last_s"]]
-    sim = simulate(8, 48, 1, "1f1b", tf, [a - b for a, b in zip(tt, tf)])
+    tf, tb = est.stage_fwd_s, est.stage_bwd_s
+    tt = [a + b for a, b in zip(tf, tb)]
+    assert len(tt) == 8 and tt[0] == pytest.approx(v["stage_time_first_s"]) and tt[-1] == v["stage_time_last_s"]
+    assert tt[1:-1] == [v["stage_time_middle_s"]] * 6
+    sim = simulate(8, 48, 1, "1f1b", tf, tb)
     assert v["bubble"] == pytest.approx(sim.step_time - 48 * max(tt))
     assert v["bubble_simulated_over_step"] == pytest.approx(sim.bubble_over_step)
 

@@ -30,7 +30,7 @@ def test_results_multiply_out_to_the_gpu_count(gpt3):
     space = enumerate_space(gpt3)
     k = space.knobs
     assert ((k.tp * k.pp * k.dp) == 512).all()
-    assert ((1536 % (k.dp * k.mbs)) == 0).all()
+    assert ((1536 % (k.dp * k.micro_batch_size)) == 0).all()
     assert (96 % (k.pp * k.vp) == 0).all()
     assert (96 % k.tp == 0).all() and (k.tp <= 8).all()
 

@@ -65,32 +65,6 @@ def overlapped_time(comm_s, window_s, penalty):
 
 
 def group_spans_nodes(group_size, stride, gpus_per_node):
-    """True where a group of group_size ranks, stride apart, leaves one node.
-
-    Ranks are placed TP innermost (stride 1), then DP (stride tp), then PP
-    (SPEC 1), so a group spans nodes when stride * group_size > gpus_per_node.
-    """
+    """True where a group of group_size ranks, stride apart, leaves one node: stride * group_size >
+    gpus_per_node (SPEC 1; the strides come from the rank order, perfmodel/mesh.py)."""
     return np.asarray(group_size) * np.asarray(stride) > gpus_per_node
-
-
-def placement_strides(placement: str, tp, pp, dp):
-    """(pp stride, dp stride): rank distance between neighbours of a PP and of a DP group.
-
-    TP is innermost (stride 1); "tp-dp-pp" puts DP next and PP outermost (SPEC 1), "tp-pp-dp"
-    the other way round.
-    """
-    if placement == "tp-dp-pp":
-        return np.asarray(tp) * dp, np.asarray(tp)
-    return np.asarray(tp), np.asarray(tp) * pp
-
-
-def group_link(group_size, stride, gpus_per_node, intra, inter, efficiency: bool = True):
-    """(bandwidth, latency) of a group: the inter-node link as soon as it spans nodes (SPEC 3).
-
-    ``intra`` and ``inter`` are Link specs; with ``efficiency`` the bandwidth is
-    scaled by each link's achievable fraction (issue 4's efficiency model).
-    """
-    spans = group_spans_nodes(group_size, stride, gpus_per_node)
-    bw_in = intra.bandwidth_bytes_per_s * (intra.efficiency if efficiency else 1.0)
-    bw_out = inter.bandwidth_bytes_per_s * (inter.efficiency if efficiency else 1.0)
-    return np.where(spans, bw_out, bw_in), np.where(spans, inter.latency_s, intra.latency_s)

@@ -13,33 +13,28 @@ The general functions below reduce to these closed forms for GPT shapes (tested)
 
 from __future__ import annotations
 
-import numpy as np
+from .transformer import LayerShape, Options, decoder_layer, lm_head
 
 
-def layer_forward_flops(b, s, h, g, d, f, swiglu: bool) -> dict[str, object]:
-    """Forward GEMM FLOPs of one layer for b sequences, by GEMM (SPEC 5)."""
-    bs = np.asarray(b, dtype=float) * s
-    return {
-        "qkv": 2.0 * bs * h * (h + 2 * g * d),
-        "scores": 2.0 * bs * s * h,
-        "attn_v": 2.0 * bs * s * h,
-        "proj": 2.0 * bs * h * h,
-        "mlp": (6.0 if swiglu else 4.0) * bs * h * f,
-    }
+def layer_forward_flops(shape: LayerShape, b, s) -> dict[str, object]:
+    """Forward FLOPs of one whole layer (before TP) for b sequences, by GEMM, read off the layer's
+    description (cost/transformer.decoder_layer; SPEC 5)."""
+    block = decoder_layer(shape, Options(), b, s, 1, False)
+    return {g.name: g.flops for g in block.gemms()}
 
 
-def logits_forward_flops(b, s, h, V):
-    """Output layer: 2 b s h V FLOPs forward (SPEC 5)."""
-    return 2.0 * np.asarray(b, dtype=float) * s * h * V
+def logits_forward_flops(shape: LayerShape, b, s):
+    """Output layer: 2 b s h V FLOPs forward (SPEC 5), read off the LM head's description."""
+    return lm_head(shape, Options(), b, s, 1, False).matmul_flops()
 
 
-def model_flops(B, s, L, h, g, d, f, V, swiglu: bool):
+def model_flops(shape: LayerShape, B, s, L):
     """Model FLOPs per step: 3 x forward (forward + 2x backward), no recompute (generalizes eq. 7)."""
-    fwd = sum(layer_forward_flops(B, s, h, g, d, f, swiglu).values())
-    return 3.0 * (L * fwd + logits_forward_flops(B, s, h, V))
+    fwd = decoder_layer(shape, Options(), B, s, 1, False).matmul_flops()
+    return 3.0 * (L * fwd + logits_forward_flops(shape, B, s))
 
 
-def hardware_flops(B, s, L, h, g, d, f, V, swiglu: bool, recompute: str):
+def hardware_flops(shape: LayerShape, B, s, L, recompute: str):
     """Hardware FLOPs per step under each paper's convention (SPEC 5).
 
     full: model + one more forward of every layer (Narayanan eq. 3: 4x forward).
@@ -47,12 +42,12 @@ def hardware_flops(B, s, L, h, g, d, f, V, swiglu: bool, recompute: str):
     (Korthikanti eq. 8 counts it so: its s/(3h) term is twice eq. 7's s/(6h)).
     none: model FLOPs.
     """
-    parts = layer_forward_flops(B, s, h, g, d, f, swiglu)
-    base = model_flops(B, s, L, h, g, d, f, V, swiglu)
+    layer = decoder_layer(shape, Options(), B, s, 1, False)
+    base = model_flops(shape, B, s, L)
     if recompute == "full":
-        return base + L * sum(parts.values())
+        return base + L * layer.matmul_flops()
     if recompute == "selective":
-        return base + 3.0 * L * (parts["scores"] + parts["attn_v"])
+        return base + 3.0 * L * layer.matmul_flops(attention_core_only=True)
     return base
 
 

@@ -20,61 +20,63 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..specs.precision import Precision
+from .stages import Stages
+from .transformer import LayerShape, Options, decoder_layer, embedding, lm_head
+
+BF16_ADAM = Precision.of("bf16", False, "adam")
+
 RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
-OPTIMIZER_BYTES_PER_PARAM = {"adam": 12.0, "sgd": 8.0}  # fp32 master + (m, v) or (momentum)
 
 
-def layer_params(h, f, g, d, swiglu: bool):
-    """Parameters of one layer. GPT (gelu, biases, LayerNorm): 12h^2 + 13h (Narayanan 2021, Sec. 5.1).
+def layer_params(shape: LayerShape):
+    """Parameters of one layer, read off its description (cost/transformer.decoder_layer).
 
-    swiglu (Llama): no biases, RMSNorm: h(h + 2gd) + h^2 + 3hf + 2h.
-    """
-    attn = h * (h + 2 * g * d) + h * h
-    if swiglu:
-        return attn + 3 * h * f + 2 * h
-    biases = (h + 2 * g * d) + h + f + h
-    return attn + 2 * h * f + biases + 4 * h
+    GPT (gelu, biases, LayerNorm): 12h^2 + 13h (Narayanan 2021, Sec. 5.1); Llama (SwiGLU, no
+    biases, RMSNorm): h(h + 2gd) + h^2 + 3hf + 2h."""
+    return decoder_layer(shape, Options(), 1, 1, 1, False).params()
 
 
-def embedding_params(V, h, s, learned_positions: bool):
+def embedding_params(shape: LayerShape, s):
     """Word embedding V h, plus s h learned position embedding."""
-    return V * h + (s * h if learned_positions else 0)
+    return embedding(shape, Options(), 1, s, 1, False).params()
 
 
-def total_params(L, h, f, g, d, V, s, swiglu: bool, learned_positions: bool, tied: bool):
-    """All parameters of the model (Narayanan 2021: 12lh^2(1 + 13/(12h) + (V+s)/(12lh)) for GPT)."""
-    final_norm = (1 if swiglu else 2) * h
-    out = 0 if tied else V * h
-    return L * layer_params(h, f, g, d, swiglu) + embedding_params(V, h, s, learned_positions) + final_norm + out
+def head_params(shape: LayerShape):
+    """Final norm, plus the output layer V h when it is not tied to the word embedding."""
+    return lm_head(shape, Options(), 1, 1, 1, False).params()
 
 
-def stage_params(L, h, f, g, d, V, s, swiglu: bool, learned_positions: bool, tied: bool, tp, pp):
-    """(first stage, last stage) parameters per GPU (SPEC 6).
-
-    Each stage holds L/p layers split t ways; the first adds the word
-    embedding (V h / t) and position embedding (not split); the last adds the
-    output layer (V h / t), which with tied embeddings is still a copy on the
-    last stage when p > 1 (Megatron keeps it there and all-reduces its grads).
-    """
-    tp = np.asarray(tp, dtype=float)
-    pp = np.asarray(pp, dtype=float)
-    layers = (L / pp) * layer_params(h, f, g, d, swiglu) / tp
-    word = V * h / tp
-    pos = s * h if learned_positions else 0
-    out = np.where(pp > 1, word, 0.0 if tied else word)
-    first = layers + word + pos + np.where(pp > 1, 0.0, out)
-    last = layers + np.where(pp > 1, out + h, 0.0)
-    return first, np.where(pp > 1, last, first)
+def total_params(shape: LayerShape, L, s):
+    """All parameters of the model (Narayanan 2021: 12lh^2(1 + 13/(12h) + (V+s)/(12lh)) for GPT,
+    plus the final norm's)."""
+    return L * layer_params(shape) + embedding_params(shape, s) + head_params(shape)
 
 
-def model_state_bytes(params, dp=1, zero_stage=0, grad_accum_fp32=False, optimizer="adam"):
-    """(weights, gradients, optimizer) bytes per GPU for ``params`` parameters on it."""
+def stage_params(shape: LayerShape, s, stages: Stages, tp, pp):
+    """Parameters per GPU of each stage class (SPEC 6): its layers split t ways; the word embedding
+    (V h / t) and the learned positions (not split) on the embedding's stage; the output layer (V h / t)
+    on the head's stage, a copy even when tied if p > 1 (Megatron keeps it there and all-reduces its
+    gradients), with the final norm counted as h there. Arrays (configurations x classes)."""
+    tp, pp = np.asarray(tp, dtype=float), np.asarray(pp, dtype=float)
+    word = shape.vocab * shape.hidden / tp
+    positions = shape.hidden * s if shape.learned_positions else 0
+    head = np.where((pp > 1) | (not shape.tied), word, 0.0) + np.where(pp > 1, shape.hidden, 0.0)
+    return stages.total(layer_params(shape) / tp, word + positions, head)
+
+
+def model_state_bytes(params, dp=1, zero_stage=0, precision: Precision = BF16_ADAM):
+    """(weights, gradients, optimizer) bytes per GPU for ``params`` parameters on it.
+
+    Mixed precision with Adam: 2 + 2 + 12 = 16 B/param, 18 with fp32 gradients (ZeRO paper,
+    Sec. 3.1); ZeRO-1 shards the optimizer states over dp, ZeRO-2 also the gradients, ZeRO-3
+    also the weights."""
     params = np.asarray(params, dtype=float)
     dp = np.asarray(dp, dtype=float)
     z = np.asarray(zero_stage)
-    weights = 2.0 * params / np.where(z >= 3, dp, 1.0)
-    grads = (4.0 if grad_accum_fp32 else 2.0) * params / np.where(z >= 2, dp, 1.0)
-    optim = OPTIMIZER_BYTES_PER_PARAM[optimizer] * params / np.where(z >= 1, dp, 1.0)
+    weights = precision.weight_bytes * params / np.where(z >= 3, dp, 1.0)
+    grads = precision.gradient_bytes * params / np.where(z >= 2, dp, 1.0)
+    optim = precision.optimizer_bytes * params / np.where(z >= 1, dp, 1.0)
     return weights, grads, optim
 
 
@@ -92,24 +94,20 @@ def activation_bytes_per_layer(s, b, h, a, t, sp, recompute):
     return np.where(rc == 2, full, np.where(rc == 1, selective, none))
 
 
-def stage_activation_bytes(s, b, h, a, V, t, sp, recompute, layers_per_stage, in_flight, pp):
-    """(first stage, last stage) activation bytes at the peak of the schedule.
+def activation_terms(s, b, h, a, V, t, sp, recompute):
+    """Activation bytes per micro-batch that a stage's peak is made of (per configuration):
 
-    Layers: per-layer bytes x L/p layers x micro-batches in flight. Full
-    recompute also needs one layer's full activations while it recomputes.
-    Extra terms (Korthikanti 2022, Sec. 4.3): the embedding dropout output on
-    the first stage (s b h per micro-batch in flight, / t with SP); on the last
-    stage the final norm and output-layer input (4 s b h / t) and the fp32
-    logits for the loss (4 s b V / t), for one micro-batch.
+    - per layer kept for backward (Korthikanti 2022, Table 2);
+    - working: full recompute also needs one layer's full activations while it recomputes;
+    - embedding: the dropout output on the embedding's stage, s b h (/ t with SP), per
+      micro-batch in flight (Korthikanti 2022, Sec. 4.3);
+    - head: on the LM head's stage the final norm and output-layer input (4 s b h / t) and the
+      fp32 logits for the loss (4 s b V / t), for one micro-batch.
     """
     t = np.asarray(t, dtype=float)
     sbh = np.asarray(s, dtype=float) * b * h
     per_layer = activation_bytes_per_layer(s, b, h, a, t, sp, recompute)
     working = np.where(np.asarray(recompute) == 2, activation_bytes_per_layer(s, b, h, a, t, sp, 0), 0.0)
-    shard = np.where(np.asarray(sp, dtype=bool), t, 1.0)
-    layers = per_layer * layers_per_stage * in_flight + working
-    first = layers + sbh / shard * in_flight
-    output = 4.0 * sbh / t + 4.0 * np.asarray(s, dtype=float) * b * V / t
-    last_in_flight = np.where(np.asarray(pp) > 1, 1.0, in_flight)
-    last = per_layer * layers_per_stage * last_in_flight + working + output
-    return np.where(np.asarray(pp) > 1, first, first + output), last
+    embed = sbh / np.where(np.asarray(sp, dtype=bool), t, 1.0)
+    head = 4.0 * sbh / t + 4.0 * np.asarray(s, dtype=float) * b * V / t
+    return per_layer, working, embed, head

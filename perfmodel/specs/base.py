@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from ..units import parse_quantity
 
@@ -28,3 +29,47 @@ class Spec(BaseModel):
     """Base of every spec: immutable, unknown keys rejected, aliases accepted."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+def _known_keys(cls: type[BaseModel]) -> list[str]:
+    keys = []
+    for name, fld in cls.model_fields.items():
+        keys.append(name)
+        alias = fld.validation_alias
+        if alias is not None and hasattr(alias, "choices"):
+            keys.extend(c for c in alias.choices if isinstance(c, str))
+    return keys
+
+
+def format_validation_error(e: ValidationError, label: str, cls: type[BaseModel] | None = None) -> str:
+    """pydantic errors -> one line: where, what, and the fix (did-you-mean for unknown keys)."""
+    parts = []
+    for err in e.errors():
+        loc = ".".join(str(x) for x in err["loc"])
+        if err["type"] == "extra_forbidden":
+            key = str(err["loc"][-1])
+            owner = _owner(cls, err["loc"][:-1]) if cls else None
+            close = difflib.get_close_matches(key, _known_keys(owner), n=1, cutoff=0.5) if owner else []
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            parts.append(f"unknown key {loc!r}{hint}")
+        elif err["type"] == "missing":
+            parts.append(f"{loc}: required field is missing")
+        else:
+            got = err.get("input")
+            shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
+            msg = err["msg"].removeprefix("Value error, ")
+            parts.append(f"{loc}: {msg}{shown}" if loc else f"{msg}")
+    return f"{label}: " + "; ".join(parts)
+
+
+def _owner(cls: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model class at a location path, for key suggestions."""
+    current = cls
+    for part in loc:
+        fld = current.model_fields.get(str(part)) if current else None
+        if fld is None:
+            return None
+        ann = fld.annotation
+        candidates = [ann, *getattr(ann, "__args__", ())]
+        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+    return current

@@ -11,8 +11,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from .base import Bytes, BytesPerSecond, Fraction, Seconds, Spec, FlopsPerSecond
-
-DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+from .precision import DTYPES
 
 
 class GPU(Spec):

@@ -36,6 +36,9 @@ class Model(Spec):
         None, validation_alias=AliasChoices("add_bias_linear", "bias"),
         description="Linear layers carry biases (Megatron-core's name); defaults to yes for gelu "
         "(GPT), no for swiglu (Llama).")
+    normalization: Literal["layernorm", "rmsnorm"] | None = Field(
+        None, description="Norm kind: LayerNorm (gamma and beta) or RMSNorm (gamma); defaults to layernorm "
+        "for gelu (GPT), rmsnorm for swiglu (Llama).")
     source: str = ""
 
     @model_validator(mode="after")
@@ -55,6 +58,12 @@ class Model(Spec):
     @property
     def has_bias(self) -> bool:
         return self.mlp == "gelu" if self.add_bias_linear is None else self.add_bias_linear
+
+    @property
+    def norm(self) -> str:
+        if self.normalization is not None:
+            return self.normalization
+        return "layernorm" if self.mlp == "gelu" else "rmsnorm"
 
     @property
     def ffn(self) -> int:

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field
 
 from .base import Spec
+from .precision import TRAINING_DTYPES
 
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
@@ -40,7 +41,7 @@ class Training(Spec):
     global_batch_size: int = Field(gt=0, description="Sequences per optimizer step B.")
     seq_length: int | None = Field(None, gt=0, validation_alias=AliasChoices("seq_length", "seq_len"),
                                    description="Overrides the model's sequence length.")
-    dtype: Literal["bf16", "fp16", "fp32", "fp8"] = Field("bf16", description="Compute dtype.")
+    dtype: Literal[TRAINING_DTYPES] = Field("bf16", description="Compute dtype.")
     optimizer: Literal["adam", "sgd"] = Field("adam", description="adam: 12 B/param of fp32 states.")
     grad_accum_fp32: bool = Field(False, description="fp32 gradient accumulation: 18 B/param, not 16.")
     flash_attention: bool = Field(False, description="Fused attention (no s x s tensor in HBM).")

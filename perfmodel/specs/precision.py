@@ -1,0 +1,56 @@
+"""Precision as data: the dtype of every role in mixed-precision training, in one place.
+
+The formulas read a Precision and never the training dtype's name (STYLE.md "Data first"):
+FP8 becomes a different Precision, not a branch in the layer model.
+
+Roles and their bytes (Micikevicius et al. 2018, "Mixed Precision Training", Sec. 3;
+Rajbhandari et al. 2020, ZeRO, Sec. 3.1):
+- GEMM inputs run in the compute dtype (bf16/fp16: 2 B, fp32: 4 B, fp8: 1 B);
+- stored activations and the attention core are at least 16-bit (fp8 GEMMs keep bf16
+  activations between kernels);
+- 16-bit weights (2 B) are what forward and backward read; fp32 training keeps 4 B;
+- gradients accumulate in 2 B, or 4 B with fp32 accumulation (Megatron's main_grad);
+- the optimizer keeps an fp32 master copy and its moments: 12 B/param for Adam
+  (master, m, v), 8 for SGD with momentum (master, momentum).
+MFU is measured against the peak of the compute dtype.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Every dtype perfmodel knows, with its bytes per element; a GPU lists its peak for a subset.
+DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+DTYPES = tuple(DTYPE_BYTES)
+# Dtypes a training run can compute in (tf32 is a GEMM mode of fp32, not a training dtype).
+TRAINING_DTYPES = ("bf16", "fp16", "fp32", "fp8")
+# fp32 optimizer states per parameter: Adam master + m + v (12 B), SGD master + momentum (8 B)
+OPTIMIZER_STATE_BYTES = {"adam": 12.0, "sgd": 8.0}
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Bytes per element of each role, and the dtype MFU's peak is read for."""
+
+    compute: str                 # dtype of the GEMM inputs; its peak FLOP/s times the GEMMs
+    gemm_bytes: int              # bytes per GEMM operand element
+    activation_bytes: int        # stored activations, attention core, elementwise kernels
+    weight_bytes: int            # the copy of the weights forward and backward read
+    gradient_bytes: int          # the gradient buffer (accumulation dtype)
+    optimizer_bytes: float       # fp32 optimizer states, including the master weights
+    mfu_peak: str                # the dtype whose peak MFU and HFU are measured against
+    master_weights: bool         # an fp32 master copy exists (16-bit training)
+    loss_scaling: bool           # fp16: gradients are unscaled and checked for inf/nan
+
+    @classmethod
+    def of(cls, dtype: str, grad_accum_fp32: bool, optimizer: str) -> "Precision":
+        """The mixed-precision recipe of Megatron-LM for a compute dtype (see the module docstring)."""
+        if dtype not in TRAINING_DTYPES:
+            raise ValueError(f"unknown training dtype {dtype!r}; use one of {', '.join(TRAINING_DTYPES)}")
+        half = dtype != "fp32"
+        return cls(compute=dtype, gemm_bytes=DTYPE_BYTES[dtype],
+                   activation_bytes=max(DTYPE_BYTES[dtype], 2),
+                   weight_bytes=2 if half else 4,
+                   gradient_bytes=4 if (grad_accum_fp32 or not half) else 2,
+                   optimizer_bytes=OPTIMIZER_STATE_BYTES[optimizer], mfu_peak=dtype,
+                   master_weights=half, loss_scaling=dtype == "fp16")
