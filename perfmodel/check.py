@@ -18,7 +18,8 @@ from .cost.transformer import LayerShape
 from .errors import PerfModelError
 from .estimate import Estimate, Knobs, estimate, evaluate, layer_seconds, resolve_config
 from .evaluate import Setting
-from .mesh import Mesh, config_problems
+from .mesh import Mesh
+from .rules import config_problems
 from .reports import roofline_report
 from .specs import Config, Plan
 from .units import fmt_bytes, fmt_time
@@ -99,11 +100,11 @@ def _config_or_problem(plan: Plan) -> tuple[Config | None, list[Finding]]:
     except PerfModelError as e:
         return None, [Finding("PM102", str(e), "pick tp and pp whose product divides num_gpus")]
     return cfg, [Finding(rule, f"{fld}: {msg}", msg.split("; ")[-1] if "; " in msg else f"fix {fld}")
-                 for rule, fld, msg in config_problems(plan.model, plan.system, cfg)]
+                 for rule, fld, msg in config_problems(plan, cfg)]
 
 
 def _evaluate_variants(plan: Plan, cfgs: list[Config]) -> list[dict]:
-    valid = [c for c in cfgs if not config_problems(plan.model, plan.system, c)]
+    valid = [c for c in cfgs if not config_problems(plan, c)]
     if not valid:
         return []
     raw = evaluate(plan, Knobs.from_configs(valid))

@@ -19,7 +19,8 @@ from .errors import PerfModelError
 from .cost.memory import RECOMPUTE_CODES
 from .evaluate import BREAKDOWN_KEYS, MEMORY_KEYS, BlockCost, Setting, block_ops, evaluate
 from .knobs import Knobs
-from .mesh import Mesh, config_problems
+from .mesh import Mesh
+from .rules import config_problems
 from .specs import Config, Plan
 from .specs.parallel import Parallel
 
@@ -29,30 +30,38 @@ __all__ = ["Estimate", "Knobs", "estimate", "evaluate", "per_layer_ops", "resolv
 def resolve_config(plan: Plan, **overrides) -> Config:
     """Fill the knobs a plan leaves free with defaults for a single estimate.
 
-    Defaults: tp 1, pp 1, dp = num_gpus / (tp pp), vp 1, micro-batch 1, no SP,
-    no recompute, ZeRO 0, schedule 1f1b (interleaved when vp > 1).
+    Defaults: tp 1, pp 1, cp 1, ep 1, etp 1, dp = num_gpus / (tp pp cp), vp 1, micro-batch 1, no SP
+    (always SP for a mixture-of-experts model with tp > 1), no recompute, ZeRO 0, schedule 1f1b
+    (interleaved when vp > 1), CP exchange p2p, the default layer split.
     """
     fixed = plan.parallel.model_dump()
     fixed.update({k: v for k, v in overrides.items() if v is not None})
     par = Parallel(**fixed)
     n = plan.system.num_gpus
-    tp, pp = par.tp or 1, par.pp or 1
+    tp, pp, cp = par.tp or 1, par.pp or 1, par.cp or 1
     if par.dp is not None:
         dp = par.dp
-    elif n % (tp * pp):
-        raise PerfModelError(f"num_gpus({n}) is not divisible by tp({tp}) * pp({pp}) = {tp * pp}; "
+    elif n % (tp * pp * cp):
+        cps = f" * cp({cp})" if cp > 1 else ""
+        raise PerfModelError(f"num_gpus({n}) is not divisible by tp({tp}) * pp({pp}){cps} = {tp * pp * cp}; "
                              "pick tp and pp whose product divides the GPU count")
     else:
-        dp = n // (tp * pp)
+        dp = n // (tp * pp * cp)
     vp = par.vp or 1
     schedule = par.schedule or ("interleaved" if vp > 1 else "1f1b")
-    return Config(tp, pp, dp, vp, par.micro_batch_size or 1, plan.training.global_batch_size,
-                  bool(par.sequence_parallel), par.recompute or "none", par.zero_stage or 0, schedule)
+    sp = par.sequence_parallel
+    if sp is None:
+        sp = plan.model.is_moe and tp > 1
+    return Config(tp, pp, dp, vp, par.micro_batch_size or 1, plan.training.global_batch_size, bool(sp),
+                  par.recompute or "none", par.zero_stage or 0, schedule, cp=cp, ep=par.ep or 1, etp=par.etp or 1,
+                  cp_comm_type=par.cp_comm_type or "p2p",
+                  first_stage_layers=par.decoder_first_pipeline_num_layers or 0,
+                  last_stage_layers=par.decoder_last_pipeline_num_layers or 0)
 
 
 def validate_config(plan: Plan, cfg: Config) -> None:
     """Raise one PerfModelError listing every broken rule of ``cfg``."""
-    problems = config_problems(plan.model, plan.system, cfg)
+    problems = config_problems(plan, cfg)
     if problems:
         raise PerfModelError("; ".join(f"{fld}: {msg}" for _, fld, msg in problems))
 
@@ -143,16 +152,31 @@ def _warnings(plan: Plan, cfg: Config, v: dict) -> list[str]:
     return out
 
 
-def per_layer_ops(plan: Plan, cfg: Config) -> list[Op]:
-    """The timed operations of one layer for ``cfg``, for the --per-layer table."""
-    return block_ops(Setting.of(plan), decoder_layer, np.asarray(float(cfg.tp)),
-                     np.asarray(float(cfg.micro_batch_size)), np.asarray(cfg.sequence_parallel))
+def layer_kind(plan: Plan) -> str:
+    """The kind of layer most of the model is made of: "moe" or "dense"."""
+    pattern = plan.model.moe_pattern()
+    return "moe" if 2 * sum(pattern) > len(pattern) else "dense"
 
 
-def layer_seconds(plan: Plan, cfg: Config, recompute: str | None = None) -> tuple[float, float]:
+def _layer(plan: Plan, cfg: Config, kind: str | None):
+    f = lambda x: np.asarray(float(x))  # noqa: E731
+    return block_ops(Setting.of(plan), decoder_layer, f(cfg.tp), f(cfg.micro_batch_size),
+                     np.asarray(cfg.sequence_parallel), f(cfg.cp), f(cfg.ep), f(cfg.etp), cfg.cp_comm_type,
+                     moe=(kind or layer_kind(plan)) == "moe")
+
+
+def per_layer_ops(plan: Plan, cfg: Config, kind: str | None = None) -> list[Op]:
+    """The timed operations of one layer for ``cfg`` (of ``kind``, default the model's most common
+    kind), for the --per-layer table."""
+    return _layer(plan, cfg, kind)[0]
+
+
+def layer_seconds(plan: Plan, cfg: Config, recompute: str | None = None, kind: str | None = None):
     """(forward, backward) seconds of one layer for one micro-batch under ``cfg``, TP communication
     and the recompute of ``recompute`` (default: the configuration's) included."""
-    fwd, bwd = BlockCost.of(per_layer_ops(plan, cfg)).seconds(RECOMPUTE_CODES[recompute or cfg.recompute])
+    ops, block = _layer(plan, cfg, kind)
+    cost = BlockCost.of(ops, block, float(cfg.tp), float(cfg.ep), float(cfg.etp))
+    fwd, bwd = cost.seconds(RECOMPUTE_CODES[recompute or cfg.recompute])
     return float(fwd), float(bwd)
 
 

@@ -16,6 +16,10 @@ from .specs import Config
 
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
 SCHEDULE_NAMES = {v: k for k, v in SCHEDULE_CODES.items()}
+CP_COMM_CODES = {"p2p": 0, "a2a": 1}
+CP_COMM_NAMES = {v: k for k, v in CP_COMM_CODES.items()}
+CODES = {"recompute": RECOMPUTE_CODES, "schedule": SCHEDULE_CODES, "cp_comm_type": CP_COMM_CODES}
+NAMES = {"recompute": RECOMPUTE_NAMES, "schedule": SCHEDULE_NAMES, "cp_comm_type": CP_COMM_NAMES}
 
 
 @dataclass
@@ -31,12 +35,18 @@ class Knobs:
     recompute: np.ndarray
     zero_stage: np.ndarray
     schedule: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    etp: np.ndarray
+    cp_comm_type: np.ndarray
+    first_stage_layers: np.ndarray
+    last_stage_layers: np.ndarray
 
     @classmethod
     def from_configs(cls, cfgs: list[Config]) -> "Knobs":
         col = {f.name: [getattr(c, f.name) for c in cfgs] for f in fields(cls)}
-        col["recompute"] = [RECOMPUTE_CODES[r] for r in col["recompute"]]
-        col["schedule"] = [SCHEDULE_CODES[s] for s in col["schedule"]]
+        for name, codes in CODES.items():
+            col[name] = [codes[v] for v in col[name]]
         out = {k: np.array(v, dtype=bool if k == "sequence_parallel" else np.int64) for k, v in col.items()}
         return cls(**out)
 
@@ -52,7 +62,7 @@ class Knobs:
         return len(self.tp)
 
     def config(self, i: int, global_batch_size: int) -> Config:
-        return Config(int(self.tp[i]), int(self.pp[i]), int(self.dp[i]), int(self.vp[i]),
-                      int(self.micro_batch_size[i]), global_batch_size, bool(self.sequence_parallel[i]),
-                      RECOMPUTE_NAMES[int(self.recompute[i])], int(self.zero_stage[i]),
-                      SCHEDULE_NAMES[int(self.schedule[i])])
+        v = {f.name: getattr(self, f.name)[i] for f in fields(self)}
+        out = {k: (NAMES[k][int(x)] if k in NAMES else bool(x) if k == "sequence_parallel" else int(x))
+               for k, x in v.items()}
+        return Config(global_batch_size=global_batch_size, **out)

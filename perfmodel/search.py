@@ -23,8 +23,8 @@ from .errors import PerfModelError
 from .cost.memory import RECOMPUTE_CODES
 from .cost.pipeline import SCHEDULE_CODES
 from .estimate import Estimate, estimate, evaluate
-from .knobs import Knobs
-from .mesh import Facts, apply_masks, knob_contradictions
+from .knobs import CP_COMM_CODES, Knobs
+from .rules import apply_masks, facts, knob_contradictions
 from .specs import Plan
 
 CHUNK = 65536
@@ -67,57 +67,89 @@ def _expand(cols: dict[str, np.ndarray], name: str, values) -> dict[str, np.ndar
     return out
 
 
+CP_MIN_TOKENS = 1024  # cp is searched while each rank keeps at least this many tokens of a sequence
+
+
 def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
     """Every valid configuration as Knobs arrays, and what was rejected, by reason.
 
-    Candidates are built stage by stage as arrays (tp; then (tp, pp); then (mbs, vp) per pair; then
-    SP, recompute, ZeRO and schedule), and each stage drops what the mesh rules (perfmodel/mesh.py)
-    reject, counted by reason in that stage's unit. The rest of the rules hold by construction: dp is
-    num_gpus / (tp pp), SP only with tp > 1, ZeRO only with dp > 1, interleaving only with vp > 1."""
-    fx = plan.parallel
+    Candidates are built stage by stage as arrays (tp; (tp, cp, pp); (ep, etp); (mbs, vp); then SP,
+    recompute, ZeRO and schedule), and each stage drops what the rules (perfmodel/rules.py) reject,
+    counted by reason in that stage's unit. The rest hold by construction: dp is num_gpus / (tp cp pp),
+    SP only with tp > 1 (and always with MoE and tp > 1), ZeRO only with dp > 1, interleaving only with
+    vp > 1. cp is searched when attention is fused (Megatron-Core's CP needs it) while each rank keeps
+    CP_MIN_TOKENS tokens; ep and etp (1 or tp) only for mixture-of-experts models."""
+    fx, model, tr = plan.parallel, plan.model, plan.training
     _fixed_contradictions(fx)
-    model, n, gbs = plan.model, plan.system.num_gpus, plan.training.global_batch_size
-    L, gpn = model.num_layers, plan.system.gpus_per_node
+    n, gbs, L, seq = plan.system.num_gpus, tr.global_batch_size, model.num_layers, plan.seq_length
     counts: dict[str, int] = {}
 
-    def facts(c: dict, **extra) -> Facts:
-        knobs = {k: c[k] for k in ("tp", "pp", "dp", "vp", "micro_batch_size") if k in c}
-        return Facts(model.num_attention_heads, model.groups, L, n, gpn, gbs, **knobs, **extra)
+    def facts_of(c: dict) -> object:
+        knobs = {k: c[k] for k in ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "micro_batch_size",
+                                   "first_stage_layers", "last_stage_layers") if k in c}
+        return facts(model, plan.system, gbs, seq, tr, cp_comm=fx.cp_comm_type or "p2p", **knobs)
 
     def fixed(values, knob):
         v = getattr(fx, knob)
         return np.asarray([x for x in values if v is None or x == v], dtype=np.int64)
 
-    c = {"tp": fixed(divisors(n), "tp")}
-    c = _keep(c, apply_masks("tp", facts(c), np.ones(c["tp"].size, bool), counts, "tp values",
-                             allow_cross_node_tp))
-    c = _expand(c, "pp", fixed(divisors(n), "pp"))
-    c = _keep(c, n % (c["tp"] * c["pp"]) == 0)
-    c["dp"] = n // (c["tp"] * c["pp"])
-    c = _keep(c, apply_masks("pair", facts(c), np.ones(c["tp"].size, bool), counts, "(tp, pp) pairs"))
+    def masked(c, stage, unit, **kw):
+        return _keep(c, apply_masks(stage, facts_of(c), np.ones(c["tp"].size, bool), counts, unit, **kw))
+
+    c = masked({"tp": fixed(divisors(n), "tp")}, "tp", "tp values", cross_node_tp=allow_cross_node_tp)
+    cps = [fx.cp] if fx.cp else [d for d in divisors(n) if d == 1 or (tr.flash_attention and seq // d >= CP_MIN_TOKENS)]
+    c = _expand(_expand(c, "cp", cps), "pp", fixed(divisors(n), "pp"))
+    c = _keep(c, n % (c["tp"] * c["cp"] * c["pp"]) == 0)
+    c["dp"] = n // (c["tp"] * c["cp"] * c["pp"])
+    c["first_stage_layers"] = np.full(c["tp"].size, fx.decoder_first_pipeline_num_layers or 0)
+    c["last_stage_layers"] = np.full(c["tp"].size, fx.decoder_last_pipeline_num_layers or 0)
+    c = masked(c, "pair", "(tp, cp, pp) combinations")
     c = _keep(c, (fx.dp is None) | (c["dp"] == (fx.dp or 0)))
-    c = _keep(c, apply_masks("batch", facts(c), np.ones(c["tp"].size, bool), counts, "(tp, pp) pairs"))
-    # mbs divides global_batch / dp and vp divides the stage's layers, by construction
+    c = masked(c, "batch", "(tp, cp, pp) combinations")
+    experts = model.num_moe_experts or 0
+    c = _expand(c, "ep", fixed(divisors(experts) if experts else [1], "ep") if fx.ep is None else [fx.ep])
+    c = _expand(c, "etp", [fx.etp] if fx.etp is not None else [1, 0] if experts else [1])
+    c["etp"] = np.where(c["etp"] == 0, c["tp"], c["etp"])  # 0 stands for "etp = tp", Megatron's default
+    c = _dedupe_etp(c)
+    c = masked(c, "expert", "(ep, etp) pairs")
+    # mbs divides global_batch / dp; vp > 1 splits every stage into equal chunks (by construction)
     c = _expand(c, "micro_batch_size", fixed(divisors(gbs), "micro_batch_size"))
     c = _keep(c, (gbs // c["dp"]) % c["micro_batch_size"] == 0)
     c = _expand(c, "vp", fixed(divisors(L), "vp"))
-    c = _keep(c, (L // c["pp"]) % c["vp"] == 0)
-    alive = apply_masks("micro", facts(c), np.ones(c["tp"].size, bool), counts, "(mbs, vp) pairs")
-    c = _keep(c, alive)
+    c = _keep(c, (c["vp"] == 1) | (L % (c["pp"] * c["vp"]) == 0))
+    c = masked(c, "micro", "(mbs, vp) pairs")
+    return Space(Knobs(**_categorical(c, fx, experts > 0)), Counter(counts))
+
+
+def _dedupe_etp(c: dict) -> dict:
+    """etp 1 and etp = tp are the same candidate when tp = 1."""
+    key = np.stack([c[k] for k in c], axis=1)
+    _, first = np.unique(key, axis=0, return_index=True)
+    keep = np.zeros(len(key), bool)
+    keep[first] = True
+    return _keep(c, keep)
+
+
+def _categorical(c: dict, fx, moe: bool) -> dict:
+    """Expand SP, recompute, ZeRO and schedule over the combinations, keeping what is runnable."""
     c = _expand(c, "sequence_parallel", np.array([False, True]))
     c = _expand(c, "recompute", np.array([RECOMPUTE_CODES[fx.recompute]] if fx.recompute else [0, 1, 2]))
-    c = _expand(c, "zero_stage", fixed([0, 1, 2, 3], "zero_stage"))
+    c = _expand(c, "zero_stage", np.asarray([z for z in (0, 1, 2, 3) if fx.zero_stage in (None, z)]))
     c = _expand(c, "schedule", np.array(sorted(SCHEDULE_CODES.values())))
     interleaved = SCHEDULE_CODES["interleaved"]
-    ok = ((c["tp"] > 1) | ~c["sequence_parallel"]) & ((c["dp"] > 1) | (c["zero_stage"] == 0))
+    sp = c["sequence_parallel"].astype(bool)
+    ok = ((c["tp"] > 1) | ~sp) & ((c["dp"] * c["cp"] > 1) | (c["zero_stage"] == 0))
     ok &= (c["vp"] > 1) == (c["schedule"] == interleaved)
     if fx.sequence_parallel is not None:
-        ok &= c["sequence_parallel"] == fx.sequence_parallel
+        ok &= sp == fx.sequence_parallel
+    elif moe:
+        ok &= sp | (c["tp"] == 1)  # Megatron requires SP for MoE with TP
     if fx.schedule is not None:
         ok &= c["schedule"] == SCHEDULE_CODES[fx.schedule]
     c = _keep(c, ok)
     c["sequence_parallel"] = c["sequence_parallel"].astype(bool)
-    return Space(Knobs(**c), Counter(counts))
+    c["cp_comm_type"] = np.full(c["tp"].size, CP_COMM_CODES[fx.cp_comm_type or "p2p"])
+    return c
 
 
 KEEP = ("step_time_s", "total_bytes", "fits")
@@ -207,7 +239,10 @@ def _nothing_fits(plan: Plan, knobs: Knobs, res: dict) -> str:
            f"dp={cfg.dp} mbs={cfg.micro_batch_size} sp={cfg.sequence_parallel} recompute={cfg.recompute} "
            f"zero={cfg.zero_stage}) needs {need / 1e9:.1f} GB")
     n = plan.system.num_gpus
+    gpn = plan.system.gpus_per_node
     for factor in (2, 4, 8, 16):
+        if n * factor > gpn and (n * factor) % gpn:
+            continue  # not whole nodes
         bigger = plan.with_system(num_gpus=n * factor)
         space = enumerate_space(bigger)
         if len(space.knobs) and evaluate_chunked(bigger, space.knobs)["fits"].any():

@@ -17,6 +17,6 @@ def timed(builder=decoder_layer, *, b, s, t, sp=False, tp_bw=2.3e11, tp_alpha=3e
     """{op name: timed Op} of ``builder`` (decoder_layer, lm_head or embedding) on one GPU, bf16."""
     hw = Hardware.from_gpu(gpu if not isinstance(gpu, str) else presets.gpu(gpu), "bf16")
     block = builder(shape(**shape_kw), Options(flash=flash, persist_ln=persist_ln), b, s, t, sp)
-    ops = time_block(hw, block, gemm_bytes=2, t=np.asarray(float(t)), sp=np.asarray(sp),
+    ops = time_block(hw, block, gemm_bytes=2, sizes={"tp": np.asarray(float(t))}, sp=np.asarray(sp),
                      links={"tp": Link(np.asarray(tp_bw), np.asarray(tp_alpha))}, overlap=overlap)
     return {o.name: o for o in ops}, hw

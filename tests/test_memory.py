@@ -6,7 +6,7 @@ import pytest
 from perfmodel import presets
 from perfmodel.cost import memory as mem
 from perfmodel.cost import pipeline as pipe
-from perfmodel.cost.stages import equal_stages
+from perfmodel.cost.stages import build_stages
 from perfmodel.cost.transformer import LayerShape
 from perfmodel.specs import Precision
 from perfmodel.units import GB, GiB
@@ -38,7 +38,9 @@ def test_gpt3_preset_parameter_count():
 
 def test_most_loaded_stage_carries_the_embeddings():
     shape = LayerShape.of(presets.model("gpt3-175b"))
-    first, middle, last = mem.stage_params(shape, 2048, equal_stages(96, np.array([8.0])), 8, 8)[0]
+    stages = build_stages(96, [0] * 96, np.array([8]), np.array([12]), np.array([12]))
+    layer = mem.layer_params(shape) / 8
+    first, big, middle, last = stages.total([layer, 0.0], *mem.end_params(shape, 2048, 8, 8))[0]
     layers_only = 12 * (12 * 12288**2 + 13 * 12288) / 8
     assert first == pytest.approx(layers_only + 51200 * 12288 / 8 + 2048 * 12288)
     assert last == pytest.approx(layers_only + 51200 * 12288 / 8 + 12288)

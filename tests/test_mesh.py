@@ -9,7 +9,8 @@ from perfmodel import presets
 from perfmodel.check import check
 from perfmodel.errors import PerfModelError
 from perfmodel.estimate import estimate, resolve_config
-from perfmodel.mesh import RULES, Mesh
+from perfmodel.mesh import Mesh
+from perfmodel.rules import RULES, config_problems
 from perfmodel.search import enumerate_space
 
 GPT3 = "gpt3-175b"
@@ -40,7 +41,8 @@ def rejected(p) -> dict[str, int]:
 
 
 def test_every_rule_is_tested_here():
-    assert {r.id for r in RULES} == {"PM102", "PM103", "PM104", "PM105", "PM106", "PM107", "PM201"}
+    assert {r.id for r in RULES} == {"PM102", "PM103", "PM104", "PM105", "PM106", "PM107", "PM108", "PM109",
+                                     "PM201"}
 
 
 def test_pm102_product_of_the_degrees_is_the_gpu_count():
@@ -70,16 +72,29 @@ def test_fewer_kv_groups_than_tp_is_valid_everywhere():
     assert len(enumerate_space(p).knobs) > 0
 
 
-def test_pm104_layers_not_divisible_by_pp():
-    p = plan(custom(layers=100), tp=8, pp=8)
+def test_pm104_more_stages_than_layers():
+    p = plan(custom(layers=4), tp=8, pp=8)
     assert "PM104" in rules_in_check(p)
-    assert rejected(p) == {"pp does not divide the layers ((tp, pp) pairs)": 1}
+    assert rejected(p) == {"pp does not divide the layers ((tp, cp, pp) combinations)": 1}
+
+
+def test_pm104_interleaving_needs_equal_chunks():
+    p = plan(tp=8, pp=8, vp=5)  # 96 layers are not 8 x 5 chunks
+    assert "PM104" in rules_in_check(p)
+    space = enumerate_space(p)
+    assert len(space.knobs) == 0  # vp candidates are the ones that split every stage evenly
+
+
+def test_pm104_first_and_last_stage_layers_must_fit():
+    p = plan(tp=8, pp=8, decoder_first_pipeline_num_layers=50, decoder_last_pipeline_num_layers=50)
+    assert "PM104" in rules_in_check(p)
+    assert rejected(p) == {"pp does not divide the layers ((tp, cp, pp) combinations)": 1}
 
 
 def test_pm105_global_batch_not_divisible_by_dp_times_micro_batch():
     p = plan(gbs=100, tp=8, pp=8)  # dp 8
     assert "PM105" in rules_in_check(p)
-    assert rejected(p) == {"global batch not divisible by dp ((tp, pp) pairs)": 1}
+    assert rejected(p) == {"global batch not divisible by dp ((tp, cp, pp) combinations)": 1}
 
 
 def test_pm106_interleaving_needs_m_a_multiple_of_pp():
@@ -120,12 +135,11 @@ def test_pm201_tp_across_nodes():
 
 def test_search_space_breaks_no_rule():
     """What the masks let through, check's side of the same rules accepts."""
-    from perfmodel.mesh import config_problems
     p = plan()
     space = enumerate_space(p)
     rng = np.random.default_rng(1)
     for i in rng.choice(len(space.knobs), size=200, replace=False):
-        assert config_problems(p.model, p.system, space.knobs.config(int(i), 1536), False) == []
+        assert config_problems(p, space.knobs.config(int(i), 1536), False) == []
 
 
 # ---------------------------------------------------------------- placement
@@ -133,7 +147,7 @@ def test_search_space_breaks_no_rule():
 def test_megatron_core_order_puts_tp_innermost_then_dp_then_pp():
     system = plan().system
     m = Mesh(8, 8, 8, system)
-    assert m.order == ("tp", "cp", "ep", "dp", "pp")
+    assert m.order == ("tp", "cp", "dp", "pp")  # Megatron-Core's "tp-cp-ep-dp-pp" with EP folded out
     assert (m.stride("tp"), m.stride("dp"), m.stride("pp")) == (1, 8, 64)
     pp_first = Mesh(8, 8, 8, system.model_copy(update={"placement": "tp-pp-dp"}))
     assert (pp_first.stride("pp"), pp_first.stride("dp")) == (8, 64)

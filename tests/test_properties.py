@@ -8,7 +8,7 @@ from perfmodel.cost import collectives as coll
 from perfmodel.cost import memory as mem
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import sp
-from perfmodel.cost.stages import equal_stages
+from perfmodel.cost.stages import build_stages
 from perfmodel.cost.transformer import LayerShape
 
 ints = st.integers
@@ -51,10 +51,11 @@ def test_parameters_per_gpu_never_rise_with_tp(t_exp, pp, tied):
     t = 2**t_exp
     shape = LayerShape(hidden=12288, heads=96, groups=96, ffn=4 * 12288, vocab=51200, gated=False, bias=True,
                        norm="layernorm", learned_positions=True, tied=tied)
-    stages = equal_stages(96, np.array([float(pp)]))
-    a = mem.stage_params(shape, 2048, stages, t, pp).max()
-    b = mem.stage_params(shape, 2048, stages, 2 * t, pp).max()
-    assert b <= a
+    stages = build_stages(96, [0] * 96, np.array([pp]), np.array([96 // pp]), np.array([96 // pp]))
+
+    def most(tp):
+        return stages.present_max(stages.total([mem.layer_params(shape) / tp, 0.0], *mem.end_params(shape, 2048, tp, pp)))[0]
+    assert most(2 * t) <= most(t)
 
 
 @given(t=ints(2, 64), s=ints(1, 64), h=ints(1, 64), b=ints(1, 8))
@@ -94,6 +95,8 @@ def _totals_over_tp(pp, mbs, sp_on, rc, schedule):
     plan = presets.load_plan("gpt3-175b.yaml")
     tps = np.array([1, 2, 4, 8])
     n = len(tps)
-    k = Knobs(tps, np.full(n, pp), 512 // (tps * pp), np.ones(n, int), np.full(n, mbs),
-              np.array([sp_on and t > 1 for t in tps]), np.full(n, rc), np.zeros(n, int), np.full(n, schedule))
+    one, zero = np.ones(n, int), np.zeros(n, int)
+    k = Knobs(tps, np.full(n, pp), 512 // (tps * pp), one, np.full(n, mbs),
+              np.array([sp_on and t > 1 for t in tps]), np.full(n, rc), zero, np.full(n, schedule),
+              cp=one, ep=one, etp=one, cp_comm_type=zero, first_stage_layers=zero, last_stage_layers=zero)
     return evaluate(plan, k)["total_bytes"]

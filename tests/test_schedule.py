@@ -72,7 +72,7 @@ def test_estimate_uses_the_simulated_pipeline_when_stages_differ():
     tf, tb = est.stage_fwd_s, est.stage_bwd_s
     tt = [a + b for a, b in zip(tf, tb)]
     assert len(tt) == 8 and tt[0] == pytest.approx(v["stage_time_first_s"]) and tt[-1] == v["stage_time_last_s"]
-    assert tt[1:-1] == [v["stage_time_middle_s"]] * 6
+    assert tt[1:-1] == pytest.approx([v["stage_time_middle_s"]] * 6, rel=1e-12)
     sim = simulate(8, 48, 1, "1f1b", tf, tb)
     assert v["bubble"] == pytest.approx(sim.step_time - 48 * max(tt))
     assert v["bubble_simulated_over_step"] == pytest.approx(sim.bubble_over_step)

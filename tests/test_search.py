@@ -31,7 +31,8 @@ def test_results_multiply_out_to_the_gpu_count(gpt3):
     k = space.knobs
     assert ((k.tp * k.pp * k.dp) == 512).all()
     assert ((1536 % (k.dp * k.micro_batch_size)) == 0).all()
-    assert (96 % (k.pp * k.vp) == 0).all()
+    assert ((k.vp == 1) | (96 % (k.pp * k.vp) == 0)).all()  # interleaving needs equal chunks
+    assert (k.pp <= 96).all()  # uneven stages: any pp up to the layer count
     assert (96 % k.tp == 0).all() and (k.tp <= 8).all()
 
 
@@ -58,9 +59,18 @@ def test_contradicting_fixed_knobs(gpt3):
 
 
 def test_prime_gpu_count_has_no_configuration(gpt3):
-    seven = gpt3.with_system(num_gpus=7, gpus_per_node=8)
-    with pytest.raises(PerfModelError, match="no valid configuration for 7 GPUs"):
-        search(seven)
+    """97 GPUs: tp must divide the heads (1), pp = 97 exceeds the 96 layers, and dp = 97 does not divide the
+    global batch of 1536."""
+    prime = gpt3.with_system(num_gpus=97, gpus_per_node=1)
+    with pytest.raises(PerfModelError, match="no valid configuration for 97 GPUs"):
+        search(prime)
+
+
+def test_seven_gpus_hold_seven_uneven_stages(gpt3):
+    """pp = 7 does not divide 96 layers: Megatron-Core runs it with an uneven layout (14 on each middle
+    stage, fewer on the ends that carry the embedding and the LM head)."""
+    space = enumerate_space(gpt3.with_system(num_gpus=7, gpus_per_node=8).with_parallel(tp=1, pp=7))
+    assert len(space.knobs) > 0 and (space.knobs.pp == 7).all()
 
 
 def test_nothing_fits_names_the_smallest_change(gpt3):
@@ -96,7 +106,7 @@ def test_cli_plan_sort_memory(runner):
 
 @pytest.mark.parametrize("args,needle", [
     (["--top", "0"], "--top"),
-    (["--gpus", "7"], "no valid configuration for 7 GPUs"),
+    (["--gpus", "7", "--tp", "2"], "no valid configuration for 7 GPUs"),
     (["--gpus", "13"], "not a multiple of gpus_per_node"),
     (["--vp", "2", "--schedule", "1f1b"], "contradict"),
 ])

@@ -68,3 +68,16 @@ def group_spans_nodes(group_size, stride, gpus_per_node):
     """True where a group of group_size ranks, stride apart, leaves one node: stride * group_size >
     gpus_per_node (SPEC 1; the strides come from the rank order, perfmodel/mesh.py)."""
     return np.asarray(group_size) * np.asarray(stride) > gpus_per_node
+
+
+def all_to_all_time(size_bytes, n, ranks_per_node, intra_bw, intra_alpha, inter_bw, inter_alpha):
+    """Seconds of an all-to-all of ``size_bytes`` per rank over n ranks, ``ranks_per_node`` of them in
+    each node: every rank sends (n-1)/n of its data, 1/n to each peer (SPEC 3); the share for peers
+    in its own node goes over the intra-node link and the rest over the NIC at the same time, so
+    the slower part sets the time (NCCL's all-to-all posts every peer's send at once)."""
+    n = np.asarray(n, dtype=float)
+    r = np.clip(np.asarray(ranks_per_node, dtype=float), 1.0, np.maximum(n, 1.0))
+    per_peer = np.asarray(size_bytes, dtype=float) / np.maximum(n, 1.0)
+    intra = (r - 1) * (intra_alpha + per_peer / intra_bw)
+    inter = (n - r) * inter_alpha + (n - r) * per_peer / inter_bw
+    return np.maximum(intra, inter)

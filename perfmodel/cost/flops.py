@@ -16,11 +16,15 @@ from __future__ import annotations
 from .transformer import LayerShape, Options, decoder_layer, lm_head
 
 
-def layer_forward_flops(shape: LayerShape, b, s) -> dict[str, object]:
-    """Forward FLOPs of one whole layer (before TP) for b sequences, by GEMM, read off the layer's
-    description (cost/transformer.decoder_layer; SPEC 5)."""
-    block = decoder_layer(shape, Options(), b, s, 1, False)
-    return {g.name: g.flops for g in block.gemms()}
+def layer_forward_flops(shape: LayerShape, b, s, moe: bool = False) -> dict[str, object]:
+    """Forward FLOPs of one whole layer (before any parallelism) for b sequences, by GEMM, read off the
+    layer's description (cost/transformer.decoder_layer; SPEC 5). A MoE layer counts the k experts
+    each token is routed to, the router and the shared experts: the active FLOPs."""
+    block = decoder_layer(shape, Options(), b, s, 1, False, moe=moe)
+    out: dict[str, object] = {}
+    for g in block.gemms():
+        out[g.name] = out.get(g.name, 0.0) + g.flops
+    return out
 
 
 def logits_forward_flops(shape: LayerShape, b, s):
@@ -28,13 +32,21 @@ def logits_forward_flops(shape: LayerShape, b, s):
     return lm_head(shape, Options(), b, s, 1, False).matmul_flops()
 
 
-def model_flops(shape: LayerShape, B, s, L):
-    """Model FLOPs per step: 3 x forward (forward + 2x backward), no recompute (generalizes eq. 7)."""
-    fwd = decoder_layer(shape, Options(), B, s, 1, False).matmul_flops()
-    return 3.0 * (L * fwd + logits_forward_flops(shape, B, s))
+def _layers(shape: LayerShape, B, s, L, moe_layers):
+    dense = decoder_layer(shape, Options(), B, s, 1, False)
+    moe = decoder_layer(shape, Options(), B, s, 1, False, moe=True) if moe_layers else None
+    return dense, moe, L - moe_layers
 
 
-def hardware_flops(shape: LayerShape, B, s, L, recompute: str):
+def model_flops(shape: LayerShape, B, s, L, moe_layers: int = 0):
+    """Model FLOPs per step: 3 x forward (forward + 2x backward), no recompute, active experts only
+    (generalizes Korthikanti eq. 7; the attention core is counted over the whole s x s, as eq. 7 does)."""
+    dense, moe, n_dense = _layers(shape, B, s, L, moe_layers)
+    fwd = n_dense * dense.matmul_flops() + (moe_layers * moe.matmul_flops() if moe else 0.0)
+    return 3.0 * (fwd + logits_forward_flops(shape, B, s))
+
+
+def hardware_flops(shape: LayerShape, B, s, L, recompute: str, moe_layers: int = 0):
     """Hardware FLOPs per step under each paper's convention (SPEC 5).
 
     full: model + one more forward of every layer (Narayanan eq. 3: 4x forward).
@@ -42,13 +54,35 @@ def hardware_flops(shape: LayerShape, B, s, L, recompute: str):
     (Korthikanti eq. 8 counts it so: its s/(3h) term is twice eq. 7's s/(6h)).
     none: model FLOPs.
     """
-    layer = decoder_layer(shape, Options(), B, s, 1, False)
-    base = model_flops(shape, B, s, L)
+    dense, moe, n_dense = _layers(shape, B, s, L, moe_layers)
+    blocks = [(n_dense, dense)] + ([(moe_layers, moe)] if moe else [])
+    base = model_flops(shape, B, s, L, moe_layers)
     if recompute == "full":
-        return base + L * layer.matmul_flops()
+        return base + sum(n * blk.matmul_flops() for n, blk in blocks)
     if recompute == "selective":
-        return base + 3.0 * L * layer.matmul_flops(attention_core_only=True)
+        return base + 3.0 * sum(n * blk.matmul_flops(attention_core_only=True) for n, blk in blocks)
     return base
+
+
+def megatron_core_flops(shape: LayerShape, B, s, L, moe_layers: int = 0):
+    """FLOPs per step as Megatron-Core prints them (megatron/training/training.py,
+    num_floating_point_operations, 2025): 6 B s per token-weight product over the attention
+    projections, the dense MLPs, the k routed and the shared experts (the router not counted), the
+    attention core with the causal mask halving it (QK^T and AV: 2 x 2 B s^2 a d / 2 each pass), and
+    the logits. MLA counts its down- and up-projections and its core the same way."""
+    h, a, V = shape.hidden, shape.heads, shape.vocab
+    n = 3.0 if shape.gated else 2.0
+    if shape.kv_lora:
+        qk = shape.qk_nope + shape.qk_rope
+        q = shape.q_lora * (h + a * qk + 1) if shape.q_lora else h * a * qk
+        attn = (q + shape.kv_lora * (h + a * (shape.qk_nope + shape.v_head) + 1) + h * shape.qk_rope
+                + a * shape.v_head * h + s * a * qk / 2 + s * a * shape.v_head / 2)
+    else:
+        qd, kd = shape.heads * shape.d, shape.groups * shape.d
+        attn = h * (qd + 2 * kd) + qd * s / 2 * 2 + qd * h
+    mlp = h * (shape.ffn * n * (L - moe_layers)
+               + (shape.moe_ffn * shape.top_k * n + shape.shared_ffn * n) * moe_layers)
+    return B * s * (6.0 * mlp + 6.0 * attn * L + 6.0 * h * V)
 
 
 def korthikanti_model_flops(B, s, L, h, V):

@@ -62,24 +62,40 @@ class Hardware:
 
 @dataclass(frozen=True)
 class Link:
-    """Bandwidth (bytes/s, achievable) and latency (s) of a group's collectives, arrays."""
+    """Bandwidth (bytes/s, achievable) and latency (s) of a group's collectives, arrays: the link
+    that bounds a ring (the inter-node one as soon as the group spans nodes), and for an
+    all-to-all, which reaches every peer directly, the intra-node link and the group's ranks per
+    node too (None: all on the bounding link)."""
 
     bandwidth: np.ndarray
     latency: np.ndarray
+    intra_bandwidth: object = None
+    intra_latency: object = None
+    ranks_per_node: object = None
+
+    def seconds(self, kind: str, message, n):
+        """Time of one collective of ``message`` bytes over n ranks (SPEC 3)."""
+        if kind == "all-to-all" and self.ranks_per_node is not None:
+            return coll.all_to_all_time(message, n, self.ranks_per_node, self.intra_bandwidth, self.intra_latency,
+                                        self.bandwidth, self.latency)
+        return sum(coll.collective_time(kind, message, n, self.bandwidth, self.latency))
 
 
 def _gemm_time(hw: Hardware, M, K, N, dt, batch, core):
+    """Seconds of one GEMM at the roofline with the efficiency of its shape."""
     eff = gemm_efficiency(M, N, K, hw.num_sms, hw.gemm_eff, hw.k_overhead, batch, hw.tail_waves)
     return kernel_time(gemm_flops(M, K, N, batch), gemm_bytes(M, K, N, dt, batch), hw.peak, hw.hbm_bw,
                        eff * core, hw.hbm_eff * core, hw.overhead_s)
 
 
 def _time_gemm(hw: Hardware, g: Gemm, dt: float):
-    """(op, dgrad seconds, wgrad seconds)."""
+    """(op, dgrad seconds, wgrad seconds). Timed on ``time_rows`` rows where the slowest rank runs
+    more than the mean (routed experts); FLOPs and bytes stay the mean's."""
     core = hw.core_eff if g.attention_core else 1.0
-    fwd = _gemm_time(hw, g.M, g.K, g.N, dt, g.batch, core)
-    dgrad = _gemm_time(hw, g.M, g.N, g.K, dt, g.batch, core)
-    wgrad = _gemm_time(hw, g.K, g.M, g.N, dt, g.batch, core)
+    M = g.M if g.time_rows is None else g.time_rows
+    fwd = _gemm_time(hw, M, g.K, g.N, dt, g.batch, core)
+    dgrad = _gemm_time(hw, M, g.N, g.K, dt, g.batch, core)
+    wgrad = _gemm_time(hw, g.K, M, g.N, dt, g.batch, core)
     flops, nbytes = g.flops, g.bytes(dt)
     bound = ~is_memory_bound(flops, nbytes, hw.peak, hw.hbm_bw)
     return Op(g.name, "gemm", flops, nbytes, fwd, dgrad + wgrad, g.attention_core, bound), dgrad, wgrad
@@ -101,10 +117,12 @@ def _time_pointwise(hw: Hardware, p: Pointwise) -> Op:
 
 def _time_fused_attention(hw: Hardware, fa: FusedAttention) -> Op:
     """Flash attention at the GPU's fused-attention efficiency; its backward recomputes the scores
-    and does 2.5x the forward FLOPs over twice the I/O (Dao et al. 2022, Sec. 3.1)."""
+    and does 2.5x the forward FLOPs over twice the I/O (Dao et al. 2022, Sec. 3.1). A causal kernel
+    runs only the unmasked blocks (causal_fraction of the FLOPs)."""
     flops, io = fa.flops, fa.io_bytes
-    fwd = kernel_time(flops, io, hw.peak, hw.hbm_bw, hw.attn_eff, hw.hbm_eff, hw.overhead_s)
-    bwd = kernel_time(2.5 * flops, 2 * io, hw.peak, hw.hbm_bw, hw.attn_eff, hw.hbm_eff, hw.overhead_s)
+    run = flops * fa.causal_fraction
+    fwd = kernel_time(run, io, hw.peak, hw.hbm_bw, hw.attn_eff, hw.hbm_eff, hw.overhead_s)
+    bwd = kernel_time(2.5 * run, 2 * io, hw.peak, hw.hbm_bw, hw.attn_eff, hw.hbm_eff, hw.overhead_s)
     return Op(fa.name, "attention", flops, io, fwd, bwd, True, ~is_memory_bound(flops, io, hw.peak, hw.hbm_bw))
 
 
@@ -115,30 +133,39 @@ def overlapped(hw: Hardware, comm_s, window_s, overlap: bool):
     return coll.overlapped_time(comm_s, window_s, hw.overlap_penalty) if overlap else comm_s
 
 
-def _time_collective(hw: Hardware, c: Collective, t, sp, link: Link, passes: dict, overlap: bool) -> Op:
-    """A group's transfers of each pass: all-reduce and its halves (a reduce-scatter or an all-gather
-    take the same ring time, SPEC 3), each run when its condition holds, behind its GEMM pass if any."""
+def _time_collective(hw: Hardware, c: Collective, n, sp, link: Link, passes: dict, overlap: bool) -> Op:
+    """A group's transfers of each pass over its n ranks: all-reduce and its halves (a reduce-scatter or
+    an all-gather take the same ring time, SPEC 3), all-to-all, and point-to-point ring steps; each
+    runs when its condition holds, ``repeat`` times, each behind ``share`` of its op pass if any."""
     sp = np.asarray(sp, dtype=bool)
     on = {"always": np.ones(sp.shape, dtype=bool), "sp": sp, "no_sp": ~sp}
-    seconds = {kind: sum(coll.collective_time(kind, c.message, t, link.bandwidth, link.latency))
-               for kind in ("all-reduce", "reduce-scatter")}
-    seconds["all-gather"] = seconds["reduce-scatter"]
+
+    def seconds(x):
+        msg = c.message * x.scale
+        return link.seconds(x.kind, msg, 2 if x.kind == "p2p" else n)
 
     def total(transfers):
         out = np.zeros(np.broadcast(np.asarray(c.message), sp).shape)
         for x in transfers:
-            s = seconds[x.kind] if x.behind is None else overlapped(hw, seconds[x.kind], passes[x.behind], overlap)
-            out = out + np.where(on[x.when], s, 0.0)
+            one = seconds(x)
+            if x.behind is not None:
+                one = overlapped(hw, one, passes[x.behind] * x.share, overlap)
+            out = out + np.where(on[x.when], x.repeat * one, 0.0)
         return out
-    wire = sum(np.where(on[x.when], coll.bytes_per_rank(x.kind, c.message, t), 0.0) for x in c.fwd)
-    zero = np.zeros(np.shape(wire))
-    return Op(c.name, "comm", zero, wire + zero, total(c.fwd), total(c.bwd), c.attention_core)
+
+    def wire(x):
+        if x.kind == "p2p":
+            return x.repeat * c.message * x.scale
+        return coll.bytes_per_rank(x.kind, c.message * x.scale, n)
+    bytes_ = sum((np.where(on[x.when], wire(x), 0.0) for x in c.fwd), np.zeros(sp.shape))
+    zero = np.zeros(np.shape(bytes_))
+    return Op(c.name, "comm", zero, bytes_ + zero, total(c.fwd), total(c.bwd), c.attention_core)
 
 
-def time_block(hw: Hardware, block: Block, *, gemm_bytes: float, t, sp, links: dict[str, Link],
+def time_block(hw: Hardware, block: Block, *, gemm_bytes: float, sizes: dict, sp, links: dict[str, Link],
                overlap: bool = True) -> list[Op]:
-    """Every op of ``block`` timed on one GPU, in the block's order. GEMMs are timed first, since a
-    collective may hide behind a later GEMM's backward."""
+    """Every op of ``block`` timed on one GPU, in the block's order. Compute is timed first, since a
+    collective may hide behind a later op's pass. ``sizes`` and ``links``: each group's degree and link."""
     timed: dict[int, Op] = {}
     passes: dict[tuple[str, str], np.ndarray] = {}
     for i, op in enumerate(block.ops):
@@ -148,7 +175,9 @@ def time_block(hw: Hardware, block: Block, *, gemm_bytes: float, t, sp, links: d
             timed[i] = _time_fused_attention(hw, op)
         elif isinstance(op, Pointwise):
             timed[i] = _time_pointwise(hw, op)
+        if i in timed:
+            passes[(op.name, "fwd")], passes[(op.name, "bwd")] = timed[i].fwd_s, timed[i].bwd_s
     for i, op in enumerate(block.ops):
         if isinstance(op, Collective):
-            timed[i] = _time_collective(hw, op, t, sp, links[op.group], passes, overlap)
+            timed[i] = _time_collective(hw, op, sizes[op.group], sp, links[op.group], passes, overlap)
     return [timed[i] for i in range(len(block.ops))]

@@ -21,7 +21,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs.precision import Precision
-from .stages import Stages
 from .transformer import LayerShape, Options, decoder_layer, embedding, lm_head
 
 BF16_ADAM = Precision.of("bf16", False, "adam")
@@ -47,22 +46,23 @@ def head_params(shape: LayerShape):
     return lm_head(shape, Options(), 1, 1, 1, False).params()
 
 
-def total_params(shape: LayerShape, L, s):
+def total_params(shape: LayerShape, L, s, moe_layers: int = 0):
     """All parameters of the model (Narayanan 2021: 12lh^2(1 + 13/(12h) + (V+s)/(12lh)) for GPT,
-    plus the final norm's)."""
-    return L * layer_params(shape) + embedding_params(shape, s) + head_params(shape)
+    plus the final norm's); a MoE layer counts every routed expert."""
+    moe = decoder_layer(shape, Options(), 1, 1, 1, False, moe=True).params() if moe_layers else 0
+    return (L - moe_layers) * layer_params(shape) + moe_layers * moe + embedding_params(shape, s) + head_params(shape)
 
 
-def stage_params(shape: LayerShape, s, stages: Stages, tp, pp):
-    """Parameters per GPU of each stage class (SPEC 6): its layers split t ways; the word embedding
-    (V h / t) and the learned positions (not split) on the embedding's stage; the output layer (V h / t)
-    on the head's stage, a copy even when tied if p > 1 (Megatron keeps it there and all-reduces its
-    gradients), with the final norm counted as h there. Arrays (configurations x classes)."""
+def end_params(shape: LayerShape, s, tp, pp):
+    """(embedding, head) parameters per GPU on the stages that hold them (SPEC 6): the word embedding
+    (V h / t) and the learned positions (not split); the output layer (V h / t), a copy even when tied
+    if p > 1 (Megatron keeps it there and all-reduces its gradients), with the final norm counted as h
+    there."""
     tp, pp = np.asarray(tp, dtype=float), np.asarray(pp, dtype=float)
     word = shape.vocab * shape.hidden / tp
     positions = shape.hidden * s if shape.learned_positions else 0
     head = np.where((pp > 1) | (not shape.tied), word, 0.0) + np.where(pp > 1, shape.hidden, 0.0)
-    return stages.total(layer_params(shape) / tp, word + positions, head)
+    return word + positions, head
 
 
 def model_state_bytes(params, dp=1, zero_stage=0, precision: Precision = BF16_ADAM):

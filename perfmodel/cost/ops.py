@@ -1,11 +1,14 @@
 """The vocabulary a layer is described in: GEMMs, pointwise kernels and collectives, as data.
 
 A layer description (cost/transformer.py) is a list of these; everything else reads it:
-FLOP and parameter counts (cost/flops.py, cost/memory.py), the roofline rows of
-`perfmodel roofline` and check PM203, the per-op times (cost/layer.py) and the
-attention core that selective recompute repeats. Shapes are those of one rank,
-numpy arrays broadcast over configurations; ``shard`` names the parallel dimension
-that split them, so the whole-layer figure is one multiplication away.
+FLOP and parameter counts (cost/flops.py, cost/memory.py), stored activations, the roofline
+rows of `perfmodel roofline` and check PM203, the per-op times (cost/layer.py) and the
+attention core that selective recompute repeats. Shapes are those of one rank, numpy arrays
+broadcast over configurations; ``shard`` names the parallel dimension that split them.
+
+Stored activations (Korthikanti et al. 2022, Sec. 4.1) are attached to the op that keeps them
+for its backward: ``saved`` bytes survive selective recompute, ``saved_core`` bytes (the s x s
+softmax output, dropout mask and dropout output) are what selective recompute drops.
 
 Units: elements, FLOPs, bytes, seconds.
 """
@@ -19,11 +22,11 @@ import numpy as np
 
 from .roofline import gemm_bytes, gemm_flops
 
-# How tensor parallelism splits an op (Shoeybi et al. 2019, Megatron-LM, Sec. 3):
-#   column: the GEMM's N (output features) is split t ways;   row: its K (input features);
-#   heads: the attention core's batch of heads;   tokens: token-wise kernels under SP
-#   (Korthikanti et al. 2022, Sec. 4.2.2); replicated: every rank runs it whole.
-Shard = Literal["column", "row", "heads", "tokens", "replicated"]
+# How an op is split (Shoeybi et al. 2019, Megatron-LM, Sec. 3; Korthikanti 2022, Sec. 4.2.2):
+#   column: a GEMM's N (output features) split over TP;   row: its K (input features);
+#   heads: the attention core's batch of heads;   tokens: token-wise kernels under SP;
+#   experts: routed experts over EP (and their inner size over ETP);   replicated: every rank.
+Shard = Literal["column", "row", "heads", "tokens", "experts", "replicated"]
 
 
 @dataclass(frozen=True)
@@ -31,8 +34,9 @@ class Gemm:
     """C (M x N) = A (M x K) B (K x N), ``batch`` independent products, on one rank.
 
     Backward is two GEMMs of the same FLOPs: the input gradient (M x N x K) and the weight
-    gradient (K x M x N). ``params`` counts the whole layer's weights and bias of this GEMM
-    (0 for an activation x activation product such as QK^T)."""
+    gradient (K x M x N). ``params`` counts the whole model's weights and bias of this GEMM
+    (0 for an activation x activation product such as QK^T). ``time_rows``: the rows the
+    slowest rank really runs (routed experts: the busiest rank's share), when not M."""
 
     name: str
     M: np.ndarray
@@ -42,6 +46,9 @@ class Gemm:
     shard: Shard
     params: float = 0.0
     attention_core: bool = False  # repeated by selective recompute (Korthikanti 2022, Sec. 5)
+    saved: object = 0.0
+    saved_core: object = 0.0
+    time_rows: object = None
 
     @property
     def flops(self):
@@ -56,13 +63,17 @@ class Gemm:
 @dataclass(frozen=True)
 class FusedAttention:
     """Flash attention (Dao et al. 2022): the core's GEMMs in one kernel that keeps the s x s
-    scores on chip. FLOPs are those of its GEMMs; HBM traffic is Q, K, V in and the output out."""
+    scores on chip. FLOPs are those of its GEMMs; a causal kernel skips the masked half of the
+    blocks (``causal_fraction``). HBM traffic is Q, K, V in and the output out."""
 
     name: str
     gemms: tuple[Gemm, ...]
     io_bytes: np.ndarray
+    causal_fraction: float = 1.0
     shard: Shard = "heads"
     attention_core: bool = True
+    saved: object = 0.0
+    saved_core: object = 0.0
 
     @property
     def flops(self):
@@ -73,7 +84,7 @@ class FusedAttention:
 class Pointwise:
     """A memory-bound kernel over ``elements`` (one rank): bytes per element read and written
     forward and backward (0: no kernel in that pass), FLOPs per element. ``params``: the
-    whole layer's parameters it owns (a norm's gamma and beta)."""
+    whole model's parameters it owns (a norm's gamma and beta)."""
 
     name: str
     elements: np.ndarray
@@ -83,18 +94,23 @@ class Pointwise:
     shard: Shard
     params: float = 0.0
     attention_core: bool = False
+    saved: object = 0.0
+    saved_core: object = 0.0
 
 
 @dataclass(frozen=True)
 class Transfer:
-    """One collective of a pass: its kind (a whole all-reduce, or one half of it: a
-    reduce-scatter or an all-gather, the same ring time), when it runs (always, only under
-    sequence parallelism, or only without it), and the GEMM pass it overlaps, if any:
-    (GEMM name, "dgrad" or "wgrad")."""
+    """One collective of a pass: its kind; when it runs (always, only under sequence parallelism,
+    or only without it); the op pass it overlaps, if any: (op name, "dgrad" | "wgrad" | "fwd" |
+    "bwd"); ``repeat`` times in a row, each overlapping ``share`` of that pass (a ring's steps);
+    and a multiple of the message it moves (the backward of a ring moves K, V and their gradients)."""
 
-    kind: Literal["all-reduce", "reduce-scatter", "all-gather"]
+    kind: Literal["all-reduce", "reduce-scatter", "all-gather", "all-to-all", "p2p"]
     when: Literal["always", "sp", "no_sp"] = "always"
     behind: tuple[str, str] | None = None
+    repeat: object = 1
+    share: object = 1.0
+    scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -103,11 +119,13 @@ class Collective:
     and of the backward pass. Wire bytes per rank are those of the forward transfers."""
 
     name: str
-    group: Literal["tp"]
+    group: Literal["tp", "cp", "ep", "etp"]
     message: np.ndarray
     fwd: tuple[Transfer, ...]
     bwd: tuple[Transfer, ...]
     attention_core: bool = False
+    saved: object = 0.0
+    saved_core: object = 0.0
 
 
 OpDesc = Gemm | FusedAttention | Pointwise | Collective
@@ -115,10 +133,12 @@ OpDesc = Gemm | FusedAttention | Pointwise | Collective
 
 @dataclass(frozen=True)
 class Block:
-    """A described piece of the model: a decoder layer, the embedding, or the LM head."""
+    """A described piece of the model: a decoder layer, the embedding, or the LM head.
+    ``input_bytes``: the block's input per rank, all that full recompute keeps."""
 
     name: str
     ops: tuple[OpDesc, ...]
+    input_bytes: object = 0.0
 
     def gemms(self) -> list[Gemm]:
         """Every GEMM, the fused attention's included (the roofline's rows)."""
@@ -134,3 +154,11 @@ class Block:
     def params(self):
         """Parameters the block owns, whole (before any sharding)."""
         return sum(op.params for op in self.ops if isinstance(op, (Gemm, Pointwise)))
+
+    def activation_bytes(self, recompute: int):
+        """Bytes kept for the backward per micro-batch (Korthikanti 2022, Sec. 4-5): everything
+        (0 none), all but the attention core's s x s tensors (1 selective), the input (2 full)."""
+        kept = sum((op.saved for op in self.ops), 0.0)
+        core = sum((op.saved_core for op in self.ops), 0.0)
+        rc = np.asarray(recompute)
+        return np.where(rc == 2, self.input_bytes, np.where(rc == 1, kept, kept + core))

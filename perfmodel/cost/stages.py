@@ -1,12 +1,18 @@
 """Pipeline stages as arrays: layers, time and memory per stage (SPEC 7-8; Narayanan 2021, Sec. 2.2).
 
 Stages come in classes of identical stages, run-length encoded: for each configuration (row)
-and class (column), how many layers each stage of the class holds, how many stages the class
-has, the index of its first stage, and whether it holds the embedding or the LM head. A
-search over 20,000 configurations with up to 96 stages then costs a few columns, not 96; and
-``expand`` gives the plain per-stage list the schedule simulator reads. Today's split is
-``equal_stages``: a first stage (embedding), middle stages and a last stage (LM head), L/p
-layers each; unequal splits are other constructors, and nothing downstream changes.
+and class (column), how many layers of each kind (dense, MoE) a stage of the class holds, how
+many stages the class has, the index of its first stage, and whether it holds the embedding or
+the LM head. A search over 100,000 configurations with up to 126 stages then costs four columns,
+not 126; ``expand`` gives the plain per-stage list the schedule simulator reads.
+
+The classes are: the first stage (embedding), the middle stages with one layer more, the middle
+stages with one layer less, and the last stage (LM head). Megatron's default split is even
+(L/p each); Megatron-Core also takes the first and last stage's layer counts
+(--decoder-first/last-pipeline-num-layers) or a whole layout (--pipeline-model-parallel-layout),
+so a split where p does not divide L is runnable, and ``split_layers`` chooses the one whose
+slowest stage is fastest. Where a class's stages hold different mixes of dense and MoE layers, the
+class carries their mean.
 """
 
 from __future__ import annotations
@@ -15,10 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+KINDS = ("dense", "moe")
+
 
 @dataclass(frozen=True)
 class Stages:
-    """(configurations x classes) arrays; a class with count 0 is absent."""
+    """(configurations x classes) arrays; ``layers`` has a trailing axis of layer kinds (KINDS)."""
 
     layers: np.ndarray
     count: np.ndarray
@@ -27,11 +35,11 @@ class Stages:
     head: np.ndarray
 
     def total(self, per_layer, embedding, head):
-        """Per class: layers x per_layer, plus the embedding's and the head's share where held.
-        Arguments are per-configuration arrays (or scalars)."""
+        """Per class: the layers of each kind times that kind's per-layer figure, plus the embedding's
+        and the head's share where held. ``per_layer`` is one per-configuration array per kind."""
         col = lambda x: np.asarray(x, dtype=float)[..., None] if np.ndim(x) else x  # noqa: E731
-        return (self.layers * col(per_layer) + np.where(self.embedding, col(embedding), 0.0)
-                + np.where(self.head, col(head), 0.0))
+        out = sum(self.layers[..., k] * col(x) for k, x in enumerate(per_layer))
+        return out + np.where(self.embedding, col(embedding), 0.0) + np.where(self.head, col(head), 0.0)
 
     def slowest(self, per_class) -> np.ndarray:
         """Index of the largest present class per configuration (ties: the earlier class)."""
@@ -45,6 +53,9 @@ class Stages:
         """Mean over all stages: sum(count x value) / pp."""
         return (self.count * per_class).sum(axis=1) / pp
 
+    def present_max(self, per_class):
+        return np.where(self.count > 0, per_class, -np.inf).max(axis=1)
+
     def expand(self, per_class, row: int = 0) -> list[float]:
         """The per-stage list of one configuration, first stage first."""
         out: list[tuple[int, float]] = []
@@ -53,16 +64,81 @@ class Stages:
             out += [(start + i, float(per_class[row, c])) for i in range(n)]
         return [v for _, v in sorted(out)]
 
+    def layer_counts(self, row: int = 0) -> list[float]:
+        """Layers on each stage of one configuration (all kinds), first stage first."""
+        return self.expand(self.layers.sum(axis=-1), row)
 
-def equal_stages(L, pp) -> Stages:
-    """L/p layers on each of p stages: first (embedding), p-2 middle, last (LM head); with p = 1 the
-    one stage holds both (Megatron's default split)."""
-    pp = np.asarray(pp, dtype=float)
+
+def split_layers(L, pp, vp, first, last, t_layer, t_first_extra, t_last_extra):
+    """(first, last) stage layer counts per configuration. Given (> 0) counts are kept; otherwise the
+    split is even when p divides L (Megatron's default) or interleaved (vp > 1 needs equal chunks), and
+    else the one that minimizes the slowest stage, max(f t + e_first, l t + e_last, ceil(rest/(p-2)) t),
+    over every f, l (the search's "uneven stages"); the middle stages share the rest as evenly as it goes."""
+    pp = np.asarray(pp, dtype=np.int64)
+    first, last = np.asarray(first, dtype=np.int64), np.asarray(last, dtype=np.int64)
+    even = (L % np.maximum(pp, 1) == 0) | (np.asarray(vp) > 1)
+    q = L // np.maximum(pp, 1)
+    f_out = np.where(first > 0, first, np.where(even, q, 0))
+    l_out = np.where(last > 0, last, np.where(even, q, 0))
+    todo = ~even & (first == 0) & (last == 0) & (pp > 1)
+    if todo.any():
+        f_best, l_best = _balanced(L, pp[todo], np.asarray(t_layer, float)[todo],
+                                   np.asarray(t_first_extra, float)[todo], np.asarray(t_last_extra, float)[todo])
+        f_out, l_out = f_out.copy(), l_out.copy()
+        f_out[todo], l_out[todo] = f_best, l_best
+    # one of first/last given: the other takes an even share of what is left
+    one = (pp > 1) & ((first > 0) ^ (last > 0))
+    share = np.where(first > 0, L - first, L - last) // np.maximum(pp - 1, 1)
+    f_out = np.where(one & (first == 0), share, f_out)
+    l_out = np.where(one & (last == 0), np.where(pp == 2, L - f_out, share), l_out)
+    l_out = np.where((pp == 2) & (last == 0) & (first > 0), L - first, l_out)
+    return np.where(pp == 1, L, f_out), np.where(pp == 1, 0, l_out)
+
+
+def _balanced(L, pp, t, e_first, e_last):
+    """The (f, l) minimizing the slowest stage, over a grid of candidates per configuration."""
+    top = int(np.max(-(-L // pp))) + 1
+    cand = np.arange(0, top + 1)
+    f = cand[None, :, None]
+    lc = cand[None, None, :]
+    p = pp[:, None, None]
+    rest = L - f - lc
+    mid = np.where(p > 2, -(-rest // np.maximum(p - 2, 1)), 0)
+    ok = np.where(p > 2, rest >= p - 2, rest == 0) & (f >= 1) & (lc >= 1)
+    span = np.maximum(np.maximum(f * t[:, None, None] + e_first[:, None, None],
+                                 lc * t[:, None, None] + e_last[:, None, None]), mid * t[:, None, None])
+    span = np.where(ok, span, np.inf)
+    flat = span.reshape(len(pp), -1)
+    # among equal spans prefer the split closest to even (largest f + l), so ties never starve a stage
+    bonus = np.broadcast_to(f + lc, span.shape).reshape(len(pp), -1) / max(L, 1)
+    score = np.where(np.isfinite(flat), flat * (1 - 1e-12 * bonus), np.inf)
+    best = np.argmin(score, axis=1)
+    return best // (top + 1), best % (top + 1)
+
+
+def build_stages(L, moe_pattern, pp, first, last) -> Stages:
+    """Stage classes for first/last layer counts: first (embedding), middle stages with one layer more,
+    middle stages with one layer less, last (LM head); with p = 1 the one stage holds both ends.
+    ``moe_pattern`` marks each layer MoE (1) or dense (0)."""
+    pp = np.asarray(pp, dtype=np.int64)
     n = pp.shape[0]
-    per = (L / pp)[:, None] * np.ones((n, 3))
+    first, last = np.asarray(first, dtype=np.int64), np.asarray(last, dtype=np.int64)
     single = pp == 1
-    count = np.stack([np.ones(n), np.maximum(pp - 2, 0), np.where(single, 0.0, 1.0)], axis=1)
-    first_index = np.stack([np.zeros(n), np.ones(n), np.where(single, 0.0, pp - 1)], axis=1)
-    embedding = np.stack([np.ones(n, bool), np.zeros(n, bool), np.zeros(n, bool)], axis=1)
-    head = np.stack([single, np.zeros(n, bool), np.ones(n, bool)], axis=1)
-    return Stages(per, count, first_index, embedding, head)
+    middles = np.maximum(pp - 2, 0)
+    rest = np.where(single, 0, L - first - last)
+    q = rest // np.maximum(middles, 1)
+    r = np.where(middles > 0, rest - q * middles, 0)
+    count = np.stack([np.ones(n), r, middles - r, np.where(single, 0, 1)], axis=1).astype(float)
+    sizes = np.stack([first, q + 1, q, last], axis=1)
+    starts = np.stack([np.zeros(n, np.int64), first, first + r * (q + 1), L - last], axis=1)
+    first_index = np.stack([np.zeros(n), np.ones(n), 1 + r, np.where(single, 0, pp - 1)], axis=1).astype(float)
+    moe_cum = np.concatenate([[0], np.cumsum(np.asarray(moe_pattern, dtype=float))])
+    span = np.stack([sizes[:, 0], r * (q + 1), (middles - r) * q, sizes[:, 3]], axis=1)
+    moe_in = moe_cum[np.clip(starts + span, 0, L)] - moe_cum[np.clip(starts, 0, L)]
+    moe_per_stage = np.where(count > 0, moe_in / np.maximum(count, 1), 0.0)
+    total = sizes.astype(float)
+    layers = np.stack([total - moe_per_stage, moe_per_stage], axis=-1)
+    embedding = np.zeros((n, 4), bool)
+    embedding[:, 0] = True
+    head = np.stack([single, np.zeros(n, bool), np.zeros(n, bool), ~single], axis=1)
+    return Stages(layers, count, first_index, embedding, head)

@@ -38,28 +38,35 @@ def pipeline_comm(p2p_s, pp, m, vp):
     return np.where(pp > 1, 2.0 * m * vp * p2p_s, 0.0)
 
 
-def data_parallel_comm(params, dp, zero, precision: Precision, dp_link, window_s, overlap: bool, penalty: float):
-    """(exposed gradient reduction plus ZeRO's parameter all-gather, that all-gather alone) in seconds,
-    over the DP group (ring, SPEC 3).
+def data_parallel_comm(groups, zero, precision: Precision, window_s, overlap: bool, penalty: float):
+    """(exposed gradient reduction plus ZeRO's parameter all-gathers, those all-gathers alone) in seconds.
 
-    Gradients (``precision.gradient_bytes`` each) are all-reduced, or reduce-scattered under ZeRO >= 1
-    (Rajbhandari 2020); the reduction can hide behind the last micro-batch's backward
-    (``window_s``), at the contention cost of any overlapped collective; ZeRO's all-gather of the
-    updated 16-bit parameters comes after the optimizer step and cannot."""
-    grads = params * precision.gradient_bytes
-    t_ar = sum(coll.collective_time("all-reduce", grads, dp, dp_link.bandwidth, dp_link.latency))
-    t_rs = sum(coll.collective_time("reduce-scatter", grads, dp, dp_link.bandwidth, dp_link.latency))
-    t_ag = sum(coll.collective_time("all-gather", params * precision.weight_bytes, dp, dp_link.bandwidth,
-                                    dp_link.latency))
-    reduce = np.where(dp > 1, np.where(zero >= 1, t_rs, t_ar), 0.0)
+    ``groups``: (parameters on this GPU, group size, Link) for each set of parameters reduced over its
+    own data-parallel group: the dense ones over dp x cp, the routed experts' over the expert-data-
+    parallel ranks (Megatron-Core). Gradients (``precision.gradient_bytes`` each) are all-reduced
+    (ring, SPEC 3), or reduce-scattered under ZeRO >= 1 (Rajbhandari 2020); the reduction can hide
+    behind the last micro-batch's backward (``window_s``), at the contention cost of any overlapped
+    collective; ZeRO's all-gather of the updated 16-bit parameters comes after the optimizer step
+    and cannot."""
+    reduce, gather, gather_exposed = 0.0, 0.0, 0.0
+    for params, n, link in groups:
+        grads = params * precision.gradient_bytes
+        t_ar = sum(coll.collective_time("all-reduce", grads, n, link.bandwidth, link.latency))
+        t_rs = sum(coll.collective_time("reduce-scatter", grads, n, link.bandwidth, link.latency))
+        t_ag = sum(coll.collective_time("all-gather", params * precision.weight_bytes, n, link.bandwidth,
+                                        link.latency))
+        active = (n > 1) & (params > 0)
+        reduce = reduce + np.where(active, np.where(zero >= 1, t_rs, t_ar), 0.0)
+        gather = gather + np.where(active, t_ag, 0.0)
+        gather_exposed = gather_exposed + np.where(active & (zero >= 1), t_ag, 0.0)
     if overlap:
         reduce = coll.overlapped_time(reduce, window_s, penalty)
-    return reduce + np.where((dp > 1) & (zero >= 1), t_ag, 0.0), t_ag
+    return reduce + gather_exposed, gather
 
 
-def zero3_comm(t_gather, dp, zero, m):
+def zero3_comm(t_gather, zero, m):
     """ZeRO-3 gathers the weights again for every micro-batch's forward and backward. Seconds per step."""
-    return np.where((zero >= 3) & (dp > 1), 2.0 * m * t_gather, 0.0)
+    return np.where(zero >= 3, 2.0 * m * t_gather, 0.0)
 
 
 def optimizer_step_bytes(p: Precision) -> float:

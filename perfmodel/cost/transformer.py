@@ -1,11 +1,13 @@
-"""The GPT/Llama decoder layer, the embedding and the LM head, described as data (cost/ops.py).
+"""The decoder layers, the embedding and the LM head, described as data (cost/ops.py).
 
 Megatron tensor parallelism (Shoeybi et al. 2019; seed 000, 2.3): QKV and MLP-up are
 column-parallel (N split t ways), the output projection and MLP-down row-parallel (K split
 t ways); forward one all-reduce of b s h elements after attention and one after the MLP,
 backward two more at the column-parallel inputs. With SP (Korthikanti et al. 2022; seed 002)
 each all-reduce becomes a reduce-scatter plus an all-gather, and the token-wise regions
-(norms, dropout, residual) work on s/t tokens.
+(norms, dropout, residual) work on s/t tokens. Context parallelism (Megatron-Core CP; SPEC 11)
+gives each rank s/cp tokens; experts (Megatron-Core MoE; SPEC 11) receive their tokens by
+all-to-all over the EP group.
 
 Memory-bound kernels follow Megatron-LM's GPT layer (megatron/model/transformer.py,
 2021-2022): besides the fused norm, softmax, dropout and bias-activation kernels, the QKV bias
@@ -15,8 +17,7 @@ autograd adds the two gradients that reach each residual branch point, and every
 gradient is a reduction over the tokens. Bytes per element are stated at each op.
 
 Every shape is per rank and per micro-batch of b sequences of s tokens, numpy arrays over
-configurations of (b, t, sp). A new layer kind (an MoE FFN, MLA attention) is a new function
-here returning a Block; nothing downstream changes.
+configurations. A new layer kind is a new function here returning a Block.
 """
 
 from __future__ import annotations
@@ -31,46 +32,109 @@ from .ops import Block, Collective, FusedAttention, Gemm, Pointwise, Transfer
 
 @dataclass(frozen=True)
 class LayerShape:
-    """The numbers of a model that its layers' shapes are made of (SPEC 2)."""
+    """The numbers of a model that its layers' shapes are made of (SPEC 2, SPEC 11)."""
 
     hidden: int                  # h
     heads: int                   # a
     groups: int                  # g, key/value heads (GQA); = a for MHA
-    ffn: int                     # f
+    ffn: int                     # f, inner size of the dense MLP
     vocab: int                   # V
-    gated: bool                  # SwiGLU: gate and up projections (3 MLP GEMMs), else GELU (2)
+    gated: bool                  # SwiGLU/GeGLU: gate and up projections (3 MLP GEMMs), else 2
     bias: bool                   # linear layers carry biases
     norm: Literal["layernorm", "rmsnorm"]
     learned_positions: bool      # learned position embedding (s h parameters), else RoPE
     tied: bool                   # the LM head shares the word embedding
+    head_dim: int = 0            # d; 0: h / a
+    activation: str = ""         # gelu, squared-relu, swiglu, geglu ("": gelu or swiglu by `gated`)
+    experts: int = 0             # routed experts e (0: dense model)
+    top_k: int = 1
+    moe_ffn: int = 0             # f_e
+    shared_ffn: int = 0          # inner size of the shared experts, all together
+    imbalance: float = 1.0       # busiest expert rank's tokens over the mean
+    q_lora: int = 0              # MLA (DeepSeek-V2/V3); kv_lora > 0 means MLA
+    kv_lora: int = 0
+    qk_nope: int = 0
+    qk_rope: int = 0
+    v_head: int = 0
 
     @classmethod
     def of(cls, model) -> "LayerShape":
         """From a specs.Model (read by attribute, so cost/ stays free of the specs)."""
+        moe = model.num_moe_experts is not None
         return cls(hidden=model.hidden_size, heads=model.num_attention_heads, groups=model.groups,
-                   ffn=model.ffn, vocab=model.vocab_size, gated=model.mlp == "swiglu", bias=model.has_bias,
+                   ffn=model.ffn, vocab=model.vocab_size, gated=model.gated, bias=model.has_bias,
                    norm=model.norm, learned_positions=model.position_embedding == "learned",
-                   tied=model.tied_embeddings)
+                   tied=model.tied_embeddings, head_dim=model.head_dim, activation=model.mlp,
+                   experts=model.num_moe_experts or 0, top_k=model.moe_router_topk if moe else 1,
+                   moe_ffn=(model.moe_ffn_hidden_size or model.ffn) if moe else 0,
+                   shared_ffn=(model.moe_shared_expert_intermediate_size or 0) if moe else 0,
+                   imbalance=model.moe_load_imbalance if moe else 1.0, q_lora=model.q_lora_rank or 0,
+                   kv_lora=model.kv_lora_rank or 0, qk_nope=model.qk_head_dim or 0,
+                   qk_rope=model.qk_pos_emb_head_dim or 0, v_head=model.v_head_dim or 0)
 
     @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
+    def d(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def q_dim(self) -> int:
+        """Width of the attention output (a x d; MLA: a x v_head_dim)."""
+        return self.heads * (self.v_head if self.kv_lora else self.d)
+
+    @property
+    def kv_dim(self) -> int:
+        return self.groups * self.d
 
     @property
     def norm_params(self) -> int:
         """gamma and beta (LayerNorm) or gamma alone (RMSNorm), per norm."""
         return (2 if self.norm == "layernorm" else 1) * self.hidden
 
+    @property
+    def act_name(self) -> str:
+        return self.activation or ("swiglu" if self.gated else "gelu")
+
 
 @dataclass(frozen=True)
 class Options:
-    """Kernel choices that change the op list: byte widths and the framework's fusions."""
+    """Kernel choices that change the op list: byte widths, the framework's fusions, CP's exchange."""
 
     gemm_bytes: int = 2              # bytes per GEMM operand element
     act_bytes: int = 2               # stored activations and elementwise kernels (>= 16-bit)
     flash: bool = False              # fused attention kernel
+    causal: bool = True              # a fused kernel skips the masked half of a causal attention
     persist_ln: bool = True          # single-pass layernorm backward
     grad_accum_bytes: float = 0.0    # bytes per weight of an unfused gradient accumulation, 0 if fused
+    cp_comm: Literal["p2p", "a2a"] = "p2p"
+
+
+@dataclass(frozen=True)
+class Split:
+    """How one rank's share of a micro-batch is cut: b sequences of s tokens, TP degree t (SP on or
+    off), CP degree cp, EP degree ep and expert-TP degree etp (arrays over configurations)."""
+
+    b: np.ndarray
+    s: int
+    t: np.ndarray
+    sp: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    etp: np.ndarray
+
+    @classmethod
+    def of(cls, b, s, t, sp, cp=1, ep=1, etp=1) -> "Split":
+        f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
+        return cls(f(b), s, f(t), np.asarray(sp, dtype=bool), f(cp), f(ep), f(etp))
+
+    @property
+    def tokens(self):
+        """Tokens of the micro-batch on this rank's CP shard: b s / cp."""
+        return self.b * self.s / self.cp
+
+    @property
+    def tok(self):
+        """Token-wise regions are split t ways under SP."""
+        return np.where(self.sp, self.t, 1.0)
 
 
 def layernorm_backward_bytes(act: int, persistent: bool) -> float:
@@ -88,7 +152,7 @@ def grad_accumulation_bytes(act_bytes: int, fused: bool, gradient_bytes: int) ->
     return 0.0 if fused else act_bytes + 2 * gradient_bytes
 
 
-def _tp_layer_collective(name: str, message, column_gemm: str) -> Collective:
+def _tp_collective(name: str, message, column_gemm: str) -> Collective:
     """Forward g after a row-parallel GEMM, backward f at the column-parallel input, overlapped with
     that GEMM's weight gradient (Megatron's asynchronous TP all-reduce; Korthikanti 2022, Sec. 6.2).
     SP: reduce-scatter here and all-gather before the next GEMM; backward the gradient's all-gather
@@ -101,82 +165,230 @@ def _tp_layer_collective(name: str, message, column_gemm: str) -> Collective:
                            Transfer("reduce-scatter", "sp", (column_gemm, "wgrad"))))
 
 
-def decoder_layer(m: LayerShape, o: Options, b, s: int, t, sp) -> Block:
-    """One transformer layer on one rank for a micro-batch of b sequences (SPEC 5)."""
-    h, g, d, f = m.hidden, m.groups, m.head_dim, m.ffn
-    act = o.act_bytes
-    b, t, sp = np.asarray(b, dtype=float), np.asarray(t, dtype=float), np.asarray(sp, dtype=bool)
-    M = b * s
-    tok = np.where(sp, t, 1.0)                  # token-wise regions hold s/t tokens under SP
-    qkv_n = h + 2 * g * d
-    mlp_n = (2 if m.gated else 1) * f           # SwiGLU: gate and up projections fused
-    bias = m.bias
-    ln_bwd = layernorm_backward_bytes(act, o.persist_ln)
-    qkv = Gemm("QKV projection", M, h, qkv_n / t, 1, "column", h * qkv_n + (qkv_n if bias else 0))
-    up_name = "MLP gate+up" if m.gated else "MLP up"
-    ops: list = [Pointwise("layernorm 1", M * h / tok, 2 * act, ln_bwd, 8, "tokens", m.norm_params), qkv]
-    if bias:  # output += bias after the GEMM (read and write); backward: bias gradient, a reduction
-        ops.append(Pointwise("QKV bias add", M * qkv_n / t, 2 * act, act, 1, "column"))
-    ops += attention_core(m, o, b, s, t)
-    # backward: the q, k, v gradients are concatenated into the fused QKV gradient (split's backward)
-    ops.append(Pointwise("QKV gradient concat", M * qkv_n / t, 0.0, 2 * act, 0, "column"))
-    ops.append(Gemm("output projection", M, h / t, h, 1, "row", h * h + (h if bias else 0)))
-    ops.append(_tp_layer_collective("TP comm after attention", M * h * act, qkv.name))
-    # fused bias-dropout-add: read x, residual, write out, 1-byte mask; backward reads dy and the
-    # mask, writes dx (the residual's gradient is dy itself), plus the bias-gradient reduction
-    bda_bwd = 2 * act + 1 + (act if bias else 0)
-    ops.append(Pointwise("bias-dropout-add 1", M * h / tok, 3 * act + 1, bda_bwd, 3, "tokens"))
-    # the residual branch point's two gradients (through the norm, and straight) are summed
-    ops.append(Pointwise("residual gradient add 1", M * h / tok, 0.0, 3 * act, 1, "tokens"))
-    ops.append(Pointwise("layernorm 2", M * h / tok, 2 * act, ln_bwd, 8, "tokens", m.norm_params))
-    ops.append(Gemm(up_name, M, h, mlp_n / t, 1, "column", h * mlp_n + (mlp_n if bias else 0)))
+def _activation(m: LayerShape, act: int, name: str, elements, bias: bool, saved) -> Pointwise:
+    """The MLP's activation kernel on ``elements`` outputs of its first GEMM. Gated (SwiGLU, GeGLU): read
+    gate and up, write the product; backward reads both and dy, writes both gradients. GELU (fused
+    with the bias) and squared ReLU: read x, write y; backward reads dy and x, writes dx, plus the
+    bias-gradient reduction."""
     if m.gated:
-        ops.append(Pointwise("swiglu", M * f / t, 3 * act, 5 * act, 4, "column"))
-    else:  # fused bias-gelu; backward reads dy and x, writes dx, plus the bias-gradient reduction
-        ops.append(Pointwise("bias-gelu", M * f / t, 2 * act, 3 * act + (act if bias else 0), 8, "column"))
-    ops.append(Gemm("MLP down", M, f / t, h, 1, "row", f * h + (h if bias else 0)))
-    ops.append(_tp_layer_collective("TP comm after MLP", M * h * act, up_name))
-    ops.append(Pointwise("bias-dropout-add 2", M * h / tok, 3 * act + 1, bda_bwd, 3, "tokens"))
+        return Pointwise(name or m.act_name, elements, 3 * act, 5 * act, 4, "column", saved=saved)
+    label = name or ("bias-gelu" if m.act_name == "gelu" else m.act_name)
+    return Pointwise(label, elements, 2 * act, 3 * act + (act if bias else 0), 8, "column", saved=saved)
+
+
+def decoder_layer(m: LayerShape, o: Options, b, s: int, t, sp, cp=1, ep=1, etp=1, moe: bool = False) -> Block:
+    """One transformer layer on one rank for a micro-batch of b sequences (SPEC 5): attention (MHA/GQA
+    or MLA) and a dense MLP, or a mixture-of-experts FFN when ``moe``."""
+    x = Split.of(b, s, t, sp, cp, ep, etp)
+    act, h = o.act_bytes, m.hidden
+    M, tok = x.tokens, x.tok
+    ops = attention_ops(m, o, x)
+    ops += [Pointwise("layernorm 2", M * h / tok, 2 * act, layernorm_backward_bytes(act, o.persist_ln), 8,
+                      "tokens", m.norm_params, saved=act * M * h / tok)]
+    ops += moe_ops(m, o, x) if moe else mlp_ops(m, o, x)
+    bda_bwd = 2 * act + 1 + (act if m.bias else 0)
+    ops.append(Pointwise("bias-dropout-add 2", M * h / tok, 3 * act + 1, bda_bwd, 3, "tokens", saved=M * h / tok))
     ops.append(Pointwise("residual gradient add 2", M * h / tok, 0.0, 3 * act, 1, "tokens"))
     if o.grad_accum_bytes:
         # unfused weight-gradient accumulation: main_grad += grad over every weight of the layer,
         # once per micro-batch in backward (read the new gradient and the buffer, write the buffer)
-        weights = sum(op.K * op.N for op in ops if isinstance(op, Gemm) and op.params) + 0 * b
+        weights = sum(op.K * op.N * op.batch for op in ops if isinstance(op, Gemm) and op.params) + 0 * x.b
         ops.append(Pointwise("weight-gradient accumulation", weights, 0.0, o.grad_accum_bytes, 1, "column"))
-    return Block("decoder layer", tuple(ops))
+    return Block("MoE layer" if moe else "decoder layer", tuple(ops), input_bytes=act * M * h / tok)
 
 
-def attention_core(m: LayerShape, o: Options, b, s: int, t) -> list:
+def attention_ops(m: LayerShape, o: Options, x: Split) -> list:
+    """The attention half of a layer: norm, projections, core, TP communication, residual."""
+    act, h = o.act_bytes, m.hidden
+    M, t, tok = x.tokens, x.t, x.tok
+    ln_bwd = layernorm_backward_bytes(act, o.persist_ln)
+    ops: list = [Pointwise("layernorm 1", M * h / tok, 2 * act, ln_bwd, 8, "tokens", m.norm_params,
+                           saved=act * M * h / tok)]
+    if m.kv_lora:
+        ops += _mla_projections(m, o, x)
+        first = "KV up-projection"
+    else:
+        qkv_n = m.q_dim + 2 * m.kv_dim
+        ops.append(Gemm("QKV projection", M, h, qkv_n / t, 1, "column", h * qkv_n + (qkv_n if m.bias else 0),
+                        saved=act * M * h / tok))
+        if m.bias:  # output += bias after the GEMM (read and write); backward: bias gradient, a reduction
+            ops.append(Pointwise("QKV bias add", M * qkv_n / t, 2 * act, act, 1, "column"))
+        first = "QKV projection"
+    ops += attention_core(m, o, x)
+    if not m.kv_lora:
+        # backward: the q, k, v gradients are concatenated into the fused QKV gradient (split's backward)
+        ops.append(Pointwise("QKV gradient concat", M * (m.q_dim + 2 * m.kv_dim) / t, 0.0, 2 * act, 0, "column"))
+    ops.append(Gemm("output projection", M, m.q_dim / t, h, 1, "row", m.q_dim * h + (h if m.bias else 0),
+                    saved=act * M * m.q_dim / t))
+    ops.append(_tp_collective("TP comm after attention", M * h * act, first))
+    # fused bias-dropout-add: read x, residual, write out, 1-byte mask; backward reads dy and the
+    # mask, writes dx (the residual's gradient is dy itself), plus the bias-gradient reduction
+    bda_bwd = 2 * act + 1 + (act if m.bias else 0)
+    ops.append(Pointwise("bias-dropout-add 1", M * h / tok, 3 * act + 1, bda_bwd, 3, "tokens", saved=M * h / tok))
+    # the residual branch point's two gradients (through the norm, and straight) are summed
+    ops.append(Pointwise("residual gradient add 1", M * h / tok, 0.0, 3 * act, 1, "tokens"))
+    return ops
+
+
+def _mla_projections(m: LayerShape, o: Options, x: Split) -> list:
+    """Multi-head latent attention (DeepSeek-V2, Sec. 2.1; Megatron-Core MLA): queries and keys/values
+    pass through low-rank latents. The down-projections are small and replicated over TP (each rank
+    runs them on all its tokens); the up-projections are column-parallel by heads. The keys' RoPE part
+    (qk_rope) is shared by all heads and comes straight from the KV down-projection."""
+    act, h, a = o.act_bytes, m.hidden, m.heads
+    M, t = x.tokens, x.t
+    qk = m.qk_nope + m.qk_rope
+    ops: list = []
+    if m.q_lora:
+        ops += [Gemm("Q down-projection", M, h, m.q_lora, 1, "replicated", h * m.q_lora, saved=act * M * h),
+                Pointwise("Q norm", M * m.q_lora, 2 * act, 3 * act, 8, "replicated", m.q_lora,
+                          saved=act * M * m.q_lora),
+                Gemm("Q up-projection", M, m.q_lora, a * qk / t, 1, "column", m.q_lora * a * qk,
+                     saved=act * M * m.q_lora)]
+    else:
+        ops.append(Gemm("Q projection", M, h, a * qk / t, 1, "column", h * a * qk, saved=act * M * h))
+    kv_down = m.kv_lora + m.qk_rope
+    ops += [Gemm("KV down-projection", M, h, kv_down, 1, "replicated", h * kv_down, saved=act * M * h),
+            Pointwise("KV norm", M * m.kv_lora, 2 * act, 3 * act, 8, "replicated", m.kv_lora,
+                      saved=act * M * m.kv_lora),
+            Gemm("KV up-projection", M, m.kv_lora, a * (m.qk_nope + m.v_head) / t, 1, "column",
+                 m.kv_lora * a * (m.qk_nope + m.v_head), saved=act * M * m.kv_lora)]
+    return ops
+
+
+def attention_core(m: LayerShape, o: Options, x: Split) -> list:
     """softmax(Q K^T / sqrt(d)) V over a/t heads per rank: the part selective recompute repeats.
 
     Unfused (Megatron's CoreAttention): batched QK^T and attention x V GEMMs over the head dimension,
     the fused scale-mask-softmax (reads and writes s^2 per head; backward reads y and dy, writes dx),
     dropout on the probabilities (1-byte mask), and the context's permute + contiguous copy
-    [b a/t, s, d] -> [s, b, h/t]. Fused (flash): one kernel with the same GEMM FLOPs that reads Q, K, V
-    and writes the output."""
-    act, d = o.act_bytes, m.head_dim
-    nb = b * (m.heads / t)                      # independent (s x d)(d x s) products
-    scores = Gemm("attention scores QK^T", s, d, s, nb, "heads", attention_core=True)
-    context = Gemm("attention x V", s, s, d, nb, "heads", attention_core=True)
+    [b a/t, s, d] -> [s, b, h/t]. Fused (flash): one kernel with the same GEMM FLOPs, the masked half
+    skipped when causal, that reads Q, K, V and writes the output (and keeps the fp32 softmax
+    statistics for its backward).
+
+    Context parallelism: each rank's queries are its s/cp tokens and its keys the whole sequence, met
+    chunk by chunk; with causal load balancing (each rank holds chunks i and 2cp-1-i) every rank does
+    1/cp of the work. The ring (p2p) variant passes K and V around the cp ranks in cp-1 steps, each
+    overlapped with the attention on the chunk at hand; the all-to-all (Ulysses) variant trades the
+    sequence split for a head split before the core and back after it (Jacobs et al. 2023)."""
+    act, b, s, t, cp = o.act_bytes, x.b, x.s, x.t, x.cp
+    qk_d = (m.qk_nope + m.qk_rope) if m.kv_lora else m.d
+    v_d = m.v_head if m.kv_lora else m.d
+    k_width = m.heads * qk_d if m.kv_lora else m.kv_dim     # per-token width of K and of V
+    v_width = m.heads * v_d if m.kv_lora else m.kv_dim
+    M = x.tokens
+    nb = b * m.heads / t                                    # independent (s x d)(d x s) products
+    sq = s / cp
+    q_bytes, k_bytes, v_bytes = act * M * m.heads * qk_d / t, act * M * k_width / t, act * M * v_width / t
+    scores = Gemm("attention scores QK^T", sq, qk_d, s, nb, "heads", attention_core=True,
+                  saved=q_bytes + k_bytes)
+    context = Gemm("attention x V", sq, s, v_d, nb, "heads", attention_core=True, saved=v_bytes,
+                   saved_core=act * nb * sq * s)
+    exchange = _cp_exchange(m, o, x, q_bytes + k_bytes + v_bytes, k_bytes + v_bytes)
+    before, after = list(exchange[:1]), list(exchange[1:])
     if o.flash:
-        io = act * b * s * (2 * m.hidden + 2 * m.groups * d) / t
-        return [FusedAttention("attention core (flash)", (scores, context), io)]
-    return [scores,
-            Pointwise("softmax", nb * s * s, 2 * act, 3 * act, 5, "heads", attention_core=True),
-            Pointwise("attention dropout", nb * s * s, 2 * act + 1, 2 * act + 1, 1, "heads", attention_core=True),
-            context,
-            Pointwise("context transpose", b * s * m.hidden / t, 2 * act, 2 * act, 0, "heads", attention_core=True)]
+        io = act * M * (2 * m.heads * qk_d + 2 * v_width) / t
+        lse = 4.0 * nb * sq  # fp32 log-sum-exp per query row and head
+        core = FusedAttention("attention core (flash)", (scores, context), io, 0.5 if o.causal else 1.0,
+                              saved=q_bytes + k_bytes + v_bytes + lse)
+        return before + [core] + after
+    return before + [scores,
+                      Pointwise("softmax", nb * sq * s, 2 * act, 3 * act, 5, "heads", attention_core=True,
+                                saved_core=act * nb * sq * s),
+                      Pointwise("attention dropout", nb * sq * s, 2 * act + 1, 2 * act + 1, 1, "heads",
+                                attention_core=True, saved_core=nb * sq * s),
+                      context,
+                      Pointwise("context transpose", M * m.q_dim / t, 2 * act, 2 * act, 0, "heads",
+                                attention_core=True)] + after
 
 
-def lm_head(m: LayerShape, o: Options, b, s: int, t, sp) -> Block:
+def _cp_exchange(m: LayerShape, o: Options, x: Split, qkv_bytes, kv_bytes) -> tuple:
+    """(before the core, after it): the CP ring's K/V passes, or Ulysses' two all-to-alls. Empty lists'
+    worth of time at cp = 1 (a ring of one rank has no step; an all-to-all of one rank moves nothing)."""
+    core = "attention core (flash)" if o.flash else "attention scores QK^T"
+    if not np.any(x.cp > 1):
+        return ()
+    if o.cp_comm == "a2a":
+        out_bytes = o.act_bytes * x.tokens * m.q_dim / x.t
+        return (Collective("CP all-to-all of Q, K, V", "cp", qkv_bytes, fwd=(Transfer("all-to-all"),),
+                           bwd=(Transfer("all-to-all"),)),
+                Collective("CP all-to-all of the output", "cp", out_bytes, fwd=(Transfer("all-to-all"),),
+                           bwd=(Transfer("all-to-all"),)))
+    steps = x.cp - 1
+    ring = Collective("CP ring exchange of K, V", "cp", kv_bytes,
+                      fwd=(Transfer("p2p", behind=(core, "fwd"), repeat=steps, share=1 / x.cp),),
+                      bwd=(Transfer("p2p", behind=(core, "bwd"), repeat=steps, share=1 / x.cp, scale=2.0),))
+    return (ring,)
+
+
+def mlp_ops(m: LayerShape, o: Options, x: Split) -> list:
+    """Dense MLP: column-parallel up (gate+up when gated), the activation, row-parallel down, the TP
+    collective after it."""
+    act, h, f = o.act_bytes, m.hidden, m.ffn
+    M, t, tok = x.tokens, x.t, x.tok
+    n = (2 if m.gated else 1) * f
+    up = "MLP gate+up" if m.gated else "MLP up"
+    return [Gemm(up, M, h, n / t, 1, "column", h * n + (n if m.bias else 0), saved=act * M * h / tok),
+            _activation(m, act, "", M * f / t, m.bias, saved=act * M * n / t),
+            Gemm("MLP down", M, f / t, h, 1, "row", f * h + (h if m.bias else 0), saved=act * M * f / t),
+            _tp_collective("TP comm after MLP", M * h * act, up)]
+
+
+def moe_ops(m: LayerShape, o: Options, x: Split) -> list:
+    """Mixture-of-experts FFN (Megatron-Core MoE with the all-to-all dispatcher; SPEC 11): a router GEMM
+    h x e on the rank's tokens (s/t of them under SP, which Megatron requires for MoE with TP), the
+    tokens permuted by expert and sent to their k experts by an all-to-all over the EP group
+    ((ep-1)/ep of them leave the rank), the local experts' grouped GEMMs, and the way back. With
+    balanced routing every expert rank receives as many token copies as it sends; the busiest rank
+    gets ``imbalance`` times that, which sets the pace of its GEMMs and of the all-to-all. Expert TP
+    (etp) splits each expert's inner size and gathers the tokens over its group first. Shared
+    experts run on every token as a TP-split dense MLP."""
+    act, h, E, k, fe = o.act_bytes, m.hidden, m.experts, m.top_k, m.moe_ffn
+    M, t, tok, ep, etp = x.tokens, x.t, x.tok, x.ep, x.etp
+    n_loc = M / tok                                     # this rank's tokens
+    copies = n_loc * k                                  # token copies it dispatches (= receives, balanced)
+    imb = m.imbalance
+    n_e = (2 if m.gated else 1) * fe
+    rows = copies * etp * ep / E                        # rows per local expert, mean
+    local = E / ep
+    dispatch = Collective("EP dispatch (all-to-all)", "ep", act * copies * h * imb,
+                          fwd=(Transfer("all-to-all"),), bwd=(Transfer("all-to-all"),))
+    combine = Collective("EP combine (all-to-all)", "ep", act * copies * h * imb,
+                         fwd=(Transfer("all-to-all"),), bwd=(Transfer("all-to-all"),))
+    ops: list = [Gemm("router", n_loc, h, E, 1, "tokens", h * E, saved=act * n_loc * h + 4.0 * n_loc * E),
+                 Pointwise("token permute", copies * h * imb, 2 * act, 2 * act, 0, "experts"), dispatch]
+    gathered = act * copies * etp * h * imb
+    etp_in = Collective("ETP all-gather of expert tokens", "etp", gathered, fwd=(Transfer("all-gather"),),
+                        bwd=(Transfer("reduce-scatter"),))
+    etp_out = Collective("ETP reduce-scatter of expert outputs", "etp", gathered,
+                         fwd=(Transfer("reduce-scatter"),), bwd=(Transfer("all-gather"),))
+    ops += [etp_in,
+            Gemm("expert fc1 (grouped)", rows, h, n_e / etp, local, "experts", E * h * n_e,
+                 saved=act * rows * local * h, time_rows=rows * imb),
+            _activation(m, act, "expert " + m.act_name, rows * local * fe / etp * imb, False,
+                        saved=act * rows * local * n_e / etp),
+            Gemm("expert fc2 (grouped)", rows, fe / etp, h, local, "experts", E * fe * h,
+                 saved=act * rows * local * fe / etp, time_rows=rows * imb),
+            etp_out, combine,
+            Pointwise("token unpermute", copies * h * imb, 2 * act, 2 * act, 1, "experts")]
+    if m.shared_ffn:
+        fs, n_s = m.shared_ffn, (2 if m.gated else 1) * m.shared_ffn
+        ops += [Gemm("shared expert up", M, h, n_s / t, 1, "column", h * n_s, saved=act * M * h / tok),
+                _activation(m, act, "shared expert " + m.act_name, M * fs / t, False, saved=act * M * n_s / t),
+                Gemm("shared expert down", M, fs / t, h, 1, "row", fs * h, saved=act * M * fs / t),
+                _tp_collective("TP comm of the shared expert", M * h * act, "shared expert up")]
+    return ops
+
+
+def lm_head(m: LayerShape, o: Options, b, s: int, t, sp, cp=1) -> Block:
     """Last stage: final norm, the TP collective at the logits input, logits GEMM 2bshV/t and the fp32
     vocab-parallel loss. The logits GEMM is a column-parallel linear (Megatron-LM parallel_lm_logits):
     without SP its input gradient is all-reduced over TP in the backward, behind the weight gradient;
     under SP its input is all-gathered in the forward (exposed) and, in the backward, gathered again
     behind the input-gradient GEMM and reduce-scattered behind the weight gradient."""
+    x = Split.of(b, s, t, sp, cp)
     act, h, V = o.act_bytes, m.hidden, m.vocab
-    b, t, sp = np.asarray(b, dtype=float), np.asarray(t, dtype=float), np.asarray(sp, dtype=bool)
-    M = b * s
+    M, t, tok = x.tokens, x.t, x.tok
     logits = Gemm("logits", M, h, V / t, 1, "column", 0 if m.tied else V * h)
     comm = Collective("TP comm at the logits input", "tp", M * h * act,
                       fwd=(Transfer("all-gather", "sp"),),
@@ -184,8 +396,8 @@ def lm_head(m: LayerShape, o: Options, b, s: int, t, sp) -> Block:
                            Transfer("reduce-scatter", "sp", (logits.name, "wgrad")),
                            Transfer("all-reduce", "no_sp", (logits.name, "wgrad"))))
     return Block("LM head", (
-        Pointwise("final layernorm", M * h / np.where(sp, t, 1.0), 2 * act,
-                  layernorm_backward_bytes(act, o.persist_ln), 8, "tokens", m.norm_params),
+        Pointwise("final layernorm", M * h / tok, 2 * act, layernorm_backward_bytes(act, o.persist_ln), 8,
+                  "tokens", m.norm_params),
         comm, logits,
         # vocab-parallel cross-entropy on fp32 logits, HBM passes over the [b s, V/t] tensor as
         # Megatron-LM runs them (gpt_model: output.float(); mpu/cross_entropy.py): forward cast 2+4,
@@ -194,18 +406,18 @@ def lm_head(m: LayerShape, o: Options, b, s: int, t, sp) -> Block:
         Pointwise("cross-entropy (fp32)", M * V / t, 38.0, 14.0, 6, "column")))
 
 
-def embedding(m: LayerShape, o: Options, b, s: int, t, sp) -> Block:
+def embedding(m: LayerShape, o: Options, b, s: int, t, sp, cp=1) -> Block:
     """First stage: the vocab-parallel lookup, its TP reduction, dropout (memory-bound), backward
     scatter-add. Each rank looks up only its vocabulary shard and zeroes the other rows, so the b s h
     output is summed over TP: an all-reduce in the forward (its backward is the identity), or under
     SP a reduce-scatter whose backward is an all-gather (Megatron-LM VocabParallelEmbedding and
     language_model.Embedding). Parameters: V h word embedding, plus s h learned positions."""
+    x = Split.of(b, s, t, sp, cp)
     act, h = o.act_bytes, m.hidden
-    b, t, sp = np.asarray(b, dtype=float), np.asarray(t, dtype=float), np.asarray(sp, dtype=bool)
-    M = b * s
+    M, tok = x.tokens, x.tok
     comm = Collective("TP reduction of the embedding", "tp", M * h * act,
                       fwd=(Transfer("all-reduce", "no_sp"), Transfer("reduce-scatter", "sp")),
                       bwd=(Transfer("all-gather", "sp"),))
     params = m.vocab * h + (s * h if m.learned_positions else 0)
-    return Block("embedding", (comm, Pointwise("embedding + dropout", M * h / np.where(sp, t, 1.0),
-                                               3 * act + 1, 3 * act + 1, 1, "tokens", params)))
+    return Block("embedding", (comm, Pointwise("embedding + dropout", M * h / tok, 3 * act + 1, 3 * act + 1, 1,
+                                               "tokens", params)))

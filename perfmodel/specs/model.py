@@ -1,4 +1,9 @@
-"""Transformer shape (SPEC section 2)."""
+"""Transformer shape (SPEC section 2; SPEC 11 for mixture-of-experts and MLA).
+
+Field names follow Megatron-Core's TransformerConfig where one exists (num_moe_experts,
+moe_router_topk, moe_ffn_hidden_size, kv_channels, q_lora_rank, ...), with the Hugging Face
+config.json names as aliases; perfmodel/presets.py maps the config.json dialects onto these.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,11 @@ from pydantic import AliasChoices, Field, model_validator
 
 from .base import Spec
 
+MLP_KINDS = ("gelu", "swiglu", "geglu", "squared-relu")
+
 
 class Model(Spec):
-    """A decoder-only transformer: GPT (gelu, 2 MLP GEMMs) or Llama (swiglu, 3 GEMMs)."""
+    """A decoder-only transformer: dense or mixture-of-experts, multi-head/GQA or MLA attention."""
 
     name: str = "custom"
     num_layers: int = Field(gt=0, validation_alias=AliasChoices("num_layers", "layers", "num_hidden_layers"),
@@ -22,33 +29,81 @@ class Model(Spec):
     num_query_groups: int | None = Field(
         None, gt=0, validation_alias=AliasChoices("num_query_groups", "num_key_value_heads", "kv_heads"),
         description="Key/value heads g (GQA); defaults to a (MHA).")
+    kv_channels: int | None = Field(
+        None, gt=0, validation_alias=AliasChoices("kv_channels", "head_dim"),
+        description="Head dimension d; defaults to h / a (Gemma and Qwen3 set their own).")
     ffn_hidden_size: int | None = Field(
         None, gt=0, validation_alias=AliasChoices("ffn_hidden_size", "ffn", "intermediate_size"),
-        description="MLP inner size f; defaults to 4h.")
+        description="MLP inner size f of the dense layers; defaults to 4h.")
     vocab_size: int = Field(gt=0, validation_alias=AliasChoices("vocab_size", "vocab"), description="Vocabulary V.")
     seq_length: int = Field(gt=0, validation_alias=AliasChoices("seq_length", "seq_len", "max_position_embeddings"),
                             description="Sequence length s (tokens).")
-    mlp: Literal["gelu", "swiglu"] = Field("gelu", description="gelu: 2 MLP GEMMs; swiglu: 3.")
+    mlp: Literal[MLP_KINDS] = Field(
+        "gelu", description="gelu: 2 MLP GEMMs; squared-relu (Nemotron-4): 2; swiglu and geglu (gated): 3.")
     tied_embeddings: bool = Field(True, description="Output layer shares the word-embedding matrix.")
     position_embedding: Literal["learned", "rope"] = Field(
         "learned", description="learned adds s*h parameters; rope adds none.")
     add_bias_linear: bool | None = Field(
         None, validation_alias=AliasChoices("add_bias_linear", "bias"),
         description="Linear layers carry biases (Megatron-core's name); defaults to yes for gelu "
-        "(GPT), no for swiglu (Llama).")
+        "(GPT), no otherwise.")
     normalization: Literal["layernorm", "rmsnorm"] | None = Field(
         None, description="Norm kind: LayerNorm (gamma and beta) or RMSNorm (gamma); defaults to layernorm "
-        "for gelu (GPT), rmsnorm for swiglu (Llama).")
+        "for gelu (GPT), rmsnorm otherwise.")
+    # --- mixture of experts (Megatron-Core MoE; SPEC 11) ---
+    num_moe_experts: int | None = Field(
+        None, gt=0, validation_alias=AliasChoices("num_moe_experts", "num_experts"),
+        description="Routed experts e per MoE layer; None: a dense model.")
+    moe_router_topk: int = Field(2, gt=0, validation_alias=AliasChoices("moe_router_topk", "top_k"),
+                                 description="Experts each token is routed to (k).")
+    moe_ffn_hidden_size: int | None = Field(
+        None, gt=0, description="Inner size f_e of each routed expert; defaults to ffn_hidden_size.")
+    moe_shared_expert_intermediate_size: int | None = Field(
+        None, gt=0, validation_alias=AliasChoices("moe_shared_expert_intermediate_size", "shared_expert_ffn"),
+        description="Inner size of the shared experts, all together (DeepSeek: n_shared x f_e); None: none.")
+    moe_layer_freq: int | list[int] = Field(
+        1, description="Which layers are MoE: every k-th (an int, Megatron's --moe-layer-freq), or a 0/1 "
+        "pattern with one entry per layer.")
+    moe_first_k_dense: int = Field(
+        0, ge=0, description="The first k layers are dense (DeepSeek's first_k_dense_replace).")
+    moe_load_imbalance: float = Field(
+        1.1, ge=1.0, description="Tokens the busiest expert rank receives over the mean, which sets the pace "
+        "of the expert GEMMs and the all-to-all. 1.1 by default: dropless routing with the auxiliary "
+        "load-balancing loss keeps the busiest of 8-32 EP ranks within ~10% of the mean after warm-up "
+        "(Megatron-Core MoE docs); 1.0 is the router forced to balance (benchmark mode).")
+    # --- multi-head latent attention (DeepSeek-V2 and V3; Megatron-Core MLA) ---
+    q_lora_rank: int | None = Field(None, gt=0, description="MLA: rank of the query compression; None: none.")
+    kv_lora_rank: int | None = Field(None, gt=0, description="MLA: rank of the key/value compression.")
+    qk_head_dim: int | None = Field(
+        None, gt=0, validation_alias=AliasChoices("qk_head_dim", "qk_nope_head_dim"),
+        description="MLA: per-head query/key dimension without RoPE.")
+    qk_pos_emb_head_dim: int | None = Field(
+        None, gt=0, validation_alias=AliasChoices("qk_pos_emb_head_dim", "qk_rope_head_dim"),
+        description="MLA: per-head RoPE dimension (the key's is shared by all heads).")
+    v_head_dim: int | None = Field(None, gt=0, description="MLA: per-head value dimension.")
     source: str = ""
 
     @model_validator(mode="after")
     def _shape(self) -> "Model":
-        if self.hidden_size % self.num_attention_heads:
+        if self.kv_channels is None and self.kv_lora_rank is None and self.hidden_size % self.num_attention_heads:
             raise ValueError(f"hidden_size({self.hidden_size}) is not divisible by num_attention_heads"
-                             f"({self.num_attention_heads}); head dim must be whole")
+                             f"({self.num_attention_heads}); give kv_channels (head_dim) or whole heads")
         if self.num_attention_heads % self.groups:
             raise ValueError(f"num_attention_heads({self.num_attention_heads}) is not divisible by "
                              f"num_query_groups({self.groups})")
+        if self.num_moe_experts is not None and self.moe_router_topk > self.num_moe_experts:
+            raise ValueError(f"moe_router_topk({self.moe_router_topk}) exceeds num_moe_experts"
+                             f"({self.num_moe_experts})")
+        if isinstance(self.moe_layer_freq, list):
+            if len(self.moe_layer_freq) != self.num_layers or set(self.moe_layer_freq) - {0, 1}:
+                raise ValueError(f"moe_layer_freq as a list needs one 0 or 1 per layer ({self.num_layers})")
+        elif self.moe_layer_freq < 1:
+            raise ValueError("moe_layer_freq must be at least 1 (every k-th layer is MoE)")
+        mla = (self.kv_lora_rank, self.qk_head_dim, self.qk_pos_emb_head_dim, self.v_head_dim)
+        if any(x is not None for x in mla) and not all(x is not None for x in mla):
+            raise ValueError("MLA needs kv_lora_rank, qk_head_dim, qk_pos_emb_head_dim and v_head_dim together")
+        if self.moe_first_k_dense > self.num_layers:
+            raise ValueError(f"moe_first_k_dense({self.moe_first_k_dense}) exceeds num_layers({self.num_layers})")
         return self
 
     @property
@@ -66,9 +121,30 @@ class Model(Spec):
         return "layernorm" if self.mlp == "gelu" else "rmsnorm"
 
     @property
+    def gated(self) -> bool:
+        return self.mlp in ("swiglu", "geglu")
+
+    @property
     def ffn(self) -> int:
         return self.ffn_hidden_size or 4 * self.hidden_size
 
     @property
     def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
+        return self.kv_channels or self.hidden_size // self.num_attention_heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_moe_experts is not None
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    def moe_pattern(self) -> list[int]:
+        """1 for each MoE layer, 0 for each dense one (Megatron-Core's moe_layer_freq rule, after the first
+        moe_first_k_dense layers, which are dense)."""
+        if not self.is_moe:
+            return [0] * self.num_layers
+        freq = self.moe_layer_freq
+        pattern = list(freq) if isinstance(freq, list) else [1 if i % freq == 0 else 0 for i in range(self.num_layers)]
+        return [0 if i < self.moe_first_k_dense else x for i, x in enumerate(pattern)]

@@ -33,6 +33,21 @@ class Parallel(Spec):
     zero_stage: int | None = Field(None, ge=0, le=3, description="ZeRO stage 0-3 over DP.")
     schedule: Literal["gpipe", "1f1b", "interleaved"] | None = Field(
         None, description="Pipeline schedule; interleaved needs vp > 1.")
+    cp: int | None = Field(None, gt=0, validation_alias=AliasChoices("cp", "context_parallel_size"),
+                           description="Context-parallel degree: the sequence split over cp ranks (Megatron-Core CP).")
+    ep: int | None = Field(None, gt=0, validation_alias=AliasChoices("ep", "expert_model_parallel_size"),
+                           description="Expert-parallel degree: routed experts split over ep ranks.")
+    etp: int | None = Field(None, gt=0, validation_alias=AliasChoices("etp", "expert_tensor_parallel_size"),
+                            description="Expert tensor parallelism: each expert's inner size split etp ways.")
+    cp_comm_type: Literal["p2p", "a2a"] | None = Field(
+        None, description="CP's K/V exchange: p2p (ring, overlapped with attention) or a2a (Ulysses).")
+    decoder_first_pipeline_num_layers: int | None = Field(
+        None, gt=0, validation_alias=AliasChoices("decoder_first_pipeline_num_layers", "first_stage_layers"),
+        description="Layers on the first pipeline stage (the rest split over the others); default: even, or "
+        "balanced when pp does not divide the layers.")
+    decoder_last_pipeline_num_layers: int | None = Field(
+        None, gt=0, validation_alias=AliasChoices("decoder_last_pipeline_num_layers", "last_stage_layers"),
+        description="Layers on the last pipeline stage.")
 
 
 class Training(Spec):

@@ -67,6 +67,12 @@ class Config:
     recompute: str
     zero_stage: int
     schedule: str
+    cp: int = 1
+    ep: int = 1
+    etp: int = 1
+    cp_comm_type: str = "p2p"
+    first_stage_layers: int = 0   # 0: chosen (even split, or balanced when pp does not divide the layers)
+    last_stage_layers: int = 0
 
     @property
     def num_micro_batches(self) -> int:
