@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from . import hf
 from .errors import PerfModelError
 from .specs import GPU, Link, Model, Parallel, Plan, System, Training
 from .specs.base import format_validation_error
@@ -152,31 +153,15 @@ def _parse_json(text: str, label: str) -> Any:
 
 
 def model_from_hf_config(cfg: Any, label: str = "config.json") -> Model:
-    """Map a Hugging Face config.json onto Model (SPEC 2): silu or a Llama-family type -> swiglu."""
-    if not isinstance(cfg, dict):
-        raise PerfModelError(f"{label}: expected a JSON object")
-    need = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
-    missing = [k for k in need if k not in cfg]
-    if missing:
-        raise PerfModelError(f"{label}: missing {', '.join(missing)}; is this a transformer config.json?")
-    act = str(cfg.get("hidden_act", cfg.get("activation_function", "gelu"))).lower()
-    family = str(cfg.get("model_type", "")).lower()
-    swiglu = act in ("silu", "swish", "swiglu") or family in ("llama", "mistral", "qwen2", "qwen3", "gemma")
-    data = {
-        "name": cfg.get("_name_or_path") or family or "hf-model",
-        "num_layers": cfg["num_hidden_layers"], "hidden_size": cfg["hidden_size"],
-        "num_attention_heads": cfg["num_attention_heads"],
-        "num_query_groups": cfg.get("num_key_value_heads"),
-        "ffn_hidden_size": cfg.get("intermediate_size"),
-        "vocab_size": cfg["vocab_size"],
-        "seq_length": cfg.get("max_position_embeddings", 2048),
-        "mlp": "swiglu" if swiglu else "gelu",
-        "tied_embeddings": bool(cfg.get("tie_word_embeddings", not swiglu)),
-        "position_embedding": "rope" if swiglu or "rope_theta" in cfg else "learned",
-        "add_bias_linear": cfg.get("attention_bias"),
-        "source": label,
-    }
-    return _build(Model, data, label)
+    """A Model from a Hugging Face config.json (perfmodel/hf.py maps the keys; errors name them)."""
+    data = hf.model_fields(cfg, label)
+    try:
+        return Model.model_validate(data)
+    except ValidationError as e:
+        message = format_validation_error(e, label, Model)
+        for field, key in hf.KEY_OF_FIELD.items():  # speak the config.json's language
+            message = message.replace(field, key)
+        raise PerfModelError(message) from None
 
 
 def _system(data: Any, label: str) -> System:

@@ -56,6 +56,12 @@ class LayerShape:
     qk_nope: int = 0
     qk_rope: int = 0
     v_head: int = 0
+    qk_norm: bool = False        # a norm on each head's queries and keys
+    sandwich: bool = False       # post-attention and post-MLP norms too (Gemma 2)
+    window: int = 0              # sliding-window keys (0: none)
+    window_share: float = 0.0    # share of the layers with the window
+    chunk: int = 0               # chunked attention (Llama 4): keys only within a chunk of this many tokens
+    chunk_share: float = 0.0
 
     @classmethod
     def of(cls, model) -> "LayerShape":
@@ -70,7 +76,11 @@ class LayerShape:
                    shared_ffn=(model.moe_shared_expert_intermediate_size or 0) if moe else 0,
                    imbalance=model.moe_load_imbalance if moe else 1.0, q_lora=model.q_lora_rank or 0,
                    kv_lora=model.kv_lora_rank or 0, qk_nope=model.qk_head_dim or 0,
-                   qk_rope=model.qk_pos_emb_head_dim or 0, v_head=model.v_head_dim or 0)
+                   qk_rope=model.qk_pos_emb_head_dim or 0, v_head=model.v_head_dim or 0,
+                   qk_norm=model.qk_layernorm, sandwich=model.sandwich_norm, window=model.sliding_window or 0,
+                   window_share=model.sliding_window_fraction if model.sliding_window else 0.0,
+                   chunk=model.attention_chunk_size or 0,
+                   chunk_share=model.chunked_attention_fraction if model.attention_chunk_size else 0.0)
 
     @property
     def d(self) -> int:
@@ -89,6 +99,19 @@ class LayerShape:
     def norm_params(self) -> int:
         """gamma and beta (LayerNorm) or gamma alone (RMSNorm), per norm."""
         return (2 if self.norm == "layernorm" else 1) * self.hidden
+
+    def executed_attention(self, s: int, causal: bool) -> float:
+        """Share of the s x s score blocks a fused kernel runs: half under a causal mask; a causal window
+        of w keys runs w/s - w^2/(2 s^2) of them (every query sees min(position, w) keys); causal chunks
+        of c tokens run c/(2 s) of them. Averaged over the layers of each kind of attention."""
+        if not causal:
+            return 1.0
+        w = min(self.window, s) if self.window else s
+        windowed = w / s - w * w / (2.0 * s * s)
+        c = min(self.chunk, s) if self.chunk else s
+        chunked = c / (2.0 * s)
+        full = 1 - self.window_share - self.chunk_share
+        return full * 0.5 + self.window_share * windowed + self.chunk_share * chunked
 
     @property
     def act_name(self) -> str:
@@ -186,6 +209,9 @@ def decoder_layer(m: LayerShape, o: Options, b, s: int, t, sp, cp=1, ep=1, etp=1
     ops += [Pointwise("layernorm 2", M * h / tok, 2 * act, layernorm_backward_bytes(act, o.persist_ln), 8,
                       "tokens", m.norm_params, saved=act * M * h / tok)]
     ops += moe_ops(m, o, x) if moe else mlp_ops(m, o, x)
+    if m.sandwich:
+        ops.append(Pointwise("post-MLP norm", M * h / tok, 2 * act, layernorm_backward_bytes(act, o.persist_ln), 8,
+                             "tokens", m.norm_params, saved=act * M * h / tok))
     bda_bwd = 2 * act + 1 + (act if m.bias else 0)
     ops.append(Pointwise("bias-dropout-add 2", M * h / tok, 3 * act + 1, bda_bwd, 3, "tokens", saved=M * h / tok))
     ops.append(Pointwise("residual gradient add 2", M * h / tok, 0.0, 3 * act, 1, "tokens"))
@@ -213,6 +239,9 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list:
                         saved=act * M * h / tok))
         if m.bias:  # output += bias after the GEMM (read and write); backward: bias gradient, a reduction
             ops.append(Pointwise("QKV bias add", M * qkv_n / t, 2 * act, act, 1, "column"))
+        if m.qk_norm:  # RMSNorm over each head's d channels of Q and of K (gamma: d each)
+            qk_el = M * (m.q_dim + m.kv_dim) / t
+            ops.append(Pointwise("Q and K norms", qk_el, 2 * act, ln_bwd, 8, "heads", 2 * m.d, saved=act * qk_el))
         first = "QKV projection"
     ops += attention_core(m, o, x)
     if not m.kv_lora:
@@ -221,6 +250,9 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list:
     ops.append(Gemm("output projection", M, m.q_dim / t, h, 1, "row", m.q_dim * h + (h if m.bias else 0),
                     saved=act * M * m.q_dim / t))
     ops.append(_tp_collective("TP comm after attention", M * h * act, first))
+    if m.sandwich:  # Gemma 2: the attention output is normed before the residual add
+        ops.append(Pointwise("post-attention norm", M * h / tok, 2 * act, ln_bwd, 8, "tokens", m.norm_params,
+                             saved=act * M * h / tok))
     # fused bias-dropout-add: read x, residual, write out, 1-byte mask; backward reads dy and the
     # mask, writes dx (the residual's gradient is dy itself), plus the bias-gradient reduction
     bda_bwd = 2 * act + 1 + (act if m.bias else 0)
@@ -289,7 +321,7 @@ def attention_core(m: LayerShape, o: Options, x: Split) -> list:
     if o.flash:
         io = act * M * (2 * m.heads * qk_d + 2 * v_width) / t
         lse = 4.0 * nb * sq  # fp32 log-sum-exp per query row and head
-        core = FusedAttention("attention core (flash)", (scores, context), io, 0.5 if o.causal else 1.0,
+        core = FusedAttention("attention core (flash)", (scores, context), io, m.executed_attention(s, o.causal),
                               saved=q_bytes + k_bytes + v_bytes + lse)
         return before + [core] + after
     return before + [scores,

@@ -50,6 +50,21 @@ class Model(Spec):
     normalization: Literal["layernorm", "rmsnorm"] | None = Field(
         None, description="Norm kind: LayerNorm (gamma and beta) or RMSNorm (gamma); defaults to layernorm "
         "for gelu (GPT), rmsnorm otherwise.")
+    qk_layernorm: bool = Field(
+        False, description="A norm on each head's queries and keys (Qwen3, OLMo 2; Megatron's --qk-layernorm).")
+    sandwich_norm: bool = Field(
+        False, description="Norms after the attention and the MLP too, four per layer (Gemma 2).")
+    sliding_window: int | None = Field(
+        None, gt=0, description="Keys a query attends to in a sliding-window layer (Mistral, Gemma 2); None: "
+        "full attention everywhere.")
+    sliding_window_fraction: float = Field(
+        1.0, gt=0, le=1, description="Share of the layers that use the sliding window (Gemma 2: every other "
+        "layer, 0.5).")
+    attention_chunk_size: int | None = Field(
+        None, gt=0, description="Chunked attention (Llama 4): a query attends only within its chunk of this "
+        "many tokens in the chunked layers.")
+    chunked_attention_fraction: float = Field(
+        0.75, gt=0, le=1, description="Share of the layers with chunked attention (Llama 4: 3 of 4).")
     # --- mixture of experts (Megatron-Core MoE; SPEC 11) ---
     num_moe_experts: int | None = Field(
         None, gt=0, validation_alias=AliasChoices("num_moe_experts", "num_experts"),
