@@ -95,11 +95,8 @@ def memory(plan_file, model_name, gpu_name, gbs, plot, as_json, **kw):
     if as_json:
         render.emit_json({**mem, "config": cfg.as_dict()})
     else:
-        c = cfg
         render.memory(mem, f"Memory per GPU, most loaded stage: {plan.model.name} on {plan.system.num_gpus} x "
-                      f"{plan.system.gpu.name}; tp={c.tp} pp={c.pp} dp={c.dp} mbs={c.micro_batch_size} "
-                      f"m={c.num_micro_batches} sp={c.sequence_parallel} recompute={c.recompute} "
-                      f"zero={c.zero_stage} {c.schedule}")
+                      f"{plan.system.gpu.name}; {render.config_text(cfg.as_dict(), est.stage_layers)}")
 
 
 @main.command()

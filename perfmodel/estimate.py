@@ -75,6 +75,7 @@ class Estimate:
     warnings: list[str] = field(default_factory=list)
     stage_fwd_s: list[float] = field(default_factory=list)   # forward seconds per micro-batch, each stage
     stage_bwd_s: list[float] = field(default_factory=list)   # backward (recompute and TP comm included)
+    stage_layers: list[float] = field(default_factory=list)  # layers on each stage
 
     def to_json(self) -> dict:
         v = self.values
@@ -89,11 +90,12 @@ class Estimate:
             "bubble_share_of_step": v["bubble_share_of_step"],
             "bubble_simulated_over_step": v["bubble_simulated_over_step"],
             "closed_form_step_time_s": v["closed_form_step_time_s"],
-            "slowest_stage": "first" if v["slowest_stage_is_first"] else "last",
+            "slowest_stage": ("first", "middle", "middle", "last")[int(v["slowest_stage_class"])],
             "stage_time_s": {"first": v["stage_time_first_s"], "middle": v["stage_time_middle_s"],
                              "last": v["stage_time_last_s"]},
             "memory": {key: (bool(v[key]) if key == "fits" else v[key]) for key in MEMORY_KEYS},
             "config": self.config.as_dict(),
+            "stage_layers": list(self.stage_layers),
             "warnings": list(self.warnings),
         }
 
@@ -117,7 +119,7 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
     tf, tb = stages.per_stage(0)
     if simulate and cfg.pp > 1:
         _refine_with_simulation(cfg, values, tf, tb, not plan.training.p2p_overlap)
-    return Estimate(cfg, values, _warnings(plan, cfg, values), tf, tb)
+    return Estimate(cfg, values, _warnings(plan, cfg, values), tf, tb, stages.stages.layer_counts(0))
 
 
 def _refine_with_simulation(cfg: Config, v: dict, tf: list[float], tb: list[float], blocking: bool) -> None:

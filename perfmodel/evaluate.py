@@ -289,8 +289,11 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
            "zero_comm": stp.zero3_comm(t_gather, k.zero_stage, m),
            "optimizer": stp.optimizer_time(local, st.precision, gpu.hbm_bandwidth_bytes_per_s, gpu.hbm_efficiency)}
     step = sum(out[key] for key in BREAKDOWN_KEYS)
-    t_middle = len(st.moe_pattern) / pp * t_layer  # an even middle stage, L/p layers of the model's mix
-    out.update(step_time_s=step, num_micro_batches=m, slowest_stage_is_first=slow == 0,
+    # the slowest middle stage, or (none at p <= 2) an even one: L/p layers of the model's mix
+    middle_present = stages.count[:, 1:3] > 0
+    t_middle = np.where(middle_present.any(axis=1), np.where(middle_present, sc["time"][:, 1:3], -np.inf).max(axis=1),
+                        len(st.moe_pattern) / pp * t_layer)
+    out.update(step_time_s=step, num_micro_batches=m, slowest_stage_is_first=slow == 0, slowest_stage_class=slow,
                stage_time_first_s=sc["time"][:, 0], stage_time_middle_s=t_middle,
                stage_time_last_s=np.where(stages.count[:, 3] > 0, sc["time"][:, 3],
                                           t_middle + sum(costs["head"].seconds())),

@@ -168,15 +168,26 @@ def presets(kind: str, rows: list[dict]) -> None:
           right=[isinstance(rows[0][h], (int, float)) for h in headers])
 
 
+def config_text(c: dict, stage_layers: list | None = None) -> str:
+    """One configuration in the knobs' own names; cp, ep and etp only where they are used, and the layers
+    of each stage where the split is uneven."""
+    extra = "".join(f" {k}={c[k]}" for k in ("cp", "ep", "etp") if c.get(k, 1) != 1)
+    if c.get("cp", 1) > 1:
+        extra += f" cp_comm={c['cp_comm_type']}"
+    out = (f"tp={c['tp']} pp={c['pp']} dp={c['dp']}{extra} vp={c['vp']} mbs={c['micro_batch_size']} "
+           f"m={c['num_micro_batches']} gbs={c['global_batch_size']} sp={c['sequence_parallel']} "
+           f"recompute={c['recompute']} zero={c['zero_stage']} schedule={c['schedule']}")
+    if stage_layers and len(set(stage_layers)) > 1:
+        out += " layers/stage=" + "|".join(f"{x:g}" for x in stage_layers)
+    return out
+
+
 def estimate(plan, est, ops=None) -> None:
     """Per-layer table (optional), per-iteration breakdown, throughput and memory of one estimate."""
     from .estimate import ops_json
     j = est.to_json()
     c = j["config"]
-    head = (f"{plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}: tp={c['tp']} pp={c['pp']} "
-            f"dp={c['dp']} vp={c['vp']} mbs={c['micro_batch_size']} m={c['num_micro_batches']} "
-            f"gbs={c['global_batch_size']} sp={c['sequence_parallel']} recompute={c['recompute']} "
-            f"zero={c['zero_stage']} schedule={c['schedule']}")
+    head = f"{plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}: {config_text(c, j['stage_layers'])}"
     if ops is not None:
         op_rows = ops_json(ops)
         rows = [(r["name"], r["kind"], f"{r['flops']:.3g}" if r["flops"] else "-", fmt_bytes(r["bytes"]),
@@ -241,20 +252,22 @@ class LazyProgress:
 def plan(plan_obj, result) -> None:
     """The top configurations, the best one's breakdown, and the search's accounting."""
     rows = []
+    configs = [e.to_json()["config"] for e in result.results]
+    extra = [k for k in ("cp", "ep", "etp") if any(c.get(k, 1) != 1 for c in configs)]
     for i, e in enumerate(result.results, 1):
         j = e.to_json()
         c = j["config"]
-        rows.append((i, c["tp"], c["pp"], c["dp"], c["vp"], c["micro_batch_size"], c["num_micro_batches"],
-                     "on" if c["sequence_parallel"] else "off", c["recompute"], c["zero_stage"], c["schedule"],
-                     fmt_time(j["step_time_s"]), f"{j['tokens_per_s_per_gpu']:,.0f}", pct(j["mfu"]),
-                     pct(j["bubble_over_step"]), fmt_bytes(j["memory"]["total_bytes"])))
+        rows.append((i, c["tp"], c["pp"], c["dp"], *[c[k] for k in extra], c["vp"], c["micro_batch_size"],
+                     c["num_micro_batches"], "on" if c["sequence_parallel"] else "off", c["recompute"],
+                     c["zero_stage"], c["schedule"], fmt_time(j["step_time_s"]), f"{j['tokens_per_s_per_gpu']:,.0f}",
+                     pct(j["mfu"]), pct(j["bubble_over_step"]), fmt_bytes(j["memory"]["total_bytes"])))
     if rows:
         table(f"Top {len(rows)} of {result.feasible:,} feasible configurations: {plan_obj.model.name} on "
               f"{plan_obj.system.num_gpus} x {plan_obj.system.gpu.name}, global batch "
               f"{plan_obj.training.global_batch_size}",
-              ["#", "tp", "pp", "dp", "vp", "mbs", "m", "SP", "recompute", "ZeRO", "schedule", "step time",
+              ["#", "tp", "pp", "dp", *extra, "vp", "mbs", "m", "SP", "recompute", "ZeRO", "schedule", "step time",
                "tokens/s/GPU", "MFU", "bubble", "memory/GPU"], rows,
-              right=[True] * 7 + [False, False, True, False] + [True] * 5)
+              right=[True] * (7 + len(extra)) + [False, False, True, False] + [True] * 5)
         estimate(plan_obj, result.results[0])
     line(f"evaluated {result.evaluated:,} configurations in {result.search_time_s:.2f} s "
          f"({result.evaluated / max(result.search_time_s, 1e-9):,.0f} per second); feasible {result.feasible:,}")

@@ -99,10 +99,10 @@ RULES: tuple[Rule, ...] = (
          lambda f: (f.heads % _a(f.tp) == 0) & (f.groups % _a(f.tp) != 0) & (_a(f.tp) % f.groups != 0),
          lambda f: f"num_query_groups({f.groups}) and tp({f.tp}) do not divide one another",
          "tp", "tp does not divide the attention heads / query groups"),
-    Rule("PM104", "parallel.pp", ("pp", "vp"), lambda f: (_a(f.vp) > 1) & (f.layers % (_a(f.pp) * f.vp) != 0),
-         lambda f: f"num_layers({f.layers}) is not divisible by pp({f.pp}) * vp({f.vp}) = {f.pp * f.vp}; "
-                   f"pick pp * vp dividing {f.layers} (interleaving needs equal chunks)",
-         "pair", "pp does not divide the layers"),
+    Rule("PM104", "parallel.vp", ("pp", "vp"), lambda f: (_a(f.vp) > 1) & (f.layers < _a(f.pp) * f.vp),
+         lambda f: f"pp({f.pp}) * vp({f.vp}) = {f.pp * f.vp} virtual stages exceed num_layers({f.layers}): every "
+                   "chunk needs at least one layer",
+         "micro", "more virtual stages than layers"),
     Rule("PM104", "parallel.pp", ("pp",), lambda f: _a(f.pp) > f.layers,
          lambda f: f"pp({f.pp}) exceeds num_layers({f.layers}): every stage needs at least one layer",
          "pair", "pp does not divide the layers"),

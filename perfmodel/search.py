@@ -112,11 +112,14 @@ def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
     c["etp"] = np.where(c["etp"] == 0, c["tp"], c["etp"])  # 0 stands for "etp = tp", Megatron's default
     c = _dedupe_etp(c)
     c = masked(c, "expert", "(ep, etp) pairs")
-    # mbs divides global_batch / dp; vp > 1 splits every stage into equal chunks (by construction)
+    # mbs divides global_batch / dp (by construction)
     c = _expand(c, "micro_batch_size", fixed(divisors(gbs), "micro_batch_size"))
     c = _keep(c, (gbs // c["dp"]) % c["micro_batch_size"] == 0)
-    c = _expand(c, "vp", fixed(divisors(L), "vp"))
-    c = _keep(c, (c["vp"] == 1) | (L % (c["pp"] * c["vp"]) == 0))
+    # vp candidates: the divisors of floor(L/p) and of ceil(L/p), so chunks are as even as they go
+    c = _expand(c, "vp", fixed(range(1, L + 1), "vp"))
+    near = (L // c["pp"]) % c["vp"] == 0
+    near |= (-(-L // c["pp"])) % c["vp"] == 0
+    c = _keep(c, (c["vp"] == 1) | (near & (c["pp"] * c["vp"] <= L)) | ((fx.vp is not None) & (c["vp"] == (fx.vp or 0))))
     c = masked(c, "micro", "(mbs, vp) pairs")
     return Space(Knobs(**_categorical(c, fx, experts > 0)), Counter(counts))
 

@@ -74,9 +74,9 @@ def test_heads_not_divisible_by_tp(runner, tmp_path):
             "num_attention_heads(96) is not divisible by tp(5)")
 
 
-def test_layers_not_divisible_by_pp_vp(runner, tmp_path):
-    run_bad(runner, ["memory", write_plan(tmp_path, parallel="{tp: 8, pp: 8, vp: 5}")],
-            "num_layers(96) is not divisible by pp(8) * vp(5) = 40")
+def test_more_virtual_stages_than_layers(runner, tmp_path):
+    run_bad(runner, ["memory", write_plan(tmp_path, parallel="{tp: 8, pp: 8, vp: 13}")],
+            "pp(8) * vp(13) = 104 virtual stages exceed num_layers(96)")
 
 
 def test_gpus_not_divisible_by_tp_pp(runner, tmp_path):

@@ -36,7 +36,7 @@ def test_clean_plan_is_silent():
                    micro_batch_size=4)),
     ("PM102", dict(CLEAN, dp=4)),
     ("PM103", dict(CLEAN, tp=5, pp=1, dp=None, vp=None, schedule="1f1b") | {"gpus": 5, "gbs": 5, "gpn": 5}),
-    ("PM104", dict(CLEAN, vp=5)),
+    ("PM104", dict(CLEAN, vp=13)),  # 8 x 13 chunks for 96 layers
     ("PM105", dict(CLEAN, micro_batch_size=5)),
     ("PM106", dict(CLEAN) | {"gbs": 8 * 12}),
     ("PM107", dict(CLEAN, vp=None)),

@@ -78,11 +78,10 @@ def test_pm104_more_stages_than_layers():
     assert rejected(p) == {"pp does not divide the layers ((tp, cp, pp) combinations)": 1}
 
 
-def test_pm104_interleaving_needs_equal_chunks():
-    p = plan(tp=8, pp=8, vp=5)  # 96 layers are not 8 x 5 chunks
+def test_pm104_more_virtual_stages_than_layers():
+    p = plan(tp=8, pp=8, vp=13, micro_batch_size=1)  # 104 chunks for 96 layers
     assert "PM104" in rules_in_check(p)
-    space = enumerate_space(p)
-    assert len(space.knobs) == 0  # vp candidates are the ones that split every stage evenly
+    assert rejected(p) == {"more virtual stages than layers ((mbs, vp) pairs)": 1}
 
 
 def test_pm104_first_and_last_stage_layers_must_fit():

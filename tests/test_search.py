@@ -31,7 +31,7 @@ def test_results_multiply_out_to_the_gpu_count(gpt3):
     k = space.knobs
     assert ((k.tp * k.pp * k.dp) == 512).all()
     assert ((1536 % (k.dp * k.micro_batch_size)) == 0).all()
-    assert ((k.vp == 1) | (96 % (k.pp * k.vp) == 0)).all()  # interleaving needs equal chunks
+    assert (k.pp * k.vp <= 96).all()  # every chunk holds a layer
     assert (k.pp <= 96).all()  # uneven stages: any pp up to the layer count
     assert (96 % k.tp == 0).all() and (k.tp <= 8).all()
 

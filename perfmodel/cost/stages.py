@@ -71,12 +71,11 @@ class Stages:
 
 def split_layers(L, pp, vp, first, last, t_layer, t_first_extra, t_last_extra):
     """(first, last) stage layer counts per configuration. Given (> 0) counts are kept; otherwise the
-    split is even when p divides L (Megatron's default) or interleaved (vp > 1 needs equal chunks), and
-    else the one that minimizes the slowest stage, max(f t + e_first, l t + e_last, ceil(rest/(p-2)) t),
+    split is even when p divides L (Megatron's default), and else the one that minimizes the slowest stage, max(f t + e_first, l t + e_last, ceil(rest/(p-2)) t),
     over every f, l (the search's "uneven stages"); the middle stages share the rest as evenly as it goes."""
     pp = np.asarray(pp, dtype=np.int64)
     first, last = np.asarray(first, dtype=np.int64), np.asarray(last, dtype=np.int64)
-    even = (L % np.maximum(pp, 1) == 0) | (np.asarray(vp) > 1)
+    even = L % np.maximum(pp, 1) == 0
     q = L // np.maximum(pp, 1)
     f_out = np.where(first > 0, first, np.where(even, q, 0))
     l_out = np.where(last > 0, last, np.where(even, q, 0))
