@@ -177,7 +177,7 @@ def layer_seconds(plan: Plan, cfg: Config, recompute: str | None = None, kind: s
     """(forward, backward) seconds of one layer for one micro-batch under ``cfg``, TP communication
     and the recompute of ``recompute`` (default: the configuration's) included."""
     ops, block = _layer(plan, cfg, kind)
-    cost = BlockCost.of(ops, block, float(cfg.tp), float(cfg.ep), float(cfg.etp))
+    cost = BlockCost.of(ops, block, float(cfg.tp), float(cfg.ep), float(cfg.etp), plan.training.recompute_modules)
     fwd, bwd = cost.seconds(RECOMPUTE_CODES[recompute or cfg.recompute])
     return float(fwd), float(bwd)
 

@@ -24,6 +24,7 @@ from .cost import memory as mem
 from .cost import pipeline as pipe
 from .cost import step as stp
 from .cost.layer import Hardware, Op, time_block
+from .cost.ops import in_modules
 from .cost.stages import Stages, build_stages, split_layers
 from .cost.transformer import LayerShape, Options, decoder_layer, embedding, grad_accumulation_bytes, lm_head
 from .knobs import CP_COMM_NAMES, Knobs
@@ -54,7 +55,8 @@ class Setting:
         tr = plan.training
         p = Precision.of(tr.dtype, tr.grad_accum_fp32, tr.optimizer)
         opts = Options(gemm_bytes=p.gemm_bytes, act_bytes=p.activation_bytes, flash=tr.flash_attention,
-                       persist_ln=tr.persist_layer_norm,
+                       persist_ln=tr.persist_layer_norm, dispatcher=tr.moe_token_dispatcher_type,
+                       a2a_overlap=tr.moe_a2a_overlap,
                        grad_accum_bytes=grad_accumulation_bytes(p.activation_bytes, tr.grad_accumulation_fusion,
                                                                 p.gradient_bytes))
         return cls(plan, LayerShape.of(plan.model), p, Hardware.from_gpu(plan.system.gpu, p.compute), opts,
@@ -79,29 +81,31 @@ class BlockCost:
     bwd: np.ndarray
     comm_fwd: np.ndarray
     comm_bwd: np.ndarray
-    core_fwd: np.ndarray
+    core_fwd: np.ndarray        # compute of the selectively recomputed modules' forward
+    core_comm: np.ndarray       # their communication
     activations: np.ndarray     # (3, n): recompute none, selective, full
     params: np.ndarray
     expert_params: np.ndarray
 
     @classmethod
-    def of(cls, ops: list[Op], block, t, ep, etp) -> "BlockCost":
+    def of(cls, ops: list[Op], block, t, ep, etp, modules=("core_attn",)) -> "BlockCost":
         zero = 0.0 * ops[0].fwd_s
+        repeat = {o.name for o in block.ops if in_modules(o, modules)}
 
         def total(attr, kinds, core_only=False):
-            return sum((getattr(o, attr) for o in ops if o.kind in kinds and (o.attention_core or not core_only)),
+            return sum((getattr(o, attr) for o in ops if o.kind in kinds and (o.name in repeat or not core_only)),
                        zero)
         acts = np.stack([np.broadcast_to(block.activation_bytes(rc) + zero, np.shape(zero)) for rc in (0, 1, 2)])
         expert = sum(op.params for op in block.ops if getattr(op, "shard", "") == "experts")
         params = (block.params() - expert) / t + expert / (ep * etp) + zero
         return cls(total("fwd_s", _COMPUTE), total("bwd_s", _COMPUTE), total("fwd_s", ("comm",)),
-                   total("bwd_s", ("comm",)), total("fwd_s", _COMPUTE, core_only=True), acts, params,
-                   expert / (ep * etp) + zero)
+                   total("bwd_s", ("comm",)), total("fwd_s", _COMPUTE, core_only=True),
+                   total("fwd_s", ("comm",), core_only=True), acts, params, expert / (ep * etp) + zero)
 
     def seconds(self, recompute=0):
         """(forward, backward) seconds per micro-batch, communication included; the backward includes
         what ``recompute`` (a RECOMPUTE_CODES code) repeats of the forward."""
-        rec, rec_comm = stp.layer_recompute(self.fwd, self.comm_fwd, self.core_fwd, recompute)
+        rec, rec_comm = stp.layer_recompute(self.fwd, self.comm_fwd, self.core_fwd, recompute, self.core_comm)
         return self.fwd + self.comm_fwd, self.bwd + self.comm_bwd + rec + rec_comm
 
     def kept(self, recompute):
@@ -147,7 +151,8 @@ def block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
             sp = u["sequence_parallel"][rows].astype(bool)
             ops, block = block_ops(st, builder, f["tp"], f["micro_batch_size"], sp, f["cp"], f["ep"], f["etp"],
                                    CP_COMM_NAMES[int(code)], **kw)
-            parts.append((rows, BlockCost.of(ops, block, f["tp"], f["ep"], f["etp"])))
+            parts.append((rows, BlockCost.of(ops, block, f["tp"], f["ep"], f["etp"],
+                                             st.plan.training.recompute_modules)))
         out[name] = _merge(parts, len(uniq)).take(inverse)
     return out
 
@@ -170,7 +175,7 @@ def stage_costs(st: Setting, stages: Stages, c: dict[str, BlockCost], recompute)
     sum to the stage's time), and the forward share the schedule simulator needs."""
     layers = [c.get(kind, c[st.kinds()[0]]) for kind in ("dense", "moe")]
     head, emb = c["head"], c["embedding"]
-    rec = [stp.layer_recompute(x.fwd, x.comm_fwd, x.core_fwd, recompute) for x in layers]
+    rec = [stp.layer_recompute(x.fwd, x.comm_fwd, x.core_fwd, recompute, x.core_comm) for x in layers]
     out = {"fwd": stages.total([x.fwd for x in layers], emb.fwd, head.fwd),
            "bwd": stages.total([x.bwd for x in layers], emb.bwd, head.bwd),
            "rec": stages.total([r[0] for r in rec], 0.0, 0.0),

@@ -99,9 +99,10 @@ RULES: tuple[Rule, ...] = (
          lambda f: (f.heads % _a(f.tp) == 0) & (f.groups % _a(f.tp) != 0) & (_a(f.tp) % f.groups != 0),
          lambda f: f"num_query_groups({f.groups}) and tp({f.tp}) do not divide one another",
          "tp", "tp does not divide the attention heads / query groups"),
-    Rule("PM104", "parallel.vp", ("pp", "vp"), lambda f: (_a(f.vp) > 1) & (f.layers < _a(f.pp) * f.vp),
-         lambda f: f"pp({f.pp}) * vp({f.vp}) = {f.pp * f.vp} virtual stages exceed num_layers({f.layers}): every "
-                   "chunk needs at least one layer",
+    Rule("PM104", "parallel.vp", ("pp", "vp"), lambda f: (_a(f.vp) > 1) & (f.layers + 2 < _a(f.pp) * f.vp),
+         lambda f: f"pp({f.pp}) * vp({f.vp}) = {f.pp * f.vp} virtual stages exceed num_layers({f.layers}) + 2: "
+                   "every chunk needs a layer, or the embedding or the loss (Megatron-Core's "
+                   "account_for_embedding/loss_in_pipeline_split)",
          "micro", "more virtual stages than layers"),
     Rule("PM104", "parallel.pp", ("pp",), lambda f: _a(f.pp) > f.layers,
          lambda f: f"pp({f.pp}) exceeds num_layers({f.layers}): every stage needs at least one layer",

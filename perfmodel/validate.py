@@ -18,6 +18,7 @@ import numpy as np
 
 from . import presets
 from .cost import flops as fl
+from .cost.transformer import LayerShape
 from .errors import PerfModelError
 from .estimate import Estimate, estimate, layer_seconds, resolve_config
 from .search import search
@@ -27,7 +28,10 @@ KNOBS = ("micro_batch_size", "vp", "schedule")  # the knobs papers most often le
 TABLE_TITLES = {
     "narayanan2021-table1": "Narayanan et al. 2021, Table 1 (weak scaling, full recompute)",
     "korthikanti2022-table5": "Korthikanti et al. 2022, Table 5 (full recompute vs SP + selective)",
+    "moezoo-qwen3-235b": "Megatron-Core MoE model zoo: Qwen3-235B-A22B on 256 H100 (EP/PP layouts)",
+    "moezoo-long-context": "Megatron-Core MoE model zoo: Qwen3-235B-A22B long context on 256 H100 (CP)",
 }
+CONVENTIONS = ("narayanan-eq3", "korthikanti-eq7", "megatron-core")
 
 
 def measured_step_time(plan: Plan, measured: dict) -> float:
@@ -41,8 +45,10 @@ def measured_step_time(plan: Plan, measured: dict) -> float:
         total = fl.narayanan_hardware_flops(B, s, L, h, V)
     elif conv == "korthikanti-eq7":
         total = fl.korthikanti_model_flops(B, s, L, h, V)
+    elif conv == "megatron-core":
+        total = fl.megatron_core_flops(LayerShape.of(m), B, s, L, sum(m.moe_pattern()))
     else:
-        raise PerfModelError(f"unknown flop_convention {conv!r}; use narayanan-eq3 or korthikanti-eq7")
+        raise PerfModelError(f"unknown flop_convention {conv!r}; use one of {', '.join(CONVENTIONS)}")
     return total / (float(measured["tflops_per_gpu"]) * 1e12 * plan.system.num_gpus)
 
 

@@ -76,7 +76,7 @@ def test_heads_not_divisible_by_tp(runner, tmp_path):
 
 def test_more_virtual_stages_than_layers(runner, tmp_path):
     run_bad(runner, ["memory", write_plan(tmp_path, parallel="{tp: 8, pp: 8, vp: 13}")],
-            "pp(8) * vp(13) = 104 virtual stages exceed num_layers(96)")
+            "pp(8) * vp(13) = 104 virtual stages exceed num_layers(96) + 2")
 
 
 def test_gpus_not_divisible_by_tp_pp(runner, tmp_path):

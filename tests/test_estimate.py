@@ -132,7 +132,7 @@ def test_invalid_config_lists_every_factor(plan3d):
     with pytest.raises(PerfModelError) as e:
         estimate(plan3d, resolve_config(plan3d, tp=8, pp=8, dp=4, vp=13))
     assert "tp(8) * pp(8) * dp(4) = 256 != num_gpus(512)" in str(e.value)
-    assert "pp(8) * vp(13) = 104 virtual stages exceed num_layers(96)" in str(e.value)
+    assert "pp(8) * vp(13) = 104 virtual stages exceed num_layers(96) + 2" in str(e.value)
 
 
 def test_simulation_refines_only_the_pipeline_terms(plan3d):

@@ -80,6 +80,31 @@ def test_table4_per_layer_fit(report):
         assert abs(r["fwd_error_pct"]) <= 2.0 and abs(r["bwd_error_pct"]) <= 2.0, r
 
 
+def test_moe_zoo_long_context_target(report):  # issue 12: mean |error| <= 15% for each group
+    t = report.tables["moezoo-long-context"]
+    assert t["cases"] == 4 and t["mean_abs_error_pct"] <= 15.0
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 12 asks <= 15% mean; the layouts with intra-node EP 8 (runs 3, 4) run ~40% slower than modelled, "
+    "the cross-node ones (1, 2) within 11%: a per-chunk host cost or slow grouped GEMMs at small expert M, "
+    "neither measured here"))
+def test_moe_zoo_layouts_target(report):
+    assert report.tables["moezoo-qwen3-235b"]["mean_abs_error_pct"] <= 15.0
+
+
+def test_megatron_core_convention_counts_causal_attention_and_active_experts():
+    """Megatron-Core prints 6 B s (attention projections + k routed and the shared experts + logits) plus
+    the causal half of the attention core. Qwen3-235B at 16,384 tokens, 256 sequences, 237 TFLOP/s on 256
+    GPUs (the zoo's long-context table): written out by hand here."""
+    case = next(c for c in presets.validation_cases() if c["name"] == "zoo-qwen3-235b-long-16384")
+    h, a, g, d, fe, k, V, L, s, B = 4096, 64, 4, 128, 1536, 8, 151936, 94, 16384, 256
+    attn = h * (a * d + 2 * g * d) + a * d * s / 2 * 2 + a * d * h
+    mlp = h * fe * k * 3
+    flops = B * s * (6 * mlp * L + 6 * attn * L + 6 * h * V)
+    assert measured_step_time(case["plan"], case["measured"]) == pytest.approx(flops / (237e12 * 256), rel=1e-12)
+
+
 def test_published_tflops_become_step_times():
     # Narayanan Table 1, 1T: 163 TFLOP/s per GPU on 3072 GPUs under eq. 3 -> 102.6 s per iteration
     case = next(c for c in presets.validation_cases() if c["name"] == "n21-gpt-1008b")

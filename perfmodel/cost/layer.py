@@ -73,11 +73,14 @@ class Link:
     intra_latency: object = None
     ranks_per_node: object = None
 
-    def seconds(self, kind: str, message, n):
-        """Time of one collective of ``message`` bytes over n ranks (SPEC 3)."""
+    def seconds(self, kind: str, message, n, dedup_k: int = 0):
+        """Time of one collective of ``message`` bytes over n ranks (SPEC 3). ``dedup_k``: the message
+        is k copies of each token, and a copy bound for a node the token already goes to stays off the
+        NIC (DeepEP's node-level dispatch)."""
         if kind == "all-to-all" and self.ranks_per_node is not None:
+            scale = coll.node_dedup(n, self.ranks_per_node, dedup_k) if dedup_k else 1.0
             return coll.all_to_all_time(message, n, self.ranks_per_node, self.intra_bandwidth, self.intra_latency,
-                                        self.bandwidth, self.latency)
+                                        self.bandwidth, self.latency, scale)
         return sum(coll.collective_time(kind, message, n, self.bandwidth, self.latency))
 
 
@@ -142,7 +145,7 @@ def _time_collective(hw: Hardware, c: Collective, n, sp, link: Link, passes: dic
 
     def seconds(x):
         msg = c.message * x.scale
-        return link.seconds(x.kind, msg, 2 if x.kind == "p2p" else n)
+        return link.seconds(x.kind, msg, 2 if x.kind == "p2p" else n, c.dedup_k)
 
     def total(transfers):
         out = np.zeros(np.broadcast(np.asarray(c.message), sp).shape)

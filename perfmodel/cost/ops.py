@@ -10,12 +10,17 @@ Stored activations (Korthikanti et al. 2022, Sec. 4.1) are attached to the op th
 for its backward: ``saved`` bytes survive selective recompute, ``saved_core`` bytes (the s x s
 softmax output, dropout mask and dropout output) are what selective recompute drops.
 
+Each op names the Megatron-Core recompute modules it belongs to (--recompute-modules: core_attn,
+layernorm, mlp, moe, moe_act, shared_experts, mla_up_proj); selective recompute repeats the forward of
+the ops of the modules chosen (core_attn by default, Korthikanti 2022's selective recompute).
+
 Units: elements, FLOPs, bytes, seconds.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import replace as _replace
 from typing import Literal
 
 import numpy as np
@@ -49,6 +54,7 @@ class Gemm:
     saved: object = 0.0
     saved_core: object = 0.0
     time_rows: object = None
+    modules: tuple[str, ...] = ()
 
     @property
     def flops(self):
@@ -74,6 +80,7 @@ class FusedAttention:
     attention_core: bool = True
     saved: object = 0.0
     saved_core: object = 0.0
+    modules: tuple[str, ...] = ()
 
     @property
     def flops(self):
@@ -96,6 +103,7 @@ class Pointwise:
     attention_core: bool = False
     saved: object = 0.0
     saved_core: object = 0.0
+    modules: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -126,9 +134,21 @@ class Collective:
     attention_core: bool = False
     saved: object = 0.0
     saved_core: object = 0.0
+    modules: tuple[str, ...] = ()
+    dedup_k: int = 0              # DeepEP: a token's k copies cross to each remote node once (0: no dedup)
 
 
 OpDesc = Gemm | FusedAttention | Pointwise | Collective
+
+
+def tag(ops, *modules: str) -> list:
+    """The ops, each also in ``modules`` (the attention core's ops are in core_attn already)."""
+    return [_replace(op, modules=tuple(dict.fromkeys(op.modules + modules))) for op in ops]
+
+
+def in_modules(op, modules) -> bool:
+    """True where op is repeated by a selective recompute of ``modules``."""
+    return bool(set(op.modules + (("core_attn",) if op.attention_core else ())) & set(modules))
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,17 @@ from ..specs.precision import Precision
 from . import collectives as coll
 
 
-def layer_recompute(fwd_compute, fwd_comm, attention_core, recompute):
-    """(compute, TP comm) seconds one layer spends recomputing in backward (Korthikanti 2022, Sec. 5).
+def layer_recompute(fwd_compute, fwd_comm, selective_compute, recompute, selective_comm=0.0):
+    """(compute, comm) seconds one layer spends recomputing in backward (Korthikanti 2022, Sec. 5).
 
-    Full recompute repeats the whole forward, its TP collectives included; selective repeats the
-    attention core (scores, softmax, dropout, attention x V), which has no collective. ``recompute``
-    is a code of RECOMPUTE_CODES (array or scalar): 0 none, 1 selective, 2 full.
+    Full recompute repeats the whole forward, its collectives included; selective repeats the forward of
+    the chosen modules: by default the attention core (scores, softmax, dropout, attention x V), which
+    has no collective (Megatron-Core --recompute-modules may add, e.g., the MoE layer and its
+    all-to-alls). ``recompute`` is a code of RECOMPUTE_CODES (array or scalar): 0 none, 1 selective, 2 full.
     """
     rc = np.asarray(recompute)
-    compute = np.where(rc == 2, fwd_compute, np.where(rc == 1, attention_core, 0.0))
-    return compute, np.where(rc == 2, fwd_comm, 0.0)
+    compute = np.where(rc == 2, fwd_compute, np.where(rc == 1, selective_compute, 0.0))
+    return compute, np.where(rc == 2, fwd_comm, np.where(rc == 1, selective_comm, 0.0))
 
 
 def p2p_time(message, tp, sp, pp_link, tp_link):

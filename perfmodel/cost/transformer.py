@@ -27,7 +27,7 @@ from typing import Literal
 
 import numpy as np
 
-from .ops import Block, Collective, FusedAttention, Gemm, Pointwise, Transfer
+from .ops import Block, Collective, FusedAttention, Gemm, Pointwise, Transfer, tag
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,8 @@ class Options:
     persist_ln: bool = True          # single-pass layernorm backward
     grad_accum_bytes: float = 0.0    # bytes per weight of an unfused gradient accumulation, 0 if fused
     cp_comm: Literal["p2p", "a2a"] = "p2p"
+    dispatcher: Literal["alltoall", "allgather", "deepep"] = "alltoall"
+    a2a_overlap: bool = False        # EP all-to-alls hidden under another micro-batch's expert GEMMs
 
 
 @dataclass(frozen=True)
@@ -206,9 +208,9 @@ def decoder_layer(m: LayerShape, o: Options, b, s: int, t, sp, cp=1, ep=1, etp=1
     act, h = o.act_bytes, m.hidden
     M, tok = x.tokens, x.tok
     ops = attention_ops(m, o, x)
-    ops += [Pointwise("layernorm 2", M * h / tok, 2 * act, layernorm_backward_bytes(act, o.persist_ln), 8,
-                      "tokens", m.norm_params, saved=act * M * h / tok)]
-    ops += moe_ops(m, o, x) if moe else mlp_ops(m, o, x)
+    ops += tag([Pointwise("layernorm 2", M * h / tok, 2 * act, layernorm_backward_bytes(act, o.persist_ln), 8,
+                          "tokens", m.norm_params, saved=act * M * h / tok)], "layernorm")
+    ops += moe_ops(m, o, x) if moe else tag(mlp_ops(m, o, x), "mlp")
     if m.sandwich:
         ops.append(Pointwise("post-MLP norm", M * h / tok, 2 * act, layernorm_backward_bytes(act, o.persist_ln), 8,
                              "tokens", m.norm_params, saved=act * M * h / tok))
@@ -228,8 +230,8 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list:
     act, h = o.act_bytes, m.hidden
     M, t, tok = x.tokens, x.t, x.tok
     ln_bwd = layernorm_backward_bytes(act, o.persist_ln)
-    ops: list = [Pointwise("layernorm 1", M * h / tok, 2 * act, ln_bwd, 8, "tokens", m.norm_params,
-                           saved=act * M * h / tok)]
+    ops: list = tag([Pointwise("layernorm 1", M * h / tok, 2 * act, ln_bwd, 8, "tokens", m.norm_params,
+                               saved=act * M * h / tok)], "layernorm")
     if m.kv_lora:
         ops += _mla_projections(m, o, x)
         first = "KV up-projection"
@@ -276,7 +278,7 @@ def _mla_projections(m: LayerShape, o: Options, x: Split) -> list:
                 Pointwise("Q norm", M * m.q_lora, 2 * act, 3 * act, 8, "replicated", m.q_lora,
                           saved=act * M * m.q_lora),
                 Gemm("Q up-projection", M, m.q_lora, a * qk / t, 1, "column", m.q_lora * a * qk,
-                     saved=act * M * m.q_lora)]
+                     saved=act * M * m.q_lora, modules=("mla_up_proj",))]
     else:
         ops.append(Gemm("Q projection", M, h, a * qk / t, 1, "column", h * a * qk, saved=act * M * h))
     kv_down = m.kv_lora + m.qk_rope
@@ -284,7 +286,7 @@ def _mla_projections(m: LayerShape, o: Options, x: Split) -> list:
             Pointwise("KV norm", M * m.kv_lora, 2 * act, 3 * act, 8, "replicated", m.kv_lora,
                       saved=act * M * m.kv_lora),
             Gemm("KV up-projection", M, m.kv_lora, a * (m.qk_nope + m.v_head) / t, 1, "column",
-                 m.kv_lora * a * (m.qk_nope + m.v_head), saved=act * M * m.kv_lora)]
+                 m.kv_lora * a * (m.qk_nope + m.v_head), saved=act * M * m.kv_lora, modules=("mla_up_proj",))]
     return ops
 
 
@@ -374,7 +376,8 @@ def moe_ops(m: LayerShape, o: Options, x: Split) -> list:
     balanced routing every expert rank receives as many token copies as it sends; the busiest rank
     gets ``imbalance`` times that, which sets the pace of its GEMMs and of the all-to-all. Expert TP
     (etp) splits each expert's inner size and gathers the tokens over its group first. Shared
-    experts run on every token as a TP-split dense MLP."""
+    experts run on every token as a TP-split dense MLP. The dispatcher may instead all-gather the EP
+    group's tokens (Megatron's allgather dispatcher), or send each token once per node (DeepEP)."""
     act, h, E, k, fe = o.act_bytes, m.hidden, m.experts, m.top_k, m.moe_ffn
     M, t, tok, ep, etp = x.tokens, x.t, x.tok, x.ep, x.etp
     n_loc = M / tok                                     # this rank's tokens
@@ -383,12 +386,26 @@ def moe_ops(m: LayerShape, o: Options, x: Split) -> list:
     n_e = (2 if m.gated else 1) * fe
     rows = copies * etp * ep / E                        # rows per local expert, mean
     local = E / ep
-    dispatch = Collective("EP dispatch (all-to-all)", "ep", act * copies * h * imb,
-                          fwd=(Transfer("all-to-all"),), bwd=(Transfer("all-to-all"),))
-    combine = Collective("EP combine (all-to-all)", "ep", act * copies * h * imb,
-                         fwd=(Transfer("all-to-all"),), bwd=(Transfer("all-to-all"),))
+    if o.dispatcher == "allgather":  # every EP rank gathers all the group's tokens, keeps its experts' share
+        dispatch = Collective("EP dispatch (all-gather)", "ep", act * n_loc * ep * h * imb,
+                              fwd=(Transfer("all-gather"),), bwd=(Transfer("reduce-scatter"),))
+        combine = Collective("EP combine (reduce-scatter)", "ep", act * n_loc * ep * h * imb,
+                             fwd=(Transfer("reduce-scatter"),), bwd=(Transfer("all-gather"),))
+    else:
+        k_dedup = k if o.dispatcher == "deepep" else 0
+        fc1 = "expert fc1 (grouped)"
+        # overlapped (Megatron-Core's EP overlap): each all-to-all hides under the expert GEMMs of the
+        # micro-batch it is interleaved with, forward under a forward, backward under a backward
+        fwd = (Transfer("all-to-all", behind=(fc1, "fwd") if o.a2a_overlap else None),)
+        bwd = (Transfer("all-to-all", behind=(fc1, "bwd") if o.a2a_overlap else None),)
+        dispatch = Collective("EP dispatch (all-to-all)", "ep", act * copies * h * imb, fwd=fwd, bwd=bwd,
+                              dedup_k=k_dedup)
+        combine = Collective("EP combine (all-to-all)", "ep", act * copies * h * imb, fwd=fwd, bwd=bwd,
+                             dedup_k=k_dedup)
     ops: list = [Gemm("router", n_loc, h, E, 1, "tokens", h * E, saved=act * n_loc * h + 4.0 * n_loc * E),
                  Pointwise("token permute", copies * h * imb, 2 * act, 2 * act, 0, "experts"), dispatch]
+    expert_act = tag([_activation(m, act, "expert " + m.act_name, rows * local * fe / etp * imb, False,
+                                  saved=act * rows * local * n_e / etp)], "moe_act")
     gathered = act * copies * etp * h * imb
     etp_in = Collective("ETP all-gather of expert tokens", "etp", gathered, fwd=(Transfer("all-gather"),),
                         bwd=(Transfer("reduce-scatter"),))
@@ -397,18 +414,19 @@ def moe_ops(m: LayerShape, o: Options, x: Split) -> list:
     ops += [etp_in,
             Gemm("expert fc1 (grouped)", rows, h, n_e / etp, local, "experts", E * h * n_e,
                  saved=act * rows * local * h, time_rows=rows * imb),
-            _activation(m, act, "expert " + m.act_name, rows * local * fe / etp * imb, False,
-                        saved=act * rows * local * n_e / etp),
+            *expert_act,
             Gemm("expert fc2 (grouped)", rows, fe / etp, h, local, "experts", E * fe * h,
                  saved=act * rows * local * fe / etp, time_rows=rows * imb),
             etp_out, combine,
             Pointwise("token unpermute", copies * h * imb, 2 * act, 2 * act, 1, "experts")]
+    ops = tag(ops, "moe")
     if m.shared_ffn:
         fs, n_s = m.shared_ffn, (2 if m.gated else 1) * m.shared_ffn
-        ops += [Gemm("shared expert up", M, h, n_s / t, 1, "column", h * n_s, saved=act * M * h / tok),
-                _activation(m, act, "shared expert " + m.act_name, M * fs / t, False, saved=act * M * n_s / t),
-                Gemm("shared expert down", M, fs / t, h, 1, "row", fs * h, saved=act * M * fs / t),
-                _tp_collective("TP comm of the shared expert", M * h * act, "shared expert up")]
+        ops += tag([Gemm("shared expert up", M, h, n_s / t, 1, "column", h * n_s, saved=act * M * h / tok),
+                    _activation(m, act, "shared expert " + m.act_name, M * fs / t, False, saved=act * M * n_s / t),
+                    Gemm("shared expert down", M, fs / t, h, 1, "row", fs * h, saved=act * M * fs / t),
+                    _tp_collective("TP comm of the shared expert", M * h * act, "shared expert up")],
+                   "shared_experts")
     return ops
 
 

@@ -77,3 +77,13 @@ class Training(Spec):
         "otherwise each send blocks its stage, as in the validated 2021-2022 runs.")
     overlap_grad_reduce: bool = Field(
         True, description="Overlap the DP gradient reduction with the last micro-batch's backward.")
+    recompute_modules: list[Literal["core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_experts",
+                                    "mla_up_proj"]] = Field(
+        ["core_attn"], description="What recompute: selective repeats (Megatron-Core --recompute-modules; "
+        "core_attn is Korthikanti 2022's selective recompute). Memory is counted as for core_attn.")
+    moe_a2a_overlap: bool = Field(
+        False, description="The EP all-to-alls of one micro-batch run under another's expert computation "
+        "(Megatron-Core --overlap-moe-expert-parallel-comm with the combined 1F1B schedule).")
+    moe_token_dispatcher_type: Literal["alltoall", "allgather", "deepep"] = Field(
+        "alltoall", description="How tokens reach their experts: all-to-all over EP, all-gather/reduce-"
+        "scatter, or DeepEP (Megatron's flex dispatcher: each token crosses to a node once).")
