@@ -136,10 +136,18 @@ def block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
     """Dense layer, MoE layer, LM head and embedding costs per micro-batch. They depend on the split of a
     micro-batch only (tp, b, sp, cp, ep, etp, CP's exchange), so each is computed once per distinct split
     and broadcast back to every configuration."""
-    cols = np.stack([np.asarray(getattr(k, name), dtype=np.int64) for name in _KEY], axis=1)
-    uniq, inverse = np.unique(cols, axis=0, return_inverse=True)
+    key = np.zeros(len(k), dtype=np.int64)
+    radix = 1
+    for name in _KEY:  # mixed-radix code of the split, column by column (np.unique on rows is slow)
+        col = np.asarray(getattr(k, name), dtype=np.int64)
+        top = int(col.max(initial=0)) + 1
+        if radix * top >= 2**62:  # too wide for one int64: renumber the column by its distinct values
+            values, col = np.unique(col, return_inverse=True)
+            col, top = col.ravel(), len(values)
+        key, radix = key * top + col, radix * top
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
-    u = {name: uniq[:, i] for i, name in enumerate(_KEY)}
+    u = {name: np.asarray(getattr(k, name), dtype=np.int64)[first] for name in _KEY}
     builders = [("embedding", embedding, {}), ("head", lm_head, {})]
     builders += [(kind, decoder_layer, {"moe": kind == "moe"}) for kind in st.kinds()]
     out: dict[str, BlockCost] = {}
@@ -153,7 +161,7 @@ def block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
                                    CP_COMM_NAMES[int(code)], **kw)
             parts.append((rows, BlockCost.of(ops, block, f["tp"], f["ep"], f["etp"],
                                              st.plan.training.recompute_modules)))
-        out[name] = _merge(parts, len(uniq)).take(inverse)
+        out[name] = _merge(parts, len(first)).take(inverse)
     return out
 
 
@@ -173,16 +181,18 @@ def _merge(parts: list[tuple[np.ndarray, BlockCost]], n: int) -> BlockCost:
 def stage_costs(st: Setting, stages: Stages, c: dict[str, BlockCost], recompute) -> dict[str, np.ndarray]:
     """Per stage class, seconds per micro-batch: forward, backward, recompute and TP/CP/EP comm (the four
     sum to the stage's time), and the forward share the schedule simulator needs."""
-    layers = [c.get(kind, c[st.kinds()[0]]) for kind in ("dense", "moe")]
+    layers = [c.get(kind) for kind in ("dense", "moe")]
     head, emb = c["head"], c["embedding"]
-    rec = [stp.layer_recompute(x.fwd, x.comm_fwd, x.core_fwd, recompute, x.core_comm) for x in layers]
-    out = {"fwd": stages.total([x.fwd for x in layers], emb.fwd, head.fwd),
-           "bwd": stages.total([x.bwd for x in layers], emb.bwd, head.bwd),
-           "rec": stages.total([r[0] for r in rec], 0.0, 0.0),
-           "comm": stages.total([x.comm_fwd + x.comm_bwd + r[1] for x, r in zip(layers, rec)],
+    rec = [stp.layer_recompute(x.fwd, x.comm_fwd, x.core_fwd, recompute, x.core_comm) if x else None
+           for x in layers]
+    per = lambda f: [f(x, r) if x else None for x, r in zip(layers, rec)]  # noqa: E731
+    out = {"fwd": stages.total(per(lambda x, r: x.fwd), emb.fwd, head.fwd),
+           "bwd": stages.total(per(lambda x, r: x.bwd), emb.bwd, head.bwd),
+           "rec": stages.total(per(lambda x, r: r[0]), 0.0, 0.0),
+           "comm": stages.total(per(lambda x, r: x.comm_fwd + x.comm_bwd + r[1]),
                                 emb.comm_fwd + emb.comm_bwd, head.comm_fwd + head.comm_bwd)}
     out["time"] = out["fwd"] + out["bwd"] + out["rec"] + out["comm"]
-    out["fwd_share"] = stages.total([x.fwd + x.comm_fwd for x in layers], emb.fwd + emb.comm_fwd,
+    out["fwd_share"] = stages.total(per(lambda x, r: x.fwd + x.comm_fwd), emb.fwd + emb.comm_fwd,
                                     head.fwd + head.comm_fwd)
     return out
 
@@ -209,25 +219,30 @@ def memory_terms(st: Setting, k: Knobs, stages: Stages, c: dict[str, BlockCost],
     tp, pp, vp, b, cp = (k.tp.astype(float), k.pp.astype(float), k.vp.astype(float),
                          k.micro_batch_size.astype(float), k.cp.astype(float))
     s = st.plan.seq_length
-    layers = [c.get(kind, c[st.kinds()[0]]) for kind in ("dense", "moe")]
+    layers = [c.get(kind) for kind in ("dense", "moe")]
+    present = [x for x in layers if x]
     idx = stages.first_index
     in_flight = np.where(idx == 0, pipe.in_flight_microbatches(pp, m, vp, k.schedule)[:, None],
                          pipe.in_flight_microbatches(np.maximum(pp[:, None] - idx, 1), m[:, None], vp[:, None],
                                                      k.schedule[:, None]))
     in_flight = np.where((idx == pp[:, None] - 1) & (pp[:, None] > 1), 1.0, in_flight)
-    kept = [x.kept(k.recompute) for x in layers]
-    working = np.where(k.recompute == 2, np.maximum(*[x.activations[0] for x in layers]), 0.0)
+    kept = [x.kept(k.recompute) if x else None for x in layers]
+    working = np.where(k.recompute == 2, np.max([x.activations[0] for x in present], axis=0), 0.0)
     _, _, embed, head = mem.activation_terms(s, b, sh.hidden, 0, sh.vocab, tp, k.sequence_parallel, 0)
-    acts = (sum(stages.layers[..., i] * kept[i][:, None] for i in range(2)) * in_flight + working[:, None]
+    acts = (stages.total(kept, 0.0, 0.0) * in_flight + working[:, None]
             + np.where(stages.embedding, (embed / cp)[:, None] * in_flight, 0.0)
             + np.where(stages.head, (head / cp)[:, None], 0.0))
-    params = stages.total([x.params for x in layers], *mem.end_params(sh, s, tp, pp))
-    experts = stages.total([x.expert_params for x in layers], 0.0, 0.0)
+    params = stages.total([x.params if x else None for x in layers], *mem.end_params(sh, s, tp, pp))
     mesh = Mesh(tp, pp, k.dp.astype(float), st.plan.system, cp=cp, ep=k.ep.astype(float), etp=k.etp.astype(float))
     z = k.zero_stage[:, None]
-    dense = mem.model_state_bytes(params - experts, (k.dp * k.cp)[:, None], z, st.precision)
-    expert = mem.model_state_bytes(experts, mesh.edp[:, None], z, st.precision)
-    states = [d + e for d, e in zip(dense, expert)]
+    if st.moe_layers:
+        experts = stages.total([None, layers[1].expert_params], 0.0, 0.0)
+        dense = mem.model_state_bytes(params - experts, (k.dp * k.cp)[:, None], z, st.precision)
+        expert = mem.model_state_bytes(experts, mesh.edp[:, None], z, st.precision)
+        states = [d + e for d, e in zip(dense, expert)]
+    else:
+        experts = np.zeros_like(params)
+        states = list(mem.model_state_bytes(params, (k.dp * k.cp)[:, None], z, st.precision))
     other = np.full(tp.shape, gpu.reserved_bytes)
     total = sum(states) + acts + other[:, None]
     top = stages.slowest(total)

@@ -134,19 +134,21 @@ def _dedupe_etp(c: dict) -> dict:
 
 
 def _categorical(c: dict, fx, moe: bool) -> dict:
-    """Expand SP, recompute, ZeRO and schedule over the combinations, keeping what is runnable."""
+    """Expand SP, recompute, ZeRO and schedule over the combinations, keeping what is runnable (each mask
+    right after its expansion, so the arrays never hold the discarded products)."""
     c = _expand(c, "sequence_parallel", np.array([False, True]))
-    c = _expand(c, "recompute", np.array([RECOMPUTE_CODES[fx.recompute]] if fx.recompute else [0, 1, 2]))
-    c = _expand(c, "zero_stage", np.asarray([z for z in (0, 1, 2, 3) if fx.zero_stage in (None, z)]))
-    c = _expand(c, "schedule", np.array(sorted(SCHEDULE_CODES.values())))
-    interleaved = SCHEDULE_CODES["interleaved"]
     sp = c["sequence_parallel"].astype(bool)
-    ok = ((c["tp"] > 1) | ~sp) & ((c["dp"] * c["cp"] > 1) | (c["zero_stage"] == 0))
-    ok &= (c["vp"] > 1) == (c["schedule"] == interleaved)
+    ok = (c["tp"] > 1) | ~sp
     if fx.sequence_parallel is not None:
         ok &= sp == fx.sequence_parallel
     elif moe:
         ok &= sp | (c["tp"] == 1)  # Megatron requires SP for MoE with TP
+    c = _keep(c, ok)
+    c = _expand(c, "recompute", np.array([RECOMPUTE_CODES[fx.recompute]] if fx.recompute else [0, 1, 2]))
+    c = _expand(c, "zero_stage", np.asarray([z for z in (0, 1, 2, 3) if fx.zero_stage in (None, z)]))
+    c = _keep(c, (c["dp"] * c["cp"] > 1) | (c["zero_stage"] == 0))
+    c = _expand(c, "schedule", np.array(sorted(SCHEDULE_CODES.values())))
+    ok = (c["vp"] > 1) == (c["schedule"] == SCHEDULE_CODES["interleaved"])
     if fx.schedule is not None:
         ok &= c["schedule"] == SCHEDULE_CODES[fx.schedule]
     c = _keep(c, ok)

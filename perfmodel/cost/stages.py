@@ -36,9 +36,10 @@ class Stages:
 
     def total(self, per_layer, embedding, head):
         """Per class: the layers of each kind times that kind's per-layer figure, plus the embedding's
-        and the head's share where held. ``per_layer`` is one per-configuration array per kind."""
+        and the head's share where held. ``per_layer`` is one per-configuration array per kind (None for a
+        kind the model does not have)."""
         col = lambda x: np.asarray(x, dtype=float)[..., None] if np.ndim(x) else x  # noqa: E731
-        out = sum(self.layers[..., k] * col(x) for k, x in enumerate(per_layer))
+        out = sum(self.layers[..., k] * col(x) for k, x in enumerate(per_layer) if x is not None)
         return out + np.where(self.embedding, col(embedding), 0.0) + np.where(self.head, col(head), 0.0)
 
     def slowest(self, per_class) -> np.ndarray:
@@ -81,10 +82,19 @@ def split_layers(L, pp, vp, first, last, t_layer, t_first_extra, t_last_extra):
     l_out = np.where(last > 0, last, np.where(even, q, 0))
     todo = ~even & (first == 0) & (last == 0) & (pp > 1)
     if todo.any():
-        f_best, l_best = _balanced(L, pp[todo], np.asarray(t_layer, float)[todo],
-                                   np.asarray(t_first_extra, float)[todo], np.asarray(t_last_extra, float)[todo])
+        # the best split depends on p and on the ends' extra time in layers only: solve each distinct
+        # (p, extras to 1/1000 of a layer) once
+        t = np.maximum(np.asarray(t_layer, float)[todo], 1e-30)
+        keys = np.stack([pp[todo], np.round(np.asarray(t_first_extra, float)[todo] / t, 3),
+                         np.round(np.asarray(t_last_extra, float)[todo] / t, 3)], axis=1)
+        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        f_u, l_u = np.zeros(len(uniq), np.int64), np.zeros(len(uniq), np.int64)
+        for p_value in np.unique(uniq[:, 0]):
+            rows = np.flatnonzero(uniq[:, 0] == p_value)
+            f_u[rows], l_u[rows] = _balanced(L, uniq[rows, 0].astype(np.int64), np.ones(len(rows)),
+                                             uniq[rows, 1], uniq[rows, 2])
         f_out, l_out = f_out.copy(), l_out.copy()
-        f_out[todo], l_out[todo] = f_best, l_best
+        f_out[todo], l_out[todo] = f_u[inverse.ravel()], l_u[inverse.ravel()]
     # one of first/last given: the other takes an even share of what is left
     one = (pp > 1) & ((first > 0) ^ (last > 0))
     share = np.where(first > 0, L - first, L - last) // np.maximum(pp - 1, 1)
