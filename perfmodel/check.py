@@ -16,7 +16,7 @@ from .cost import pipeline as pipe
 from .cost import sp as spc
 from .cost.transformer import LayerShape
 from .errors import PerfModelError
-from .estimate import Estimate, Knobs, estimate, evaluate, layer_seconds, resolve_config
+from .estimate import Estimate, Knobs, estimate, evaluate, layer_seconds, per_layer_ops, resolve_config
 from .evaluate import Setting
 from .mesh import Mesh
 from .rules import config_problems
@@ -43,8 +43,9 @@ RULES = {r.id: r for r in (
          "Every GPU belongs to exactly one TP, PP and DP group (seed 000, 2.5: 512 = 8 x 8 x 8)."),
     Rule("PM103", ERROR, "attention heads not divisible by TP",
          "Megatron splits attention by heads: each TP rank needs whole heads (seed 000, 2.3)."),
-    Rule("PM104", ERROR, "layers not divisible by PP x VP",
-         "Each pipeline stage, and each virtual chunk, holds whole layers (Narayanan 2021, Sec. 2.2)."),
+    Rule("PM104", ERROR, "layers do not fill the pipeline stages",
+         "Each pipeline stage, and each virtual chunk, holds whole layers (Narayanan 2021, Sec. 2.2); "
+         "Megatron-Core splits them unevenly when asked (decoder_first/last_pipeline_num_layers)."),
     Rule("PM105", ERROR, "global batch not divisible by DP x micro-batch",
          "Each replica runs a whole number m = B / (dp b) of micro-batches (Narayanan 2021, Sec. 2.2)."),
     Rule("PM106", ERROR, "interleaving with m not a multiple of PP",
@@ -52,6 +53,12 @@ RULES = {r.id: r for r in (
          "(Narayanan 2021, Sec. 2.2.2)."),
     Rule("PM107", ERROR, "knobs that contradict one another",
          "SP needs TP > 1; interleaving needs PP > 1, VP > 1 and the interleaved schedule."),
+    Rule("PM108", ERROR, "context parallelism cannot split this sequence",
+         "Causal load balancing cuts each sequence into 2 cp chunks, inside fused attention; Ulysses "
+         "all-to-all splits heads over tp x cp (Megatron-Core CP; Jacobs et al. 2023)."),
+    Rule("PM109", ERROR, "experts cannot be split this way",
+         "Each EP rank holds whole experts, EP x ETP folds into the tp x cp x dp ranks of a stage, and "
+         "MoE with TP needs sequence parallelism (Megatron-Core MoE)."),
     Rule("PM201", WARNING, "TP group crosses the node boundary",
          "TP runs 4 collectives per layer on the critical path: off NVLink it slows every layer "
          "several-fold (seed 000, 4.2: 3.4x on InfiniBand)."),
@@ -68,6 +75,12 @@ RULES = {r.id: r for r in (
     Rule("PM206", WARNING, "pipeline stages unbalanced by the embedding or output layer",
          "Every stage waits for the slowest: an extra output layer and loss on the last stage stretch "
          "each of the m steps (seed 000, 6; Narayanan 2021, Sec. 3)."),
+    Rule("PM207", WARNING, "expert all-to-all crosses nodes and dominates the MoE layer",
+         "Token dispatch and combine move k copies of every token four times a layer; across nodes they "
+         "run at NIC speed, not NVLink's (Megatron-Core MoE; DeepSeek-V3 report, Sec. 3.2.2)."),
+    Rule("PM208", WARNING, "context-parallel K/V exchange not hidden",
+         "The ring passes K and V cp-1 times, each under 1/cp of the attention; a short s/cp leaves too "
+         "little attention to hide it (Liu et al. 2023, Ring Attention)."),
     Rule("PM301", INFO, "TP > 1 without sequence parallelism",
          "SP shards LayerNorm/dropout activations t ways for the same communication volume (seed 002, 4)."),
     Rule("PM302", INFO, "DP > 1 without ZeRO-1",
@@ -197,9 +210,10 @@ def _rule_bubble(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
 
 def _rule_memory_bound_gemm(plan: Plan, cfg: Config) -> list[Finding]:
     r = roofline_report(plan.system.gpu, plan.training.dtype, LayerShape.of(plan.model), cfg.tp,
-                        cfg.micro_batch_size, plan.seq_length)
-    # the attention core's GEMMs (split by heads) have an AI set by the head dimension, not the micro-batch
-    bound = [g for g in r["gemms"] if g["bound"] == "memory" and g["shard"] != "heads"]
+                        cfg.micro_batch_size, plan.seq_length, cfg.ep)
+    # the attention core's GEMMs (split by heads) have an AI set by the head dimension, and the router's
+    # (tokens x h x e) by the expert count, not by the micro-batch
+    bound = [g for g in r["gemms"] if g["bound"] == "memory" and g["shard"] not in ("heads", "tokens")]
     if not bound:
         return []
     worst = min(bound, key=lambda g: g["arithmetic_intensity"])
@@ -298,6 +312,45 @@ def _rule_tp_ratio(plan: Plan, cfg: Config) -> list[Finding]:
                     "lower tp (move the factor to pp), or a faster TP link", {"ratio": ratio})]
 
 
+def _op_seconds(plan: Plan, cfg: Config, kind: str | None = None) -> dict[str, float]:
+    return {o.name: float(o.fwd_s + o.bwd_s) for o in per_layer_ops(plan, cfg, kind)}
+
+
+def _rule_ep_across_nodes(plan: Plan, cfg: Config) -> list[Finding]:
+    if not plan.model.is_moe or cfg.ep == 1:
+        return []
+    mesh = Mesh(cfg.tp, cfg.pp, cfg.dp, plan.system, cfg.cp, cfg.ep, cfg.etp)
+    if mesh.crossing("ep") == "intra":
+        return []
+    ops = _op_seconds(plan, cfg, "moe")
+    a2a = sum(v for k, v in ops.items() if k.startswith("EP "))
+    share = a2a / sum(ops.values())
+    if share <= 0.25:
+        return []
+    gpn = plan.system.gpus_per_node
+    return [Finding("PM207", f"ep({cfg.ep}) * etp({cfg.etp}) spans {cfg.ep * cfg.etp // gpn} nodes: the dispatch and "
+                    f"combine all-to-alls take {fmt_time(a2a)} of the MoE layer's {fmt_time(sum(ops.values()))} "
+                    f"({100 * share:.0f}%) per micro-batch on {plan.system.inter_node_link.name}",
+                    f"keep ep x etp <= {gpn} (one node), dispatch with DeepEP (moe_token_dispatcher_type: deepep), "
+                    "or overlap the all-to-all (moe_a2a_overlap)", {"a2a_s": a2a, "share": share})]
+
+
+def _rule_cp_exposed(plan: Plan, cfg: Config) -> list[Finding]:
+    if cfg.cp == 1 or cfg.cp_comm_type != "p2p":
+        return []
+    ops = _op_seconds(plan, cfg)
+    ring = ops.get("CP ring exchange of K, V", 0.0)
+    core = next((v for k, v in ops.items() if k.startswith("attention core")), 0.0) or \
+        ops.get("attention scores QK^T", 0.0) + ops.get("attention x V", 0.0)
+    if core <= 0 or ring <= 0.10 * core:
+        return []
+    tokens = plan.seq_length // cfg.cp
+    return [Finding("PM208", f"cp({cfg.cp}) leaves {tokens:,} tokens per rank: the K/V ring exposes {fmt_time(ring)} per "
+                    f"layer and micro-batch, {100 * ring / core:.0f}% of the attention it should hide under",
+                    "lower cp (more tokens per rank), or cp_comm_type: a2a (Ulysses) where the heads split over "
+                    "tp x cp", {"exposed_s": ring, "attention_s": core})]
+
+
 def check(plan: Plan, ignore: list[str] | None = None) -> list[Finding]:
     """Every finding for a plan, errors first; rules in ``ignore`` (and the plan's) are silenced."""
     silenced = {r.upper() for r in (ignore or [])} | {r.upper() for r in plan.ignore}
@@ -317,6 +370,8 @@ def check(plan: Plan, ignore: list[str] | None = None) -> list[Finding]:
         findings += _rule_sp(plan, cfg, est)
         findings += _rule_zero(plan, cfg, est)
         findings += _rule_tp_ratio(plan, cfg)
+        findings += _rule_ep_across_nodes(plan, cfg)
+        findings += _rule_cp_exposed(plan, cfg)
     rank = {ERROR: 0, WARNING: 1, INFO: 2}
     return sorted((f for f in findings if f.rule not in silenced), key=lambda f: (rank[f.severity], f.rule))
 

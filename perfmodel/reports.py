@@ -45,19 +45,21 @@ def bubble_report(p: int, m: int, v: int = 1, target: float = 0.10, sweep: bool 
 _SHARD_LABEL = {"column": " (column-parallel)", "row": " (row-parallel)"}
 
 
-def layer_gemms(shape: LayerShape, tp: int, mbs: int, seq: int, flash: bool = False) -> list[Gemm]:
-    """Every forward GEMM of one layer on one TP rank (SPEC 4-5), read off the layer's description.
-    Which tp a model admits is rule PM103's business (perfmodel/mesh.py), not this function's."""
-    return decoder_layer(shape, Options(flash=flash), mbs, seq, tp, False).gemms()
+def layer_gemms(shape: LayerShape, tp: int, mbs: int, seq: int, flash: bool = False, ep: int = 1) -> list[Gemm]:
+    """Every forward GEMM of one layer on one TP rank (SPEC 4-5), read off the layer's description: a
+    MoE layer's (router, grouped experts at ep) for a mixture-of-experts shape. Which tp a model admits
+    is rule PM103's business (perfmodel/rules.py), not this function's."""
+    return decoder_layer(shape, Options(flash=flash), mbs, seq, tp, tp > 1 and shape.experts > 0, 1, ep, 1,
+                         moe=shape.experts > 0).gemms()
 
 
-def roofline_report(gpu: GPU, dtype: str, shape: LayerShape, tp: int, mbs: int, seq: int) -> dict:
+def roofline_report(gpu: GPU, dtype: str, shape: LayerShape, tp: int, mbs: int, seq: int, ep: int = 1) -> dict:
     """Each GEMM's FLOPs, bytes, AI, bound, attainable FLOP/s and time on the data-sheet roofline
     (SPEC 4): bound is AI against the ridge point peak / bandwidth (cost/roofline.is_memory_bound)."""
     peak, bw = gpu.peak(dtype), gpu.hbm_bandwidth_bytes_per_s
     dt = DTYPE_BYTES[dtype]
     gemms = []
-    for g in layer_gemms(shape, tp, mbs, seq):
+    for g in layer_gemms(shape, tp, mbs, seq, ep=ep):
         flops, nbytes = g.flops, g.bytes(dt)
         ai = rl.arithmetic_intensity(flops, nbytes)
         tiles, slots, waves, util = rl.wave_quantization(g.M, g.N, 128, 128, gpu.num_sms, 1, g.batch)

@@ -154,3 +154,36 @@ def test_gpu_count_not_divisible_is_a_finding(runner, tmp_path):
                  "inter_node_link: ib-hdr}\ntraining: {global_batch_size: 1536}\nparallel: {tp: 8, pp: 3}\n")
     r = runner.invoke(main, ["check", str(f), "--json"])
     assert r.exit_code == 1 and json.loads(r.output)[0]["rule"] == "PM102"
+
+
+def _modern(model, gpus, parallel, **training):
+    return presets.plan_from_mapping({
+        "model": model, "system": {"gpu": "h100-sxm", "num_gpus": gpus, "gpus_per_node": 8,
+                                   "intra_node_link": "nvlink4", "inter_node_link": "ib-ndr"},
+        "training": {"global_batch_size": 2048, "seq_length": 4096, "flash_attention": True, **training},
+        "parallel": parallel}, "test")
+
+
+def test_pm207_expert_all_to_all_across_nodes():
+    across = _modern("qwen3-235b-a22b", 256, {"tp": 2, "ep": 32, "pp": 8, "vp": 4, "micro_batch_size": 1,
+                                              "sequence_parallel": True, "zero_stage": 1})
+    f = next(f for f in check(across) if f.rule == "PM207")
+    assert f.figures["share"] > 0.25 and "spans 4 nodes" in f.message
+    inside = across.with_parallel(ep=8, pp=8, dp=16)
+    assert "PM207" not in {f.rule for f in check(inside)}
+
+
+def test_pm208_cp_with_too_few_tokens_per_rank():
+    short = _modern("llama3-70b", 512, {"tp": 8, "cp": 8, "pp": 4, "micro_batch_size": 1, "sequence_parallel": True,
+                                        "zero_stage": 1}, global_batch_size=64, seq_length=8192)
+    f = next(f for f in check(short) if f.rule == "PM208")
+    assert f.figures["exposed_s"] > 0.1 * f.figures["attention_s"] and "1,024 tokens per rank" in f.message
+    long = short.with_training(seq_length=131072).with_parallel(cp=8)
+    assert "PM208" not in {f.rule for f in check(long)}
+
+
+def test_pm108_and_pm109_are_errors():
+    no_flash = _modern("llama3-70b", 512, {"tp": 8, "cp": 8, "pp": 4}, flash_attention=False)
+    assert "PM108" in {f.rule for f in check(no_flash)}
+    odd = _modern("qwen3-235b-a22b", 256, {"tp": 2, "ep": 3, "pp": 8, "sequence_parallel": True})
+    assert "PM109" in {f.rule for f in check(odd)}
