@@ -139,7 +139,7 @@ def validate(names: list[str] | None = None) -> Report:
     # in each table, smallest model first (as the papers print them), then full recompute before SP
     timed = sorted((c for c in cases if "measured" in c),
                    key=lambda c: (c["table"], c["plan"].model.num_layers * c["plan"].model.hidden_size ** 2,
-                                  c["name"]))
+                                  c["plan"].seq_length, c["name"]))
     results = [run_case(c) for c in timed]
     report = Report(results)
     for table in sorted({r.table for r in results}):
