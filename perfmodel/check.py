@@ -59,6 +59,10 @@ RULES = {r.id: r for r in (
     Rule("PM109", ERROR, "experts cannot be split this way",
          "Each EP rank holds whole experts, EP x ETP folds into the tp x cp x dp ranks of a stage, and "
          "MoE with TP needs sequence parallelism (Megatron-Core MoE)."),
+    Rule("PM110", ERROR, "the named framework cannot run this configuration",
+         "Megatron's distributed optimizer is ZeRO-1 and Megatron-FSDP has no pipeline; DeepSpeed's "
+         "PipelineEngine accepts ZeRO-1 only; Megatron-LM before Megatron-Core splits layers evenly and has "
+         "neither context nor expert parallelism (each profile's facts: specs/framework.py)."),
     Rule("PM201", WARNING, "TP group crosses the node boundary",
          "TP runs 4 collectives per layer on the critical path: off NVLink it slows every layer "
          "several-fold (seed 000, 4.2: 3.4x on InfiniBand)."),

@@ -56,7 +56,9 @@ class Setting:
         p = Precision.of(tr.dtype, tr.grad_accum_fp32, tr.optimizer)
         opts = Options(gemm_bytes=p.gemm_bytes, act_bytes=p.activation_bytes, flash=tr.flash_attention,
                        persist_ln=tr.persist_layer_norm, dispatcher=tr.moe_token_dispatcher_type,
-                       a2a_overlap=tr.moe_a2a_overlap,
+                       a2a_overlap=tr.moe_a2a_overlap, dropout=plan.model.has_dropout,
+                       bias_fused=tr.bias_gemm_fusion, fused_ce=tr.fused_cross_entropy,
+                       tp_overlap_ub=tr.tp_comm_overlap_ub,
                        grad_accum_bytes=grad_accumulation_bytes(p.activation_bytes, tr.grad_accumulation_fusion,
                                                                 p.gradient_bytes))
         return cls(plan, LayerShape.of(plan.model), p, Hardware.from_gpu(plan.system.gpu, p.compute), opts,

@@ -12,6 +12,8 @@ from typing import Callable
 
 import numpy as np
 
+from .specs.framework import PROFILES
+
 
 @dataclass(frozen=True)
 class Facts:
@@ -40,6 +42,12 @@ class Facts:
     schedule: object = None          # a name, or None when not known
     first_stage_layers: object = 0   # 0: the split is chosen (evenly, or balanced when pp does not divide L)
     last_stage_layers: object = 0
+    zero_stage: object = 0
+    framework: str = "megatron-core"
+
+    @property
+    def profile(self) -> dict:
+        return PROFILES[self.framework]
 
     @property
     def m(self):
@@ -166,6 +174,29 @@ RULES: tuple[Rule, ...] = (
          lambda f: (f.experts > 0) & (_a(f.tp) > 1) & ~_a(f.sequence_parallel).astype(bool),
          lambda f: f"a mixture-of-experts model with tp({f.tp}) > 1 needs sequence_parallel: true "
                    "(Megatron-LM arguments.py asserts it)"),
+    Rule("PM110", "parallel.zero_stage", ("zero_stage",),
+         lambda f: ~np.isin(_a(f.zero_stage), f.profile["zero_stages"]),
+         lambda f: f"{f.framework} does not run ZeRO-{f.zero_stage}: it runs stages "
+                   f"{', '.join(str(z) for z in f.profile['zero_stages'])} (Megatron's distributed optimizer is "
+                   "ZeRO-1, Megatron-FSDP ZeRO-3; ZeRO-2 is DeepSpeed's); pick one of those or another framework",
+         "framework", "the framework cannot run it"),
+    Rule("PM110", "parallel.zero_stage", ("zero_stage", "pp"),
+         lambda f: (_a(f.zero_stage) >= 2) & (_a(f.pp) > 1),
+         lambda f: f"ZeRO-{f.zero_stage} with pp({f.pp}) > 1 does not run: DeepSpeed's PipelineEngine accepts "
+                   "ZeRO-1 only, and Megatron-FSDP has no pipeline parallelism; use zero_stage 1 or pp 1",
+         "framework", "the framework cannot run it"),
+    Rule("PM110", "parallel.pp", ("pp", "first_stage_layers", "last_stage_layers"),
+         lambda f: (not f.profile["uneven_stages"]) & ((f.layers % np.maximum(_a(f.pp), 1) != 0)
+                                                       | _given(f.first_stage_layers) | _given(f.last_stage_layers)),
+         lambda f: f"{f.framework} splits the layers evenly: num_layers({f.layers}) over pp({f.pp}) stages needs an "
+                   "uneven split (framework: megatron-core takes one); pick pp dividing the layers",
+         "pair", "the framework cannot run it"),
+    Rule("PM110", "parallel.cp", ("cp", "ep"),
+         lambda f: ((_a(f.cp) > 1) & (not f.profile["context_parallel"]))
+         | ((_a(f.ep) > 1) & (not f.profile["expert_parallel"])),
+         lambda f: f"{f.framework} has no context or expert parallelism (cp({f.cp}), ep({f.ep})); use "
+                   "framework: megatron-core",
+         "pair", "the framework cannot run it"),
     Rule("PM201", "parallel.tp", ("tp",), lambda f: _a(f.tp) > f.gpus_per_node,
          lambda f: f"tp({f.tp}) > gpus_per_node({f.gpus_per_node}): the TP group would cross nodes",
          "tp", "tp group would cross the node boundary"),
@@ -206,10 +237,11 @@ def apply_masks(stage: str, f: Facts, alive, counts: dict, unit: str, cross_node
 def facts(model, system, global_batch_size: int, seq_length: int, training=None, **knobs) -> Facts:
     """The Facts of a model, a cluster, a batch and (some of) the knobs."""
     fused = True if training is None else bool(training.flash_attention)
+    framework = "megatron-core" if training is None else training.framework
     return Facts(model.num_attention_heads, model.groups, model.num_layers, system.num_gpus, system.gpus_per_node,
                  global_batch_size, seq_length, model.num_moe_experts or 0,
                  (model.moe_ffn_hidden_size or model.ffn) if model.is_moe else 0, fused,
-                 knobs.pop("cp_comm", "p2p"), **knobs)
+                 knobs.pop("cp_comm", "p2p"), framework=framework, **knobs)
 
 
 def config_problems(plan, cfg, allow_cross_node_tp: bool = True) -> list[tuple[str, str, str]]:
@@ -219,7 +251,7 @@ def config_problems(plan, cfg, allow_cross_node_tp: bool = True) -> list[tuple[s
               cp_comm=cfg.cp_comm_type, tp=cfg.tp, pp=cfg.pp, dp=cfg.dp, cp=cfg.cp, ep=cfg.ep, etp=cfg.etp,
               vp=cfg.vp, micro_batch_size=cfg.micro_batch_size, sequence_parallel=cfg.sequence_parallel,
               schedule=cfg.schedule, first_stage_layers=cfg.first_stage_layers,
-              last_stage_layers=cfg.last_stage_layers)
+              last_stage_layers=cfg.last_stage_layers, zero_stage=cfg.zero_stage)
     return [(r.id, r.field, r.message(f)) for r in broken_rules(f, cross_node_tp=allow_cross_node_tp)]
 
 

@@ -86,7 +86,7 @@ def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
 
     def facts_of(c: dict) -> object:
         knobs = {k: c[k] for k in ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "micro_batch_size",
-                                   "first_stage_layers", "last_stage_layers") if k in c}
+                                   "first_stage_layers", "last_stage_layers", "zero_stage") if k in c}
         return facts(model, plan.system, gbs, seq, tr, cp_comm=fx.cp_comm_type or "p2p", **knobs)
 
     def fixed(values, knob):
@@ -121,7 +121,7 @@ def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
     near |= (-(-L // c["pp"])) % c["vp"] == 0
     c = _keep(c, (c["vp"] == 1) | (near & (c["pp"] * c["vp"] <= L)) | ((fx.vp is not None) & (c["vp"] == (fx.vp or 0))))
     c = masked(c, "micro", "(mbs, vp) pairs")
-    return Space(Knobs(**_categorical(c, fx, experts > 0)), Counter(counts))
+    return Space(Knobs(**_categorical(c, fx, experts > 0, facts_of, counts)), Counter(counts))
 
 
 def _dedupe_etp(c: dict) -> dict:
@@ -133,7 +133,7 @@ def _dedupe_etp(c: dict) -> dict:
     return _keep(c, keep)
 
 
-def _categorical(c: dict, fx, moe: bool) -> dict:
+def _categorical(c: dict, fx, moe: bool, facts_of, counts: dict) -> dict:
     """Expand SP, recompute, ZeRO and schedule over the combinations, keeping what is runnable (each mask
     right after its expansion, so the arrays never hold the discarded products)."""
     c = _expand(c, "sequence_parallel", np.array([False, True]))
@@ -147,6 +147,7 @@ def _categorical(c: dict, fx, moe: bool) -> dict:
     c = _expand(c, "recompute", np.array([RECOMPUTE_CODES[fx.recompute]] if fx.recompute else [0, 1, 2]))
     c = _expand(c, "zero_stage", np.asarray([z for z in (0, 1, 2, 3) if fx.zero_stage in (None, z)]))
     c = _keep(c, (c["dp"] * c["cp"] > 1) | (c["zero_stage"] == 0))
+    c = _keep(c, apply_masks("framework", facts_of(c), np.ones(c["tp"].size, bool), counts, "configurations"))
     c = _expand(c, "schedule", np.array(sorted(SCHEDULE_CODES.values())))
     ok = (c["vp"] > 1) == (c["schedule"] == SCHEDULE_CODES["interleaved"])
     if fx.schedule is not None:

@@ -21,7 +21,7 @@ def plan(model=GPT3, gbs=1536, gpus=512, **parallel):
         "model": model,
         "system": {"gpu": "a100-80gb", "num_gpus": gpus, "gpus_per_node": 8,
                    "intra_node_link": "nvlink3", "inter_node_link": "ib-hdr"},
-        "training": {"global_batch_size": gbs}, "parallel": parallel}, "test plan")
+        "training": {"global_batch_size": gbs, "framework": "megatron-2022"}, "parallel": parallel}, "test plan")
 
 
 def custom(layers=96, heads=96, groups=None, hidden=None):
@@ -42,7 +42,7 @@ def rejected(p) -> dict[str, int]:
 
 def test_every_rule_is_tested_here():
     assert {r.id for r in RULES} == {"PM102", "PM103", "PM104", "PM105", "PM106", "PM107", "PM108", "PM109",
-                                     "PM201"}
+                                     "PM110", "PM201"}
 
 
 def test_pm102_product_of_the_degrees_is_the_gpu_count():
@@ -123,6 +123,42 @@ def test_pm107_contradicting_knobs(knobs, needle):
     assert "PM107" in rules_in_check(p)
     with pytest.raises(PerfModelError, match=needle):
         enumerate_space(p)
+
+
+def framework_plan(framework, **parallel):
+    p = plan(**parallel)
+    return p.with_training(framework=framework)
+
+
+@pytest.mark.parametrize("framework, zero, pp", [("megatron-core", 2, 1), ("megatron-2022", 3, 1),
+                                                 ("deepspeed", 2, 8), ("megatron-core", 3, 8),
+                                                 ("megatron-2021", 1, 8)])
+def test_pm110_zero_stages_the_framework_does_not_run(framework, zero, pp):
+    p = framework_plan(framework, tp=8, pp=pp, zero_stage=zero, micro_batch_size=1)
+    assert "PM110" in rules_in_check(p)
+    space = enumerate_space(p)
+    assert len(space.knobs) == 0 and space.rejected.get("the framework cannot run it (configurations)", 0) > 0
+
+
+def test_search_never_proposes_zero2_with_a_pipeline():
+    """Issue 13: ZeRO-2 with pp > 1 was the top pick for GPT-3 on 512 GPUs; no framework runs it."""
+    for framework in ("megatron-core", "deepspeed"):
+        k = enumerate_space(framework_plan(framework)).knobs
+        assert not ((k.zero_stage >= 2) & (k.pp > 1)).any()
+    assert set(enumerate_space(framework_plan("megatron-core")).knobs.zero_stage) == {0, 1, 3}
+    assert set(enumerate_space(framework_plan("deepspeed")).knobs.zero_stage) == {0, 1, 2, 3}
+
+
+def test_pm110_uneven_stages_before_megatron_core():
+    p = framework_plan("megatron-2022", tp=8, pp=7)
+    assert "PM110" in rules_in_check(p.with_system(num_gpus=448))
+    assert len(enumerate_space(p.with_system(num_gpus=448)).knobs) == 0
+    assert len(enumerate_space(framework_plan("megatron-core", tp=8, pp=7).with_system(num_gpus=448)).knobs) > 0
+
+
+def test_pm110_no_cp_before_megatron_core():
+    p = framework_plan("megatron-2022", tp=8, pp=8, cp=2).with_training(flash_attention=True)
+    assert "PM110" in rules_in_check(p)
 
 
 def test_pm201_tp_across_nodes():

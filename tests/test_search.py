@@ -29,8 +29,9 @@ def test_search_finds_a_feasible_best(gpt3):
 def test_results_multiply_out_to_the_gpu_count(gpt3):
     space = enumerate_space(gpt3)
     k = space.knobs
-    assert ((k.tp * k.pp * k.dp) == 512).all()
+    assert ((k.tp * k.pp * k.dp * k.cp) == 512).all()
     assert ((1536 % (k.dp * k.micro_batch_size)) == 0).all()
+    assert set(k.cp) == {1, 2}  # fused attention (megatron-core): cp while each rank keeps >= 1,024 of 2,048 tokens
     assert (k.pp * k.vp <= 96).all()  # every chunk holds a layer
     assert (k.pp <= 96).all()  # uneven stages: any pp up to the layer count
     assert (96 % k.tp == 0).all() and (k.tp <= 8).all()
@@ -43,7 +44,7 @@ def test_every_search_result_multiplies_out(nodes, gbs_mult):
     n = 8 * nodes
     plan = plan.with_system(num_gpus=n).with_training(global_batch_size=64 * gbs_mult)
     k = enumerate_space(plan).knobs
-    assert ((k.tp * k.pp * k.dp) == n).all()
+    assert ((k.tp * k.pp * k.dp * k.cp) == n).all()
 
 
 def test_fixed_knobs_restrict_the_space(gpt3):
@@ -118,7 +119,7 @@ def test_cli_plan_bad_input(runner, args, needle):
 def test_global_batch_smaller_than_dp(runner, tmp_path):
     f = tmp_path / "p.yaml"
     f.write_text("model: gpt3-175b\nsystem: {gpu: a100-80gb, num_gpus: 512, intra_node_link: nvlink3, "
-                 "inter_node_link: ib-hdr}\ntraining: {global_batch_size: 4}\nparallel: {tp: 8, pp: 8}\n")
+                 "inter_node_link: ib-hdr}\ntraining: {global_batch_size: 4}\nparallel: {tp: 8, pp: 8, cp: 1}\n")
     r = runner.invoke(main, ["plan", str(f)])
     assert r.exit_code == 1 and "global batch not divisible by dp" in r.output
     r = runner.invoke(main, ["estimate", str(f)])

@@ -131,6 +131,10 @@ class Options:
     cp_comm: Literal["p2p", "a2a"] = "p2p"
     dispatcher: Literal["alltoall", "allgather", "deepep"] = "alltoall"
     a2a_overlap: bool = False        # EP all-to-alls hidden under another micro-batch's expert GEMMs
+    dropout: bool = True             # hidden and attention dropout (GPT's 0.1; Llama-style runs use none)
+    bias_fused: bool = False         # biases added in the GEMM epilogue (Transformer Engine)
+    fused_ce: bool = False           # fused vocab-parallel cross-entropy on 16-bit logits
+    tp_overlap_ub: bool = False      # every TP collective under its GEMM (TE userbuffers)
 
 
 @dataclass(frozen=True)
@@ -177,17 +181,35 @@ def grad_accumulation_bytes(act_bytes: int, fused: bool, gradient_bytes: int) ->
     return 0.0 if fused else act_bytes + 2 * gradient_bytes
 
 
-def _tp_collective(name: str, message, column_gemm: str) -> Collective:
+def _tp_collective(name: str, message, column_gemm: str, row_gemm: str = "", ub: bool = False) -> Collective:
     """Forward g after a row-parallel GEMM, backward f at the column-parallel input, overlapped with
     that GEMM's weight gradient (Megatron's asynchronous TP all-reduce; Korthikanti 2022, Sec. 6.2).
     SP: reduce-scatter here and all-gather before the next GEMM; backward the gradient's all-gather
-    (exposed), the input's re-gather under dgrad, the reduce-scatter under wgrad."""
+    (exposed), the input's re-gather under dgrad, the reduce-scatter under wgrad. With ``ub``
+    (Transformer Engine's userbuffers, --tp-comm-overlap) the forward collectives and the exposed
+    backward all-gather are split into chunks pipelined with the row- and column-parallel GEMMs."""
+    under_row = (row_gemm, "fwd") if ub and row_gemm else None
+    under_col = (column_gemm, "fwd") if ub else None
+    under_dgrad = (row_gemm, "dgrad") if ub and row_gemm else None
     return Collective(name, "tp", message,
-                      fwd=(Transfer("all-reduce", "no_sp"), Transfer("reduce-scatter", "sp"),
-                           Transfer("all-gather", "sp")),
+                      fwd=(Transfer("all-reduce", "no_sp", under_row), Transfer("reduce-scatter", "sp", under_row),
+                           Transfer("all-gather", "sp", under_col)),
                       bwd=(Transfer("all-reduce", "no_sp", (column_gemm, "wgrad")),
-                           Transfer("all-gather", "sp"), Transfer("all-gather", "sp", (column_gemm, "dgrad")),
+                           Transfer("all-gather", "sp", under_dgrad),
+                           Transfer("all-gather", "sp", (column_gemm, "dgrad")),
                            Transfer("reduce-scatter", "sp", (column_gemm, "wgrad"))))
+
+
+def _residual(m: LayerShape, o: Options, which: str, elements) -> Pointwise:
+    """The residual add after a block. With dropout, Megatron's fused bias-dropout-add: read x and the
+    residual, write the sum and a 1-byte mask; backward reads dy and the mask, writes dx (the residual's
+    gradient is dy itself), plus the bias-gradient reduction. Without dropout a plain add (read two,
+    write one) whose backward passes dy straight through."""
+    act = o.act_bytes
+    if not o.dropout:
+        return Pointwise(f"residual add {which}", elements, 3 * act, 0.0, 1, "tokens")
+    bwd = 2 * act + 1 + (act if m.bias and not o.bias_fused else 0)
+    return Pointwise(f"bias-dropout-add {which}", elements, 3 * act + 1, bwd, 3, "tokens", saved=elements)
 
 
 def _activation(m: LayerShape, act: int, name: str, elements, bias: bool, saved) -> Pointwise:
@@ -214,8 +236,7 @@ def decoder_layer(m: LayerShape, o: Options, b, s: int, t, sp, cp=1, ep=1, etp=1
     if m.sandwich:
         ops.append(Pointwise("post-MLP norm", M * h / tok, 2 * act, layernorm_backward_bytes(act, o.persist_ln), 8,
                              "tokens", m.norm_params, saved=act * M * h / tok))
-    bda_bwd = 2 * act + 1 + (act if m.bias else 0)
-    ops.append(Pointwise("bias-dropout-add 2", M * h / tok, 3 * act + 1, bda_bwd, 3, "tokens", saved=M * h / tok))
+    ops.append(_residual(m, o, "2", M * h / tok))
     ops.append(Pointwise("residual gradient add 2", M * h / tok, 0.0, 3 * act, 1, "tokens"))
     if o.grad_accum_bytes:
         # unfused weight-gradient accumulation: main_grad += grad over every weight of the layer,
@@ -239,7 +260,7 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list:
         qkv_n = m.q_dim + 2 * m.kv_dim
         ops.append(Gemm("QKV projection", M, h, qkv_n / t, 1, "column", h * qkv_n + (qkv_n if m.bias else 0),
                         saved=act * M * h / tok))
-        if m.bias:  # output += bias after the GEMM (read and write); backward: bias gradient, a reduction
+        if m.bias and not o.bias_fused:  # output += bias after the GEMM; backward: bias gradient, a reduction
             ops.append(Pointwise("QKV bias add", M * qkv_n / t, 2 * act, act, 1, "column"))
         if m.qk_norm:  # RMSNorm over each head's d channels of Q and of K (gamma: d each)
             qk_el = M * (m.q_dim + m.kv_dim) / t
@@ -251,14 +272,11 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list:
         ops.append(Pointwise("QKV gradient concat", M * (m.q_dim + 2 * m.kv_dim) / t, 0.0, 2 * act, 0, "column"))
     ops.append(Gemm("output projection", M, m.q_dim / t, h, 1, "row", m.q_dim * h + (h if m.bias else 0),
                     saved=act * M * m.q_dim / t))
-    ops.append(_tp_collective("TP comm after attention", M * h * act, first))
+    ops.append(_tp_collective("TP comm after attention", M * h * act, first, "output projection", o.tp_overlap_ub))
     if m.sandwich:  # Gemma 2: the attention output is normed before the residual add
         ops.append(Pointwise("post-attention norm", M * h / tok, 2 * act, ln_bwd, 8, "tokens", m.norm_params,
                              saved=act * M * h / tok))
-    # fused bias-dropout-add: read x, residual, write out, 1-byte mask; backward reads dy and the
-    # mask, writes dx (the residual's gradient is dy itself), plus the bias-gradient reduction
-    bda_bwd = 2 * act + 1 + (act if m.bias else 0)
-    ops.append(Pointwise("bias-dropout-add 1", M * h / tok, 3 * act + 1, bda_bwd, 3, "tokens", saved=M * h / tok))
+    ops.append(_residual(m, o, "1", M * h / tok))
     # the residual branch point's two gradients (through the norm, and straight) are summed
     ops.append(Pointwise("residual gradient add 1", M * h / tok, 0.0, 3 * act, 1, "tokens"))
     return ops
@@ -317,7 +335,7 @@ def attention_core(m: LayerShape, o: Options, x: Split) -> list:
     scores = Gemm("attention scores QK^T", sq, qk_d, s, nb, "heads", attention_core=True,
                   saved=q_bytes + k_bytes)
     context = Gemm("attention x V", sq, s, v_d, nb, "heads", attention_core=True, saved=v_bytes,
-                   saved_core=act * nb * sq * s)
+                   saved_core=act * nb * sq * s if o.dropout else 0.0)  # the dropout output (else the softmax's)
     exchange = _cp_exchange(m, o, x, q_bytes + k_bytes + v_bytes, k_bytes + v_bytes)
     before, after = list(exchange[:1]), list(exchange[1:])
     if o.flash:
@@ -329,8 +347,8 @@ def attention_core(m: LayerShape, o: Options, x: Split) -> list:
     return before + [scores,
                       Pointwise("softmax", nb * sq * s, 2 * act, 3 * act, 5, "heads", attention_core=True,
                                 saved_core=act * nb * sq * s),
-                      Pointwise("attention dropout", nb * sq * s, 2 * act + 1, 2 * act + 1, 1, "heads",
-                                attention_core=True, saved_core=nb * sq * s),
+                      *([Pointwise("attention dropout", nb * sq * s, 2 * act + 1, 2 * act + 1, 1, "heads",
+                                   attention_core=True, saved_core=nb * sq * s)] if o.dropout else []),
                       context,
                       Pointwise("context transpose", M * m.q_dim / t, 2 * act, 2 * act, 0, "heads",
                                 attention_core=True)] + after
@@ -365,7 +383,7 @@ def mlp_ops(m: LayerShape, o: Options, x: Split) -> list:
     return [Gemm(up, M, h, n / t, 1, "column", h * n + (n if m.bias else 0), saved=act * M * h / tok),
             _activation(m, act, "", M * f / t, m.bias, saved=act * M * n / t),
             Gemm("MLP down", M, f / t, h, 1, "row", f * h + (h if m.bias else 0), saved=act * M * f / t),
-            _tp_collective("TP comm after MLP", M * h * act, up)]
+            _tp_collective("TP comm after MLP", M * h * act, up, "MLP down", o.tp_overlap_ub)]
 
 
 def moe_ops(m: LayerShape, o: Options, x: Split) -> list:
@@ -449,11 +467,19 @@ def lm_head(m: LayerShape, o: Options, b, s: int, t, sp, cp=1) -> Block:
         Pointwise("final layernorm", M * h / tok, 2 * act, layernorm_backward_bytes(act, o.persist_ln), 8,
                   "tokens", m.norm_params),
         comm, logits,
-        # vocab-parallel cross-entropy on fp32 logits, HBM passes over the [b s, V/t] tensor as
-        # Megatron-LM runs them (gpt_model: output.float(); mpu/cross_entropy.py): forward cast 2+4,
-        # max 4, sub_ 4+4, exp 4+4, sum 4, div_ 4+4 = 38 B per logit; backward mul_ 4+4 and the
-        # cast's backward 4+2 = 14 B per logit
-        Pointwise("cross-entropy (fp32)", M * V / t, 38.0, 14.0, 6, "column")))
+        _cross_entropy(o, M * V / t)))
+
+
+def _cross_entropy(o: Options, logits) -> Pointwise:
+    """Vocab-parallel cross-entropy over the [b s, V/t] logits. Unfused, on fp32 logits as Megatron-LM
+    runs it (gpt_model: output.float(); mpu/cross_entropy.py): forward cast 2+4, max 4, sub_ 4+4, exp 4+4,
+    sum 4, div_ 4+4 = 38 B per logit; backward mul_ 4+4 and the cast's backward 4+2 = 14 B per logit.
+    Fused (Megatron-Core --cross-entropy-loss-fusion): the forward reads the 16-bit logits once (max,
+    sum of exponentials and the target in registers), the backward reads them again and writes the
+    gradient: 2 and 4 B per logit."""
+    if o.fused_ce:
+        return Pointwise("cross-entropy (fused)", logits, 2.0, 4.0, 6, "column")
+    return Pointwise("cross-entropy (fp32)", logits, 38.0, 14.0, 6, "column")
 
 
 def embedding(m: LayerShape, o: Options, b, s: int, t, sp, cp=1) -> Block:
@@ -469,5 +495,8 @@ def embedding(m: LayerShape, o: Options, b, s: int, t, sp, cp=1) -> Block:
                       fwd=(Transfer("all-reduce", "no_sp"), Transfer("reduce-scatter", "sp")),
                       bwd=(Transfer("all-gather", "sp"),))
     params = m.vocab * h + (s * h if m.learned_positions else 0)
-    return Block("embedding", (comm, Pointwise("embedding + dropout", M * h / tok, 3 * act + 1, 3 * act + 1, 1,
-                                               "tokens", params)))
+    if o.dropout:
+        lookup = Pointwise("embedding + dropout", M * h / tok, 3 * act + 1, 3 * act + 1, 1, "tokens", params)
+    else:  # read the rows, write the output; backward: scatter-add into the table's gradient
+        lookup = Pointwise("embedding", M * h / tok, 2 * act, 3 * act, 1, "tokens", params)
+    return Block("embedding", (comm, lookup))

@@ -50,6 +50,9 @@ class Model(Spec):
     normalization: Literal["layernorm", "rmsnorm"] | None = Field(
         None, description="Norm kind: LayerNorm (gamma and beta) or RMSNorm (gamma); defaults to layernorm "
         "for gelu (GPT), rmsnorm otherwise.")
+    dropout: bool | None = Field(
+        None, description="Hidden and attention dropout (a mask kernel and 1 byte per element kept); defaults "
+        "to yes for gelu (GPT, p = 0.1), no otherwise (Llama-style models train without it).")
     qk_layernorm: bool = Field(
         False, description="A norm on each head's queries and keys (Qwen3, OLMo 2; Megatron's --qk-layernorm).")
     sandwich_norm: bool = Field(
@@ -135,6 +138,10 @@ class Model(Spec):
         if self.normalization is not None:
             return self.normalization
         return "layernorm" if self.mlp == "gelu" else "rmsnorm"
+
+    @property
+    def has_dropout(self) -> bool:
+        return self.mlp == "gelu" if self.dropout is None else self.dropout
 
     @property
     def gated(self) -> bool:

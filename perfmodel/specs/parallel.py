@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, PrivateAttr, model_validator
 
 from .base import Spec
+from .framework import FLAGS, FRAMEWORKS
+from .framework import defaults as profile_defaults
 from .precision import TRAINING_DTYPES
 
 RECOMPUTE = ("none", "selective", "full")
@@ -51,19 +53,28 @@ class Parallel(Spec):
 
 
 class Training(Spec):
-    """Batch, precision and optimizer."""
+    """Batch, precision, optimizer, the framework profile and its behaviour flags.
+
+    A flag left out takes the named framework's default (specs/framework.py); ``profile_flags``
+    lists those, so every output can say what it assumed."""
 
     global_batch_size: int = Field(gt=0, description="Sequences per optimizer step B.")
     seq_length: int | None = Field(None, gt=0, validation_alias=AliasChoices("seq_length", "seq_len"),
                                    description="Overrides the model's sequence length.")
     dtype: Literal[TRAINING_DTYPES] = Field("bf16", description="Compute dtype.")
     optimizer: Literal["adam", "sgd"] = Field("adam", description="adam: 12 B/param of fp32 states.")
-    grad_accum_fp32: bool = Field(False, description="fp32 gradient accumulation: 18 B/param, not 16.")
-    flash_attention: bool = Field(False, description="Fused attention (no s x s tensor in HBM).")
+    framework: Literal[FRAMEWORKS] = Field(
+        "megatron-core", description="The training software whose defaults the flags below take: megatron-core, "
+        "megatron-2022, megatron-2021 or deepspeed (`perfmodel presets frameworks`).")
+    grad_accum_fp32: bool = Field(
+        False, description="fp32 gradient accumulation: 18 B/param, not 16. Default: on for bf16, as "
+        "Megatron-LM's arguments.py sets accumulate_allreduce_grads_in_fp32 (and DeepSpeed's bf16 grad_accum_dtype).")
+    flash_attention: bool = Field(False, description=FLAGS["flash_attention"])
     tp_comm_overlap: bool = Field(
         True, description="Overlap the backward TP collective with the weight-gradient GEMM (Megatron's "
         "asynchronous all-reduce, described in Korthikanti et al. 2022, Sec. 6.2; Megatron-LM before late "
         "2021, as in Narayanan et al. 2021, ran it exposed).")
+    tp_comm_overlap_ub: bool = Field(False, description=FLAGS["tp_comm_overlap_ub"])
     grad_accumulation_fusion: bool = Field(
         True, description="The weight-gradient GEMM accumulates straight into the gradient buffer (Megatron's "
         "fused wgrad, with the asynchronous TP all-reduce since late 2021). Without it every micro-batch adds "
@@ -77,6 +88,10 @@ class Training(Spec):
         "otherwise each send blocks its stage, as in the validated 2021-2022 runs.")
     overlap_grad_reduce: bool = Field(
         True, description="Overlap the DP gradient reduction with the last micro-batch's backward.")
+    overlap_param_gather: bool = Field(False, description=FLAGS["overlap_param_gather"])
+    bias_gemm_fusion: bool = Field(False, description=FLAGS["bias_gemm_fusion"])
+    fused_cross_entropy: bool = Field(False, description=FLAGS["fused_cross_entropy"])
+    fp8_param_gather: bool = Field(False, description=FLAGS["fp8_param_gather"])
     recompute_modules: list[Literal["core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_experts",
                                     "mla_up_proj"]] = Field(
         ["core_attn"], description="What recompute: selective repeats (Megatron-Core --recompute-modules; "
@@ -87,3 +102,29 @@ class Training(Spec):
     moe_token_dispatcher_type: Literal["alltoall", "allgather", "deepep"] = Field(
         "alltoall", description="How tokens reach their experts: all-to-all over EP, all-gather/reduce-"
         "scatter, or DeepEP (Megatron's flex dispatcher: each token crosses to a node once).")
+    _given: dict = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _profile(cls, data, handler):
+        """Fill the flags a plan leaves out from its framework's profile."""
+        if not isinstance(data, dict) or isinstance(data, Training):
+            return handler(data)
+        framework = data.get("framework", "megatron-core")
+        if framework not in FRAMEWORKS:
+            return handler(data)  # the Literal names the accepted profiles
+        filled = {**profile_defaults(framework), **data}
+        if "grad_accum_fp32" not in data:
+            filled["grad_accum_fp32"] = data.get("dtype", "bf16") == "bf16"
+        model = handler(filled)
+        model._given = dict(data)
+        return model
+
+    @property
+    def profile_flags(self) -> list[str]:
+        """The behaviour flags this training took from its framework's profile (not set by the plan)."""
+        return [k for k in (*FLAGS, "grad_accum_fp32") if k not in self._given]
+
+    def given(self) -> dict:
+        """What the plan itself set (a copy starts from this, so a changed framework re-fills the flags)."""
+        return dict(self._given) if self._given else dict(self)

@@ -34,8 +34,9 @@ class Plan(Spec):
         """A copy with fields of one section replaced, validated like a loaded plan: a bad value
         raises PerfModelError naming ``section.field`` and the fix."""
         part = getattr(self, section)
+        base = part.given() if hasattr(part, "given") else dict(part)
         try:
-            new = type(part).model_validate({**dict(part), **changes})
+            new = type(part).model_validate({**base, **changes})
         except ValidationError as e:
             raise PerfModelError(format_validation_error(e, section, type(part))) from None
         return self.model_copy(update={section: new})

@@ -1,0 +1,109 @@
+"""Framework profiles: named bundles of defaults for the behaviour flags (STYLE.md "Framework
+behaviour as data"). Formulas read the flags, never the profile's name; a plan may set any flag
+itself, and what the profile supplied is reported as assumed.
+
+Each flag's value cites where it comes from. Profiles:
+- megatron-2021: Megatron-LM as in Narayanan et al. 2021 (SC21; the artifact's run_table_1.sh).
+- megatron-2022: Megatron-LM as in Korthikanti et al. 2022 (the SP + selective recompute paper).
+- megatron-core: Megatron-Core with Transformer Engine as NeMo 2 / Megatron-Bridge recipes run it
+  (2025-2026), the default.
+- deepspeed: DeepSpeed ZeRO with its pipeline engine (Rajbhandari et al. 2020; DeepSpeed docs).
+"""
+
+from __future__ import annotations
+
+FRAMEWORKS = ("megatron-core", "megatron-2022", "megatron-2021", "deepspeed")
+
+# flag -> what it means (shown by `perfmodel presets frameworks`)
+FLAGS = {
+    "flash_attention": "fused attention kernel (flash / cuDNN); no s x s tensor in HBM",
+    "tp_comm_overlap": "asynchronous TP all-reduce: the backward collective hides behind the weight gradient",
+    "tp_comm_overlap_ub": "every TP collective overlapped with its GEMM (Transformer Engine userbuffers)",
+    "grad_accumulation_fusion": "weight-gradient GEMMs accumulate into the gradient buffer (no extra pass)",
+    "persist_layer_norm": "single-pass layernorm backward",
+    "p2p_overlap": "pipeline sends overlap compute",
+    "overlap_grad_reduce": "gradient reduction overlaps the last micro-batch's backward (bucketed)",
+    "overlap_param_gather": "distributed optimizer's parameter all-gather overlaps the next forward",
+    "bias_gemm_fusion": "biases added in the GEMM epilogue, not in a separate kernel",
+    "fused_cross_entropy": "vocab-parallel cross-entropy in one fused kernel on 16-bit logits",
+    "fp8_param_gather": "FP8 weights cast once per step (with the parameter all-gather), not per micro-batch",
+}
+
+PROFILES: dict[str, dict] = {
+    "megatron-2021": {
+        "flash_attention": False,  # flash attention came in 2022 (Dao et al.)
+        "tp_comm_overlap": False,  # the asynchronous TP all-reduce arrived late 2021 (Korthikanti 2022, 6.2)
+        "tp_comm_overlap_ub": False,
+        "grad_accumulation_fusion": False,  # fused wgrad arrived with the async all-reduce
+        "persist_layer_norm": False,  # apex's persistent layernorm became Megatron's default late 2021
+        "p2p_overlap": False,  # blocking send/recv (p2p_communication.py of 2021)
+        "overlap_grad_reduce": False,  # --DDP-impl local: the all-reduce after the backward
+        "overlap_param_gather": False,
+        "bias_gemm_fusion": False,  # F.linear adds the QKV bias in its own kernel on a 3-D input
+        "fused_cross_entropy": False,  # _VocabParallelCrossEntropy on fp32 logits, one pass per op
+        "fp8_param_gather": False,
+        "zero_stages": (0,),  # no distributed optimizer in 2021 Megatron-LM
+        "uneven_stages": False,  # layers must divide evenly (megatron/model/transformer.py, 2021)
+        "context_parallel": False,  # CP and EP came with Megatron-Core (2023)
+        "expert_parallel": False,
+    },
+    "megatron-2022": {
+        "flash_attention": False,  # Korthikanti 2022 times the unfused CoreAttention (Table 4)
+        "tp_comm_overlap": True,  # Korthikanti 2022, Sec. 6.2
+        "tp_comm_overlap_ub": False,
+        "grad_accumulation_fusion": True,
+        "persist_layer_norm": True,
+        "p2p_overlap": False,
+        "overlap_grad_reduce": False,  # Korthikanti's runs are dp = 1 or report iteration time as such
+        "overlap_param_gather": False,
+        "bias_gemm_fusion": False,
+        "fused_cross_entropy": False,
+        "fp8_param_gather": False,
+        "zero_stages": (0, 1),  # the distributed optimizer (ZeRO-1) landed in Megatron-LM in 2022
+        "uneven_stages": False,
+        "context_parallel": False,
+        "expert_parallel": False,
+    },
+    "megatron-core": {
+        "flash_attention": True,  # TE DotProductAttention (flash / cuDNN fused) is the default backend
+        "tp_comm_overlap": True,  # async TP all-reduce / SP overlap in TE linear layers
+        "tp_comm_overlap_ub": False,  # --tp-comm-overlap (userbuffers) is opt-in
+        "grad_accumulation_fusion": True,  # --gradient-accumulation-fusion default on
+        "persist_layer_norm": True,  # TE's fused layernorm kernels
+        "p2p_overlap": True,  # --overlap-p2p-communication with the interleaved schedule
+        "overlap_grad_reduce": True,  # distributed optimizer recipes set --overlap-grad-reduce
+        "overlap_param_gather": True,  # ... and --overlap-param-gather
+        "bias_gemm_fusion": True,  # TE Linear adds the bias in the GEMM epilogue
+        "fused_cross_entropy": True,  # NeMo 2 / Megatron-Bridge recipes set cross_entropy_loss_fusion
+        "fp8_param_gather": False,  # --fp8-param-gather is opt-in
+        "zero_stages": (0, 1, 3),  # distributed optimizer (ZeRO-1); Megatron-FSDP for ZeRO-3 (pp = 1)
+        "uneven_stages": True,  # --decoder-first/last-pipeline-num-layers, --pipeline-model-parallel-layout
+        "context_parallel": True,
+        "expert_parallel": True,
+    },
+    "deepspeed": {
+        "flash_attention": True,  # models run under ZeRO use FlashAttention-2 (transformers' attn_implementation)
+        "tp_comm_overlap": False,
+        "tp_comm_overlap_ub": False,
+        "grad_accumulation_fusion": False,
+        "persist_layer_norm": True,
+        "p2p_overlap": False,
+        "overlap_grad_reduce": True,  # "overlap_comm": true in the ZeRO config
+        "overlap_param_gather": True,  # ZeRO-3 prefetches parameters (stage3_prefetch_bucket_size)
+        "bias_gemm_fusion": False,
+        "fused_cross_entropy": False,
+        "fp8_param_gather": False,
+        "zero_stages": (0, 1, 2, 3),  # ZeRO-2/3 only without pipeline parallelism (PipelineEngine asserts
+                                      # zero_optimization_stage < 2)
+        "uneven_stages": True,  # PipelineModule partition_method="parameters" balances unequal stages
+        "context_parallel": True,  # DeepSpeed-Ulysses sequence parallelism (all-to-all)
+        "expert_parallel": True,  # DeepSpeed-MoE expert parallelism
+    },
+}
+# what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
+FACTS = ("zero_stages", "uneven_stages", "context_parallel", "expert_parallel")
+
+
+def defaults(framework: str) -> dict:
+    """The behaviour-flag defaults of a profile (the flags only)."""
+    return {k: v for k, v in PROFILES[framework].items() if k not in FACTS}
