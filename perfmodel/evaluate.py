@@ -30,6 +30,7 @@ from .cost.transformer import LayerShape, Options, decoder_layer, embedding, gra
 from .knobs import CP_COMM_NAMES, Knobs
 from .mesh import Mesh
 from .specs import Plan, Precision
+from .specs.framework import PROFILES
 
 BREAKDOWN_KEYS = ("forward", "backward", "recompute", "bubble", "tp_comm", "pp_comm", "dp_comm",
                   "zero_comm", "optimizer")
@@ -297,18 +298,19 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
     p2p = stp.p2p_time(b * plan.seq_length * st.shape.hidden * st.precision.activation_bytes / cp, tp,
                        k.sequence_parallel, mesh.link("pp", size=2), mesh.link("tp"))
     dense, experts = memory.pop("_params_max"), memory.pop("_experts_max")
-    window = stages.pick(sc["bwd"], slow) + stages.pick(sc["rec"], slow)  # the last micro-batch's backward
     grad_dim = np.where(dp > 1, 0, 1)  # the dp x cp group is bounded by dp's link, or cp's when dp = 1
     groups = [(dense, dp * cp, _pick_link(mesh.link("dp", size=dp * cp), mesh.link("cp", size=dp * cp), grad_dim)),
               (experts, mesh.edp, mesh.link("edp"))]
-    dp_comm, t_gather = stp.data_parallel_comm(groups, k.zero_stage, st.precision, window, tr.overlap_grad_reduce,
-                                               gpu.comm_overlap_penalty)
+    dp_comm, zero3 = stp.data_parallel_comm(groups, k.zero_stage, m, k.recompute,
+                                            stages.pick(stages.layers.sum(axis=-1), slow),
+                                            _windows(stages, sc, slow, _main_layer(costs).seconds(k.recompute)),
+                                            _overlap(st, dp * cp), st.precision)
     local = dense / np.where(k.zero_stage >= 1, dp * cp, 1.0) + experts / np.where(k.zero_stage >= 1, mesh.edp, 1.0)
     t_mean = stages.mean(sc["time"], pp)
     out = {"forward": m * stages.pick(sc["fwd"], slow), "backward": m * stages.pick(sc["bwd"], slow),
            "recompute": m * stages.pick(sc["rec"], slow), "tp_comm": m * stages.pick(sc["comm"], slow),
            "bubble": (pp - 1) / vp * t_mean, "pp_comm": stp.pipeline_comm(p2p, pp, m, vp), "dp_comm": dp_comm,
-           "zero_comm": stp.zero3_comm(t_gather, k.zero_stage, m),
+           "zero_comm": zero3,
            "optimizer": stp.optimizer_time(local, st.precision, gpu.hbm_bandwidth_bytes_per_s, gpu.hbm_efficiency)}
     step = sum(out[key] for key in BREAKDOWN_KEYS)
     # the slowest middle stage, or (none at p <= 2) an even one: L/p layers of the model's mix
@@ -327,6 +329,28 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
     out.update(throughput(st, k, step))
     out["stages"] = StageArrays(stages, sc["time"], sc["fwd_share"])
     return out
+
+
+def _main_layer(c: dict[str, BlockCost]) -> BlockCost:
+    """The cost of the model's main layer kind (MoE where it has MoE layers)."""
+    return c.get("moe") or c["dense"]
+
+
+def _windows(stages: Stages, sc: dict, slow, layer) -> stp.Windows:
+    """What data-parallel traffic hides under: the slowest stage's micro-batch passes and one layer's."""
+    backward = stages.pick(sc["bwd"], slow) + stages.pick(sc["rec"], slow)
+    return stp.Windows(last_backward=backward, first_forward=stages.pick(sc["fwd_share"], slow), backward=backward,
+                       layer_forward=layer[0], layer_backward=layer[1])
+
+
+def _overlap(st: Setting, n) -> stp.Overlap:
+    """The profile's bucket (Megatron-Core: max(40M, 1M x dp) parameters) and the overlap flags."""
+    tr = st.plan.training
+    bucket = PROFILES[tr.framework]["grad_bucket_params"]
+    if tr.framework == "megatron-core":
+        bucket = np.maximum(bucket, 1e6 * n)
+    return stp.Overlap(tr.overlap_grad_reduce, tr.overlap_param_gather, tr.zero3_reshard_after_forward, bucket,
+                       st.plan.system.gpu.comm_overlap_penalty)
 
 
 def _pick_link(a, b, which):

@@ -3,6 +3,8 @@ ZeRO gathers and the optimizer step (SPEC 6-8). Seconds and bytes; arrays or flo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..specs.precision import Precision
@@ -39,35 +41,77 @@ def pipeline_comm(p2p_s, pp, m, vp):
     return np.where(pp > 1, 2.0 * m * vp * p2p_s, 0.0)
 
 
-def data_parallel_comm(groups, zero, precision: Precision, window_s, overlap: bool, penalty: float):
-    """(exposed gradient reduction plus ZeRO's parameter all-gathers, those all-gathers alone) in seconds.
+@dataclass(frozen=True)
+class Windows:
+    """Compute that data-parallel traffic can hide behind, seconds: the last micro-batch's backward (the
+    gradient reduction's), the first micro-batch's forward (the next step's parameter gather), one
+    micro-batch's backward (ZeRO-2's per-micro-batch reduce-scatter), and one layer's forward and
+    backward (ZeRO-3's per-layer traffic)."""
 
-    ``groups``: (parameters on this GPU, group size, Link) for each set of parameters reduced over its
-    own data-parallel group: the dense ones over dp x cp, the routed experts' over the expert-data-
-    parallel ranks (Megatron-Core). Gradients (``precision.gradient_bytes`` each) are all-reduced
-    (ring, SPEC 3), or reduce-scattered under ZeRO >= 1 (Rajbhandari 2020); the reduction can hide
-    behind the last micro-batch's backward (``window_s``), at the contention cost of any overlapped
-    collective; ZeRO's all-gather of the updated 16-bit parameters comes after the optimizer step
-    and cannot."""
-    reduce, gather, gather_exposed = 0.0, 0.0, 0.0
+    last_backward: object
+    first_forward: object
+    backward: object
+    layer_forward: object
+    layer_backward: object
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """How the framework runs data-parallel traffic (specs/framework.py flags) and the SM/HBM contention
+    share an overlapped collective still costs (GPU.comm_overlap_penalty)."""
+
+    grad_reduce: bool
+    param_gather: bool
+    reshard_after_forward: bool
+    bucket_params: object
+    penalty: float
+
+
+def _ring(kind, nbytes, n, link):
+    return sum(coll.collective_time(kind, nbytes, n, link.bandwidth, link.latency))
+
+
+def data_parallel_comm(groups, zero, m, recompute, layers, w: Windows, ov: Overlap, precision: Precision):
+    """(exposed DP gradient and parameter traffic per step, exposed ZeRO-3 per-layer traffic per step), s.
+
+    ``groups``: (parameters on this GPU, group size, Link) for each set of parameters reduced over its own
+    data-parallel group: the dense ones over dp x cp, the routed experts' over the expert-data-parallel
+    ranks (Megatron-Core). Gradients (``precision.gradient_bytes`` each), ring collectives (SPEC 3):
+    - ZeRO-0: an all-reduce per step; ZeRO-1 (Megatron's distributed optimizer): a reduce-scatter, then the
+      updated 16-bit parameters all-gathered (Rajbhandari et al. 2020). Bucketed and overlapped with the
+      last micro-batch's backward, they expose max(0, comm - window) plus the contention share, plus the
+      last bucket, which only starts when the backward ends; the parameter all-gather, overlapped with the
+      next step's first forward, likewise exposes what that forward cannot hide plus the first bucket.
+    - ZeRO-2: gradients are sharded as they are produced, a reduce-scatter for every micro-batch under its
+      backward (DeepSpeed stage 2).
+    - ZeRO-3 / FSDP (``layers`` on the stage): every layer's parameters are all-gathered one layer ahead of
+      its forward, again for its backward when resharded after the forward (and for the recomputation of
+      full recompute), and its gradients reduce-scattered under the backward: per layer max(0, comm -
+      compute) plus the contention share, plus the first layer's gather, for every micro-batch."""
+    reduce, gather, zero3 = 0.0, 0.0, 0.0
     for params, n, link in groups:
-        grads = params * precision.gradient_bytes
-        t_ar = sum(coll.collective_time("all-reduce", grads, n, link.bandwidth, link.latency))
-        t_rs = sum(coll.collective_time("reduce-scatter", grads, n, link.bandwidth, link.latency))
-        t_ag = sum(coll.collective_time("all-gather", params * precision.weight_bytes, n, link.bandwidth,
-                                        link.latency))
         active = (n > 1) & (params > 0)
-        reduce = reduce + np.where(active, np.where(zero >= 1, t_rs, t_ar), 0.0)
-        gather = gather + np.where(active, t_ag, 0.0)
-        gather_exposed = gather_exposed + np.where(active & (zero >= 1), t_ag, 0.0)
-    if overlap:
-        reduce = coll.overlapped_time(reduce, window_s, penalty)
-    return reduce + gather_exposed, gather
-
-
-def zero3_comm(t_gather, zero, m):
-    """ZeRO-3 gathers the weights again for every micro-batch's forward and backward. Seconds per step."""
-    return np.where(zero >= 3, 2.0 * m * t_gather, 0.0)
+        grads, weights = params * precision.gradient_bytes, params * precision.weight_bytes
+        t_ar, t_rs = _ring("all-reduce", grads, n, link), _ring("reduce-scatter", grads, n, link)
+        t_ag = _ring("all-gather", weights, n, link)
+        last = np.minimum(1.0, ov.bucket_params / np.maximum(params, 1.0))  # the last (first) bucket's share
+        step_reduce = np.where(zero >= 1, t_rs, t_ar)
+        if ov.grad_reduce:
+            step_reduce = coll.overlapped_time(step_reduce, w.last_backward, ov.penalty) + last * step_reduce
+        per_mb_rs = coll.overlapped_time(t_rs, w.backward, ov.penalty) if ov.grad_reduce else t_rs
+        reduce = reduce + np.where(active, np.where(zero == 2, m * per_mb_rs,
+                                                    np.where(zero >= 3, 0.0, step_reduce)), 0.0)
+        t_gather = (coll.overlapped_time(t_ag, w.first_forward, ov.penalty) + last * t_ag) if ov.param_gather \
+            else t_ag
+        gather = gather + np.where(active & (zero >= 1) & (zero <= 2), t_gather, 0.0)
+        per_layer = params / np.maximum(layers, 1.0)
+        ag = _ring("all-gather", per_layer * precision.weight_bytes, n, link)
+        rs = _ring("reduce-scatter", per_layer * precision.gradient_bytes, n, link)
+        bwd = rs + (ag if ov.reshard_after_forward else 0.0) + np.where(recompute == 2, ag, 0.0)
+        per_mb = layers * (coll.overlapped_time(ag, w.layer_forward, ov.penalty)
+                           + coll.overlapped_time(bwd, w.layer_backward, ov.penalty)) + ag
+        zero3 = zero3 + np.where(active & (zero >= 3), m * per_mb, 0.0)
+    return reduce + gather, zero3
 
 
 def optimizer_step_bytes(p: Precision) -> float:

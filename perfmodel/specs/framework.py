@@ -42,6 +42,7 @@ PROFILES: dict[str, dict] = {
         "bias_gemm_fusion": False,  # F.linear adds the QKV bias in its own kernel on a 3-D input
         "fused_cross_entropy": False,  # _VocabParallelCrossEntropy on fp32 logits, one pass per op
         "fp8_param_gather": False,
+        "grad_bucket_params": 12.5e6,  # torch DDP's 25 MB buckets of 16-bit gradients (--DDP-impl torch)
         "zero_stages": (0,),  # no distributed optimizer in 2021 Megatron-LM
         "uneven_stages": False,  # layers must divide evenly (megatron/model/transformer.py, 2021)
         "context_parallel": False,  # CP and EP came with Megatron-Core (2023)
@@ -59,6 +60,7 @@ PROFILES: dict[str, dict] = {
         "bias_gemm_fusion": False,
         "fused_cross_entropy": False,
         "fp8_param_gather": False,
+        "grad_bucket_params": 12.5e6,
         "zero_stages": (0, 1),  # the distributed optimizer (ZeRO-1) landed in Megatron-LM in 2022
         "uneven_stages": False,
         "context_parallel": False,
@@ -76,6 +78,7 @@ PROFILES: dict[str, dict] = {
         "bias_gemm_fusion": True,  # TE Linear adds the bias in the GEMM epilogue
         "fused_cross_entropy": True,  # NeMo 2 / Megatron-Bridge recipes set cross_entropy_loss_fusion
         "fp8_param_gather": False,  # --fp8-param-gather is opt-in
+        "grad_bucket_params": 40e6,  # DistributedDataParallelConfig: max(40M, 1M x dp) parameters per bucket
         "zero_stages": (0, 1, 3),  # distributed optimizer (ZeRO-1); Megatron-FSDP for ZeRO-3 (pp = 1)
         "uneven_stages": True,  # --decoder-first/last-pipeline-num-layers, --pipeline-model-parallel-layout
         "context_parallel": True,
@@ -93,6 +96,7 @@ PROFILES: dict[str, dict] = {
         "bias_gemm_fusion": False,
         "fused_cross_entropy": False,
         "fp8_param_gather": False,
+        "grad_bucket_params": 5e8,  # reduce_bucket_size / allgather_bucket_size defaults (elements)
         "zero_stages": (0, 1, 2, 3),  # ZeRO-2/3 only without pipeline parallelism (PipelineEngine asserts
                                       # zero_optimization_stage < 2)
         "uneven_stages": True,  # PipelineModule partition_method="parameters" balances unequal stages
@@ -101,7 +105,7 @@ PROFILES: dict[str, dict] = {
     },
 }
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
-FACTS = ("zero_stages", "uneven_stages", "context_parallel", "expert_parallel")
+FACTS = ("zero_stages", "uneven_stages", "context_parallel", "expert_parallel", "grad_bucket_params")
 
 
 def defaults(framework: str) -> dict:

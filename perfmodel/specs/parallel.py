@@ -92,6 +92,9 @@ class Training(Spec):
     bias_gemm_fusion: bool = Field(False, description=FLAGS["bias_gemm_fusion"])
     fused_cross_entropy: bool = Field(False, description=FLAGS["fused_cross_entropy"])
     fp8_param_gather: bool = Field(False, description=FLAGS["fp8_param_gather"])
+    zero3_reshard_after_forward: bool = Field(
+        True, description="ZeRO-3/FSDP frees a layer's gathered parameters after its forward and gathers them "
+        "again for the backward (FSDP's reshard_after_forward, DeepSpeed's default).")
     recompute_modules: list[Literal["core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_experts",
                                     "mla_up_proj"]] = Field(
         ["core_attn"], description="What recompute: selective repeats (Megatron-Core --recompute-modules; "
