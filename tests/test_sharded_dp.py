@@ -63,4 +63,4 @@ def test_zero3_is_far_cheaper_than_every_gather_exposed():
     link = plan.system.intra_node_link
     exposed = 2 * v["num_micro_batches"] * sum(coll.collective_time(
         "all-gather", params * 2, 8, link.bandwidth_bytes_per_s * link.efficiency, link.latency_s))
-    assert 0 < v["zero_comm"] < 0.6 * exposed  # the gathers hide but for the contention share and one layer
+    assert 0 < v["zero_comm"] < exposed  # hidden but for the contention share and one layer, RS included
