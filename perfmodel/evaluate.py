@@ -54,12 +54,12 @@ class Setting:
     @classmethod
     def of(cls, plan: Plan) -> "Setting":
         tr = plan.training
-        p = Precision.of(tr.dtype, tr.grad_accum_fp32, tr.optimizer)
+        p = Precision.of(tr.dtype, tr.grad_accum_fp32, tr.optimizer, tr.mfu_peak)
         opts = Options(gemm_bytes=p.gemm_bytes, act_bytes=p.activation_bytes, flash=tr.flash_attention,
                        persist_ln=tr.persist_layer_norm, dispatcher=tr.moe_token_dispatcher_type,
                        a2a_overlap=tr.moe_a2a_overlap, dropout=plan.model.has_dropout,
                        bias_fused=tr.bias_gemm_fusion, fused_ce=tr.fused_cross_entropy,
-                       tp_overlap_ub=tr.tp_comm_overlap_ub,
+                       tp_overlap_ub=tr.tp_comm_overlap_ub, fp8_param_gather=tr.fp8_param_gather,
                        grad_accum_bytes=grad_accumulation_bytes(p.activation_bytes, tr.grad_accumulation_fusion,
                                                                 p.gradient_bytes))
         return cls(plan, LayerShape.of(plan.model), p, Hardware.from_gpu(plan.system.gpu, p.compute), opts,
@@ -311,7 +311,8 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
            "recompute": m * stages.pick(sc["rec"], slow), "tp_comm": m * stages.pick(sc["comm"], slow),
            "bubble": (pp - 1) / vp * t_mean, "pp_comm": stp.pipeline_comm(p2p, pp, m, vp), "dp_comm": dp_comm,
            "zero_comm": zero3,
-           "optimizer": stp.optimizer_time(local, st.precision, gpu.hbm_bandwidth_bytes_per_s, gpu.hbm_efficiency)}
+           "optimizer": stp.optimizer_time(local, st.precision, gpu.hbm_bandwidth_bytes_per_s, gpu.hbm_efficiency,
+                                           tr.fp8_param_gather)}
     step = sum(out[key] for key in BREAKDOWN_KEYS)
     # the slowest middle stage, or (none at p <= 2) an even one: L/p layers of the model's mix
     middle_present = stages.count[:, 1:3] > 0

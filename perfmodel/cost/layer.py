@@ -50,14 +50,21 @@ class Hardware:
     overlap_penalty: float   # fraction of overlapped comm time still paid (SM/HBM contention)
     tail_waves: bool         # classic wave quantization (False: stream-K balanced tails)
     core_eff: float          # unfused attention core: fraction of its roofline speed it reaches
+    attn_peak: float = 0.0   # FLOP/s of the attention core (BF16 even when the GEMMs run FP8); 0: peak
+    attn_gemm_eff: float = 0.0
 
     @classmethod
     def from_gpu(cls, gpu, dtype: str) -> "Hardware":
+        """FP8 GEMMs run at the FP8 peak and its efficiency; attention stays in BF16 (Transformer Engine)."""
+        fp8 = dtype == "fp8"
+        eff = (gpu.fp8_gemm_efficiency or gpu.gemm_efficiency) if fp8 else gpu.gemm_efficiency
+        attn_dtype = "bf16" if fp8 else dtype
         return cls(peak=gpu.peak(dtype), hbm_bw=gpu.hbm_bandwidth_bytes_per_s, num_sms=gpu.num_sms,
-                   gemm_eff=gpu.gemm_efficiency, k_overhead=gpu.gemm_k_overhead, hbm_eff=gpu.hbm_efficiency,
+                   gemm_eff=eff, k_overhead=gpu.gemm_k_overhead, hbm_eff=gpu.hbm_efficiency,
                    attn_eff=gpu.attention_efficiency, overhead_s=gpu.kernel_overhead_s,
                    overlap_penalty=gpu.comm_overlap_penalty, tail_waves=gpu.gemm_tail_waves,
-                   core_eff=gpu.unfused_attention_efficiency)
+                   core_eff=gpu.unfused_attention_efficiency, attn_peak=gpu.peak(attn_dtype),
+                   attn_gemm_eff=gpu.gemm_efficiency)
 
 
 @dataclass(frozen=True)
@@ -84,10 +91,13 @@ class Link:
         return sum(coll.collective_time(kind, message, n, self.bandwidth, self.latency))
 
 
-def _gemm_time(hw: Hardware, M, K, N, dt, batch, core):
-    """Seconds of one GEMM at the roofline with the efficiency of its shape."""
-    eff = gemm_efficiency(M, N, K, hw.num_sms, hw.gemm_eff, hw.k_overhead, batch, hw.tail_waves)
-    return kernel_time(gemm_flops(M, K, N, batch), gemm_bytes(M, K, N, dt, batch), hw.peak, hw.hbm_bw,
+def _gemm_time(hw: Hardware, M, K, N, dt, batch, core, attention: bool = False):
+    """Seconds of one GEMM at the roofline with the efficiency of its shape (the attention core's at the
+    attention dtype's peak)."""
+    peak = (hw.attn_peak or hw.peak) if attention else hw.peak
+    base = (hw.attn_gemm_eff or hw.gemm_eff) if attention else hw.gemm_eff
+    eff = gemm_efficiency(M, N, K, hw.num_sms, base, hw.k_overhead, batch, hw.tail_waves)
+    return kernel_time(gemm_flops(M, K, N, batch), gemm_bytes(M, K, N, dt, batch), peak, hw.hbm_bw,
                        eff * core, hw.hbm_eff * core, hw.overhead_s)
 
 
@@ -96,9 +106,11 @@ def _time_gemm(hw: Hardware, g: Gemm, dt: float):
     more than the mean (routed experts); FLOPs and bytes stay the mean's."""
     core = hw.core_eff if g.attention_core else 1.0
     M = g.M if g.time_rows is None else g.time_rows
-    fwd = _gemm_time(hw, M, g.K, g.N, dt, g.batch, core)
-    dgrad = _gemm_time(hw, M, g.N, g.K, dt, g.batch, core)
-    wgrad = _gemm_time(hw, g.K, M, g.N, dt, g.batch, core)
+    a = g.attention_core
+    dt = max(dt, 2) if a else dt  # the attention core's operands stay 16-bit under FP8
+    fwd = _gemm_time(hw, M, g.K, g.N, dt, g.batch, core, a)
+    dgrad = _gemm_time(hw, M, g.N, g.K, dt, g.batch, core, a)
+    wgrad = _gemm_time(hw, g.K, M, g.N, dt, g.batch, core, a)
     flops, nbytes = g.flops, g.bytes(dt)
     bound = ~is_memory_bound(flops, nbytes, hw.peak, hw.hbm_bw)
     return Op(g.name, "gemm", flops, nbytes, fwd, dgrad + wgrad, g.attention_core, bound), dgrad, wgrad
@@ -124,9 +136,10 @@ def _time_fused_attention(hw: Hardware, fa: FusedAttention) -> Op:
     runs only the unmasked blocks (causal_fraction of the FLOPs)."""
     flops, io = fa.flops, fa.io_bytes
     run = flops * fa.causal_fraction
-    fwd = kernel_time(run, io, hw.peak, hw.hbm_bw, hw.attn_eff, hw.hbm_eff, hw.overhead_s)
-    bwd = kernel_time(2.5 * run, 2 * io, hw.peak, hw.hbm_bw, hw.attn_eff, hw.hbm_eff, hw.overhead_s)
-    return Op(fa.name, "attention", flops, io, fwd, bwd, True, ~is_memory_bound(flops, io, hw.peak, hw.hbm_bw))
+    peak = hw.attn_peak or hw.peak
+    fwd = kernel_time(run, io, peak, hw.hbm_bw, hw.attn_eff, hw.hbm_eff, hw.overhead_s)
+    bwd = kernel_time(2.5 * run, 2 * io, peak, hw.hbm_bw, hw.attn_eff, hw.hbm_eff, hw.overhead_s)
+    return Op(fa.name, "attention", flops, io, fwd, bwd, True, ~is_memory_bound(flops, io, peak, hw.hbm_bw))
 
 
 def overlapped(hw: Hardware, comm_s, window_s, overlap: bool):

@@ -74,7 +74,7 @@ def model_state_bytes(params, dp=1, zero_stage=0, precision: Precision = BF16_AD
     params = np.asarray(params, dtype=float)
     dp = np.asarray(dp, dtype=float)
     z = np.asarray(zero_stage)
-    weights = precision.weight_bytes * params / np.where(z >= 3, dp, 1.0)
+    weights = (precision.weight_bytes + precision.fp8_weight_bytes) * params / np.where(z >= 3, dp, 1.0)
     grads = precision.gradient_bytes * params / np.where(z >= 2, dp, 1.0)
     optim = precision.optimizer_bytes * params / np.where(z >= 1, dp, 1.0)
     return weights, grads, optim

@@ -114,7 +114,7 @@ def data_parallel_comm(groups, zero, m, recompute, layers, w: Windows, ov: Overl
     return reduce + gather, zero3
 
 
-def optimizer_step_bytes(p: Precision) -> float:
+def optimizer_step_bytes(p: Precision, fp8_param_gather: bool = False) -> float:
     """HBM bytes per parameter of one optimizer step, as Megatron-LM's mixed-precision optimizer runs
     it (megatron/optimizer/optimizer.py, apex multi-tensor kernels), each pass a separate kernel:
     16-bit gradients are first copied into fp32 main gradients (2 + 4); fp16 unscales them and
@@ -124,16 +124,19 @@ def optimizer_step_bytes(p: Precision) -> float:
     Before all that, the data-parallel reduction divides the whole gradient buffer by the DP size in
     its own pass, read and write at the buffer's width, even at dp = 1 (megatron/model/distributed.py,
     allreduce_gradients: `buffer_.data /= dp`; Megatron Core scales each bucket the same way unless
-    the collective averages; PyTorch DDP fuses the division into its copy into the buckets)."""
+    the collective averages; PyTorch DDP fuses the division into its copy into the buckets). With FP8
+    parameter gather the weights' FP8 copies (and transposes) are written once here, 2 + 2 B a parameter."""
     grad = float(p.gradient_bytes)
     dp_scale = 2 * grad
     copy_in = 6.0 if grad == 2 else 0.0
     unscale = 8.0 if p.loss_scaling else 0.0
     master_out = 4.0 + p.weight_bytes if p.master_weights else 0.0
     states = 2 * p.optimizer_bytes  # read and write every fp32 state
-    return dp_scale + states + copy_in + unscale + 4.0 + 4.0 + master_out + grad  # the last: zeroing
+    fp8 = 2.0 + p.fp8_weight_bytes if p.fp8_weight_bytes and fp8_param_gather else 0.0  # one cast a step
+    return dp_scale + states + copy_in + unscale + 4.0 + 4.0 + master_out + grad + fp8  # grad: zeroing
 
 
-def optimizer_time(local_params, p: Precision, hbm_bandwidth: float, hbm_efficiency: float):
+def optimizer_time(local_params, p: Precision, hbm_bandwidth: float, hbm_efficiency: float,
+                   fp8_param_gather: bool = False):
     """The optimizer step over this GPU's shard: HBM-bound, seconds."""
-    return local_params * optimizer_step_bytes(p) / (hbm_bandwidth * hbm_efficiency)
+    return local_params * optimizer_step_bytes(p, fp8_param_gather) / (hbm_bandwidth * hbm_efficiency)

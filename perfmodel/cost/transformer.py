@@ -135,6 +135,7 @@ class Options:
     bias_fused: bool = False         # biases added in the GEMM epilogue (Transformer Engine)
     fused_ce: bool = False           # fused vocab-parallel cross-entropy on 16-bit logits
     tp_overlap_ub: bool = False      # every TP collective under its GEMM (TE userbuffers)
+    fp8_param_gather: bool = False   # FP8 weights cast once per step, not per micro-batch
 
 
 @dataclass(frozen=True)
@@ -238,12 +239,40 @@ def decoder_layer(m: LayerShape, o: Options, b, s: int, t, sp, cp=1, ep=1, etp=1
                              "tokens", m.norm_params, saved=act * M * h / tok))
     ops.append(_residual(m, o, "2", M * h / tok))
     ops.append(Pointwise("residual gradient add 2", M * h / tok, 0.0, 3 * act, 1, "tokens"))
+    if o.gemm_bytes == 1:
+        ops += fp8_casts(ops, o, x)
     if o.grad_accum_bytes:
         # unfused weight-gradient accumulation: main_grad += grad over every weight of the layer,
         # once per micro-batch in backward (read the new gradient and the buffer, write the buffer)
         weights = sum(op.K * op.N * op.batch for op in ops if isinstance(op, Gemm) and op.params) + 0 * x.b
         ops.append(Pointwise("weight-gradient accumulation", weights, 0.0, o.grad_accum_bytes, 1, "column"))
     return Block("MoE layer" if moe else "decoder layer", tuple(ops), input_bytes=act * M * h / tok)
+
+
+# Transformer Engine fuses the FP8 cast of these GEMMs' inputs into the op before them (LayerNormLinear,
+# LayerNormMLP: the norm or the activation writes FP8 directly)
+_FP8_FUSED_INPUTS = {"QKV projection", "MLP up", "MLP gate+up", "MLP down", "Q down-projection",
+                     "KV down-projection", "shared expert up", "shared expert down"}
+
+
+def fp8_casts(ops: list, o: Options, x: Split) -> list:
+    """The memory-bound casts FP8 GEMMs need (Micikevicius et al. 2022; Transformer Engine): each GEMM
+    input not already written in FP8 by the op before it is read in 16-bit and written in FP8 with a
+    transposed copy for the weight gradient (2 + 1 + 1 B per element); in the backward every output
+    gradient is cast the same way; the weights are cast (with their transposes) once per micro-batch, or
+    once per step with the FP8 parameter gather. The router stays in 16/32-bit. Delayed scaling's amax
+    bookkeeping rides in these kernels."""
+    weights = [g for g in ops if isinstance(g, Gemm) and g.params and g.shard != "tokens"]
+    if not weights:
+        return []
+    inputs = sum((g.M * g.K * g.batch for g in weights if g.name not in _FP8_FUSED_INPUTS), 0.0 * x.b)
+    grads = sum((g.M * g.N * g.batch for g in weights), 0.0 * x.b)
+    params = sum((g.K * g.N * g.batch for g in weights), 0.0 * x.b)
+    out = [Pointwise("FP8 cast of GEMM inputs", inputs, 4.0, 0.0, 1, "column"),
+           Pointwise("FP8 cast of output gradients", grads, 0.0, 4.0, 1, "column")]
+    if not o.fp8_param_gather:
+        out.append(Pointwise("FP8 cast of weights", params, 4.0, 0.0, 1, "column"))
+    return out
 
 
 def attention_ops(m: LayerShape, o: Options, x: Split) -> list:

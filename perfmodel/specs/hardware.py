@@ -34,6 +34,14 @@ class GPU(Spec):
     gemm_k_overhead: float = Field(
         64.0, ge=0, description="K (elements) lost to each tile's prologue/epilogue: "
         "efficiency falls as K / (K + k0) for thin reductions.")
+    fp8_gemm_efficiency: Fraction | None = Field(
+        None, description="Fraction of the FP8 peak a large FP8 GEMM reaches (Transformer Engine, cuBLASLt); "
+        "None: the BF16 gemm_efficiency. FP8 GEMMs run their tiles at twice the rate but feed them from the same "
+        "HBM and L2 and scale per tensor, so they reach a smaller fraction of their peak.")
+    efficiency_source: str = Field(
+        "assumed", description="Where the efficiency figures come from: measured (a device run of "
+        "benchmarks/device/), fitted (on published runs, named) or assumed (carried over, not checked on this "
+        "GPU). Results that rest on assumed figures say so.")
     hbm_efficiency: Fraction = Field(
         0.85, description="Fraction of HBM bandwidth a streaming kernel reaches.")
     attention_efficiency: Fraction = Field(

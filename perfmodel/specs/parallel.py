@@ -63,6 +63,9 @@ class Training(Spec):
                                    description="Overrides the model's sequence length.")
     dtype: Literal[TRAINING_DTYPES] = Field("bf16", description="Compute dtype.")
     optimizer: Literal["adam", "sgd"] = Field("adam", description="adam: 12 B/param of fp32 states.")
+    mfu_peak: Literal["bf16", "fp8"] | None = Field(
+        None, description="The peak MFU and HFU are measured against; default the compute dtype's, BF16 for FP8 "
+        "runs (as NeMo and Megatron report them).")
     framework: Literal[FRAMEWORKS] = Field(
         "megatron-core", description="The training software whose defaults the flags below take: megatron-core, "
         "megatron-2022, megatron-2021 or deepspeed (`perfmodel presets frameworks`).")

@@ -41,10 +41,13 @@ class Precision:
     mfu_peak: str                # the dtype whose peak MFU and HFU are measured against
     master_weights: bool         # an fp32 master copy exists (16-bit training)
     loss_scaling: bool           # fp16: gradients are unscaled and checked for inf/nan
+    fp8_weight_bytes: int = 0    # FP8 copies of the weights kept beside the 16-bit ones (weight + transpose)
 
     @classmethod
-    def of(cls, dtype: str, grad_accum_fp32: bool, optimizer: str) -> "Precision":
-        """The mixed-precision recipe of Megatron-LM for a compute dtype (see the module docstring)."""
+    def of(cls, dtype: str, grad_accum_fp32: bool, optimizer: str, mfu_peak: str | None = None) -> "Precision":
+        """The mixed-precision recipe of Megatron-LM for a compute dtype (see the module docstring). FP8
+        (Transformer Engine): GEMM operands in FP8, everything else BF16, the weights kept in BF16 with an
+        FP8 copy and its transpose; MFU against the BF16 peak unless ``mfu_peak`` says otherwise."""
         if dtype not in TRAINING_DTYPES:
             raise ValueError(f"unknown training dtype {dtype!r}; use one of {', '.join(TRAINING_DTYPES)}")
         half = dtype != "fp32"
@@ -52,5 +55,7 @@ class Precision:
                    activation_bytes=max(DTYPE_BYTES[dtype], 2),
                    weight_bytes=2 if half else 4,
                    gradient_bytes=4 if (grad_accum_fp32 or not half) else 2,
-                   optimizer_bytes=OPTIMIZER_STATE_BYTES[optimizer], mfu_peak=dtype,
-                   master_weights=half, loss_scaling=dtype == "fp16")
+                   optimizer_bytes=OPTIMIZER_STATE_BYTES[optimizer],
+                   mfu_peak=mfu_peak or ("bf16" if dtype == "fp8" else dtype),
+                   master_weights=half, loss_scaling=dtype == "fp16",
+                   fp8_weight_bytes=2 if dtype == "fp8" else 0)
