@@ -198,7 +198,7 @@ def sp(seq, hidden, tp, batch, layers, as_json):
 # ---------------------------------------------------------------- presets
 
 @main.command("presets")
-@click.argument("kind", required=False, type=click.Choice(["hardware", "links", "models", "plans"]))
+@click.argument("kind", required=False, type=click.Choice(["hardware", "links", "models", "frameworks", "plans"]))
 @json_option
 def presets_cmd(kind, as_json):
     """List the bundled presets with their key figures.
@@ -207,7 +207,7 @@ def presets_cmd(kind, as_json):
 
         perfmodel presets models
     """
-    kinds = [kind] if kind else ["hardware", "links", "models", "plans"]
+    kinds = [kind] if kind else ["hardware", "links", "models", "frameworks", "plans"]
     data = {k: presets.describe(k) for k in kinds}
     if as_json:
         render.emit_json(data if not kind else data[kind])

@@ -76,6 +76,8 @@ class Estimate:
     stage_fwd_s: list[float] = field(default_factory=list)   # forward seconds per micro-batch, each stage
     stage_bwd_s: list[float] = field(default_factory=list)   # backward (recompute and TP comm included)
     stage_layers: list[float] = field(default_factory=list)  # layers on each stage
+    framework: str = ""
+    assumed: list[str] = field(default_factory=list)          # what the figures rest on that no one checked
 
     def to_json(self) -> dict:
         v = self.values
@@ -96,6 +98,8 @@ class Estimate:
             "memory": {key: (bool(v[key]) if key == "fits" else v[key]) for key in MEMORY_KEYS},
             "config": self.config.as_dict(),
             "stage_layers": list(self.stage_layers),
+            "framework": self.framework,
+            "assumed": list(self.assumed),
             "warnings": list(self.warnings),
         }
 
@@ -119,7 +123,22 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
     tf, tb = stages.per_stage(0)
     if simulate and cfg.pp > 1:
         _refine_with_simulation(cfg, values, tf, tb, not plan.training.p2p_overlap)
-    return Estimate(cfg, values, _warnings(plan, cfg, values), tf, tb, stages.stages.layer_counts(0))
+    return Estimate(cfg, values, _warnings(plan, cfg, values), tf, tb, stages.stages.layer_counts(0),
+                    plan.training.framework, assumptions(plan))
+
+
+def assumptions(plan: Plan) -> list[str]:
+    """What a result rests on that the plan did not state and no measurement checked: the framework
+    profile's defaults, and a GPU's efficiencies when they are assumed (not measured or fitted)."""
+    tr, gpu = plan.training, plan.system.gpu
+    out = []
+    if tr.profile_flags:
+        out.append(f"framework {tr.framework}: its defaults for {', '.join(tr.profile_flags)}")
+    if gpu.efficiency_source.split()[0] == "assumed":
+        out.append(f"{gpu.name}: efficiencies assumed (carried over, not measured or fitted on this GPU)")
+    if tr.dtype == "fp8" and gpu.fp8_gemm_efficiency is None:
+        out.append(f"{gpu.name}: FP8 GEMM efficiency taken as the BF16 one (not measured)")
+    return out
 
 
 def _refine_with_simulation(cfg: Config, v: dict, tf: list[float], tb: list[float], blocking: bool) -> None:

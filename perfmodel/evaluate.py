@@ -33,7 +33,7 @@ from .specs import Plan, Precision
 from .specs.framework import PROFILES
 
 BREAKDOWN_KEYS = ("forward", "backward", "recompute", "bubble", "tp_comm", "pp_comm", "dp_comm",
-                  "zero_comm", "optimizer")
+                  "zero_comm", "optimizer", "overhead")
 MEMORY_KEYS = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "other_bytes",
                "total_bytes", "capacity_bytes", "fits", "params_per_gpu", "model_states_mean_bytes")
 _COMPUTE = ("gemm", "attention", "elementwise")
@@ -312,7 +312,8 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
            "bubble": (pp - 1) / vp * t_mean, "pp_comm": stp.pipeline_comm(p2p, pp, m, vp), "dp_comm": dp_comm,
            "zero_comm": zero3,
            "optimizer": stp.optimizer_time(local, st.precision, gpu.hbm_bandwidth_bytes_per_s, gpu.hbm_efficiency,
-                                           tr.fp8_param_gather)}
+                                           tr.fp8_param_gather),
+           "overhead": stp.fixed_overheads(tr.step_overhead_s, tr.microbatch_overhead_s, tr.hop_overhead_s, m, pp, vp)}
     step = sum(out[key] for key in BREAKDOWN_KEYS)
     # the slowest middle stage, or (none at p <= 2) an even one: L/p layers of the model's mix
     middle_present = stages.count[:, 1:3] > 0

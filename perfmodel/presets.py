@@ -266,10 +266,17 @@ def describe(kind: str) -> list[dict]:
             rows.append({"name": name, "params_b": p / 1e9, "layers": m.num_layers, "hidden": m.hidden_size,
                          "heads": m.num_attention_heads, "kv_heads": m.groups, "ffn": m.ffn,
                          "vocab": m.vocab_size, "seq": m.seq_length, "mlp": m.mlp})
+    elif kind == "frameworks":
+        from .specs.framework import FLAGS, PROFILES
+        for name, prof in PROFILES.items():
+            on = [k for k in FLAGS if prof.get(k) is True]
+            rows.append({"name": name, "zero_stages": ",".join(str(z) for z in prof["zero_stages"]),
+                         "uneven_stages": prof["uneven_stages"], "cp_ep": prof["context_parallel"],
+                         "flags_on": " ".join(on) or "-"})
     elif kind == "plans":
         for name in preset_names("plans"):
             data = _bundled("plans")[name]
             rows.append({"name": name, "description": str(data.get("description", ""))})
     else:
-        raise PerfModelError(f"unknown preset kind {kind!r}; use hardware, links, models or plans")
+        raise PerfModelError(f"unknown preset kind {kind!r}; use hardware, links, models, frameworks or plans")
     return rows

@@ -203,7 +203,8 @@ def estimate(plan, est, ops=None) -> None:
     bd = j["breakdown_s"]
     labels = {"forward": "forward (compute)", "backward": "backward (compute)", "recompute": "recompute",
               "bubble": "pipeline bubble", "tp_comm": "TP comm (critical path)", "pp_comm": "PP point-to-point",
-              "dp_comm": "DP grad sync (not hidden)", "zero_comm": "ZeRO-3 gathers", "optimizer": "optimizer step"}
+              "dp_comm": "DP grad sync (not hidden)", "zero_comm": "ZeRO-3 gathers", "optimizer": "optimizer step",
+              "overhead": "framework overheads (fitted)"}
     table(f"Per-iteration breakdown: {head}", ["component", "time", "share"],
           [(labels[k], fmt_time(v), pct(v / step)) for k, v in bd.items()] + [("step time", fmt_time(step), "100%")],
           right=[False, True, True],
@@ -223,6 +224,8 @@ def estimate(plan, est, ops=None) -> None:
     m = j["memory"]
     memory(m, "Memory per GPU (most loaded stage); model states = weights + gradients + optimizer "
               f"= {fmt_bytes(m['weights_bytes'] + m['gradients_bytes'] + m['optimizer_bytes'])}")
+    for a in j["assumed"]:
+        line(f"assumed: {a}")
     for w in j["warnings"]:
         line(f"[yellow]warning:[/yellow] {w}")
 
@@ -264,7 +267,7 @@ def plan(plan_obj, result) -> None:
     if rows:
         table(f"Top {len(rows)} of {result.feasible:,} feasible configurations: {plan_obj.model.name} on "
               f"{plan_obj.system.num_gpus} x {plan_obj.system.gpu.name}, global batch "
-              f"{plan_obj.training.global_batch_size}",
+              f"{plan_obj.training.global_batch_size}, {plan_obj.training.dtype}, {plan_obj.training.framework}",
               ["#", "tp", "pp", "dp", *extra, "vp", "mbs", "m", "SP", "recompute", "ZeRO", "schedule", "step time",
                "tokens/s/GPU", "MFU", "bubble", "memory/GPU"], rows,
               right=[True] * (7 + len(extra)) + [False, False, True, False] + [True] * 5)
@@ -282,7 +285,9 @@ def _knobs_cell(case: dict) -> str:
     k = case["knobs"]
     shown = f"mbs {k['micro_batch_size']}, vp {k['vp']}"
     if case["searched"]:
-        return f"searched: {shown}"
+        short = {"micro_batch_size": "mbs", "sequence_parallel": "sp", "recompute": "rc", "zero_stage": "zero"}
+        chosen = ", ".join(f"{short.get(n, n)} {v}" for n, v in case["chosen"].items())
+        return f"searched: {chosen}"
     return f"{shown}: {case['knobs_from']}" if case["knobs_from"] else "as published"
 
 

@@ -24,10 +24,11 @@ from .estimate import Estimate, estimate, layer_seconds, resolve_config
 from .search import search
 from .specs import Parallel, Plan
 
-KNOBS = ("micro_batch_size", "vp", "schedule")  # the knobs papers most often leave unstated
+KNOBS = ("micro_batch_size", "vp", "schedule", "sequence_parallel", "recompute", "zero_stage")
 TABLE_TITLES = {
     "narayanan2021-table1": "Narayanan et al. 2021, Table 1 (weak scaling, full recompute)",
     "korthikanti2022-table5": "Korthikanti et al. 2022, Table 5 (full recompute vs SP + selective)",
+    "nemo2407-fp8": "NeMo 24.07 FP8 pre-training on DGX-H100 (megatron-core defaults)",
     "moezoo-qwen3-235b": "Megatron-Core MoE model zoo: Qwen3-235B-A22B on 256 H100 (EP/PP layouts)",
     "moezoo-long-context": "Megatron-Core MoE model zoo: Qwen3-235B-A22B long context on 256 H100 (CP)",
 }
@@ -38,6 +39,9 @@ def measured_step_time(plan: Plan, measured: dict) -> float:
     """Seconds per iteration, from the iteration time or from TFLOP/s with the source's convention."""
     if "iteration_time_s" in measured:
         return float(measured["iteration_time_s"])
+    if "tokens_per_s_per_gpu" in measured:  # step = tokens per step / (tokens per second per GPU x GPUs)
+        tokens = plan.training.global_batch_size * plan.seq_length
+        return tokens / (float(measured["tokens_per_s_per_gpu"]) * plan.system.num_gpus)
     m = plan.model
     B, s, L, h, V = plan.training.global_batch_size, plan.seq_length, m.num_layers, m.hidden_size, m.vocab_size
     conv = measured.get("flop_convention")
@@ -74,7 +78,8 @@ class CaseResult:
         return {"case": self.name, "table": self.table, "description": self.description,
                 "measured_step_time_s": self.measured_s, "predicted_step_time_s": self.predicted_s,
                 "error_pct": self.error_pct, "searched": self.searched,
-                "chosen": {k: getattr(c, k) for k in KNOBS} if self.searched else {},
+                "chosen": {k: getattr(c, k) for k in KNOBS if k in self.searched
+                           or (k == "schedule" and "vp" in self.searched)},
                 "knobs": {k: getattr(c, k) for k in KNOBS}, "knobs_from": self.knobs_from,
                 "predicted_mfu": self.estimate.values["mfu"], "predicted_hfu": self.estimate.values["hfu"],
                 "source": self.source}

@@ -44,7 +44,7 @@ def test_casts_are_memory_bound_kernels(plans):
 def test_fp8_memory_holds_the_fp8_weight_copies(plans):
     b = estimate(plans[0], resolve_config(plans[0], tp=1, pp=1, micro_batch_size=1, zero_stage=1)).values
     f = estimate(plans[1], resolve_config(plans[1], tp=1, pp=1, micro_batch_size=1, zero_stage=1)).values
-    assert f["weights_bytes"] == pytest.approx(b["weights_bytes"] * 2)  # bf16 weights + FP8 weight and transpose
+    assert f["weights_bytes"] == pytest.approx(b["weights_bytes"] * 1.5)  # bf16 weights + their FP8 copy
 
 
 def test_mfu_is_against_the_bf16_peak_unless_asked(plans):

@@ -117,6 +117,10 @@ def test_bundled_cases_are_fully_pinned(report):
     """Every bundled run states all its knobs; Narayanan's micro-batch, interleaving and DDP come from
     the authors' reproduction script (Megatron-LM examples/sc21/run_table_1.sh), named in each file."""
     for c in report.cases:
+        if c.table == "nemo2407-fp8":  # the NeMo table leaves SP, recompute and the optimizer unstated
+            assert c.searched == ["sequence_parallel", "recompute", "zero_stage"]
+            assert set(c.to_json()["chosen"]) == set(c.searched)
+            continue
         assert c.searched == [] and c.to_json()["chosen"] == {}
         if c.name.startswith("n21"):
             assert "examples/sc21/run_table_1.sh" in c.source and c.knobs_from

@@ -140,3 +140,11 @@ def optimizer_time(local_params, p: Precision, hbm_bandwidth: float, hbm_efficie
                    fp8_param_gather: bool = False):
     """The optimizer step over this GPU's shard: HBM-bound, seconds."""
     return local_params * optimizer_step_bytes(p, fp8_param_gather) / (hbm_bandwidth * hbm_efficiency)
+
+
+def fixed_overheads(per_step, per_microbatch, per_hop, m, pp, vp):
+    """Fixed costs a framework adds outside the kernels, on the critical path, seconds per step: once per
+    step, once per micro-batch, and once per pipeline chunk pass (each micro-batch's forward and backward
+    through each of the v chunks of a stage, when p > 1). The values are a profile's, fitted on published
+    runs (benchmarks/calibrate_overheads.py)."""
+    return per_step + m * per_microbatch + np.where(np.asarray(pp) > 1, 2.0 * m * vp * per_hop, 0.0)

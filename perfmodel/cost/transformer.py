@@ -22,7 +22,7 @@ configurations. A new layer kind is a new function here returning a Block.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -240,6 +240,10 @@ def decoder_layer(m: LayerShape, o: Options, b, s: int, t, sp, cp=1, ep=1, etp=1
     ops.append(_residual(m, o, "2", M * h / tok))
     ops.append(Pointwise("residual gradient add 2", M * h / tok, 0.0, 3 * act, 1, "tokens"))
     if o.gemm_bytes == 1:
+        # Transformer Engine keeps the FP8 copy of each weight GEMM's input for its weight gradient: 1 B an
+        # element, not 2
+        ops = [replace(op, saved=op.saved * 0.5) if isinstance(op, Gemm) and op.params and op.shard != "tokens"
+               else op for op in ops]
         ops += fp8_casts(ops, o, x)
     if o.grad_accum_bytes:
         # unfused weight-gradient accumulation: main_grad += grad over every weight of the layer,

@@ -27,6 +27,9 @@ FLAGS = {
     "bias_gemm_fusion": "biases added in the GEMM epilogue, not in a separate kernel",
     "fused_cross_entropy": "vocab-parallel cross-entropy in one fused kernel on 16-bit logits",
     "fp8_param_gather": "FP8 weights cast once per step (with the parameter all-gather), not per micro-batch",
+    "step_overhead_s": "fixed time per optimizer step outside the model (s, fitted)",
+    "microbatch_overhead_s": "fixed host time per micro-batch on the critical path (s, fitted)",
+    "hop_overhead_s": "fixed time per pipeline chunk pass, forward or backward (s, fitted)",
 }
 
 PROFILES: dict[str, dict] = {
@@ -42,6 +45,7 @@ PROFILES: dict[str, dict] = {
         "bias_gemm_fusion": False,  # F.linear adds the QKV bias in its own kernel on a 3-D input
         "fused_cross_entropy": False,  # _VocabParallelCrossEntropy on fp32 logits, one pass per op
         "fp8_param_gather": False,
+        "step_overhead_s": 0.0, "microbatch_overhead_s": 0.0, "hop_overhead_s": 0.0,  # not fitted
         "grad_bucket_params": 12.5e6,  # torch DDP's 25 MB buckets of 16-bit gradients (--DDP-impl torch)
         "zero_stages": (0,),  # no distributed optimizer in 2021 Megatron-LM
         "uneven_stages": False,  # layers must divide evenly (megatron/model/transformer.py, 2021)
@@ -60,6 +64,7 @@ PROFILES: dict[str, dict] = {
         "bias_gemm_fusion": False,
         "fused_cross_entropy": False,
         "fp8_param_gather": False,
+        "step_overhead_s": 0.0, "microbatch_overhead_s": 0.0, "hop_overhead_s": 0.0,  # not fitted
         "grad_bucket_params": 12.5e6,
         "zero_stages": (0, 1),  # the distributed optimizer (ZeRO-1) landed in Megatron-LM in 2022
         "uneven_stages": False,
@@ -78,6 +83,7 @@ PROFILES: dict[str, dict] = {
         "bias_gemm_fusion": True,  # TE Linear adds the bias in the GEMM epilogue
         "fused_cross_entropy": True,  # NeMo 2 / Megatron-Bridge recipes set cross_entropy_loss_fusion
         "fp8_param_gather": False,  # --fp8-param-gather is opt-in
+        "step_overhead_s": 0.0, "microbatch_overhead_s": 0.0, "hop_overhead_s": 0.0,  # not fitted
         "grad_bucket_params": 40e6,  # DistributedDataParallelConfig: max(40M, 1M x dp) parameters per bucket
         "zero_stages": (0, 1, 3),  # distributed optimizer (ZeRO-1); Megatron-FSDP for ZeRO-3 (pp = 1)
         "uneven_stages": True,  # --decoder-first/last-pipeline-num-layers, --pipeline-model-parallel-layout
@@ -96,6 +102,7 @@ PROFILES: dict[str, dict] = {
         "bias_gemm_fusion": False,
         "fused_cross_entropy": False,
         "fp8_param_gather": False,
+        "step_overhead_s": 0.0, "microbatch_overhead_s": 0.0, "hop_overhead_s": 0.0,  # no published runs to fit
         "grad_bucket_params": 5e8,  # reduce_bucket_size / allgather_bucket_size defaults (elements)
         "zero_stages": (0, 1, 2, 3),  # ZeRO-2/3 only without pipeline parallelism (PipelineEngine asserts
                                       # zero_optimization_stage < 2)

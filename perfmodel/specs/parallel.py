@@ -95,6 +95,15 @@ class Training(Spec):
     bias_gemm_fusion: bool = Field(False, description=FLAGS["bias_gemm_fusion"])
     fused_cross_entropy: bool = Field(False, description=FLAGS["fused_cross_entropy"])
     fp8_param_gather: bool = Field(False, description=FLAGS["fp8_param_gather"])
+    step_overhead_s: float = Field(
+        0.0, ge=0, description="Fixed time per optimizer step outside the model (data loading, logging, host "
+        "synchronization), seconds; a profile's fitted value (specs/framework.py).")
+    microbatch_overhead_s: float = Field(
+        0.0, ge=0, description="Fixed host time per micro-batch on the critical path (the schedule's Python, "
+        "kernel launches not hidden by the GPU), seconds; a profile's fitted value.")
+    hop_overhead_s: float = Field(
+        0.0, ge=0, description="Fixed time per pipeline chunk pass (each forward or backward of a micro-batch "
+        "through a virtual stage: the p2p handshake and its synchronization), seconds; a profile's fitted value.")
     zero3_reshard_after_forward: bool = Field(
         True, description="ZeRO-3/FSDP frees a layer's gathered parameters after its forward and gathers them "
         "again for the backward (FSDP's reshard_after_forward, DeepSpeed's default).")
@@ -120,8 +129,8 @@ class Training(Spec):
         if framework not in FRAMEWORKS:
             return handler(data)  # the Literal names the accepted profiles
         filled = {**profile_defaults(framework), **data}
-        if "grad_accum_fp32" not in data:
-            filled["grad_accum_fp32"] = data.get("dtype", "bf16") == "bf16"
+        if "grad_accum_fp32" not in data:  # Megatron-LM: bf16 (and FP8 over bf16 weights) accumulate in fp32
+            filled["grad_accum_fp32"] = data.get("dtype", "bf16") in ("bf16", "fp8")
         model = handler(filled)
         model._given = dict(data)
         return model

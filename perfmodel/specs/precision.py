@@ -41,13 +41,14 @@ class Precision:
     mfu_peak: str                # the dtype whose peak MFU and HFU are measured against
     master_weights: bool         # an fp32 master copy exists (16-bit training)
     loss_scaling: bool           # fp16: gradients are unscaled and checked for inf/nan
-    fp8_weight_bytes: int = 0    # FP8 copies of the weights kept beside the 16-bit ones (weight + transpose)
+    fp8_weight_bytes: int = 0    # the FP8 copy of the weights kept beside the 16-bit ones between micro-batches
 
     @classmethod
     def of(cls, dtype: str, grad_accum_fp32: bool, optimizer: str, mfu_peak: str | None = None) -> "Precision":
         """The mixed-precision recipe of Megatron-LM for a compute dtype (see the module docstring). FP8
         (Transformer Engine): GEMM operands in FP8, everything else BF16, the weights kept in BF16 with an
-        FP8 copy and its transpose; MFU against the BF16 peak unless ``mfu_peak`` says otherwise."""
+        FP8 copy (its transpose is made for each backward GEMM); MFU against the BF16 peak unless
+        ``mfu_peak`` says otherwise."""
         if dtype not in TRAINING_DTYPES:
             raise ValueError(f"unknown training dtype {dtype!r}; use one of {', '.join(TRAINING_DTYPES)}")
         half = dtype != "fp32"
@@ -58,4 +59,4 @@ class Precision:
                    optimizer_bytes=OPTIMIZER_STATE_BYTES[optimizer],
                    mfu_peak=mfu_peak or ("bf16" if dtype == "fp8" else dtype),
                    master_weights=half, loss_scaling=dtype == "fp16",
-                   fp8_weight_bytes=2 if dtype == "fp8" else 0)
+                   fp8_weight_bytes=1 if dtype == "fp8" else 0)
