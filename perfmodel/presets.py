@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from . import hf
+from . import hf, yaml12
 from .errors import PerfModelError
 from .specs import GPU, Link, Model, Parallel, Plan, System, Training
 from .specs.base import format_validation_error
@@ -40,7 +40,7 @@ def _norm(name: str) -> str:
 
 def _read_text(path, label: str) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")  # a UTF-8 byte-order mark is accepted
     except FileNotFoundError:
         raise PerfModelError(f"{label}: no such file") from None
     except IsADirectoryError:
@@ -50,9 +50,12 @@ def _read_text(path, label: str) -> str:
 
 
 def parse_yaml(text: str, label: str) -> Any:
-    """YAML text -> Python data; a syntax error names the line and column."""
+    """YAML text -> Python data under YAML 1.2's core schema (yaml12.py); a syntax error names the line
+    and column, and duplicate keys, runaway aliases and deep nesting are errors."""
     try:
-        return yaml.safe_load(text)
+        return yaml12.load(text)
+    except yaml12.YamlError as e:
+        raise PerfModelError(f"{label}: {e}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -55,11 +55,17 @@ def parse_quantity(value: object, dimension: str) -> float:
     if isinstance(value, bool):
         raise QuantityError(f"expected a quantity such as {_EXAMPLES[dimension]}, got {value!r}")
     if isinstance(value, (int, float)):
-        out = float(value)
+        try:
+            out = float(value)
+        except OverflowError:
+            raise QuantityError(f"a {len(str(value))}-digit number is too large for a quantity; write it like "
+                                f"{_EXAMPLES[dimension]}") from None
     elif isinstance(value, str):
         m = _NUMBER.match(value)
         if not m:
             raise QuantityError(f"cannot read {value!r} as a quantity; write it like {_EXAMPLES[dimension]}")
+        if len(value) > 64:
+            raise QuantityError(f"{value[:40]!r}... is too long for a quantity; write it like {_EXAMPLES[dimension]}")
         number, unit = float(m.group(1)), m.group(2).replace(" ", "")
         if not unit:
             factor = 1.0

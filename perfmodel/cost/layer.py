@@ -59,8 +59,11 @@ class Hardware:
         fp8 = dtype == "fp8"
         eff = (gpu.fp8_gemm_efficiency or gpu.gemm_efficiency) if fp8 else gpu.gemm_efficiency
         attn_dtype = "bf16" if fp8 else dtype
+        # a tile's prologue and epilogue take the same time at any dtype, so at twice the math rate they
+        # cost twice the K elements (GPU.gemm_k_overhead is measured in BF16)
+        k0 = gpu.gemm_k_overhead * (gpu.peak(dtype) / gpu.peak("bf16") if fp8 else 1.0)
         return cls(peak=gpu.peak(dtype), hbm_bw=gpu.hbm_bandwidth_bytes_per_s, num_sms=gpu.num_sms,
-                   gemm_eff=eff, k_overhead=gpu.gemm_k_overhead, hbm_eff=gpu.hbm_efficiency,
+                   gemm_eff=eff, k_overhead=k0, hbm_eff=gpu.hbm_efficiency,
                    attn_eff=gpu.attention_efficiency, overhead_s=gpu.kernel_overhead_s,
                    overlap_penalty=gpu.comm_overlap_penalty, tail_waves=gpu.gemm_tail_waves,
                    core_eff=gpu.unfused_attention_efficiency, attn_peak=gpu.peak(attn_dtype),

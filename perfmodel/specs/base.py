@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from ..units import parse_quantity
 
@@ -17,18 +17,45 @@ def _quantity(dimension: str):
     return BeforeValidator(parse)
 
 
-# Strictly positive quantities, converted to SI once on load (STYLE.md "Names").
-Bytes = Annotated[float, _quantity("bytes"), Field(gt=0)]
-BytesPerSecond = Annotated[float, _quantity("bytes_per_s"), Field(gt=0)]
-FlopsPerSecond = Annotated[float, _quantity("flops_per_s"), Field(gt=0)]
-Seconds = Annotated[float, _quantity("seconds"), Field(ge=0)]
+# Positive quantities, converted to SI once on load (STYLE.md "Names"), in ranges where every formula stays
+# finite: at least a byte, a byte per second and a FLOP per second, at most a day of latency.
+Bytes = Annotated[float, _quantity("bytes"), Field(ge=1, le=1e18)]
+BytesPerSecond = Annotated[float, _quantity("bytes_per_s"), Field(ge=1, le=1e18)]
+FlopsPerSecond = Annotated[float, _quantity("flops_per_s"), Field(ge=1, le=1e21)]
+Seconds = Annotated[float, _quantity("seconds"), Field(ge=0, le=86400)]
 Fraction = Annotated[float, Field(gt=0, le=1)]
 
 
 class Spec(BaseModel):
-    """Base of every spec: immutable, unknown keys rejected, aliases accepted."""
+    """Base of every spec: immutable, unknown keys rejected, aliases accepted, and no boolean taken for a
+    number (pydantic's lax mode reads true as 1; a plan's `tp: true` is a mistake, not a 1)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data):
+        if not isinstance(data, dict):
+            return data
+        for name, fld in cls.model_fields.items():
+            if not _numeric(fld.annotation):
+                continue
+            keys = [name] + [c for c in getattr(fld.validation_alias, "choices", []) if isinstance(c, str)]
+            for key in keys:
+                if isinstance(data.get(key), bool):
+                    raise ValueError(f"{key}: expected a number, got {data[key]!r} (a boolean)")
+        return data
+
+
+def _numeric(annotation) -> bool:
+    """True for int, float and their optional and annotated forms."""
+    args = getattr(annotation, "__args__", ())
+    base = getattr(annotation, "__origin__", None)
+    if annotation in (int, float):
+        return True
+    if base is not None and args and base is not list and base is not dict:
+        return any(a in (int, float) or _numeric(a) for a in args if a is not type(None))
+    return False
 
 
 def _known_keys(cls: type[BaseModel]) -> list[str]:

@@ -45,7 +45,9 @@ PROFILES: dict[str, dict] = {
         "bias_gemm_fusion": False,  # F.linear adds the QKV bias in its own kernel on a 3-D input
         "fused_cross_entropy": False,  # _VocabParallelCrossEntropy on fp32 logits, one pass per op
         "fp8_param_gather": False,
-        "step_overhead_s": 0.0, "microbatch_overhead_s": 0.0, "hop_overhead_s": 0.0,  # not fitted
+        # fitted on Narayanan 2021 Table 1 (benchmarks/calibrate_overheads.py --profile megatron-2021): the
+        # timers' torch.cuda.synchronize() and the Python schedule of 2021 cost ~4 ms a micro-batch
+        "step_overhead_s": 0.2, "microbatch_overhead_s": 4e-3, "hop_overhead_s": 0.0,
         "grad_bucket_params": 12.5e6,  # torch DDP's 25 MB buckets of 16-bit gradients (--DDP-impl torch)
         "zero_stages": (0,),  # no distributed optimizer in 2021 Megatron-LM
         "uneven_stages": False,  # layers must divide evenly (megatron/model/transformer.py, 2021)
@@ -64,7 +66,8 @@ PROFILES: dict[str, dict] = {
         "bias_gemm_fusion": False,
         "fused_cross_entropy": False,
         "fp8_param_gather": False,
-        "step_overhead_s": 0.0, "microbatch_overhead_s": 0.0, "hop_overhead_s": 0.0,  # not fitted
+        # fitted on Korthikanti 2022 Table 5 (benchmarks/calibrate_overheads.py --profile megatron-2022)
+        "step_overhead_s": 0.05, "microbatch_overhead_s": 0.0, "hop_overhead_s": 0.0,
         "grad_bucket_params": 12.5e6,
         "zero_stages": (0, 1),  # the distributed optimizer (ZeRO-1) landed in Megatron-LM in 2022
         "uneven_stages": False,
@@ -83,7 +86,8 @@ PROFILES: dict[str, dict] = {
         "bias_gemm_fusion": True,  # TE Linear adds the bias in the GEMM epilogue
         "fused_cross_entropy": True,  # NeMo 2 / Megatron-Bridge recipes set cross_entropy_loss_fusion
         "fp8_param_gather": False,  # --fp8-param-gather is opt-in
-        "step_overhead_s": 0.0, "microbatch_overhead_s": 0.0, "hop_overhead_s": 0.0,  # not fitted
+        # fitted on NeMo 24.07 FP8 and the MoE zoo's long-context runs: no fixed overhead improves them
+        "step_overhead_s": 0.0, "microbatch_overhead_s": 0.0, "hop_overhead_s": 0.0,
         "grad_bucket_params": 40e6,  # DistributedDataParallelConfig: max(40M, 1M x dp) parameters per bucket
         "zero_stages": (0, 1, 3),  # distributed optimizer (ZeRO-1); Megatron-FSDP for ZeRO-3 (pp = 1)
         "uneven_stages": True,  # --decoder-first/last-pipeline-num-layers, --pipeline-model-parallel-layout
