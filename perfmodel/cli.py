@@ -6,6 +6,7 @@ no traceback reaches a user for bad input.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -25,9 +26,11 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except (PerfModelError, QuantityError) as e:
-            raise click.ClickException(str(e)) from None
+            raise click.ClickException(_short(str(e))) from None
         except ValidationError as e:
-            raise click.ClickException(presets.format_validation_error(e, "input")) from None
+            raise click.ClickException(_short(presets.format_validation_error(e, "input"))) from None
+        except RecursionError:
+            raise click.ClickException("input nested too deeply to read") from None
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, KeyboardInterrupt):
             raise
         except BrokenPipeError:  # `perfmodel presets | head`: the reader left; stop quietly
@@ -39,6 +42,11 @@ class Group(click.Group):
                 raise
             raise click.ClickException(f"internal error ({e.__class__.__name__}: {e}); "
                                        "rerun with PERFMODEL_DEBUG=1 for the traceback and please report it") from None
+
+
+def _short(message: str, limit: int = 600) -> str:
+    """Error messages stay a few lines long, whatever value a user's input expanded to."""
+    return message if len(message) <= limit else message[:limit] + f"... ({len(message) - limit:,} more characters)"
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -53,6 +61,33 @@ def main():
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output (stable keys).")
+MAX_COUNT = 2**40  # any count a user passes (GPUs, micro-batches, sizes) stays a finite float in every formula
+
+
+def count(min_value: int = 1, max_value: int = MAX_COUNT) -> click.IntRange:
+    """A whole number in a range where every formula stays finite."""
+    return click.IntRange(min_value, max_value)
+
+
+class Finite(click.ParamType):
+    """A finite float in [low, high] (click's FloatRange lets nan and inf through)."""
+
+    name = "number"
+
+    def __init__(self, low: float, high: float, low_open: bool = False, high_open: bool = False):
+        self.low, self.high, self.low_open, self.high_open = low, high, low_open, high_open
+
+    def convert(self, value, param, ctx):
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(x):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if x < self.low or x > self.high or (self.low_open and x == self.low) or (self.high_open and x == self.high):
+            lo, hi = "(" if self.low_open else "[", ")" if self.high_open else "]"
+            self.fail(f"{x:g} is outside {lo}{self.low:g}, {self.high:g}{hi}", param, ctx)
+        return x
 
 
 def quantity(dimension: str):
@@ -70,11 +105,11 @@ def quantity(dimension: str):
 # ---------------------------------------------------------------- bubble
 
 @main.command()
-@click.option("-m", "--micro-batches", "m", type=click.IntRange(min=1), required=True, help="Micro-batches per step m.")
-@click.option("-p", "--stages", "p", type=click.IntRange(min=1), required=True, help="Pipeline stages p.")
-@click.option("-v", "--virtual", "v", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("-m", "--micro-batches", "m", type=count(), required=True, help="Micro-batches per step m.")
+@click.option("-p", "--stages", "p", type=count(), required=True, help="Pipeline stages p.")
+@click.option("-v", "--virtual", "v", type=count(), default=1, show_default=True,
               help="Virtual stages per GPU (interleaving).")
-@click.option("--target", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.10,
+@click.option("--target", type=Finite(1e-6, 1, high_open=True), default=0.10,
               show_default=True, help="Wall-clock bubble to stay strictly below.")
 @click.option("--sweep", is_flag=True, help="Also tabulate the bubble over a range of m.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write bubble vs m to a PNG (needs perfmodel[plot]).")
@@ -96,14 +131,14 @@ def bubble(m, p, v, target, sweep, plot, as_json):
 # ---------------------------------------------------------------- roofline
 
 @main.command()
-@click.option("--mbs", type=click.IntRange(min=1), required=True, help="Micro-batch size (sequences).")
-@click.option("--seq-len", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--mbs", type=count(), required=True, help="Micro-batch size (sequences).")
+@click.option("--seq-len", type=count(), default=1, show_default=True,
               help="Tokens per sequence; M = mbs x seq-len.")
 @click.option("--model", "model_name", help="Model preset (or file) for the layer shape.")
-@click.option("--hidden", type=click.IntRange(min=1), help="Hidden size h (default 4096 without --model).")
-@click.option("--ffn", type=click.IntRange(min=1), help="MLP inner size (default 4h).")
-@click.option("--heads", type=click.IntRange(min=1), help="Attention heads (default h/128).")
-@click.option("--tp", type=click.IntRange(min=1), default=8, show_default=True, help="TP degree.")
+@click.option("--hidden", type=count(), help="Hidden size h (default 4096 without --model).")
+@click.option("--ffn", type=count(), help="MLP inner size (default 4h).")
+@click.option("--heads", type=count(), help="Attention heads (default h/128).")
+@click.option("--tp", type=count(), default=8, show_default=True, help="TP degree.")
 @click.option("--gpu", "gpu_name", default="a100-80gb", show_default=True, help="GPU preset.")
 @click.option("--dtype", type=click.Choice(DTYPES), default="bf16", show_default=True)
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write the roofline to a PNG (needs perfmodel[plot]).")
@@ -148,7 +183,7 @@ def roofline(mbs, seq_len, model_name, hidden, ffn, heads, tp, gpu_name, dtype, 
 @main.command()
 @click.argument("collective", type=click.Choice(["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "p2p"]))
 @click.option("--size", required=True, callback=quantity("bytes"), help="Message size, e.g. 67.1MB or 64KiB.")
-@click.option("--ranks", type=click.IntRange(min=1), default=8, show_default=True, help="Ranks in the group.")
+@click.option("--ranks", type=count(), default=8, show_default=True, help="Ranks in the group.")
 @click.option("--link", "link_name", default="nvlink3", show_default=True, help="Link preset.")
 @click.option("--bandwidth", callback=quantity("bytes_per_s"), help="Override the link bandwidth, e.g. 25GB/s.")
 @click.option("--latency", callback=quantity("seconds"), help="Override the link latency, e.g. 2us.")
@@ -178,11 +213,11 @@ def comm(collective, size, ranks, link_name, bandwidth, latency, efficiency, as_
 # ---------------------------------------------------------------- sp
 
 @main.command()
-@click.option("--seq", type=click.IntRange(min=1), required=True, help="Sequence length s.")
-@click.option("--hidden", type=click.IntRange(min=1), required=True, help="Hidden size h.")
-@click.option("--tp", type=click.IntRange(min=1), required=True, help="TP degree t.")
-@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Micro-batch b.")
-@click.option("--layers", type=click.IntRange(min=1), default=1, show_default=True, help="Layers, for totals.")
+@click.option("--seq", type=count(), required=True, help="Sequence length s.")
+@click.option("--hidden", type=count(), required=True, help="Hidden size h.")
+@click.option("--tp", type=count(), required=True, help="TP degree t.")
+@click.option("--batch", type=count(), default=1, show_default=True, help="Micro-batch b.")
+@click.option("--layers", type=count(), default=1, show_default=True, help="Layers, for totals.")
 @json_option
 def sp(seq, hidden, tp, batch, layers, as_json):
     """TP vs TP+SP: shape trace, resident peaks and the equal communication (seed 002).

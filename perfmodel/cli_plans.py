@@ -11,7 +11,7 @@ import dataclasses
 import click
 
 from . import presets, render
-from .cli import json_option, main
+from .cli import Finite, count, json_option, main
 from .errors import PerfModelError
 
 
@@ -20,16 +20,16 @@ from .errors import PerfModelError
 def parallel_options(f):
     """The knobs a user may fix on the command line (they override the plan's parallel section)."""
     opts = [
-        click.option("--tp", type=click.IntRange(min=1), help="Tensor-parallel degree."),
-        click.option("--pp", type=click.IntRange(min=1), help="Pipeline stages."),
-        click.option("--dp", type=click.IntRange(min=1), help="Data-parallel replicas."),
-        click.option("--vp", type=click.IntRange(min=1), help="Virtual stages per GPU (interleaving)."),
-        click.option("--mbs", type=click.IntRange(min=1), help="Micro-batch size."),
+        click.option("--tp", type=count(), help="Tensor-parallel degree."),
+        click.option("--pp", type=count(), help="Pipeline stages."),
+        click.option("--dp", type=count(), help="Data-parallel replicas."),
+        click.option("--vp", type=count(), help="Virtual stages per GPU (interleaving)."),
+        click.option("--mbs", type=count(), help="Micro-batch size."),
         click.option("--sp/--no-sp", "sequence_parallel", default=None, help="Sequence parallelism."),
         click.option("--recompute", type=click.Choice(["none", "selective", "full"])),
         click.option("--zero", "zero_stage", type=click.IntRange(0, 3), help="ZeRO stage."),
         click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"])),
-        click.option("--gpus", type=click.IntRange(min=1), help="Override the plan's GPU count."),
+        click.option("--gpus", type=count(), help="Override the plan's GPU count."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -59,7 +59,7 @@ def load_plan_with(plan_arg: str, kw: dict):
 @click.argument("plan_file", required=False)
 @click.option("--model", "model_name", help="Quick case without a plan: model preset or file.")
 @click.option("--gpu", "gpu_name", default="a100-80gb", show_default=True, help="Quick case: GPU preset.")
-@click.option("--gbs", type=click.IntRange(min=1), help="Quick case: global batch (default dp x mbs).")
+@click.option("--gbs", type=count(), help="Quick case: global batch (default dp x mbs).")
 @parallel_options
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write stacked memory vs capacity to a PNG.")
 @json_option
@@ -103,9 +103,14 @@ def memory(plan_file, model_name, gpu_name, gbs, plot, as_json, **kw):
 @click.argument("plan_file")
 @parallel_options
 @click.option("--per-layer", is_flag=True, help="Also list every operation of one layer.")
+@click.option("--strict", is_flag=True, help="Exit 1 when the configuration does not fit in HBM.")
 @json_option
-def estimate(plan_file, per_layer, as_json, **kw):
+def estimate(plan_file, per_layer, strict, as_json, **kw):
     """Per-layer and per-iteration breakdown of one configuration (SPEC 5-8).
+
+    Knobs the plan and the flags leave free are chosen by the search (the fastest configuration that
+    fits), and the first line says which; without a free knob the plan's configuration is estimated
+    as it is, and a configuration that does not fit says so first.
 
     Example:
 
@@ -114,16 +119,41 @@ def estimate(plan_file, per_layer, as_json, **kw):
     """
     from . import estimate as est_mod
     plan = load_plan_with(plan_file, kw)
-    cfg = est_mod.resolve_config(plan)
-    est = est_mod.estimate(plan, cfg)
+    est, chosen = _estimate_or_search(plan)
+    cfg = est.config
     ops = est_mod.per_layer_ops(plan, cfg) if per_layer else None
     if as_json:
         out = est.to_json()
+        out["searched"] = chosen
         if ops is not None:
             out["per_layer"] = est_mod.ops_json(ops)
         render.emit_json(out)
     else:
+        if chosen:
+            render.line("free knobs chosen by the search (fastest that fits): "
+                        + ", ".join(f"{k}={v}" for k, v in chosen.items()))
         render.estimate(plan, est, ops)
+    if strict and not est.values["fits"]:
+        raise click.exceptions.Exit(1)
+
+
+FREE = ("tp", "pp", "vp", "micro_batch_size", "sequence_parallel", "recompute", "zero_stage", "cp", "ep", "etp")
+
+
+def _estimate_or_search(plan):
+    """The plan's configuration, or, where it leaves knobs free, the search's best with them: (estimate,
+    {knob: the value chosen})."""
+    from . import estimate as est_mod
+    from . import search as srch
+    free = [k for k in FREE if getattr(plan.parallel, k) is None]
+    relevant = [k for k in free if not (k in ("ep", "etp") and not plan.model.is_moe)]
+    if not relevant:
+        return est_mod.estimate(plan, est_mod.resolve_config(plan)), {}
+    result = srch.search(plan, top=1)
+    if not result.results:
+        raise PerfModelError(f"with {', '.join(relevant)} free: {result.hint or 'no configuration fits'}")
+    best = result.results[0]
+    return best, {k: getattr(best.config, k) for k in relevant}
 
 
 @main.command("plan")
@@ -239,18 +269,18 @@ def check_cmd(plan_file, ignored, strict, list_rules, as_json, **kw):
 
 @main.command("schedule")
 @click.argument("plan_file", required=False)
-@click.option("-m", "--micro-batches", "m", type=click.IntRange(min=1), help="Micro-batches m (default: the plan's).")
-@click.option("-p", "--stages", "p", type=click.IntRange(min=1), help="Pipeline stages p (default: the plan's).")
-@click.option("-v", "--virtual", "v", type=click.IntRange(min=1), help="Virtual stages per GPU (interleaved).")
+@click.option("-m", "--micro-batches", "m", type=count(), help="Micro-batches m (default: the plan's).")
+@click.option("-p", "--stages", "p", type=count(), help="Pipeline stages p (default: the plan's).")
+@click.option("-v", "--virtual", "v", type=count(), help="Virtual stages per GPU (interleaved).")
 @click.option("--schedule", "sched", type=click.Choice(["gpipe", "1f1b", "interleaved"]),
               help="Default: interleaved when v > 1, else 1f1b (or the plan's).")
-@click.option("--tf", type=click.FloatRange(min=0), default=1.0, show_default=True,
+@click.option("--tf", type=Finite(0, 1e12), default=1.0, show_default=True,
               help="Forward time per stage without a plan (any unit).")
-@click.option("--tb", type=click.FloatRange(min=0), default=2.0, show_default=True,
+@click.option("--tb", type=Finite(0, 1e12), default=2.0, show_default=True,
               help="Backward time per stage without a plan.")
-@click.option("--latency", type=click.FloatRange(min=0), default=0.0, show_default=True,
+@click.option("--latency", type=Finite(0, 1e12), default=0.0, show_default=True,
               help="Point-to-point time between stages without a plan.")
-@click.option("--width", type=click.IntRange(min=30), default=80, show_default=True, help="Gantt width in columns.")
+@click.option("--width", type=count(30, 1000), default=80, show_default=True, help="Gantt width in columns.")
 @click.option("--svg", "svg_file", type=click.Path(dir_okay=False), help="Also write the Gantt chart as SVG.")
 @json_option
 def schedule_cmd(plan_file, m, p, v, sched, tf, tb, latency, width, svg_file, as_json):

@@ -121,10 +121,26 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
     values["closed_form_step_time_s"] = values["step_time_s"]
     values["bubble_simulated_over_step"] = values["bubble_over_step"]
     tf, tb = stages.per_stage(0)
+    notes = []
     if simulate and cfg.pp > 1:
-        _refine_with_simulation(cfg, values, tf, tb, not plan.training.p2p_overlap)
-    return Estimate(cfg, values, _warnings(plan, cfg, values), tf, tb, stages.stages.layer_counts(0),
+        from .schedule import MAX_BLOCKS
+        if cfg.pp * cfg.num_micro_batches * cfg.vp <= MAX_BLOCKS:
+            _refine_with_simulation(cfg, values, tf, tb, not plan.training.p2p_overlap)
+        else:
+            notes.append(f"pipeline not simulated (p x m x v = {cfg.pp * cfg.num_micro_batches * cfg.vp:,} blocks): "
+                         "the bubble is the closed form's")
+    _check_finite(values)
+    return Estimate(cfg, values, notes + _warnings(plan, cfg, values), tf, tb, stages.stages.layer_counts(0),
                     plan.training.framework, assumptions(plan))
+
+
+def _check_finite(values: dict) -> None:
+    """A figure that overflows is an error naming what to look at, never NaN or Infinity in the output."""
+    bad = sorted(k for k, v in values.items() if isinstance(v, float) and not np.isfinite(v))
+    if bad:
+        raise PerfModelError(f"the estimate overflows ({', '.join(bad[:4])} not finite): check the link bandwidths and "
+                             "latencies, the GPU's peak and HBM figures and the batch for values off by orders of "
+                             "magnitude")
 
 
 def assumptions(plan: Plan) -> list[str]:

@@ -28,6 +28,8 @@ def _save(fig, path: str) -> None:
         fig.savefig(path, dpi=120, bbox_inches="tight")
     except OSError as e:
         raise PerfModelError(f"cannot write {path}: {e.strerror}") from None
+    except ValueError as e:  # matplotlib: an extension it has no writer for
+        raise PerfModelError(f"--plot {path}: {str(e).splitlines()[0][:160]}; use a .png, .svg or .pdf name") from None
     finally:
         import matplotlib.pyplot as plt
         plt.close(fig)

@@ -188,6 +188,9 @@ def estimate(plan, est, ops=None) -> None:
     j = est.to_json()
     c = j["config"]
     head = f"{plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}: {config_text(c, j['stage_layers'])}"
+    if not j["memory"]["fits"]:  # the verdict before the figures
+        line(f"[red]DOES NOT FIT:[/red] {j['memory']['total_bytes'] / 1e9:.1f} GB needed per GPU, "
+             f"{j['memory']['capacity_bytes'] / 1e9:.1f} GB of HBM")
     if ops is not None:
         op_rows = ops_json(ops)
         rows = [(r["name"], r["kind"], f"{r['flops']:.3g}" if r["flops"] else "-", fmt_bytes(r["bytes"]),

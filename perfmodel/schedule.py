@@ -103,6 +103,9 @@ def _per_virtual(x, p: int, v: int, name: str) -> np.ndarray:
     return a
 
 
+MAX_BLOCKS = 2_000_000  # forward + backward blocks the simulator walks one by one (a few seconds)
+
+
 def simulate(p: int, m: int, v: int = 1, schedule: str = "1f1b", t_f=1.0, t_b=2.0, latency: float = 0.0,
              keep_blocks: bool = True, blocking: bool = False) -> Simulation:
     """Simulate one step of a p-stage pipeline over m micro-batches (v chunks per stage when interleaved).
@@ -122,8 +125,12 @@ def simulate(p: int, m: int, v: int = 1, schedule: str = "1f1b", t_f=1.0, t_b=2.
             raise PerfModelError(f"the interleaved schedule needs m({m}) to be a multiple of p({p})")
     elif v != 1:
         raise PerfModelError(f"v({v}) > 1 needs the interleaved schedule")
-    if latency < 0:
-        raise PerfModelError("latency must be non-negative")
+    if not latency >= 0 or not np.isfinite(latency):  # also refuses nan
+        raise PerfModelError("latency must be a finite, non-negative number")
+    if p * m * v > MAX_BLOCKS:
+        raise PerfModelError(f"p({p}) x m({m}) x v({v}) = {p * m * v:,} blocks exceed the simulator's {MAX_BLOCKS:,}; "
+                             "simulate fewer micro-batches (the bubble fraction depends only on p, m and v: "
+                             "`perfmodel bubble` gives it for any m)")
     tf = _per_virtual(t_f, p, v, "t_f").tolist()
     tb = _per_virtual(t_b, p, v, "t_b").tolist()
     last = p * v - 1

@@ -208,7 +208,11 @@ def search(plan: Plan, top: int = 5, sort: str = "step_time", allow_cross_node_t
     if len(knobs) == 0:
         raise PerfModelError(_no_valid_space(plan, rejected))
     res = evaluate_chunked(plan, knobs, progress)
-    fits = res["fits"]
+    finite = np.isfinite(res["step_time_s"]) & np.isfinite(res["total_bytes"])
+    if not finite.any():
+        raise PerfModelError("every configuration's estimate overflows: check the link bandwidths and latencies, the "
+                             "GPU's peak and HBM figures and the batch for values off by orders of magnitude")
+    fits = res["fits"] & finite
     n_fail = int((~fits).sum())
     if n_fail:
         rejected["does not fit in HBM (configurations)"] = n_fail

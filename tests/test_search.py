@@ -122,5 +122,5 @@ def test_global_batch_smaller_than_dp(runner, tmp_path):
                  "inter_node_link: ib-hdr}\ntraining: {global_batch_size: 4}\nparallel: {tp: 8, pp: 8, cp: 1}\n")
     r = runner.invoke(main, ["plan", str(f)])
     assert r.exit_code == 1 and "global batch not divisible by dp" in r.output
-    r = runner.invoke(main, ["estimate", str(f)])
-    assert r.exit_code == 1 and "global_batch_size(4) is not divisible by dp(8)" in r.output
+    r = runner.invoke(main, ["estimate", str(f)])  # free knobs: estimate searches them, and says why it cannot
+    assert r.exit_code == 1 and "global batch not divisible by dp" in r.output

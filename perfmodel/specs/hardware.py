@@ -98,7 +98,7 @@ class System(Spec):
     """A cluster: GPU type and count, node size, links, rank placement (SPEC 1)."""
 
     gpu: GPU
-    num_gpus: int = Field(gt=0, description="GPUs in the job.")
+    num_gpus: int = Field(gt=0, le=2**24, description="GPUs in the job (up to 16,777,216).")
     gpus_per_node: int = Field(8, gt=0, description="GPUs sharing the intra-node link.")
     intra_node_link: Link
     inter_node_link: Link

@@ -58,7 +58,7 @@ class Training(Spec):
     A flag left out takes the named framework's default (specs/framework.py); ``profile_flags``
     lists those, so every output can say what it assumed."""
 
-    global_batch_size: int = Field(gt=0, description="Sequences per optimizer step B.")
+    global_batch_size: int = Field(gt=0, le=2**40, description="Sequences per optimizer step B.")
     seq_length: int | None = Field(None, gt=0, validation_alias=AliasChoices("seq_length", "seq_len"),
                                    description="Overrides the model's sequence length.")
     dtype: Literal[TRAINING_DTYPES] = Field("bf16", description="Compute dtype.")
