@@ -324,6 +324,9 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
                stage_time_last_s=np.where(stages.count[:, 3] > 0, sc["time"][:, 3],
                                           t_middle + sum(costs["head"].seconds())),
                p2p_s=np.where(pp > 1, p2p, 0.0), slowest_stage_s=stages.pick(sc["time"], slow),
+               # a lower bound on the simulated step (search.py ranks with it; exact for equal stages)
+               simulated_step_lower_bound_s=step - out["bubble"] - out["pp_comm"] - m * stages.pick(sc["time"], slow)
+               + pipe.pipeline_lower_bound(stages.count, stages.first_index, sc["time"], m, vp),
                # the schedule's closed-form bubble (equal stages, SPEC 7) and the bubble's share of this step
                bubble_over_ideal=pipe.bubble_over_ideal(pp, m, vp), bubble_over_step=pipe.bubble_over_step(pp, m, vp),
                bubble_share_of_step=out["bubble"] / step)

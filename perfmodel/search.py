@@ -158,7 +158,7 @@ def _categorical(c: dict, fx, moe: bool, facts_of, counts: dict) -> dict:
     return c
 
 
-KEEP = ("step_time_s", "total_bytes", "fits")
+KEEP = ("step_time_s", "total_bytes", "fits", "simulated_step_lower_bound_s")
 
 
 def evaluate_chunked(plan: Plan, knobs: Knobs, progress: Callable[[int, int], None] | None = None,
@@ -220,18 +220,34 @@ def search(plan: Plan, top: int = 5, sort: str = "step_time", allow_cross_node_t
     if idx.size == 0:
         elapsed = time.perf_counter() - t0
         return SearchResult(len(knobs), 0, rejected, elapsed, [], _nothing_fits(plan, knobs, res))
-    key = res["step_time_s"][idx] if sort == "step_time" else res["total_bytes"][idx]
-    # rank by the vectorized closed form, then re-rank the leaders by estimate(), whose pipeline
-    # term comes from the schedule simulator (exact for unequal stages)
-    order = idx[np.argsort(key, kind="stable")[:2 * top + 8]]
     gbs = plan.training.global_batch_size
-    results = [estimate(plan, knobs.config(int(i), gbs)) for i in order]
-    if sort == "step_time":
-        results.sort(key=lambda e: e.values["step_time_s"])
-    results = results[:top]
+    if sort == "memory":  # memory does not depend on the simulation
+        order = idx[np.argsort(res["total_bytes"][idx], kind="stable")[:top]]
+        results = [estimate(plan, knobs.config(int(i), gbs)) for i in order]
+    else:
+        results = _exact_top(plan, knobs, res, idx, top)
     points = ({"step_time_s": res["step_time_s"][idx], "total_bytes": res["total_bytes"][idx]}
               if keep_points else None)
     return SearchResult(len(knobs), int(idx.size), rejected, time.perf_counter() - t0, results, "", points)
+
+
+def _exact_top(plan: Plan, knobs: Knobs, res: dict, idx: np.ndarray, top: int) -> list[Estimate]:
+    """The top configurations by simulated step time, exactly, whatever ``top`` is (so the best is the same
+    for --top 1 and --top 50). The simulation only replaces the pipeline terms, and evaluate() gives a
+    lower bound on the simulated step (cost/pipeline.pipeline_lower_bound, exact for equal stages):
+    candidates are simulated in the order of that bound until the bound passes the top-th best found."""
+    gbs = plan.training.global_batch_size
+    bound = res["simulated_step_lower_bound_s"][idx]
+    closed = res["step_time_s"][idx]
+    order = np.lexsort((closed, bound))  # by bound, ties by the closed form
+    found: list[Estimate] = []
+    for j in order:
+        if len(found) >= top and bound[j] > found[top - 1].values["step_time_s"] * (1 + 1e-12):
+            break
+        found.append(estimate(plan, knobs.config(int(idx[j]), gbs)))
+        found.sort(key=lambda e: e.values["step_time_s"])
+        del found[max(top, 1) * 4:]  # keep a margin; only the first `top` are returned
+    return found[:top]
 
 
 def _no_valid_space(plan: Plan, rejected: dict) -> str:

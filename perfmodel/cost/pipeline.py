@@ -69,3 +69,18 @@ def in_flight_microbatches(p, m, v, schedule):
     one_f_one_b = np.minimum(p, m)
     interleaved = one_f_one_b * (1 + (p - 1) / (p * np.asarray(v, dtype=float)))
     return np.where(code == 0, m, np.where(code == 2, interleaved, one_f_one_b))
+
+
+def pipeline_lower_bound(count, first_index, stage_time, m, v):
+    """A lower bound on a simulated pipeline step with per-stage times T_j (classes of identical stages:
+    ``count`` stages from ``first_index`` each, arrays configurations x classes): stage j cannot start before
+    the first micro-batch's forward has crossed the stages before it, then runs m micro-batches, and the
+    last backward must cross them again, so step >= max_j (sum_{i<j} T_i / v + m T_j) (with v chunks a
+    micro-batch crosses a stage's chunk in T/v). Exact for equal stages: (m + (p-1)/v) T (SPEC 7)."""
+    order = np.argsort(first_index, axis=1, kind="stable")
+    cnt = np.take_along_axis(count, order, axis=1)
+    t = np.take_along_axis(stage_time, order, axis=1)
+    before = np.cumsum(cnt * t, axis=1) - cnt * t  # time of the classes before each one
+    v = np.asarray(v, dtype=float)[:, None]
+    at_last = (before + np.maximum(cnt - 1, 0) * t) / v + np.asarray(m, dtype=float)[:, None] * t
+    return np.where(cnt > 0, at_last, -np.inf).max(axis=1)
