@@ -10,7 +10,7 @@ import dataclasses
 
 import click
 
-from . import presets, render
+from . import presets, render, uncertainty
 from .cli import Finite, count, json_option, main
 from .errors import PerfModelError
 
@@ -120,6 +120,7 @@ def estimate(plan_file, per_layer, strict, as_json, **kw):
     from . import estimate as est_mod
     plan = load_plan_with(plan_file, kw)
     est, chosen = _estimate_or_search(plan)
+    est.band = uncertainty.band(plan, presets.error_bands())
     cfg = est.config
     ops = est_mod.per_layer_ops(plan, cfg) if per_layer else None
     if as_json:
@@ -184,6 +185,7 @@ def plan_cmd(plan_file, top, sort, allow_cross_node_tp, plot, as_json, **kw):
     finally:
         if bar:
             bar.close()
+    srch.annotate(plan, result, uncertainty.band(plan, presets.error_bands()))
     if plot and result.points is not None:
         from . import plots
         plots.pareto_plot(result.points, plot)

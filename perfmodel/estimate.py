@@ -78,6 +78,9 @@ class Estimate:
     stage_layers: list[float] = field(default_factory=list)  # layers on each stage
     framework: str = ""
     assumed: list[str] = field(default_factory=list)          # what the figures rest on that no one checked
+    band: object = None                                       # uncertainty.Band: the expected error, if attached
+    slower_link_step_s: float | None = None                   # with the inter-node link 20% slower (plan)
+    equivalent_to_best: bool | None = None                    # inside the best's band (plan)
 
     def to_json(self) -> dict:
         v = self.values
@@ -100,6 +103,11 @@ class Estimate:
             "stage_layers": list(self.stage_layers),
             "framework": self.framework,
             "assumed": list(self.assumed),
+            "slower_link_step_time_s": self.slower_link_step_s,
+            "equivalent_to_best": self.equivalent_to_best,
+            "expected_error": None if self.band is None else {
+                **self.band.to_json(), "step_time_range_s": [v["step_time_s"] * (1 - self.band.mean),
+                                                             v["step_time_s"] * (1 + self.band.mean)]},
             "warnings": list(self.warnings),
         }
 

@@ -246,6 +246,12 @@ def validation_cases() -> list[dict]:
     return out
 
 
+@lru_cache(maxsize=None)
+def error_bands() -> dict:
+    """The model's error per validation table and what its runs were (configs/error_bands.yaml)."""
+    return _load_yaml(_configs_root().joinpath("error_bands.yaml"), "configs/error_bands.yaml")
+
+
 def describe(kind: str) -> list[dict]:
     """Key figures of every preset of a kind, for `perfmodel presets`."""
     rows = []

@@ -214,8 +214,12 @@ def estimate(plan, est, ops=None) -> None:
           caption=f"slowest stage: {j['slowest_stage']} (first {fmt_time(j['stage_time_s']['first'])}, "
                   f"middle {fmt_time(j['stage_time_s']['middle'])}, last {fmt_time(j['stage_time_s']['last'])} "
                   f"per micro-batch)")
+    band = j.get("expected_error")
+    band_text = ("" if not band else f" (expected {fmt_time(band['step_time_range_s'][0])} to "
+                 f"{fmt_time(band['step_time_range_s'][1])}: +-{100 * band['mean_abs_error']:.0f}% typical, "
+                 f"+-{100 * band['max_abs_error']:.0f}% worst, from {band['basis']})")
     kv("Throughput", [
-        ("step time", fmt_time(step)),
+        ("step time", fmt_time(step) + band_text),
         ("tokens/s", f"{j['tokens_per_s']:,.0f} ({j['tokens_per_s_per_gpu']:,.0f} per GPU)"),
         ("model TFLOP/s per GPU", f"{j['model_tflops_per_gpu']:.1f} TFLOP/s (MFU {pct(j['mfu'])})"),
         ("hardware TFLOP/s per GPU", f"{j['hardware_tflops_per_gpu']:.1f} TFLOP/s (HFU {pct(j['hfu'])})"),
@@ -259,11 +263,12 @@ def plan(plan_obj, result) -> None:
     """The top configurations, the best one's breakdown, and the search's accounting."""
     rows = []
     configs = [e.to_json()["config"] for e in result.results]
+    marks = ["~" if e.equivalent_to_best else "" for e in result.results]
     extra = [k for k in ("cp", "ep", "etp") if any(c.get(k, 1) != 1 for c in configs)]
     for i, e in enumerate(result.results, 1):
         j = e.to_json()
         c = j["config"]
-        rows.append((i, c["tp"], c["pp"], c["dp"], *[c[k] for k in extra], c["vp"], c["micro_batch_size"],
+        rows.append((f"{i}{marks[i - 1]}", c["tp"], c["pp"], c["dp"], *[c[k] for k in extra], c["vp"], c["micro_batch_size"],
                      c["num_micro_batches"], "on" if c["sequence_parallel"] else "off", c["recompute"],
                      c["zero_stage"], c["schedule"], fmt_time(j["step_time_s"]), f"{j['tokens_per_s_per_gpu']:,.0f}",
                      pct(j["mfu"]), pct(j["bubble_over_step"]), fmt_bytes(j["memory"]["total_bytes"])))
@@ -274,6 +279,7 @@ def plan(plan_obj, result) -> None:
               ["#", "tp", "pp", "dp", *extra, "vp", "mbs", "m", "SP", "recompute", "ZeRO", "schedule", "step time",
                "tokens/s/GPU", "MFU", "bubble", "memory/GPU"], rows,
               right=[True] * (7 + len(extra)) + [False, False, True, False] + [True] * 5)
+        _equivalents(result)
         estimate(plan_obj, result.results[0])
     line(f"evaluated {result.evaluated:,} configurations in {result.search_time_s:.2f} s "
          f"({result.evaluated / max(result.search_time_s, 1e-9):,.0f} per second); feasible {result.feasible:,}")
@@ -281,6 +287,19 @@ def plan(plan_obj, result) -> None:
         line(f"  rejected: {reason}: {count:,}")
     if result.hint:
         line(f"[red]{result.hint}[/red]")
+
+
+def _equivalents(result) -> None:
+    """What separates the configurations the model cannot tell apart (~: inside the best's error band)."""
+    same = [(i, e) for i, e in enumerate(result.results, 1) if e.equivalent_to_best]
+    if len(same) < 2 or same[0][1].band is None:
+        return
+    line(f"~ {len(same)} configurations lie within the model's typical error (+-{100 * same[0][1].band.mean:.0f}%) "
+         "of the best; what separates them:")
+    for i, e in same:
+        slow = e.slower_link_step_s
+        robust = f", {100 * (slow / e.values['step_time_s'] - 1):+.1f}% with a 20% slower inter-node link" if slow else ""
+        line(f"  #{i}: {fmt_bytes(e.values['total_bytes'])} per GPU{robust}")
 
 
 def _knobs_cell(case: dict) -> str:

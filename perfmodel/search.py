@@ -250,6 +250,25 @@ def _exact_top(plan: Plan, knobs: Knobs, res: dict, idx: np.ndarray, top: int) -
     return found[:top]
 
 
+SLOWER_LINK = 0.8  # robustness probe: the inter-node link at 80% of its bandwidth
+
+
+def annotate(plan: Plan, result: SearchResult, band) -> None:
+    """Attach to each result the expected-error band and its step time with a 20% slower inter-node link,
+    and mark the results whose step time lies inside the best one's band as equivalent to it: the model
+    cannot tell them apart, so memory and robustness decide (issue 14)."""
+    if not result.results:
+        return
+    link = plan.system.inter_node_link
+    slower = plan.with_system(inter_node_link=link.model_copy(
+        update={"bandwidth_bytes_per_s": link.bandwidth_bytes_per_s * SLOWER_LINK}))
+    best = result.results[0].values["step_time_s"]
+    for e in result.results:
+        e.band = band
+        e.slower_link_step_s = estimate(slower, e.config).values["step_time_s"]
+        e.equivalent_to_best = e.values["step_time_s"] <= best * (1 + band.mean)
+
+
 def _no_valid_space(plan: Plan, rejected: dict) -> str:
     n = plan.system.num_gpus
     why = "; ".join(f"{k}: {v}" for k, v in rejected.items()) or "the fixed knobs leave nothing"
