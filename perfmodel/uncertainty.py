@@ -52,11 +52,12 @@ WEIGHTS = {"framework": 4, "gpu": 2, "moe": 1.5, "dtype": 1}
 def band(plan: Plan, bands: dict) -> Band:
     """The error band of the validation table nearest in kind to ``plan``."""
     k = kind(plan)
-    scored = [(sum(w for f, w in WEIGHTS.items() if t.get(f) == k[f]), name, t) for name, t in bands.items()]
-    score, name, t = max(scored, key=lambda x: (x[0], x[2]["max_abs_error"]))
-    if score < WEIGHTS["gpu"]:  # neither the framework nor the GPU of any validated run
+    scored = [(sum(w for f, w in WEIGHTS.items() if t.get(f) == k[f]), name, t) for name, t in bands.items()
+              if t.get("framework") == k["framework"] or t.get("gpu") == k["gpu"]]
+    if not scored:  # neither the framework nor the GPU of any validated run
         widest = max(bands.values(), key=lambda t: t["max_abs_error"])
         return Band(widest["mean_abs_error"], widest["max_abs_error"],
                     "no published run of this kind: the widest band of any table")
+    score, name, t = max(scored, key=lambda x: (x[0], x[2]["max_abs_error"]))
     shared = ", ".join(f for f in WEIGHTS if t.get(f) == k[f])
     return Band(t["mean_abs_error"], t["max_abs_error"], f"{name} ({t['runs']} runs; same {shared})")
