@@ -63,7 +63,10 @@ def _refuse(cfg: dict, family: str, label: str) -> None:
     for key in ("ssm_state_size", "mamba_d_state", "linear_attn_config", "hybrid_override_pattern"):
         if key in cfg:
             raise PerfModelError(f"{label}: {key}: state-space / linear-attention layers are not modelled")
-    kinds = set(cfg.get("layer_types") or [])
+    layer_types = cfg.get("layer_types") or []
+    if not isinstance(layer_types, list) or not all(isinstance(x, str) for x in layer_types):
+        raise PerfModelError(f"{label}: layer_types must be a list of layer kinds such as \"full_attention\"")
+    kinds = set(layer_types)
     if kinds - {"full_attention", "sliding_attention"}:
         raise PerfModelError(f"{label}: layer_types holds {sorted(kinds - {'full_attention', 'sliding_attention'})}, "
                              "layer kinds perfmodel does not model")

@@ -31,16 +31,20 @@ CHUNK = 65536
 
 
 def divisors(n: int) -> list[int]:
-    """The divisors of n, ascending, by trial division up to sqrt(n)."""
-    small, large = [], []
-    d = 1
-    while d * d <= n:
-        if n % d == 0:
-            small.append(d)
-            if d * d != n:
-                large.append(n // d)
-        d += 1
-    return small + large[::-1]
+    """The divisors of n, ascending, from its prime factors (trial division stops once the rest is prime)."""
+    factors: dict[int, int] = {}
+    rest, d = n, 2
+    while d * d <= rest:
+        while rest % d == 0:
+            factors[d] = factors.get(d, 0) + 1
+            rest //= d
+        d += 1 if d == 2 else 2
+    if rest > 1:
+        factors[rest] = factors.get(rest, 0) + 1
+    out = [1]
+    for prime, power in factors.items():
+        out = [x * prime**k for x in out for k in range(power + 1)]
+    return sorted(out)
 
 
 @dataclass
@@ -285,10 +289,12 @@ def _nothing_fits(plan: Plan, knobs: Knobs, res: dict) -> str:
            f"zero={cfg.zero_stage}) needs {need / 1e9:.1f} GB")
     n = plan.system.num_gpus
     gpn = plan.system.gpus_per_node
+    lean = {k: v for k, v in (("micro_batch_size", 1), ("recompute", "full")) if getattr(plan.parallel, k) is None}
     for factor in (2, 4, 8, 16):
         if n * factor > gpn and (n * factor) % gpn:
             continue  # not whole nodes
-        bigger = plan.with_system(num_gpus=n * factor)
+        # memory only falls with a smaller micro-batch and full recompute: try the leanest of those alone
+        bigger = plan.with_system(num_gpus=n * factor).with_parallel(**lean)
         space = enumerate_space(bigger)
         if len(space.knobs) and evaluate_chunked(bigger, space.knobs)["fits"].any():
             return msg + f"; the smallest change that fits: {n * factor} GPUs (x{factor}), or a GPU with more HBM"

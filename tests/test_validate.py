@@ -57,7 +57,7 @@ def test_sp_selective_is_faster_for_every_model(report):
     measured margin (+29% to +32%)."""
     assert len(report.sp_gain) == 4
     for g in report.sp_gain:
-        assert 25.0 <= g["predicted_gain_pct"] <= 36.0, g
+        # each run is predicted within ~3% (the table's target), so the gain within ~5 points of the paper's
         assert abs(g["predicted_gain_pct"] - g["measured_gain_pct"]) <= 5.0, g
 
 
@@ -109,8 +109,10 @@ def test_published_tflops_become_step_times():
     # Narayanan Table 1, 1T: 163 TFLOP/s per GPU on 3072 GPUs under eq. 3 -> 102.6 s per iteration
     case = next(c for c in presets.validation_cases() if c["name"] == "n21-gpt-1008b")
     assert measured_step_time(case["plan"], case["measured"]) == pytest.approx(102.6, abs=0.1)
-    k = next(c for c in presets.validation_cases() if c["name"] == "k22-175b-sp-sel")
-    assert measured_step_time(k["plan"], k["measured"]) == 13.75
+    # NeMo 24.07: GPT-3 175B, 256 sequences of 2048 tokens at 726 tokens/s/GPU on 128 GPUs: 5.642 s a step
+    nemo = next(c for c in presets.validation_cases() if c["name"] == "nemo-gpt3-175b-128gpu")
+    assert measured_step_time(nemo["plan"], nemo["measured"]) == pytest.approx(256 * 2048 / (726 * 128), rel=1e-12)
+    assert measured_step_time(nemo["plan"], nemo["measured"]) == pytest.approx(5.642, abs=1e-3)
 
 
 def test_bundled_cases_are_fully_pinned(report):
