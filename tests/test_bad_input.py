@@ -1,5 +1,7 @@
 """Bad input: one clear line, a non-zero exit code, never a traceback (issue 2)."""
 
+import json
+
 import pytest
 
 from perfmodel.cli import main
@@ -138,3 +140,28 @@ def test_malformed_quantity_in_a_plan_names_the_field(runner, tmp_path):
               "hbm_bandwidth_bytes_per_s: 2039 GB/s, num_sms: 108, l2_bytes: 40 MiB}, num_gpus: 512, "
               "intra_node_link: nvlink3, inter_node_link: ib-hdr}")
     run_bad(runner, ["memory", write_plan(tmp_path, system=system)], "hbm_capacity_bytes", "write it like '80 GB'")
+
+
+def test_boolean_where_a_number_belongs(runner, tmp_path):
+    """YAML `tp: true` and `seq_length: yes` are mistakes, not 1 (issue 14)."""
+    run_bad(runner, ["estimate", write_plan(tmp_path, parallel="{tp: true}")], "tp: expected a number, got True")
+    r = runner.invoke(main, ["estimate", write_plan(tmp_path, training="{global_batch_size: 1536, seq_length: yes}")])
+    assert r.exit_code == 1 and "seq_length" in r.output and "'yes'" in r.output
+
+
+def test_estimate_with_free_knobs_takes_the_search_best_and_says_so(runner):
+    """Issue 14: gpt3-175b.yaml leaves every knob free; estimate used to evaluate tp=1, pp=1 (3 TB a GPU)."""
+    r = runner.invoke(main, ["estimate", "gpt3-175b.yaml"])
+    assert r.exit_code == 0
+    first = r.output.splitlines()[0]
+    assert first.startswith("free knobs chosen by the search") and "tp=" in first and "pp=" in first
+    j = json.loads(runner.invoke(main, ["estimate", "gpt3-175b.yaml", "--json"]).output)
+    assert j["memory"]["fits"] and set(j["searched"]) >= {"tp", "pp", "micro_batch_size"}
+
+
+def test_strict_exit_code_when_nothing_fits(runner, tmp_path):
+    plan = write_plan(tmp_path, parallel="{tp: 1, pp: 1, cp: 1, vp: 1, micro_batch_size: 1, sequence_parallel: false, "
+                                          "recompute: none, zero_stage: 0}")
+    r = runner.invoke(main, ["estimate", plan])
+    assert r.exit_code == 0 and r.output.startswith("DOES NOT FIT")
+    assert runner.invoke(main, ["estimate", plan, "--strict"]).exit_code == 1

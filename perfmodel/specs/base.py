@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import typing
 from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
@@ -48,14 +49,13 @@ class Spec(BaseModel):
 
 
 def _numeric(annotation) -> bool:
-    """True for int, float and their optional and annotated forms."""
-    args = getattr(annotation, "__args__", ())
-    base = getattr(annotation, "__origin__", None)
+    """True for int, float and their optional and annotated forms (not lists or dicts of them)."""
     if annotation in (int, float):
         return True
-    if base is not None and args and base is not list and base is not dict:
-        return any(a in (int, float) or _numeric(a) for a in args if a is not type(None))
-    return False
+    origin = typing.get_origin(annotation)
+    if origin in (list, dict, tuple, typing.Literal) or origin is None:
+        return False
+    return any(_numeric(a) for a in typing.get_args(annotation) if a is not type(None))
 
 
 def _known_keys(cls: type[BaseModel]) -> list[str]:
