@@ -20,7 +20,7 @@ import argparse
 import numpy as np
 
 from perfmodel import presets
-from perfmodel.validate import measured_step_time, run_case
+from perfmodel.validate import run_case
 
 GRID = {
     "fp8_gemm_efficiency": [0.50, 0.55, 0.60, 0.65, 0.70, 0.76],

@@ -165,7 +165,6 @@ def model_fields(raw: Any, label: str = "config.json") -> dict:
         raise PerfModelError(f"{label}: missing {', '.join(missing)}; is this a transformer config.json?")
     _refuse(cfg, family, label)
     L = _need_int(cfg, "num_hidden_layers", label)
-    gated = family in GATED
     data: dict[str, Any] = {
         "name": cfg.get("_name_or_path") or family,
         "num_layers": L, "hidden_size": _need_int(cfg, "hidden_size", label),

@@ -1,7 +1,6 @@
 """The models people train now, read faithfully: presets against the model cards, Hugging Face
 config.json files of each family, and what MoE, MLA and CP do to FLOPs, memory and traffic (issue 12)."""
 
-import numpy as np
 import pytest
 
 from perfmodel import presets

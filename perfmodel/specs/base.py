@@ -20,6 +20,10 @@ def _quantity(dimension: str):
 
 # Positive quantities, converted to SI once on load (STYLE.md "Names"), in ranges where every formula stays
 # finite: at least a byte, a byte per second and a FLOP per second, at most a day of latency.
+# Bounds on counts a user gives: beyond any machine (16.7M GPUs) or batch (10^12 sequences), small enough
+# that products of counts and sizes stay exact in int64.
+MAX_GPUS = 2**24
+MAX_BATCH = 2**40
 Bytes = Annotated[float, _quantity("bytes"), Field(ge=1, le=1e18)]
 BytesPerSecond = Annotated[float, _quantity("bytes_per_s"), Field(ge=1, le=1e18)]
 FlopsPerSecond = Annotated[float, _quantity("flops_per_s"), Field(ge=1, le=1e21)]
@@ -83,7 +87,9 @@ def format_validation_error(e: ValidationError, label: str, cls: type[BaseModel]
             parts.append(f"{loc}: required field is missing")
         else:
             got = err.get("input")
-            shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
+            text = repr(got)
+            text = text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+            shown = "" if isinstance(got, (dict, list)) else f" (got {text})"
             msg = err["msg"].removeprefix("Value error, ")
             parts.append(f"{loc}: {msg}{shown}" if loc else f"{msg}")
     return f"{label}: " + "; ".join(parts)

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import Bytes, BytesPerSecond, Fraction, Seconds, Spec, FlopsPerSecond
+from .base import MAX_GPUS, Bytes, BytesPerSecond, FlopsPerSecond, Fraction, Seconds, Spec
 from .precision import DTYPES
 
 
@@ -22,7 +22,7 @@ class GPU(Spec):
         description="Dense peak FLOP/s per dtype (fp32, tf32, bf16, fp16, fp8).")
     hbm_capacity_bytes: Bytes = Field(description="HBM capacity, bytes (GB = 1e9).")
     hbm_bandwidth_bytes_per_s: BytesPerSecond = Field(description="HBM bandwidth, bytes/s.")
-    num_sms: int = Field(gt=0, description="Streaming multiprocessors (compute units).")
+    num_sms: int = Field(gt=0, le=2**20, description="Streaming multiprocessors (compute units).")
     l2_bytes: Bytes = Field(description="L2 cache size, bytes.")
     # --- achievable-efficiency model (calibrated once per GPU type; issue 4) ---
     gemm_efficiency: Fraction = Field(
@@ -32,7 +32,7 @@ class GPU(Spec):
         "False where the library spreads the work evenly over the SMs (stream-K; Hopper's cuBLAS): "
         "then only a GEMM with fewer tiles than SMs loses efficiency.")
     gemm_k_overhead: float = Field(
-        64.0, ge=0, description="K (elements) lost to each tile's prologue/epilogue: "
+        64.0, ge=0, le=2**20, description="K (elements) lost to each tile's prologue/epilogue: "
         "efficiency falls as K / (K + k0) for thin reductions.")
     fp8_gemm_efficiency: Fraction | None = Field(
         None, description="Fraction of the FP8 peak a large FP8 GEMM reaches (Transformer Engine, cuBLASLt); "
@@ -98,8 +98,8 @@ class System(Spec):
     """A cluster: GPU type and count, node size, links, rank placement (SPEC 1)."""
 
     gpu: GPU
-    num_gpus: int = Field(gt=0, le=2**24, description="GPUs in the job (up to 16,777,216).")
-    gpus_per_node: int = Field(8, gt=0, description="GPUs sharing the intra-node link.")
+    num_gpus: int = Field(gt=0, le=MAX_GPUS, description="GPUs in the job (up to 16,777,216).")
+    gpus_per_node: int = Field(8, gt=0, le=MAX_GPUS, description="GPUs sharing the intra-node link.")
     intra_node_link: Link
     inter_node_link: Link
     placement: Literal["tp-dp-pp", "tp-pp-dp"] = Field(

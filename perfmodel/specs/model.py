@@ -13,6 +13,15 @@ from pydantic import AliasChoices, Field, model_validator
 
 from .base import Spec
 
+# Upper bounds on a model's sizes: far beyond any real model (the largest published have ~200 layers,
+# h ~ 2^15, 256 experts, ~256K vocabularies, 10M-token contexts), and small enough that products of sizes
+# stay exact in int64 and float64 and that no array the model builds grows past memory.
+MAX_LAYERS = 100_000
+MAX_WIDTH = 2**20
+MAX_HEADS = 2**16
+MAX_VOCAB = 2**24
+MAX_TOKENS = 2**27
+
 MLP_KINDS = ("gelu", "swiglu", "geglu", "squared-relu")
 
 
@@ -20,23 +29,29 @@ class Model(Spec):
     """A decoder-only transformer: dense or mixture-of-experts, multi-head/GQA or MLA attention."""
 
     name: str = "custom"
-    num_layers: int = Field(gt=0, validation_alias=AliasChoices("num_layers", "layers", "num_hidden_layers"),
+    num_layers: int = Field(gt=0, le=MAX_LAYERS,
+                            validation_alias=AliasChoices("num_layers", "layers", "num_hidden_layers"),
                             description="Transformer layers L.")
-    hidden_size: int = Field(gt=0, validation_alias=AliasChoices("hidden_size", "hidden"),
+    hidden_size: int = Field(gt=0, le=MAX_WIDTH, validation_alias=AliasChoices("hidden_size", "hidden"),
                              description="Hidden size h.")
-    num_attention_heads: int = Field(gt=0, validation_alias=AliasChoices("num_attention_heads", "heads"),
+    num_attention_heads: int = Field(gt=0, le=MAX_HEADS,
+                                     validation_alias=AliasChoices("num_attention_heads", "heads"),
                                      description="Attention heads a.")
     num_query_groups: int | None = Field(
-        None, gt=0, validation_alias=AliasChoices("num_query_groups", "num_key_value_heads", "kv_heads"),
+        None, gt=0, le=MAX_HEADS,
+        validation_alias=AliasChoices("num_query_groups", "num_key_value_heads", "kv_heads"),
         description="Key/value heads g (GQA); defaults to a (MHA).")
     kv_channels: int | None = Field(
-        None, gt=0, validation_alias=AliasChoices("kv_channels", "head_dim"),
+        None, gt=0, le=MAX_WIDTH, validation_alias=AliasChoices("kv_channels", "head_dim"),
         description="Head dimension d; defaults to h / a (Gemma and Qwen3 set their own).")
     ffn_hidden_size: int | None = Field(
-        None, gt=0, validation_alias=AliasChoices("ffn_hidden_size", "ffn", "intermediate_size"),
+        None, gt=0, le=MAX_WIDTH,
+        validation_alias=AliasChoices("ffn_hidden_size", "ffn", "intermediate_size"),
         description="MLP inner size f of the dense layers; defaults to 4h.")
-    vocab_size: int = Field(gt=0, validation_alias=AliasChoices("vocab_size", "vocab"), description="Vocabulary V.")
-    seq_length: int = Field(gt=0, validation_alias=AliasChoices("seq_length", "seq_len", "max_position_embeddings"),
+    vocab_size: int = Field(gt=0, le=MAX_VOCAB,
+                            validation_alias=AliasChoices("vocab_size", "vocab"), description="Vocabulary V.")
+    seq_length: int = Field(gt=0, le=MAX_TOKENS,
+                            validation_alias=AliasChoices("seq_length", "seq_len", "max_position_embeddings"),
                             description="Sequence length s (tokens).")
     mlp: Literal[MLP_KINDS] = Field(
         "gelu", description="gelu: 2 MLP GEMMs; squared-relu (Nemotron-4): 2; swiglu and geglu (gated): 3.")
@@ -58,48 +73,57 @@ class Model(Spec):
     sandwich_norm: bool = Field(
         False, description="Norms after the attention and the MLP too, four per layer (Gemma 2).")
     sliding_window: int | None = Field(
-        None, gt=0, description="Keys a query attends to in a sliding-window layer (Mistral, Gemma 2); None: "
+        None, gt=0, le=MAX_TOKENS,
+        description="Keys a query attends to in a sliding-window layer (Mistral, Gemma 2); None: "
         "full attention everywhere.")
     sliding_window_fraction: float = Field(
         1.0, gt=0, le=1, description="Share of the layers that use the sliding window (Gemma 2: every other "
         "layer, 0.5).")
     attention_chunk_size: int | None = Field(
-        None, gt=0, description="Chunked attention (Llama 4): a query attends only within its chunk of this "
+        None, gt=0, le=MAX_TOKENS,
+        description="Chunked attention (Llama 4): a query attends only within its chunk of this "
         "many tokens in the chunked layers.")
     chunked_attention_fraction: float = Field(
         0.75, gt=0, le=1, description="Share of the layers with chunked attention (Llama 4: 3 of 4).")
     # --- mixture of experts (Megatron-Core MoE; SPEC 11) ---
     num_moe_experts: int | None = Field(
-        None, gt=0, validation_alias=AliasChoices("num_moe_experts", "num_experts"),
+        None, gt=0, le=MAX_HEADS, validation_alias=AliasChoices("num_moe_experts", "num_experts"),
         description="Routed experts e per MoE layer; None: a dense model.")
-    moe_router_topk: int = Field(2, gt=0, validation_alias=AliasChoices("moe_router_topk", "top_k"),
+    moe_router_topk: int = Field(2, gt=0, le=MAX_HEADS,
+                                 validation_alias=AliasChoices("moe_router_topk", "top_k"),
                                  description="Experts each token is routed to (k).")
     moe_ffn_hidden_size: int | None = Field(
-        None, gt=0, description="Inner size f_e of each routed expert; defaults to ffn_hidden_size.")
+        None, gt=0, le=MAX_WIDTH,
+        description="Inner size f_e of each routed expert; defaults to ffn_hidden_size.")
     moe_shared_expert_intermediate_size: int | None = Field(
-        None, gt=0, validation_alias=AliasChoices("moe_shared_expert_intermediate_size", "shared_expert_ffn"),
+        None, gt=0, le=MAX_WIDTH,
+        validation_alias=AliasChoices("moe_shared_expert_intermediate_size", "shared_expert_ffn"),
         description="Inner size of the shared experts, all together (DeepSeek: n_shared x f_e); None: none.")
     moe_layer_freq: int | list[int] = Field(
         1, description="Which layers are MoE: every k-th (an int, Megatron's --moe-layer-freq), or a 0/1 "
         "pattern with one entry per layer.")
     moe_first_k_dense: int = Field(
-        0, ge=0, description="The first k layers are dense (DeepSeek's first_k_dense_replace).")
+        0, ge=0, le=MAX_LAYERS,
+        description="The first k layers are dense (DeepSeek's first_k_dense_replace).")
     moe_load_imbalance: float = Field(
-        1.5, ge=1.0, description="Tokens the busiest expert rank receives over the mean, which sets the pace "
+        1.5, ge=1.0, le=MAX_HEADS,
+        description="Tokens the busiest expert rank receives over the mean, which sets the pace "
         "of the expert GEMMs and of the all-to-all. 1.5 by default: in the Megatron-Core MoE model zoo's "
         "long-context runs (Qwen3-235B, EP 8), dropless routing is 9-25% slower per step than the router "
         "forced to balance, and a busiest rank at 1.5x the mean reproduces all four ratios within 2 points "
         "(benchmarks/moe_imbalance.py); 1.0 is forced balance (benchmark mode).")
     # --- multi-head latent attention (DeepSeek-V2 and V3; Megatron-Core MLA) ---
-    q_lora_rank: int | None = Field(None, gt=0, description="MLA: rank of the query compression; None: none.")
-    kv_lora_rank: int | None = Field(None, gt=0, description="MLA: rank of the key/value compression.")
+    q_lora_rank: int | None = Field(None, gt=0, le=MAX_WIDTH,
+                                    description="MLA: rank of the query compression; None: none.")
+    kv_lora_rank: int | None = Field(None, gt=0, le=MAX_WIDTH,
+                                     description="MLA: rank of the key/value compression.")
     qk_head_dim: int | None = Field(
-        None, gt=0, validation_alias=AliasChoices("qk_head_dim", "qk_nope_head_dim"),
+        None, gt=0, le=MAX_WIDTH, validation_alias=AliasChoices("qk_head_dim", "qk_nope_head_dim"),
         description="MLA: per-head query/key dimension without RoPE.")
     qk_pos_emb_head_dim: int | None = Field(
-        None, gt=0, validation_alias=AliasChoices("qk_pos_emb_head_dim", "qk_rope_head_dim"),
+        None, gt=0, le=MAX_WIDTH, validation_alias=AliasChoices("qk_pos_emb_head_dim", "qk_rope_head_dim"),
         description="MLA: per-head RoPE dimension (the key's is shared by all heads).")
-    v_head_dim: int | None = Field(None, gt=0, description="MLA: per-head value dimension.")
+    v_head_dim: int | None = Field(None, gt=0, le=MAX_WIDTH, description="MLA: per-head value dimension.")
     source: str = ""
 
     @model_validator(mode="after")

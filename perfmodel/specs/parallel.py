@@ -6,9 +6,10 @@ from typing import Literal
 
 from pydantic import AliasChoices, Field, PrivateAttr, model_validator
 
-from .base import Spec
+from .base import MAX_BATCH, MAX_GPUS, Seconds, Spec
 from .framework import FLAGS, FRAMEWORKS
 from .framework import defaults as profile_defaults
+from .model import MAX_LAYERS, MAX_TOKENS
 from .precision import TRAINING_DTYPES
 
 RECOMPUTE = ("none", "selective", "full")
@@ -18,15 +19,19 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved")
 class Parallel(Spec):
     """Parallel knobs. A knob left out (None) is free: `plan` searches it."""
 
-    tp: int | None = Field(None, gt=0, validation_alias=AliasChoices("tp", "tensor_model_parallel_size"),
+    tp: int | None = Field(None, gt=0, le=MAX_GPUS,
+                           validation_alias=AliasChoices("tp", "tensor_model_parallel_size"),
                            description="Tensor-parallel degree t (GPUs per TP group).")
-    pp: int | None = Field(None, gt=0, validation_alias=AliasChoices("pp", "pipeline_model_parallel_size"),
+    pp: int | None = Field(None, gt=0, le=MAX_GPUS,
+                           validation_alias=AliasChoices("pp", "pipeline_model_parallel_size"),
                            description="Pipeline stages p.")
-    dp: int | None = Field(None, gt=0, validation_alias=AliasChoices("dp", "data_parallel_size"),
+    dp: int | None = Field(None, gt=0, le=MAX_GPUS, validation_alias=AliasChoices("dp", "data_parallel_size"),
                            description="Data-parallel replicas; num_gpus / (tp * pp).")
-    vp: int | None = Field(None, gt=0, validation_alias=AliasChoices("vp", "virtual_pipeline_model_parallel_size"),
+    vp: int | None = Field(None, gt=0, le=MAX_LAYERS,
+                           validation_alias=AliasChoices("vp", "virtual_pipeline_model_parallel_size"),
                            description="Virtual stages per GPU v (interleaving); 1 = none.")
-    micro_batch_size: int | None = Field(None, gt=0, validation_alias=AliasChoices("micro_batch_size", "mbs"),
+    micro_batch_size: int | None = Field(None, gt=0, le=MAX_BATCH,
+                                         validation_alias=AliasChoices("micro_batch_size", "mbs"),
                                          description="Sequences per micro-batch b.")
     sequence_parallel: bool | None = Field(None, description="Megatron SP (Korthikanti 2022).")
     recompute: Literal["none", "selective", "full"] | None = Field(
@@ -35,20 +40,25 @@ class Parallel(Spec):
     zero_stage: int | None = Field(None, ge=0, le=3, description="ZeRO stage 0-3 over DP.")
     schedule: Literal["gpipe", "1f1b", "interleaved"] | None = Field(
         None, description="Pipeline schedule; interleaved needs vp > 1.")
-    cp: int | None = Field(None, gt=0, validation_alias=AliasChoices("cp", "context_parallel_size"),
+    cp: int | None = Field(None, gt=0, le=MAX_GPUS,
+                           validation_alias=AliasChoices("cp", "context_parallel_size"),
                            description="Context-parallel degree: the sequence split over cp ranks (Megatron-Core CP).")
-    ep: int | None = Field(None, gt=0, validation_alias=AliasChoices("ep", "expert_model_parallel_size"),
+    ep: int | None = Field(None, gt=0, le=MAX_GPUS,
+                           validation_alias=AliasChoices("ep", "expert_model_parallel_size"),
                            description="Expert-parallel degree: routed experts split over ep ranks.")
-    etp: int | None = Field(None, gt=0, validation_alias=AliasChoices("etp", "expert_tensor_parallel_size"),
+    etp: int | None = Field(None, gt=0, le=MAX_GPUS,
+                            validation_alias=AliasChoices("etp", "expert_tensor_parallel_size"),
                             description="Expert tensor parallelism: each expert's inner size split etp ways.")
     cp_comm_type: Literal["p2p", "a2a"] | None = Field(
         None, description="CP's K/V exchange: p2p (ring, overlapped with attention) or a2a (Ulysses).")
     decoder_first_pipeline_num_layers: int | None = Field(
-        None, gt=0, validation_alias=AliasChoices("decoder_first_pipeline_num_layers", "first_stage_layers"),
+        None, gt=0, le=MAX_LAYERS,
+        validation_alias=AliasChoices("decoder_first_pipeline_num_layers", "first_stage_layers"),
         description="Layers on the first pipeline stage (the rest split over the others); default: even, or "
         "balanced when pp does not divide the layers.")
     decoder_last_pipeline_num_layers: int | None = Field(
-        None, gt=0, validation_alias=AliasChoices("decoder_last_pipeline_num_layers", "last_stage_layers"),
+        None, gt=0, le=MAX_LAYERS,
+        validation_alias=AliasChoices("decoder_last_pipeline_num_layers", "last_stage_layers"),
         description="Layers on the last pipeline stage.")
 
 
@@ -58,8 +68,9 @@ class Training(Spec):
     A flag left out takes the named framework's default (specs/framework.py); ``profile_flags``
     lists those, so every output can say what it assumed."""
 
-    global_batch_size: int = Field(gt=0, le=2**40, description="Sequences per optimizer step B.")
-    seq_length: int | None = Field(None, gt=0, validation_alias=AliasChoices("seq_length", "seq_len"),
+    global_batch_size: int = Field(gt=0, le=MAX_BATCH, description="Sequences per optimizer step B.")
+    seq_length: int | None = Field(None, gt=0, le=MAX_TOKENS,
+                                   validation_alias=AliasChoices("seq_length", "seq_len"),
                                    description="Overrides the model's sequence length.")
     dtype: Literal[TRAINING_DTYPES] = Field("bf16", description="Compute dtype.")
     optimizer: Literal["adam", "sgd"] = Field("adam", description="adam: 12 B/param of fp32 states.")
@@ -95,14 +106,14 @@ class Training(Spec):
     bias_gemm_fusion: bool = Field(False, description=FLAGS["bias_gemm_fusion"])
     fused_cross_entropy: bool = Field(False, description=FLAGS["fused_cross_entropy"])
     fp8_param_gather: bool = Field(False, description=FLAGS["fp8_param_gather"])
-    step_overhead_s: float = Field(
-        0.0, ge=0, description="Fixed time per optimizer step outside the model (data loading, logging, host "
+    step_overhead_s: Seconds = Field(
+        0.0, description="Fixed time per optimizer step outside the model (data loading, logging, host "
         "synchronization), seconds; a profile's fitted value (specs/framework.py).")
-    microbatch_overhead_s: float = Field(
-        0.0, ge=0, description="Fixed host time per micro-batch on the critical path (the schedule's Python, "
+    microbatch_overhead_s: Seconds = Field(
+        0.0, description="Fixed host time per micro-batch on the critical path (the schedule's Python, "
         "kernel launches not hidden by the GPU), seconds; a profile's fitted value.")
-    hop_overhead_s: float = Field(
-        0.0, ge=0, description="Fixed time per pipeline chunk pass (each forward or backward of a micro-batch "
+    hop_overhead_s: Seconds = Field(
+        0.0, description="Fixed time per pipeline chunk pass (each forward or backward of a micro-batch "
         "through a virtual stage: the p2p handshake and its synchronization), seconds; a profile's fitted value.")
     zero3_reshard_after_forward: bool = Field(
         True, description="ZeRO-3/FSDP frees a layer's gathered parameters after its forward and gathers them "
