@@ -7,6 +7,7 @@ result (perfmodel/render.py); ``main`` and the shared error handling are in cli.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import click
 
@@ -118,8 +119,9 @@ def estimate(plan_file, per_layer, strict, as_json, **kw):
         perfmodel estimate gpt3-175b.yaml --tp 8 --pp 8 --mbs 1 --sp --recompute selective --per-layer
     """
     from . import estimate as est_mod
+    from . import search as srch
     plan = load_plan_with(plan_file, kw)
-    est, chosen = _estimate_or_search(plan)
+    est, chosen = srch.estimate_or_search(plan)
     est.band = uncertainty.band(plan, presets.error_bands())
     cfg = est.config
     ops = est_mod.per_layer_ops(plan, cfg) if per_layer else None
@@ -138,23 +140,31 @@ def estimate(plan_file, per_layer, strict, as_json, **kw):
         raise click.exceptions.Exit(1)
 
 
-FREE = ("tp", "pp", "vp", "micro_batch_size", "sequence_parallel", "recompute", "zero_stage", "cp", "ep", "etp")
+@main.command("compare")
+@click.argument("plan_files", nargs=-1, required=True)
+@click.option("--gpus", type=count(), help="Run every plan on this many GPUs.")
+@json_option
+def compare_cmd(plan_files, gpus, as_json):
+    """Plans side by side: configuration, per-iteration breakdown, memory, MFU and check findings,
+    each figure with its difference from the first plan, and what decides the difference.
 
+    Knobs a plan leaves free are chosen by the search, as `estimate` does.
 
-def _estimate_or_search(plan):
-    """The plan's configuration, or, where it leaves knobs free, the search's best with them: (estimate,
-    {knob: the value chosen})."""
-    from . import estimate as est_mod
-    from . import search as srch
-    free = [k for k in FREE if getattr(plan.parallel, k) is None]
-    relevant = [k for k in free if not (k in ("ep", "etp") and not plan.model.is_moe)]
-    if not relevant:
-        return est_mod.estimate(plan, est_mod.resolve_config(plan)), {}
-    result = srch.search(plan, top=1)
-    if not result.results:
-        raise PerfModelError(f"with {', '.join(relevant)} free: {result.hint or 'no configuration fits'}")
-    best = result.results[0]
-    return best, {k: getattr(best.config, k) for k in relevant}
+    \b
+    Example:
+        perfmodel compare examples/clean-plan.yaml examples/troubled-plan.yaml
+        perfmodel compare a.yaml b.yaml c.yaml --json
+    """
+    from .compare import compare
+    if len(plan_files) < 2:
+        raise PerfModelError("compare needs two plans or more: perfmodel compare A.yaml B.yaml")
+    stems = [Path(f).stem for f in plan_files]
+    labels = [s if stems.count(s) == 1 else f"{s} ({i + 1})" for i, s in enumerate(stems)]
+    result = compare([(label, load_plan_with(f, {"gpus": gpus})) for label, f in zip(labels, plan_files)])
+    if as_json:
+        render.emit_json(result.to_json())
+    else:
+        render.comparison(result)
 
 
 @main.command("plan")

@@ -389,3 +389,16 @@ def schedule(sim, gantt_rows: list[str], legend: str, title: str) -> None:
     else:
         sys.stdout.write("\n".join(gantt_rows) + "\n")
     line(legend)
+
+
+def comparison(c) -> None:
+    """`compare`: the plans side by side, then the verdicts and each plan's findings."""
+    from .compare import rows
+    labels = [s.label for s in c.sides]
+    table("Plans side by side (in brackets: the difference from " + labels[0] + ")", ["", *labels],
+          [(name, *cells) for name, cells in rows(c)], right=[False] + [True] * len(labels))
+    for v in c.verdicts:
+        line(v)
+    for s in c.sides:
+        for f in s.findings:
+            line(f"{s.label}: {f.rule} {f.severity}: {f.message}")

@@ -22,7 +22,7 @@ import numpy as np
 from .errors import PerfModelError
 from .cost.memory import RECOMPUTE_CODES
 from .cost.pipeline import SCHEDULE_CODES
-from .estimate import Estimate, estimate, evaluate
+from .estimate import Estimate, estimate, evaluate, resolve_config
 from .knobs import CP_COMM_CODES, Knobs
 from .rules import apply_masks, facts, knob_contradictions
 from .specs import Plan
@@ -299,3 +299,21 @@ def _nothing_fits(plan: Plan, knobs: Knobs, res: dict) -> str:
         if len(space.knobs) and evaluate_chunked(bigger, space.knobs)["fits"].any():
             return msg + f"; the smallest change that fits: {n * factor} GPUs (x{factor}), or a GPU with more HBM"
     return msg + "; even 16x the GPUs does not fit: use a GPU with more HBM or a shorter sequence"
+
+
+FREE = ("tp", "pp", "vp", "micro_batch_size", "sequence_parallel", "recompute", "zero_stage", "cp", "ep", "etp")
+
+
+def estimate_or_search(plan: Plan) -> tuple[Estimate, dict]:
+    """The plan's configuration, or, where it leaves knobs free, the search's best with them: (estimate,
+    {knob: the value chosen}). A TP degree the plan fixes is taken as given even across nodes (check
+    PM201 says what it costs); only a free one is kept inside a node."""
+    free = [k for k in FREE if getattr(plan.parallel, k) is None]
+    relevant = [k for k in free if not (k in ("ep", "etp") and not plan.model.is_moe)]
+    if not relevant:
+        return estimate(plan, resolve_config(plan)), {}
+    result = search(plan, top=1, allow_cross_node_tp=plan.parallel.tp is not None)
+    if not result.results:
+        raise PerfModelError(f"with {', '.join(relevant)} free: {result.hint or 'no configuration fits'}")
+    best = result.results[0]
+    return best, {k: getattr(best.config, k) for k in relevant}

@@ -22,6 +22,7 @@ COMMANDS = {
     "check-troubled": ["check", "examples/troubled-plan.yaml"],
     "validate-k22": ["validate", "k22"],
     "schedule": ["schedule", "-m", "8", "-p", "4"],
+    "compare": ["compare", "examples/clean-plan.yaml", "examples/proposal-pp16.yaml"],
 }
 
 

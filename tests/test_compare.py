@@ -1,0 +1,81 @@
+"""`perfmodel compare` (issue 15, item 1): the figures are each plan's own estimate, the differences are
+taken against the first plan, and the verdict names the components that decide it."""
+
+import json
+
+from click.testing import CliRunner
+
+from perfmodel.cli import main
+from perfmodel.compare import signed_time, verdict
+
+A, B = "examples/clean-plan.yaml", "examples/proposal-pp16.yaml"
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_figures_are_each_plans_estimate_and_deltas_are_against_the_first():
+    r = invoke("compare", A, B, "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    ea, eb = (json.loads(invoke("estimate", f, "--json").output) for f in (A, B))
+    pa, pb = out["plans"]
+    assert [pa["label"], pb["label"]] == ["clean-plan", "proposal-pp16"]
+    for p, e in ((pa, ea), (pb, eb)):
+        assert p["step_time_s"] == e["step_time_s"] and p["breakdown_s"] == e["breakdown_s"]
+        assert p["config"] == e["config"] and p["memory"] == e["memory"]
+    d = pb["delta_vs_first"]
+    assert d["step_time_s"] == eb["step_time_s"] - ea["step_time_s"]
+    assert d["breakdown_s"]["bubble"] == eb["breakdown_s"]["bubble"] - ea["breakdown_s"]["bubble"]
+    assert all(v == 0 for v in pa["delta_vs_first"]["breakdown_s"].values())
+    # TP 4 x PP 16 against TP 8 x PP 8 interleaved: less TP traffic, a larger bubble (seed 000, 2.4 and 4.2)
+    assert d["breakdown_s"]["tp_comm"] < 0 < d["breakdown_s"]["bubble"]
+    assert len(out["verdicts"]) == 1 and [f["rule"] for f in pb["findings"]] == ["PM206"]
+
+
+def test_verdict_names_the_largest_changes_first_and_only_those_that_matter():
+    r = invoke("compare", A, B, "--json")
+    pa, pb = json.loads(r.output)["plans"]
+    text = json.loads(r.output)["verdicts"][0]
+    pct = abs(pb["step_time_s"] / pa["step_time_s"] - 1) * 100
+    word = "slower" if pb["step_time_s"] > pa["step_time_s"] else "faster"
+    assert text.startswith(f"proposal-pp16 is {pct:.0f}% {word} than clean-plan: ")
+    named = text.split(": ", 1)[1].split(", ")
+    moved = sorted((abs(v), k) for k, v in pb["delta_vs_first"]["breakdown_s"].items()
+                   if abs(v) >= 0.01 * pa["step_time_s"])
+    assert len(named) == min(3, len(moved))
+    assert named[0].startswith("TP comm -") and named[1].startswith("bubble +")
+    assert signed_time(-2.19) == "-2.19 s" and signed_time(0.0006) == "+600 us"
+
+
+def test_the_same_plan_twice_and_the_text_table():
+    r = invoke("compare", A, A)
+    assert r.exit_code == 0, r.output
+    assert "clean-plan (1)" in r.output and "clean-plan (2)" in r.output
+    assert "take the same time" in r.output and "(+" not in r.output
+    r = invoke("compare", A, B, B)
+    assert r.exit_code == 0 and r.output.count("is 1% slower than clean-plan") == 2
+
+
+def test_a_plan_that_does_not_fit_is_said_first():
+    from perfmodel import presets
+    from perfmodel.compare import compare
+    a = presets.load_plan(A)
+    small = a.with_system(gpu=presets.gpu("a100-40gb")).with_parallel(recompute="none", sequence_parallel=False, cp=1)
+    c = compare([("A", a), ("B", small)])
+    assert not c.sides[1].est.values["fits"]
+    assert verdict(c.sides[0], c.sides[1]).startswith("B does not fit (")
+
+
+def test_bad_input():
+    r = invoke("compare", A)
+    assert r.exit_code == 1 and "two plans or more" in r.output
+    r = invoke("compare", A, "no-such-plan.yaml")
+    assert r.exit_code == 1 and "no-such-plan.yaml" in r.output and "Traceback" not in r.output
+    r = invoke("compare", A, "examples/troubled-plan.yaml")
+    assert r.exit_code == 1 and r.output.startswith("Error: troubled-plan: ") and "nothing fits" in r.output
+    r = invoke("compare", A, B, "--gpus", "0")
+    assert r.exit_code == 2
+    r = invoke("compare", A, B, "--gpus", "500")
+    assert r.exit_code == 1 and "--gpus 500" in r.output
