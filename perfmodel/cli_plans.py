@@ -167,6 +167,39 @@ def compare_cmd(plan_files, gpus, as_json):
         render.comparison(result)
 
 
+@main.command("sweep")
+@click.argument("plan_file")
+@click.option("--vary", required=True, help="FIELD=V1,V2,...: gpus, gbs, seq, gpu, framework, dtype, "
+              "inter_node_bandwidth, intra_node_bandwidth, or any section.field of the plan.")
+@click.option("--fixed", is_flag=True, help="Keep the plan's knobs at every value instead of searching.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Write the scaling curve (PNG, SVG or PDF).")
+@json_option
+def sweep_cmd(plan_file, vary, fixed, plot, as_json):
+    """What if: one field of the plan over several values; at each, the fastest configuration that fits
+    (or, with --fixed, the plan's own) with its step time, throughput, MFU and memory.
+
+    \b
+    Example:
+        perfmodel sweep gpt3-175b.yaml --vary gpus=256,512,1024
+        perfmodel sweep examples/clean-plan.yaml --vary inter_node_bandwidth="25 GB/s,12.5 GB/s" --fixed
+        perfmodel sweep gpt3-175b.yaml --vary gpu=a100-80gb,h100-sxm --json
+    """
+    from . import sweep as sw
+    plan = presets.load_plan(plan_file)
+    path, values = sw.parse_vary(vary)
+    result = sw.sweep(plan, path, values, fixed)
+    if as_json:
+        render.emit_json(result.to_json())
+    else:
+        render.sweep(result)
+    if plot:
+        from . import plots
+        plots.sweep_plot(result, f"{plan.model.name}, {plan.system.gpu.name}: tokens/s against {path}", plot)
+        click.echo(f"wrote {plot}", err=True)
+    if all(p.est is None for p in result.points):
+        raise click.exceptions.Exit(1)
+
+
 @main.command("plan")
 @click.argument("plan_file")
 @parallel_options

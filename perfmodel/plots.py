@@ -115,3 +115,23 @@ def pareto_plot(points: dict, path: str) -> None:
     ax.set_ylabel("step time (s)")
     ax.legend()
     _save(fig, path)
+
+
+def sweep_plot(result, title: str, path: str) -> None:
+    """Throughput against the swept value, with the ideal (linear in GPUs) line when GPUs are swept."""
+    plt = _pyplot()
+    ok = [p for p in result.points if p.est is not None]
+    if not ok:
+        raise PerfModelError("--plot: no value of the sweep ran, nothing to draw")
+    x = list(range(len(ok)))
+    y = [p.est.values["tokens_per_s"] for p in ok]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    ax.plot(x, y, "o-", label="predicted tokens/s")
+    if result.field == "system.num_gpus":
+        ax.plot(x, [y[0] * p.num_gpus / ok[0].num_gpus for p in ok], "k--", label="linear in GPUs")
+    ax.set_xticks(x, [p.value for p in ok])
+    ax.set_xlabel(result.field)
+    ax.set_ylabel("tokens/s")
+    ax.set_title(title)
+    ax.legend()
+    _save(fig, path)

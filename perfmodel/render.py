@@ -402,3 +402,35 @@ def comparison(c) -> None:
     for s in c.sides:
         for f in s.findings:
             line(f"{s.label}: {f.rule} {f.severity}: {f.message}")
+
+
+def config_short(c: dict) -> str:
+    """One configuration in a few columns: "tp8 pp8 dp8 vp3 b1 sp rc=sel z1" (cp, ep where used)."""
+    extra = "".join(f" {k}{c[k]}" for k in ("cp", "ep") if c.get(k, 1) != 1)
+    rc = {"none": "", "selective": " rc=sel", "full": " rc=full"}[c["recompute"]]
+    return (f"tp{c['tp']} pp{c['pp']} dp{c['dp']}{extra}" + (f" vp{c['vp']}" if c["vp"] > 1 else "")
+            + f" b{c['micro_batch_size']}" + (" sp" if c["sequence_parallel"] else "") + rc + f" z{c['zero_stage']}")
+
+
+def sweep(result) -> None:
+    """`sweep`: one row per value; throughput and per-GPU throughput relative to the first value that ran."""
+    first = next((p.est.values for p in result.points if p.est is not None), None)
+    rows = []
+    for p in result.points:
+        if p.est is None:
+            rows.append((p.value, p.num_gpus, "none runs (below)", "-", "-", "-", "-", "-"))
+            continue
+        v = p.est.values
+        rows.append((p.value, p.num_gpus, config_short(p.est.config.as_dict()), fmt_time(v["step_time_s"]),
+                     f"{v['tokens_per_s_per_gpu']:,.0f}", pct(v["mfu"]), fmt_bytes(v["total_bytes"]),
+                     f"{v['tokens_per_s'] / first['tokens_per_s']:.2f}x / "
+                     f"{v['tokens_per_s_per_gpu'] / first['tokens_per_s_per_gpu']:.0%}"))
+    what = "the plan's configuration" if result.fixed else "the fastest configuration that fits"
+    table(f"Sweep of {result.field}: {what} at each value",
+          ["value", "GPUs", "configuration", "step", "tok/s/GPU", "MFU", "memory", "vs first"], rows,
+          right=[False, True, False, True, True, True, True, True],
+          caption="vs first: throughput / throughput per GPU against the first row (strong scaling keeps the "
+                  "batch, weak scaling grows it with the GPUs)")
+    for p in result.points:
+        if p.est is None:
+            line(f"{result.field}={p.value}: {p.error}")
