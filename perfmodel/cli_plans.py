@@ -200,6 +200,60 @@ def sweep_cmd(plan_file, vary, fixed, plot, as_json):
         raise click.exceptions.Exit(1)
 
 
+@main.group("import")
+def import_group():
+    """Write a plan from another tool's files (Megatron-LM arguments)."""
+
+
+@import_group.command("megatron")
+@click.argument("args_file", type=click.Path(dir_okay=False))
+@click.option("--gpu", "gpu_name", required=True, help="GPU preset (Megatron's arguments do not name the GPU).")
+@click.option("--gpus", type=count(), help="GPU count, when the file has no --nproc_per_node and --nnodes.")
+@click.option("--vocab-size", type=count(), help="Vocabulary, when the file has no --vocab-size (the tokenizer's).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the plan here (default: print it).")
+def import_megatron(args_file, gpu_name, gpus, vocab_size, output):
+    """A plan from a Megatron-LM launch script or argument file (--num-layers, --tensor-model-parallel-size,
+    --sequence-parallel, --recompute-granularity, --use-distributed-optimizer, --fp8-format, ...).
+
+    Arguments that do not change the cost are named as ignored, arguments perfmodel does not know are named
+    as not recognized, and arguments whose cost it cannot model are an error.
+
+    \b
+    Example:
+        perfmodel import megatron train_gpt3_175b_distributed.sh --gpu a100-80gb -o gpt3.yaml
+        perfmodel check gpt3.yaml
+    """
+    from . import megatron
+    text = presets.read_text(args_file, args_file)
+    imp = megatron.read_args(text, gpu_name, gpus, vocab_size)
+    imp.plan["model"]["name"] = Path(args_file).stem
+    links = presets.default_links(gpu_name)
+    imp.plan["system"].update(links)
+    imp.assumed.append(f"links {links['intra_node_link']} inside a node and {links['inter_node_link']} across nodes "
+                       f"(the usual ones for {gpu_name}; edit the plan's system section if yours differ)")
+    from .estimate import resolve_config, validate_config
+    plan = presets.plan_from_mapping(imp.plan, args_file)  # the plan must load and run: one clear error if not
+    try:
+        validate_config(plan, resolve_config(plan))
+    except PerfModelError as e:
+        raise PerfModelError(f"{args_file}: {e} (on {plan.system.num_gpus} GPUs; --gpus N sets another count)") from None
+    out = megatron.plan_yaml(imp)
+    for kind, items in (("ignored (no effect on the cost)", imp.ignored),
+                        ("not recognized, ignored (check they do not change the cost)", imp.unrecognized)):
+        if items:
+            click.echo(f"{kind}: {', '.join(items)}", err=True)
+    for a in imp.assumed:
+        click.echo(f"assumed: {a}", err=True)
+    if output:
+        try:
+            Path(output).write_text(out, encoding="utf-8")
+        except OSError as e:
+            raise PerfModelError(f"cannot write {output}: {e.strerror}") from None
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(out, nl=False)
+
+
 @main.command("plan")
 @click.argument("plan_file")
 @parallel_options
@@ -207,8 +261,10 @@ def sweep_cmd(plan_file, vary, fixed, plot, as_json):
 @click.option("--sort", type=click.Choice(["step_time", "memory"]), default="step_time", show_default=True)
 @click.option("--allow-cross-node-tp", is_flag=True, help="Let TP groups span nodes.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Step time vs memory of the feasible configurations.")
+@click.option("--emit", type=click.Choice(["megatron"]), help="Print only the best configuration, as Megatron-LM "
+              "arguments ready to paste.")
 @json_option
-def plan_cmd(plan_file, top, sort, allow_cross_node_tp, plot, as_json, **kw):
+def plan_cmd(plan_file, top, sort, allow_cross_node_tp, plot, emit, as_json, **kw):
     """Search TP x PP x DP (and micro-batch, vp, SP, recompute, ZeRO) for the fastest plan that fits.
 
     Knobs given in the plan's parallel section or as flags are fixed; the rest are searched.
@@ -232,7 +288,17 @@ def plan_cmd(plan_file, top, sort, allow_cross_node_tp, plot, as_json, **kw):
     if plot and result.points is not None:
         from . import plots
         plots.pareto_plot(result.points, plot)
-    if as_json:
+        click.echo(f"wrote {plot}", err=True)
+    if emit and result.results:
+        from .megatron import to_args
+        best = result.results[0]
+        click.echo(f"# {plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}: predicted "
+                   f"{best.values['step_time_s']:.3g} s per step, MFU {100 * best.values['mfu']:.1f}%")
+        click.echo(f"# launch: torchrun --nproc_per_node {plan.system.gpus_per_node} --nnodes "
+                   f"{-(-plan.system.num_gpus // plan.system.gpus_per_node)} pretrain_gpt.py ...; the vocabulary "
+                   f"({plan.model.vocab_size:,}) comes from your tokenizer")
+        click.echo(" \\\n".join(to_args(plan, best.config.as_dict())))
+    elif as_json:
         render.emit_json(result.to_json())
     else:
         render.plan(plan, result)

@@ -49,6 +49,11 @@ def _read_text(path, label: str) -> str:
         raise PerfModelError(f"{label}: cannot read ({e.__class__.__name__}: {e})") from None
 
 
+def read_text(path: str, label: str) -> str:
+    """A user's text file (a launch script, an argument file), every failure one line."""
+    return _read_text(Path(path), label)
+
+
 def parse_yaml(text: str, label: str) -> Any:
     """YAML text -> Python data under YAML 1.2's core schema (yaml12.py); a syntax error names the line
     and column, and duplicate keys, runaway aliases and deep nesting are errors."""
