@@ -23,6 +23,7 @@ class Group(click.Group):
     """Turns every user-facing failure into one line and a non-zero exit code."""
 
     def invoke(self, ctx):
+        render.set_markdown(False)  # --format markdown lasts one command (tests run many in one process)
         try:
             return super().invoke(ctx)
         except (PerfModelError, QuantityError) as e:
@@ -61,6 +62,10 @@ def main():
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output (stable keys).")
+format_option = click.option(
+    "--format", "output_format", type=click.Choice(["text", "markdown"]), default="text", show_default=True,
+    expose_value=False, callback=lambda ctx, param, value: render.set_markdown(value == "markdown"),
+    help="markdown: tables as GitHub Markdown, to paste into a design document or a pull request.")
 MAX_COUNT = 2**40  # any count a user passes (GPUs, micro-batches, sizes) stays a finite float in every formula
 
 

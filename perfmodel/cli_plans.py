@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from . import presets, render, uncertainty
-from .cli import Finite, count, json_option, main
+from .cli import Finite, count, format_option, json_option, main
 from .errors import PerfModelError
 
 
@@ -105,6 +105,7 @@ def memory(plan_file, model_name, gpu_name, gbs, plot, as_json, **kw):
 @parallel_options
 @click.option("--per-layer", is_flag=True, help="Also list every operation of one layer.")
 @click.option("--strict", is_flag=True, help="Exit 1 when the configuration does not fit in HBM.")
+@format_option
 @json_option
 def estimate(plan_file, per_layer, strict, as_json, **kw):
     """Per-layer and per-iteration breakdown of one configuration (SPEC 5-8).
@@ -143,6 +144,7 @@ def estimate(plan_file, per_layer, strict, as_json, **kw):
 @main.command("compare")
 @click.argument("plan_files", nargs=-1, required=True)
 @click.option("--gpus", type=count(), help="Run every plan on this many GPUs.")
+@format_option
 @json_option
 def compare_cmd(plan_files, gpus, as_json):
     """Plans side by side: configuration, per-iteration breakdown, memory, MFU and check findings,
@@ -173,6 +175,7 @@ def compare_cmd(plan_files, gpus, as_json):
               "inter_node_bandwidth, intra_node_bandwidth, or any section.field of the plan.")
 @click.option("--fixed", is_flag=True, help="Keep the plan's knobs at every value instead of searching.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write the scaling curve (PNG, SVG or PDF).")
+@format_option
 @json_option
 def sweep_cmd(plan_file, vary, fixed, plot, as_json):
     """What if: one field of the plan over several values; at each, the fastest configuration that fits
@@ -263,6 +266,7 @@ def import_megatron(args_file, gpu_name, gpus, vocab_size, output):
 @click.option("--plot", type=click.Path(dir_okay=False), help="Step time vs memory of the feasible configurations.")
 @click.option("--emit", type=click.Choice(["megatron"]), help="Print only the best configuration, as Megatron-LM "
               "arguments ready to paste.")
+@format_option
 @json_option
 def plan_cmd(plan_file, top, sort, allow_cross_node_tp, plot, emit, as_json, **kw):
     """Search TP x PP x DP (and micro-batch, vp, SP, recompute, ZeRO) for the fastest plan that fits.
@@ -345,6 +349,7 @@ def validate(cases, breakdown, as_json):
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("--list-rules", is_flag=True, help="Print the rule catalogue and why each rule matters.")
 @parallel_options
+@format_option
 @json_option
 def check_cmd(plan_file, ignored, strict, list_rules, as_json, **kw):
     """Review a plan like a reviewer would: each problem, its cost, the cheapest fix.

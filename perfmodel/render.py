@@ -32,15 +32,38 @@ def _console():
     return Console(highlight=False, soft_wrap=False)
 
 
+MARKDOWN = {"on": False}  # set by --format markdown: tables as GitHub Markdown, for design documents
+
+
+def set_markdown(on: bool) -> None:
+    MARKDOWN.update(on=on, in_list=False)
+
+
 def is_terminal() -> bool:
-    return sys.stdout.isatty()
+    return sys.stdout.isatty() and not MARKDOWN["on"]
 
 
 def line(text: str = "") -> None:
-    if is_terminal():
+    if MARKDOWN["on"]:
+        _markdown_line(_strip_markup(text))
+    elif is_terminal():
         _console().print(text)
     else:
         sys.stdout.write(_strip_markup(text) + "\n")
+
+
+def _markdown_line(text: str) -> None:
+    """Indented lines become list items (two levels), others paragraphs; a list ends with a blank line."""
+    indent = len(text) - len(text.lstrip())
+    if indent and text.strip():
+        sys.stdout.write(("  " if indent > 2 else "") + "- " + text.strip().replace("`", "'") + "\n")
+        MARKDOWN["in_list"] = True
+        return
+    if MARKDOWN.get("in_list"):
+        sys.stdout.write("\n")
+        MARKDOWN["in_list"] = False
+    if text.strip():
+        sys.stdout.write(text + "\n\n")
 
 
 def _strip_markup(text: str) -> str:
@@ -53,6 +76,9 @@ def table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]], rig
     """A rich table on a terminal wide enough for it; aligned plain text otherwise (pipes too)."""
     rows = [[str(c) for c in r] for r in rows]
     right = list(right) if right is not None else [i > 0 for i in range(len(headers))]
+    if MARKDOWN["on"]:
+        _markdown_table(title, headers, rows, right, caption)
+        return
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     if is_terminal():
         console = _console()
@@ -71,6 +97,16 @@ def table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]], rig
     out = [title, fmt(headers), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows]
     if caption:
         out.append(caption)
+    sys.stdout.write("\n".join(out) + "\n\n")
+
+
+def _markdown_table(title, headers, rows, right, caption) -> None:
+    cell = lambda c: str(c).replace("|", "\\|") or " "  # noqa: E731
+    out = [f"**{_strip_markup(title)}**", "", "| " + " | ".join(cell(h) or " " for h in headers) + " |",
+           "|" + "|".join("---:" if r else "---" for r in right) + "|"]
+    out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    if caption:
+        out += ["", f"*{_strip_markup(caption)}*"]
     sys.stdout.write("\n".join(out) + "\n\n")
 
 

@@ -79,3 +79,21 @@ def test_bad_input():
     assert r.exit_code == 2
     r = invoke("compare", A, B, "--gpus", "500")
     assert r.exit_code == 1 and "--gpus 500" in r.output
+
+
+def test_markdown_format_is_a_table_per_table_and_lasts_one_command():
+    for cmd in (["estimate", "gpt3-175b-3d.yaml"], ["plan", "gpt3-175b.yaml", "--gpus", "512", "--top", "2"],
+                ["check", "examples/troubled-plan.yaml"], ["compare", A, B],
+                ["sweep", A, "--vary", "gbs=768,1536", "--fixed"]):
+        r = invoke(*cmd, "--format", "markdown")
+        assert r.exit_code in (0, 1), (cmd, r.output)
+        assert "[red]" not in r.output and "[yellow]" not in r.output and "\x1b[" not in r.output
+        rows = [ln for ln in r.output.splitlines() if ln.startswith("|")]
+        if cmd[0] == "check":  # findings: a list per severity
+            assert "- PM101 the plan does not fit in HBM\n  - needs" in r.output
+            continue
+        assert rows, cmd
+        seps = [ln for ln in rows if set(ln) <= set("|-: ")]
+        assert seps and all(ln.count("|") == rows[rows.index(ln) - 1].count("|") for ln in seps), cmd
+    plain = invoke("compare", A, B)
+    assert plain.exit_code == 0 and not any(ln.startswith("|") for ln in plain.output.splitlines())

@@ -23,6 +23,8 @@ COMMANDS = {
     "validate-k22": ["validate", "k22"],
     "schedule": ["schedule", "-m", "8", "-p", "4"],
     "compare": ["compare", "examples/clean-plan.yaml", "examples/proposal-pp16.yaml"],
+    "compare-markdown": ["compare", "examples/clean-plan.yaml", "examples/proposal-pp16.yaml", "--format", "markdown"],
+    "check-markdown": ["check", "examples/troubled-plan.yaml", "--format", "markdown"],
     "sweep-fixed": ["sweep", "examples/clean-plan.yaml", "--vary", "inter_node_bandwidth=25GB/s,12.5GB/s", "--fixed"],
 }
 
