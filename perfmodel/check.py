@@ -38,11 +38,11 @@ class Rule:
 RULES = {r.id: r for r in (
     Rule("PM101", ERROR, "the plan does not fit in HBM",
          "Model states (16-18 B per parameter) plus activations must fit on the most loaded GPU "
-         "(seed 000, 6 pitfalls; Korthikanti 2022, Table 2)."),
+         "(Rajbhandari et al. 2020, ZeRO, Sec. 3.1; Korthikanti et al. 2022, Table 2)."),
     Rule("PM102", ERROR, "tp x pp x dp != number of GPUs",
-         "Every GPU belongs to exactly one TP, PP and DP group (seed 000, 2.5: 512 = 8 x 8 x 8)."),
+         "Every GPU belongs to exactly one TP, PP and DP group (Narayanan et al. 2021, Sec. 3: 512 = 8 x 8 x 8)."),
     Rule("PM103", ERROR, "attention heads not divisible by TP",
-         "Megatron splits attention by heads: each TP rank needs whole heads (seed 000, 2.3)."),
+         "Megatron splits attention by heads: each TP rank needs whole heads (Shoeybi et al. 2019, Megatron-LM, Sec. 3)."),
     Rule("PM104", ERROR, "layers do not fill the pipeline stages",
          "Each pipeline stage, and each virtual chunk, holds whole layers (Narayanan 2021, Sec. 2.2); "
          "Megatron-Core splits them unevenly when asked (decoder_first/last_pipeline_num_layers)."),
@@ -65,20 +65,20 @@ RULES = {r.id: r for r in (
          "neither context nor expert parallelism (each profile's facts: specs/framework.py)."),
     Rule("PM201", WARNING, "TP group crosses the node boundary",
          "TP runs 4 collectives per layer on the critical path: off NVLink it slows every layer "
-         "several-fold (seed 000, 4.2: 3.4x on InfiniBand)."),
+         "several-fold (Narayanan et al. 2021, Sec. 3.2 and Fig. 13)."),
     Rule("PM202", WARNING, "pipeline bubble above 15% of the step",
-         "The fill and drain of the pipeline, (p-1)/(m+p-1) of the step, is idle time (seed 000, 2.4, 4.3)."),
+         "The fill and drain of the pipeline, (p-1)/(m+p-1) of the step, is idle time (Narayanan et al. 2021, Sec. 2.2)."),
     Rule("PM203", WARNING, "a layer GEMM is memory-bound at this micro-batch",
          "Below the ridge point the GEMM waits on HBM, so more micro-batches cost compute efficiency "
-         "(seed 000, 4.4: AI 61 vs ridge 153 at 64 tokens)."),
+         "(Williams et al. 2009, the roofline model: on A100, AI 61 vs ridge 153 at 64 tokens)."),
     Rule("PM204", WARNING, "communication-frequency rule broken",
          "The most frequent communication goes on the fastest link: TP on NVLink, PP across nodes, "
-         "DP outermost (seed 000, 2.5 and 5)."),
+         "DP outermost (Narayanan et al. 2021, Sec. 3.2)."),
     Rule("PM205", WARNING, "GPipe where 1F1B needs less activation memory",
-         "GPipe keeps all m micro-batches' activations, 1F1B about p, for the same bubble (seed 000, 2.4(c), 4.3)."),
+         "GPipe keeps all m micro-batches' activations, 1F1B about p, for the same bubble (Narayanan et al. 2021, Sec. 2.2.1)."),
     Rule("PM206", WARNING, "pipeline stages unbalanced by the embedding or output layer",
          "Every stage waits for the slowest: an extra output layer and loss on the last stage stretch "
-         "each of the m steps (seed 000, 6; Narayanan 2021, Sec. 3)."),
+         "each of the m steps (Narayanan et al. 2021, Sec. 3)."),
     Rule("PM207", WARNING, "expert all-to-all crosses nodes and dominates the MoE layer",
          "Token dispatch and combine move k copies of every token four times a layer; across nodes they "
          "run at NIC speed, not NVLink's (Megatron-Core MoE; DeepSeek-V3 report, Sec. 3.2.2)."),
@@ -86,12 +86,12 @@ RULES = {r.id: r for r in (
          "The ring passes K and V cp-1 times, each under 1/cp of the attention; a short s/cp leaves too "
          "little attention to hide it (Liu et al. 2023, Ring Attention)."),
     Rule("PM301", INFO, "TP > 1 without sequence parallelism",
-         "SP shards LayerNorm/dropout activations t ways for the same communication volume (seed 002, 4)."),
+         "SP shards LayerNorm/dropout activations t ways for the same communication volume (Korthikanti et al. 2022, Sec. 4.2.2)."),
     Rule("PM302", INFO, "DP > 1 without ZeRO-1",
-         "Each DP replica keeps the same 12 B/param of optimizer state; ZeRO-1 shards it (seed 000, 6)."),
+         "Each DP replica keeps the same 12 B/param of optimizer state; ZeRO-1 shards it (Rajbhandari et al. 2020, ZeRO, Sec. 5)."),
     Rule("PM303", INFO, "TP communication above 30% of compute",
          "TP comm / compute = 8(t-1)P / (24 h BW), independent of batch: only h, t or the link change it "
-         "(seed 000, 4.2)."),
+         "(Narayanan et al. 2021, Sec. 3.2; alpha-beta ring costs)."),
 )}
 
 

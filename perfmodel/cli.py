@@ -55,8 +55,8 @@ def _short(message: str, limit: int = 600) -> str:
 def main():
     """perfmodel: an analytical performance model of distributed transformer training.
 
+    \b
     Example:
-
         perfmodel plan gpt3-175b.yaml --gpus 512
     """
 
@@ -120,14 +120,14 @@ def quantity(dimension: str):
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write bubble vs m to a PNG (needs perfmodel[plot]).")
 @json_option
 def bubble(m, p, v, target, sweep, plot, as_json):
-    """Pipeline bubble under both denominators (SPEC 7).
+    """Pipeline bubble under both denominators (Narayanan et al. 2021, Sec. 2.2; Huang et al. 2019).
 
+    \b
     Example:
-
         perfmodel bubble -m 48 -p 8 --target 0.10
     """
     r = reports.bubble_report(p, m, v, target, sweep)
-    if plot:
+    if plot is not None:
         from . import plots
         plots.bubble_plot(r, plot)
     render.emit_json(r) if as_json else render.bubble(r)
@@ -149,10 +149,10 @@ def bubble(m, p, v, target, sweep, plot, as_json):
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write the roofline to a PNG (needs perfmodel[plot]).")
 @json_option
 def roofline(mbs, seq_len, model_name, hidden, ffn, heads, tp, gpu_name, dtype, plot, as_json):
-    """Roofline of every GEMM of one transformer layer (SPEC 4).
+    """Roofline of every GEMM of one transformer layer (Williams et al. 2009).
 
+    \b
     Example:
-
         perfmodel roofline --mbs 64            # MLP GEMM memory-bound at AI ~61
         perfmodel roofline --mbs 8 --seq-len 1024
     """
@@ -177,7 +177,7 @@ def roofline(mbs, seq_len, model_name, hidden, ffn, heads, tp, gpu_name, dtype, 
     shape = LayerShape(hidden=hidden, heads=heads, groups=groups, ffn=ffn, vocab=1, gated=swiglu, bias=False,
                        norm="layernorm", learned_positions=False, tied=True)
     r = reports.roofline_report(g, dtype, shape, tp, mbs, seq_len)
-    if plot:
+    if plot is not None:
         from . import plots
         plots.roofline_plot(g, dtype, shape, tp, seq_len, plot)
     render.emit_json(r) if as_json else render.roofline(r)
@@ -195,10 +195,10 @@ def roofline(mbs, seq_len, model_name, hidden, ffn, heads, tp, gpu_name, dtype, 
 @click.option("--efficiency", is_flag=True, help="Scale bandwidth by the link's achievable fraction.")
 @json_option
 def comm(collective, size, ranks, link_name, bandwidth, latency, efficiency, as_json):
-    """Alpha-beta time of one ring collective, latency and bandwidth apart (SPEC 3).
+    """Alpha-beta time of one ring collective, latency and bandwidth apart (Thakur et al. 2005).
 
+    \b
     Example:
-
         perfmodel comm all-reduce --size 67.1MB --ranks 8 --link nvlink3
     """
     lk = presets.link(link_name)
@@ -207,8 +207,10 @@ def comm(collective, size, ranks, link_name, bandwidth, latency, efficiency, as_
             raise click.BadParameter("must be positive", param_hint="--bandwidth")
         if latency is not None and latency < 0:
             raise click.BadParameter("must not be negative", param_hint="--latency")
-        lk = lk.model_copy(update={k: v for k, v in (("bandwidth_bytes_per_s", bandwidth),
-                                                       ("latency_s", latency)) if v is not None})
+        update = {k: v for k, v in (("bandwidth_bytes_per_s", bandwidth), ("latency_s", latency)) if v is not None}
+        lk = lk.model_copy(update=update)
+        lk = lk.model_copy(update={"name": f"{lk.bandwidth_bytes_per_s / 1e9:g} GB/s, {lk.latency_s * 1e6:g} us "
+                                           f"latency (--bandwidth/--latency; {link_name} otherwise)"})
     if size <= 0:
         raise click.BadParameter("must be positive", param_hint="--size")
     r = reports.comm_report(collective, size, ranks, lk, efficiency)
@@ -225,10 +227,10 @@ def comm(collective, size, ranks, link_name, bandwidth, latency, efficiency, as_
 @click.option("--layers", type=count(), default=1, show_default=True, help="Layers, for totals.")
 @json_option
 def sp(seq, hidden, tp, batch, layers, as_json):
-    """TP vs TP+SP: shape trace, resident peaks and the equal communication (seed 002).
+    """TP vs TP+SP: shape trace, resident peaks and the equal communication (Korthikanti et al. 2022).
 
+    \b
     Example:
-
         perfmodel sp --seq 4096 --hidden 4096 --tp 8
     """
     r = reports.sp_report(seq, hidden, tp, batch, layers)
@@ -243,8 +245,8 @@ def sp(seq, hidden, tp, batch, layers, as_json):
 def presets_cmd(kind, as_json):
     """List the bundled presets with their key figures.
 
+    \b
     Example:
-
         perfmodel presets models
     """
     kinds = [kind] if kind else ["hardware", "links", "models", "frameworks", "plans"]

@@ -65,10 +65,10 @@ def load_plan_with(plan_arg: str, kw: dict):
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write stacked memory vs capacity to a PNG.")
 @json_option
 def memory(plan_file, model_name, gpu_name, gbs, plot, as_json, **kw):
-    """Memory budget per GPU by component, against HBM capacity (SPEC 6).
+    """Memory budget per GPU by component, against HBM capacity (Rajbhandari et al. 2020; Korthikanti et al. 2022).
 
+    \b
     Example:
-
         perfmodel memory gpt3-175b-3d.yaml
         perfmodel memory --model gpt3-175b --gpus 64 --tp 8 --pp 8 --sp --recompute selective
     """
@@ -90,7 +90,7 @@ def memory(plan_file, model_name, gpu_name, gbs, plot, as_json, **kw):
     cfg = resolve_config(plan)
     est = estimate(plan, cfg)
     mem = est.to_json()["memory"]
-    if plot:
+    if plot is not None:
         from . import plots
         plots.memory_plot(mem, plot)
     if as_json:
@@ -108,14 +108,14 @@ def memory(plan_file, model_name, gpu_name, gbs, plot, as_json, **kw):
 @format_option
 @json_option
 def estimate(plan_file, per_layer, strict, as_json, **kw):
-    """Per-layer and per-iteration breakdown of one configuration (SPEC 5-8).
+    """Per-layer and per-iteration breakdown of one configuration (Narayanan et al. 2021; Korthikanti et al. 2022).
 
     Knobs the plan and the flags leave free are chosen by the search (the fastest configuration that
     fits), and the first line says which; without a free knob the plan's configuration is estimated
     as it is, and a configuration that does not fit says so first.
 
+    \b
     Example:
-
         perfmodel estimate gpt3-175b-3d.yaml
         perfmodel estimate gpt3-175b.yaml --tp 8 --pp 8 --mbs 1 --sp --recompute selective --per-layer
     """
@@ -195,10 +195,9 @@ def sweep_cmd(plan_file, vary, fixed, plot, as_json):
         render.emit_json(result.to_json())
     else:
         render.sweep(result)
-    if plot:
+    if plot is not None:
         from . import plots
         plots.sweep_plot(result, f"{plan.model.name}, {plan.system.gpu.name}: tokens/s against {path}", plot)
-        click.echo(f"wrote {plot}", err=True)
     if all(p.est is None for p in result.points):
         raise click.exceptions.Exit(1)
 
@@ -273,8 +272,8 @@ def plan_cmd(plan_file, top, sort, allow_cross_node_tp, plot, emit, as_json, **k
 
     Knobs given in the plan's parallel section or as flags are fixed; the rest are searched.
 
+    \b
     Example:
-
         perfmodel plan gpt3-175b.yaml --gpus 512
         perfmodel plan gpt3-175b.yaml --gpus 512 --tp 8 --recompute selective --top 10 --json
     """
@@ -284,15 +283,17 @@ def plan_cmd(plan_file, top, sort, allow_cross_node_tp, plot, emit, as_json, **k
     plan = load_plan_with(plan_file, kw)
     bar = render.LazyProgress() if not as_json else None
     try:
-        result = srch.search(plan, top, sort, allow_cross_node_tp, bar, keep_points=bool(plot))
+        result = srch.search(plan, top, sort, allow_cross_node_tp, bar, keep_points=plot is not None)
     finally:
         if bar:
             bar.close()
     srch.annotate(plan, result, uncertainty.band(plan, presets.error_bands()))
-    if plot and result.points is not None:
-        from . import plots
-        plots.pareto_plot(result.points, plot)
-        click.echo(f"wrote {plot}", err=True)
+    if plot is not None:
+        if result.points is not None and len(result.points["step_time_s"]):
+            from . import plots
+            plots.pareto_plot(result.points, plot)
+        else:
+            click.echo(f"--plot {plot}: nothing fits, no plot written", err=True)
     if emit and result.results:
         from .megatron import to_args
         best = result.results[0]
@@ -321,8 +322,8 @@ def validate(cases, breakdown, as_json):
     micro-batch and interleaving are shown with their source; knobs no source states would be
     chosen by the search with the stated ones fixed.
 
+    \b
     Example:
-
         perfmodel validate
         perfmodel validate k22 --json
         perfmodel validate n21-gpt-76.1b --breakdown
@@ -357,8 +358,8 @@ def check_cmd(plan_file, ignored, strict, list_rules, as_json, **kw):
     Exit code 0 when there is no error, 1 when there is (with --strict, also on warnings), so the
     check can run in CI on a team's plan files.
 
+    \b
     Example:
-
         perfmodel check examples/clean-plan.yaml
         perfmodel check examples/troubled-plan.yaml --ignore PM302 --json
     """
@@ -406,8 +407,8 @@ def schedule_cmd(plan_file, m, p, v, sched, tf, tb, latency, width, svg_file, as
     `estimate` (the first stage carries the embedding, the last the output layer and loss),
     in seconds, with the point-to-point time between stages.
 
+    \b
     Example:
-
         perfmodel schedule -m 8 -p 4
         perfmodel schedule -m 8 -p 4 -v 2 --svg pipeline.svg
         perfmodel schedule gpt3-175b-3d.yaml
@@ -436,12 +437,15 @@ def schedule_cmd(plan_file, m, p, v, sched, tf, tb, latency, width, svg_file, as
         title = f"equal stages, t_f={tf:g}, t_b={tb:g}"
         blocking = False
     sim = simulate(p, m, v, sched, tf, tb, latency, blocking=blocking)
-    if svg_file:
+    if svg_file is not None:
+        if not svg_file.strip():
+            raise PerfModelError("--svg needs a file name, e.g. --svg pipeline.svg")
         try:
             with open(svg_file, "w", encoding="utf-8") as fh:
                 fh.write(gantt.svg(sim, title))
         except OSError as e:
             raise PerfModelError(f"cannot write {svg_file}: {e.strerror}") from None
+        click.echo(f"wrote {svg_file}", err=True)
     if as_json:
         render.emit_json(sim.to_json())
     else:

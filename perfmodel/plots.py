@@ -24,8 +24,16 @@ def _pyplot():
 
 
 def _save(fig, path: str) -> None:
+    """Write the figure where asked, in the format its extension names, and say so on stderr."""
+    import os
+    import sys
+    if not os.path.splitext(path)[1] or not os.path.basename(path):
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+        raise PerfModelError(f"--plot {path!r}: give the file an extension (.png, .svg or .pdf)")
     try:
         fig.savefig(path, dpi=120, bbox_inches="tight")
+        sys.stderr.write(f"wrote {path}\n")
     except OSError as e:
         raise PerfModelError(f"cannot write {path}: {e.strerror}") from None
     except ValueError as e:  # matplotlib: an extension it has no writer for

@@ -217,6 +217,18 @@ def broken_rules(f: Facts, rules=RULES, cross_node_tp: bool = True) -> list[Rule
     return out
 
 
+class Reason(str):
+    """A search rejection: its text, as printed, carrying the ID of the rule it counts under (the stable
+    identifier `plan --json` gives beside the text)."""
+
+    rule: str
+
+    def __new__(cls, text: str, rule: str) -> "Reason":
+        obj = super().__new__(cls, text)
+        obj.rule = rule
+        return obj
+
+
 def apply_masks(stage: str, f: Facts, alive, counts: dict, unit: str, cross_node_tp: bool = True):
     """The search's side of the rules: drop the candidates of ``stage`` that break one, counting each
     under the first rule it breaks (``search_reason (unit)``)."""
@@ -228,7 +240,7 @@ def apply_masks(stage: str, f: Facts, alive, counts: dict, unit: str, cross_node
         n = int(hit.sum())
         if n:
             suffix = "; --allow-cross-node-tp" if r.id == "PM201" else ""
-            key = f"{r.search_reason} ({unit}{suffix})"
+            key = Reason(f"{r.search_reason} ({unit}{suffix})", r.id)
             counts[key] = counts.get(key, 0) + n
         alive &= ~hit
     return alive

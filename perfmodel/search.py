@@ -24,7 +24,7 @@ from .cost.memory import RECOMPUTE_CODES
 from .cost.pipeline import SCHEDULE_CODES
 from .estimate import Estimate, estimate, evaluate, resolve_config
 from .knobs import CP_COMM_CODES, Knobs
-from .rules import apply_masks, facts, knob_contradictions
+from .rules import Reason, apply_masks, facts, knob_contradictions
 from .specs import Plan
 
 CHUNK = 65536
@@ -191,7 +191,9 @@ class SearchResult:
     points: dict[str, np.ndarray] | None = None  # step time and memory of feasible configurations (plots)
 
     def to_json(self) -> dict:
-        out = {"evaluated": self.evaluated, "feasible": self.feasible, "rejected": self.rejected,
+        out = {"evaluated": self.evaluated, "feasible": self.feasible,
+               "rejected": [{"rule": getattr(k, "rule", None), "reason": str(k), "count": v}
+                            for k, v in self.rejected.items()],
                "search_time_s": self.search_time_s, "results": [r.to_json() for r in self.results]}
         if self.hint:
             out["hint"] = self.hint
@@ -219,7 +221,7 @@ def search(plan: Plan, top: int = 5, sort: str = "step_time", allow_cross_node_t
     fits = res["fits"] & finite
     n_fail = int((~fits).sum())
     if n_fail:
-        rejected["does not fit in HBM (configurations)"] = n_fail
+        rejected[Reason("does not fit in HBM (configurations)", "PM101")] = n_fail
     idx = np.flatnonzero(fits)
     if idx.size == 0:
         elapsed = time.perf_counter() - t0

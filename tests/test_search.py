@@ -153,3 +153,20 @@ def test_plan_top_k_agrees_on_the_best():
     one, five = search(plan, top=1).results[0], search(plan, top=5).results
     assert one.config == five[0].config
     assert [e.values["step_time_s"] for e in five] == sorted(e.values["step_time_s"] for e in five)
+
+
+def test_json_rejections_carry_stable_rule_ids():
+    """Issue 15: `rejected` in --json is a list of {rule, reason, count}; the rule IDs are those of
+    `check --list-rules`, so scripts do not parse English."""
+    import json
+
+    from click.testing import CliRunner
+
+    from perfmodel.check import RULES
+    from perfmodel.cli import main
+    out = json.loads(CliRunner().invoke(main, ["plan", "gpt3-175b.yaml", "--gpus", "512", "--json"]).output)
+    rej = out["rejected"]
+    assert rej and all(r["rule"] in RULES and r["count"] > 0 and r["reason"] for r in rej)
+    assert {r["rule"] for r in rej} >= {"PM101", "PM103"}
+    hbm = next(r for r in rej if r["rule"] == "PM101")
+    assert out["evaluated"] == out["feasible"] + hbm["count"]

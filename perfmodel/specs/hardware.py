@@ -104,7 +104,7 @@ class System(Spec):
     inter_node_link: Link
     placement: Literal["tp-dp-pp", "tp-pp-dp"] = Field(
         "tp-dp-pp", description="Rank order, innermost first: TP on consecutive GPUs of a node, "
-        "then DP, then PP outermost (SPEC 1), or PP before DP.")
+        "then DP, then PP outermost (Megatron-LM's rank order), or PP before DP.")
 
     @model_validator(mode="after")
     def _nodes(self) -> "System":
