@@ -256,6 +256,47 @@ def import_megatron(args_file, gpu_name, gpus, vocab_size, output):
         click.echo(out, nl=False)
 
 
+@main.command("report")
+@click.argument("plan_file")
+@parallel_options
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="The HTML file to write.")
+def report_cmd(plan_file, output, **kw):
+    """One self-contained HTML file to share: the plan, the best configurations, the breakdown, memory
+    against capacity, the pipeline Gantt chart, step time against memory, and the check findings.
+
+    \b
+    Example:
+        perfmodel report gpt3-175b.yaml --gpus 512 -o report.html
+    """
+    from . import gantt, report
+    from . import search as srch
+    from .check import check
+    from .schedule import MAX_GANTT_BLOCKS, simulate
+    if not output.strip():
+        raise PerfModelError("-o needs a file name, e.g. -o report.html")
+    plan = load_plan_with(plan_file, kw)
+    result = srch.search(plan, top=5, keep_points=True)
+    if not result.results:
+        raise PerfModelError(result.hint or "no configuration fits")
+    best = result.results[0]
+    c = best.config
+    fixed = plan.with_parallel(**{k: getattr(c, k) for k in (*srch.FREE, "dp", "schedule")})
+    sim_svg, note = None, ""
+    if c.pp > 1 and 2 * c.pp * c.num_micro_batches * c.vp <= MAX_GANTT_BLOCKS:
+        sim = simulate(c.pp, c.num_micro_batches, c.vp, c.schedule, best.stage_fwd_s, best.stage_bwd_s,
+                       best.values["p2p_s"], blocking=not plan.training.p2p_overlap)
+        sim_svg = gantt.svg(sim, f"{plan.model.name}, best configuration")
+    else:
+        note = ("no pipeline (pp = 1)" if c.pp == 1 else f"{2 * c.pp * c.num_micro_batches * c.vp:,} blocks: too many "
+                f"to draw (limit {MAX_GANTT_BLOCKS:,}); `perfmodel schedule` simulates it")
+    text = report.html(plan, result, check(fixed), sim_svg, note)
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise PerfModelError(f"cannot write {output}: {e.strerror}") from None
+    click.echo(f"wrote {output}", err=True)
+
+
 @main.command("plan")
 @click.argument("plan_file")
 @parallel_options

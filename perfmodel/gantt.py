@@ -36,11 +36,15 @@ def text_rows(sim: Simulation, width: int = 80) -> list[str]:
     return rows
 
 
-def svg(sim: Simulation, title: str = "") -> str:
+FORWARD = ("#4c9a2a", "#7cc35a", "#2f6b16", "#a4d88a")   # one shade per interleaved chunk
+BACKWARD = ("#2a5d9a", "#5a8fd0", "#183d6b", "#8fb6e6")
+
+
+def svg(sim: Simulation, title: str = "", unit: str = "s") -> str:
     """The Gantt chart as a standalone SVG document: one <g class="stage"> per stage."""
     left, row_h, gap, width = 70, 26, 6, 900
     scale = (width - left - 10) / sim.step_time if sim.step_time > 0 else 1.0
-    height = 40 + sim.p * (row_h + gap) + 30
+    height = 40 + sim.p * (row_h + gap) + 48
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="monospace" font-size="11">',
            f'<title>{escape(title or f"{sim.schedule} p={sim.p} m={sim.m} v={sim.v}")}</title>',
@@ -53,14 +57,23 @@ def svg(sim: Simulation, title: str = "") -> str:
         out.append(f'<rect x="{left}" y="{y}" width="{sim.step_time * scale:.2f}" height="{row_h}" fill="#eeeeee"/>')
         for b in (x for x in sim.blocks if x.stage == s):
             x0, w = left + b.start * scale, max(0.5, (b.end - b.start) * scale)
-            color = "#4c9a2a" if b.kind == "F" else "#2a5d9a"
+            color = (FORWARD if b.kind == "F" else BACKWARD)[b.chunk % len(FORWARD)]
             out.append(f'<rect x="{x0:.2f}" y="{y}" width="{w:.2f}" height="{row_h}" fill="{color}" '
                        f'stroke="white" stroke-width="0.5"><title>{b.kind}{b.micro_batch} chunk {b.chunk}: '
                        f'{b.start:.4g}-{b.end:.4g}</title></rect>')
-            if w > 14:
+            label = f"{b.kind}{b.micro_batch}" + (f".{b.chunk}" if sim.v > 1 else "")
+            if w > 7 * len(label):
                 out.append(f'<text x="{x0 + w / 2:.2f}" y="{y + row_h * 0.65:.1f}" fill="white" '
-                           f'text-anchor="middle">{b.kind}{b.micro_batch}</text>')
+                           f'text-anchor="middle">{label}</text>')
         out.append("</g>")
-    out.append(f'<text x="{left}" y="{height - 8}">green: forward, blue: backward, grey: idle</text>')
+    axis_y = 36 + sim.p * (row_h + gap)
+    for k in range(6):  # the time axis, in the unit of the stage times given
+        t = sim.step_time * k / 5
+        out.append(f'<line x1="{left + t * scale:.1f}" y1="{axis_y}" x2="{left + t * scale:.1f}" y2="{axis_y + 4}" '
+                   f'stroke="#333"/><text x="{left + t * scale:.1f}" y="{axis_y + 15}" text-anchor="middle">'
+                   f'{t:.3g}</text>')
+    chunks = f" (shade: chunk 0-{sim.v - 1}; labels F<micro-batch>.<chunk>)" if sim.v > 1 else ""
+    out.append(f'<text x="{left}" y="{height - 8}">time ({escape(unit)}); green: forward, blue: backward, grey: idle'
+               f'{escape(chunks)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -104,6 +104,7 @@ def _per_virtual(x, p: int, v: int, name: str) -> np.ndarray:
 
 
 MAX_BLOCKS = 2_000_000  # forward + backward blocks the simulator walks one by one (a few seconds)
+MAX_GANTT_BLOCKS = 20_000  # blocks an SVG Gantt chart draws (about 3 MB of SVG)
 
 
 def simulate(p: int, m: int, v: int = 1, schedule: str = "1f1b", t_f=1.0, t_b=2.0, latency: float = 0.0,
