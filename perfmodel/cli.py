@@ -136,7 +136,8 @@ def bubble(m, p, v, target, sweep, plot, as_json):
 # ---------------------------------------------------------------- roofline
 
 @main.command()
-@click.option("--mbs", type=count(), required=True, help="Micro-batch size (sequences).")
+@click.option("--mbs", type=count(), required=True, help="Micro-batch size in sequences; the GEMMs' rows are "
+              "M = mbs x seq-len tokens, so with the default --seq-len 1 it counts tokens.")
 @click.option("--seq-len", type=count(), default=1, show_default=True,
               help="Tokens per sequence; M = mbs x seq-len.")
 @click.option("--model", "model_name", help="Model preset (or file) for the layer shape.")
@@ -179,7 +180,7 @@ def roofline(mbs, seq_len, model_name, hidden, ffn, heads, tp, gpu_name, dtype, 
     r = reports.roofline_report(g, dtype, shape, tp, mbs, seq_len)
     if plot is not None:
         from . import plots
-        plots.roofline_plot(g, dtype, shape, tp, seq_len, plot)
+        plots.roofline_plot(g, dtype, shape, tp, seq_len, plot, mbs)
     render.emit_json(r) if as_json else render.roofline(r)
 
 

@@ -92,7 +92,8 @@ def memory(plan_file, model_name, gpu_name, gbs, plot, as_json, **kw):
     mem = est.to_json()["memory"]
     if plot is not None:
         from . import plots
-        plots.memory_plot(mem, plot)
+        plots.memory_plot(mem, plot, f"{plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}: "
+                          f"tp={cfg.tp} pp={cfg.pp} dp={cfg.dp} mbs={cfg.micro_batch_size} {cfg.recompute} recompute")
     if as_json:
         render.emit_json({**mem, "config": cfg.as_dict()})
     else:
@@ -332,7 +333,10 @@ def plan_cmd(plan_file, top, sort, allow_cross_node_tp, plot, emit, as_json, **k
     if plot is not None:
         if result.points is not None and len(result.points["step_time_s"]):
             from . import plots
-            plots.pareto_plot(result.points, plot)
+            best = result.results[0].values
+            plots.pareto_plot(result.points, plot, f"{plan.model.name} on {plan.system.num_gpus} x "
+                              f"{plan.system.gpu.name}: step time against memory",
+                              (best["step_time_s"], best["total_bytes"]), best["capacity_bytes"])
         else:
             click.echo(f"--plot {plot}: nothing fits, no plot written", err=True)
     if emit and result.results:

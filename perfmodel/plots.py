@@ -43,8 +43,9 @@ def _save(fig, path: str) -> None:
         plt.close(fig)
 
 
-def roofline_plot(gpu, dtype, shape, tp, seq, path: str) -> None:
-    """The roofline with each GEMM of the layer as a point, across micro-batch sizes (SPEC 4)."""
+def roofline_plot(gpu, dtype, shape, tp, seq, path: str, mbs: int = 1) -> None:
+    """The roofline with each GEMM of the layer as a point, for GEMM rows M from 16 to 16,384 tokens and the
+    requested M = mbs x seq marked (Williams et al. 2009)."""
     from .reports import roofline_report
     plt = _pyplot()
     peak, bw = gpu.peak(dtype), gpu.hbm_bandwidth_bytes_per_s
@@ -52,20 +53,23 @@ def roofline_plot(gpu, dtype, shape, tp, seq, path: str) -> None:
     fig, ax = plt.subplots(figsize=(8, 5))
     ax.loglog(ai, rl.attainable_flops(ai, peak, bw) / 1e12, "k-", label=f"{gpu.name} {dtype} roofline")
     ax.axvline(rl.ridge_point(peak, bw), color="grey", ls=":", label=f"ridge {rl.ridge_point(peak, bw):.0f} FLOP/B")
-    for mbs, marker in zip((1, 2, 4, 8, 16, 32, 64), "os^vD<>"):
-        rows = roofline_report(gpu, dtype, shape, tp, mbs, seq)["gemms"]
-        xs = [r["arithmetic_intensity"] for r in rows]
-        ys = [r["attainable_flops_per_s"] / 1e12 for r in rows]
-        ax.scatter(xs, ys, marker=marker, label=f"mbs {mbs} ({mbs * seq} tokens)")
+    for tokens, marker in zip((16, 64, 256, 1024, 4096, 16384), "os^vD<"):
+        rows = [r for r in roofline_report(gpu, dtype, shape, tp, tokens, 1)["gemms"] if "attention" not in r["name"]]
+        ax.scatter([r["arithmetic_intensity"] for r in rows], [r["attainable_flops_per_s"] / 1e12 for r in rows],
+                   marker=marker, alpha=0.6, label=f"M = {tokens:,} tokens")
+    rows = [r for r in roofline_report(gpu, dtype, shape, tp, mbs, seq)["gemms"] if "attention" not in r["name"]]
+    ax.scatter([r["arithmetic_intensity"] for r in rows], [r["attainable_flops_per_s"] / 1e12 for r in rows],
+               s=120, facecolors="none", edgecolors="red", linewidths=2,
+               label=f"requested: mbs {mbs} x seq {seq} = {mbs * seq:,} tokens")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("attainable TFLOP/s")
-    ax.set_title(f"GEMMs of one layer: h={shape.hidden}, f={shape.ffn}, TP={tp}")
+    ax.set_title(f"Layer GEMMs on {gpu.name} ({dtype}): h={shape.hidden}, f={shape.ffn}, TP={tp}")
     ax.legend(fontsize=7)
     _save(fig, path)
 
 
 def bubble_plot(report: dict, path: str) -> None:
-    """Bubble vs m for several p, under both denominators (SPEC 7)."""
+    """Bubble vs m for several p, under both denominators (Narayanan et al. 2021, Sec. 2.2), the request marked."""
     plt = _pyplot()
     v = report["v"]
     m = np.arange(1, max(257, 2 * report["m"]))
@@ -79,13 +83,15 @@ def bubble_plot(report: dict, path: str) -> None:
     ax.set_ylim(0, 100)
     ax.set_xlabel("micro-batches m")
     ax.set_ylabel("bubble (%)")
-    ax.set_title(f"Pipeline bubble, v={v}")
+    m0, p0 = report["m"], report["p"]
+    ax.plot([m0], [100 * pipe.bubble_over_step(p0, m0, v)], "ro", ms=9, label=f"requested: m={m0}, p={p0}")
+    ax.set_title(f"Pipeline bubble against micro-batches, v={v} (requested m={m0}, p={p0})")
     ax.legend(fontsize=7, ncol=2)
     _save(fig, path)
 
 
-def memory_plot(mem: dict, path: str) -> None:
-    """Stacked memory components against HBM capacity (SPEC 6)."""
+def memory_plot(mem: dict, path: str, title: str = "") -> None:
+    """Stacked memory components against HBM capacity, the plan and verdict in the title."""
     plt = _pyplot()
     parts = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "other_bytes")
     fig, ax = plt.subplots(figsize=(5, 6))
@@ -95,7 +101,9 @@ def memory_plot(mem: dict, path: str) -> None:
         bottom += mem[key] / 1e9
     ax.axhline(mem["capacity_bytes"] / 1e9, color="red", ls="--", label=f"HBM {mem['capacity_bytes'] / 1e9:.0f} GB")
     ax.set_ylabel("GB")
-    ax.set_title("fits" if mem["fits"] else "does NOT fit")
+    verdict = "fits" if mem["fits"] else "does NOT fit"
+    ax.set_title(f"{title}\n{mem['total_bytes'] / 1e9:.1f} of {mem['capacity_bytes'] / 1e9:.1f} GB: {verdict}",
+                 fontsize=9)
     ax.legend(fontsize=8)
     _save(fig, path)
 
@@ -111,17 +119,25 @@ def pareto_front(step_time, memory) -> np.ndarray:
     return np.array(front, dtype=int)
 
 
-def pareto_plot(points: dict, path: str) -> None:
-    """Step time vs memory of every feasible configuration, the Pareto front marked."""
+def pareto_plot(points: dict, path: str, title: str = "", best: tuple[float, float] | None = None,
+                capacity: float | None = None) -> None:
+    """Step time vs memory of every feasible configuration, the Pareto front, the best one and the HBM line."""
     plt = _pyplot()
     t, mem = np.asarray(points["step_time_s"]), np.asarray(points["total_bytes"]) / 1e9
     front = pareto_front(t, mem)
     fig, ax = plt.subplots(figsize=(8, 5))
-    ax.scatter(mem, t, s=4, alpha=0.3, label=f"{t.size:,} feasible configurations")
+    ax.scatter(mem, t, s=4, alpha=0.3, label=f"{t.size:,} feasible configurations (closed-form bubble)")
     ax.plot(mem[front], t[front], "r.-", label="Pareto front")
+    if best is not None:
+        ax.plot([best[1] / 1e9], [best[0]], "k*", ms=14,
+                label=f"best, pipeline simulated: {best[0]:.3g} s, {best[1] / 1e9:.1f} GB")
+    if capacity is not None:
+        ax.axvline(capacity / 1e9, color="red", ls="--", label=f"HBM {capacity / 1e9:.1f} GB")
     ax.set_xlabel("memory per GPU (GB)")
     ax.set_ylabel("step time (s)")
-    ax.legend()
+    ax.set_yscale("log")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
     _save(fig, path)
 
 

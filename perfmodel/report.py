@@ -83,7 +83,8 @@ def _scatter(points: dict, best: tuple[float, float], capacity: float) -> str:
     out.append(f'<text x="{w / 2}" y="{h - 4}" text-anchor="middle">memory per GPU (GB)</text>'
                f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">step time (s)'
                f'</text><text x="{pad + 6}" y="{h - pad + 8}">{t.size:,} feasible configurations, '
-               f'{t.size - shown.size:,} slower than 3x the fastest not drawn; red: the Pareto front</text></svg>')
+               f'{t.size - shown.size:,} slower than 3x the fastest not drawn (closed-form bubble; the best\'s is '
+               f'simulated); red: the Pareto front</text></svg>')
     return "".join(out)
 
 

@@ -20,6 +20,22 @@ def test_plot_commands_write_a_png(runner, tmp_path, args):
     assert r.exit_code == 0, r.output
     data = out.read_bytes()
     assert data.startswith(PNG) and len(data) > 5000
+    assert f"wrote {out}" in r.stderr  # issue 15: every written file is announced
+
+
+def test_plot_names_are_checked_and_an_svg_gantt_has_an_axis(runner, tmp_path):
+    pytest.importorskip("matplotlib")
+    for name in ("noext", ""):
+        r = runner.invoke(main, ["bubble", "-m", "8", "-p", "4", "--plot", str(tmp_path / name) if name else ""])
+        assert r.exit_code == 1 and "give the file an extension" in r.output
+    assert not list(tmp_path.iterdir())  # nothing written, not even noext.png
+    r = runner.invoke(main, ["plan", "gpt3-175b.yaml", "--gpus", "8", "--plot", str(tmp_path / "p.png")])
+    assert r.exit_code == 1 and "nothing fits, no plot written" in r.stderr
+    svg = tmp_path / "g.svg"
+    r = runner.invoke(main, ["schedule", "-m", "8", "-p", "4", "-v", "2", "--svg", str(svg)])
+    text = svg.read_text()
+    assert r.exit_code == 0 and f"wrote {svg}" in r.stderr and "time (s)" in text and ">B0.1<" in text
+    assert runner.invoke(main, ["schedule", "-m", "8", "-p", "4", "--svg", ""]).exit_code == 1
 
 
 def test_missing_matplotlib_is_one_clear_line(runner, tmp_path, monkeypatch):
