@@ -274,12 +274,17 @@ def describe(kind: str) -> list[dict]:
     elif kind == "models":
         from .cost.memory import total_params
         from .cost.transformer import LayerShape
+        import re
         for name in preset_names("models"):
             m = model(name)
-            p = total_params(LayerShape.of(m), m.num_layers, m.seq_length)
-            rows.append({"name": name, "params_b": p / 1e9, "layers": m.num_layers, "hidden": m.hidden_size,
-                         "heads": m.num_attention_heads, "kv_heads": m.groups, "ffn": m.ffn,
-                         "vocab": m.vocab_size, "seq": m.seq_length, "mlp": m.mlp})
+            p = total_params(LayerShape.of(m), m.num_layers, m.seq_length, sum(m.moe_pattern()))
+            experts = (f"{m.num_moe_experts}x{m.moe_ffn_hidden_size or m.ffn} top{m.moe_router_topk}"
+                       if m.is_moe else "-")
+            rows.append({"family": re.match(r"[a-z]+", name).group(0), "name": name, "params_b": p / 1e9,
+                         "layers": m.num_layers, "hidden": m.hidden_size, "heads": m.num_attention_heads,
+                         "kv_heads": m.groups, "ffn": m.ffn, "experts": experts, "vocab": m.vocab_size,
+                         "seq": m.seq_length, "mlp": m.mlp})
+        rows.sort(key=lambda r: (r["family"], r["params_b"]))  # by family, then size
     elif kind == "frameworks":
         from .specs.framework import FLAGS, PROFILES
         for name, prof in PROFILES.items():

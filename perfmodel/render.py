@@ -154,7 +154,8 @@ def comm(r: dict) -> None:
     kv(f"{r['collective']} of {fmt_bytes(r['size_bytes'])} on {r['ranks']} ranks over {r['link']}", [
         ("bandwidth", f"{r['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s"),
         ("bytes per rank", fmt_bytes(r["bytes_per_rank"])),
-        ("latency term", f"{fmt_time(r['latency_s'])} ({r['steps']:g} steps x {fmt_time(r['latency_per_step_s'])})"),
+        ("latency term", f"{fmt_time(r['latency_s'])} ({r['steps']:g} step{'' if r['steps'] == 1 else 's'} x "
+                         f"{fmt_time(r['latency_per_step_s'])})"),
         ("bandwidth term", fmt_time(r["bandwidth_s"])),
         ("total", fmt_time(r["time_s"])),
     ])

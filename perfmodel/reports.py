@@ -36,6 +36,8 @@ def bubble_report(p: int, m: int, v: int = 1, target: float = 0.10, sweep: bool 
     }
     if sweep:
         ms = sorted({1, 2, 4, 8, 16, 32, 48, 64, 128, 256, m, out["min_m_for_target"]})
+        if v > 1:  # the interleaved schedule runs m a multiple of p only (Narayanan 2021, Sec. 2.2.2)
+            ms = sorted({k for k in ms if k % p == 0} | {p * j for j in (1, 2, 4, 8, 16, 32)})
         out["sweep"] = [{"m": k, "bubble_over_ideal": _f(pipe.bubble_over_ideal(p, k, v)),
                          "bubble_over_step": _f(pipe.bubble_over_step(p, k, v)),
                          "utilization": _f(pipe.utilization(p, k, v))} for k in ms]

@@ -107,3 +107,11 @@ def test_python_dash_m():
     r = subprocess.run([sys.executable, "-m", "perfmodel", "bubble", "-m", "8", "-p", "4", "--json"],
                        capture_output=True, text=True, check=True)
     assert json.loads(r.stdout)["utilization"] == pytest.approx(8 / 11)
+
+
+def test_interleaved_bubble_sweep_lists_only_runnable_m_and_plurals(runner):
+    """Issue 15: the interleaved sweep listed m values the schedule rejects, and comm printed "1 steps"."""
+    r = json.loads(runner.invoke(main, ["bubble", "-m", "48", "-p", "8", "-v", "2", "--sweep", "--json"]).output)
+    assert r["sweep"] and all(row["m"] % 8 == 0 for row in r["sweep"]) and 48 in [row["m"] for row in r["sweep"]]
+    out = runner.invoke(main, ["comm", "reduce-scatter", "--size", "1MB", "--ranks", "2"]).output
+    assert "(1 step x" in out and "1 steps" not in out

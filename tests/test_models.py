@@ -142,3 +142,14 @@ def test_hf_error_never_names_perfmodels_own_fields():
     with pytest.raises(PerfModelError) as e:
         presets.model_from_hf_config({**MIXTRAL, "num_key_value_heads": 5})
     assert "num_query_groups" not in str(e.value)
+
+
+def test_presets_listing_counts_experts_and_groups_by_family():
+    """`perfmodel presets models` listed DeepSeek-V3 at 37 B (its dense shape, experts left out): the listing
+    now counts every expert, as the model cards do, and sorts by family, then size (issue 15)."""
+    rows = presets.describe("models")
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["deepseek-v3"]["params_b"] == pytest.approx(671, rel=0.01)
+    assert by_name["mixtral-8x7b"]["experts"] == "8x14336 top2"
+    keys = [(r["family"], r["params_b"]) for r in rows]
+    assert keys == sorted(keys)
