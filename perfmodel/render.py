@@ -299,23 +299,21 @@ class LazyProgress:
 def plan(plan_obj, result) -> None:
     """The top configurations, the best one's breakdown, and the search's accounting."""
     rows = []
-    configs = [e.to_json()["config"] for e in result.results]
     marks = ["~" if e.equivalent_to_best else "" for e in result.results]
-    extra = [k for k in ("cp", "ep", "etp") if any(c.get(k, 1) != 1 for c in configs)]
     for i, e in enumerate(result.results, 1):
         j = e.to_json()
         c = j["config"]
-        rows.append((f"{i}{marks[i - 1]}", c["tp"], c["pp"], c["dp"], *[c[k] for k in extra], c["vp"], c["micro_batch_size"],
-                     c["num_micro_batches"], "on" if c["sequence_parallel"] else "off", c["recompute"],
-                     c["zero_stage"], c["schedule"], fmt_time(j["step_time_s"]), f"{j['tokens_per_s_per_gpu']:,.0f}",
-                     pct(j["mfu"]), pct(j["bubble_over_step"]), fmt_bytes(j["memory"]["total_bytes"])))
+        sched = {"gpipe": " gpipe", "1f1b": "", "interleaved": ""}[c["schedule"]]
+        rows.append((f"{i}{marks[i - 1]}", config_short(c) + sched, fmt_time(j["step_time_s"]),
+                     f"{j['tokens_per_s_per_gpu']:,.0f}", pct(j["mfu"]), pct(j["bubble_over_step"]),
+                     fmt_bytes(j["memory"]["total_bytes"])))
     if rows:
-        table(f"Top {len(rows)} of {result.feasible:,} feasible configurations: {plan_obj.model.name} on "
-              f"{plan_obj.system.num_gpus} x {plan_obj.system.gpu.name}, global batch "
-              f"{plan_obj.training.global_batch_size}, {plan_obj.training.dtype}, {plan_obj.training.framework}",
-              ["#", "tp", "pp", "dp", *extra, "vp", "mbs", "m", "SP", "recompute", "ZeRO", "schedule", "step time",
-               "tokens/s/GPU", "MFU", "bubble", "memory/GPU"], rows,
-              right=[True] * (7 + len(extra)) + [False, False, True, False] + [True] * 5)
+        table(f"Top {len(rows)} of {result.feasible:,}: {plan_obj.model.name}, {plan_obj.system.num_gpus} x "
+              f"{plan_obj.system.gpu.name}, batch {plan_obj.training.global_batch_size}, {plan_obj.training.dtype}",
+              ["#", "configuration", "step", "tok/s", "MFU", "bubble", "mem/GPU"], rows,
+              right=[True, False, True, True, True, True, True],
+              caption="tp pp dp (cp ep) vp; b: micro-batch; sp: sequence parallel; rc: recompute;\n"
+                      "z: ZeRO stage; tok/s: tokens/s per GPU; framework: " + plan_obj.training.framework)
         _equivalents(result)
         estimate(plan_obj, result.results[0])
     line(f"evaluated {result.evaluated:,} configurations in {result.search_time_s:.2f} s "
