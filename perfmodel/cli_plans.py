@@ -205,7 +205,7 @@ def sweep_cmd(plan_file, vary, fixed, plot, as_json):
 
 @main.group("import")
 def import_group():
-    """Write a plan from another tool's files (Megatron-LM arguments)."""
+    """Write a plan from another tool's files: Megatron-LM arguments, NeMo recipes."""
 
 
 @import_group.command("megatron")
@@ -227,34 +227,61 @@ def import_megatron(args_file, gpu_name, gpus, vocab_size, output):
         perfmodel check gpt3.yaml
     """
     from . import megatron
-    text = presets.read_text(args_file, args_file)
-    imp = megatron.read_args(text, gpu_name, gpus, vocab_size)
-    imp.plan["model"]["name"] = Path(args_file).stem
+    imp = megatron.read_args(presets.read_text(args_file, args_file), gpu_name, gpus, vocab_size)
+    _write_imported(imp, args_file, gpu_name, output, megatron.plan_yaml(imp, "Megatron-LM arguments"))
+
+
+@import_group.command("nemo")
+@click.argument("recipe_file", type=click.Path(dir_okay=False))
+@click.option("--gpu", "gpu_name", required=True, help="GPU preset (the recipe does not name the GPU).")
+@click.option("--gpus", type=count(), help="GPU count, when the recipe has no trainer.devices and num_nodes.")
+@click.option("--vocab-size", type=count(), help="Vocabulary, when the recipe has none (the tokenizer's).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the plan here (default: print it).")
+def import_nemo(recipe_file, gpu_name, gpus, vocab_size, output):
+    """A plan from a NeMo recipe YAML: a NeMo 1 Megatron config (trainer and model sections) or a
+    Megatron-Bridge config dump (model, train, optimizer, ddp sections).
+
+    Keys that do not change the cost are named as ignored, keys perfmodel does not know as not recognized,
+    and keys whose cost it cannot model are an error.
+
+    \b
+    Example:
+        perfmodel import nemo megatron_llama_config.yaml --gpu h100-sxm --vocab-size 32000 -o llama.yaml
+    """
+    from . import megatron, nemo
+    data = presets.parse_yaml(presets.read_text(recipe_file, recipe_file), recipe_file)
+    imp = nemo.read_recipe(data, gpu_name, gpus, vocab_size)
+    _write_imported(imp, recipe_file, gpu_name, output, megatron.plan_yaml(imp, "a NeMo recipe"))
+
+
+def _write_imported(imp, source: str, gpu_name: str, output: str | None, text_of) -> None:
+    """Fill the links, check that the plan loads and runs, report what was ignored or assumed, write it."""
+    from .estimate import resolve_config, validate_config
+    imp.plan["model"]["name"] = Path(source).stem
     links = presets.default_links(gpu_name)
     imp.plan["system"].update(links)
     imp.assumed.append(f"links {links['intra_node_link']} inside a node and {links['inter_node_link']} across nodes "
                        f"(the usual ones for {gpu_name}; edit the plan's system section if yours differ)")
-    from .estimate import resolve_config, validate_config
-    plan = presets.plan_from_mapping(imp.plan, args_file)  # the plan must load and run: one clear error if not
+    plan = presets.plan_from_mapping(imp.plan, source)  # the plan must load and run: one clear error if not
     try:
         validate_config(plan, resolve_config(plan))
     except PerfModelError as e:
-        raise PerfModelError(f"{args_file}: {e} (on {plan.system.num_gpus} GPUs; --gpus N sets another count)") from None
-    out = megatron.plan_yaml(imp)
+        raise PerfModelError(f"{source}: {e} (on {plan.system.num_gpus} GPUs; --gpus N sets another count)") from None
     for kind, items in (("ignored (no effect on the cost)", imp.ignored),
                         ("not recognized, ignored (check they do not change the cost)", imp.unrecognized)):
         if items:
             click.echo(f"{kind}: {', '.join(items)}", err=True)
     for a in imp.assumed:
         click.echo(f"assumed: {a}", err=True)
+    text = text_of()
     if output:
         try:
-            Path(output).write_text(out, encoding="utf-8")
+            Path(output).write_text(text, encoding="utf-8")
         except OSError as e:
             raise PerfModelError(f"cannot write {output}: {e.strerror}") from None
         click.echo(f"wrote {output}", err=True)
     else:
-        click.echo(out, nl=False)
+        click.echo(text, nl=False)
 
 
 @main.command("report")
