@@ -208,12 +208,23 @@ def import_group():
     """Write a plan from another tool's files: Megatron-LM arguments, NeMo recipes."""
 
 
+def import_options(f):
+    """What every importer needs besides the file: the GPU (launch files do not name it), and the GPU count
+    and vocabulary where the file lacks them."""
+    for opt in reversed((
+            click.option("--gpu", "gpu_name", required=True, help="GPU preset (launch files do not name the GPU)."),
+            click.option("--gpus", type=count(), help="GPU count, where the file does not give it (torchrun's "
+                         "--nproc_per_node x --nnodes, or trainer.devices x trainer.num_nodes)."),
+            click.option("--vocab-size", type=count(), help="Vocabulary, where the file has none (the tokenizer's)."),
+            click.option("-o", "--output", type=click.Path(dir_okay=False),
+                         help="Write the plan here (default: print it)."))):
+        f = opt(f)
+    return f
+
+
 @import_group.command("megatron")
 @click.argument("args_file", type=click.Path(dir_okay=False))
-@click.option("--gpu", "gpu_name", required=True, help="GPU preset (Megatron's arguments do not name the GPU).")
-@click.option("--gpus", type=count(), help="GPU count, when the file has no --nproc_per_node and --nnodes.")
-@click.option("--vocab-size", type=count(), help="Vocabulary, when the file has no --vocab-size (the tokenizer's).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the plan here (default: print it).")
+@import_options
 def import_megatron(args_file, gpu_name, gpus, vocab_size, output):
     """A plan from a Megatron-LM launch script or argument file (--num-layers, --tensor-model-parallel-size,
     --sequence-parallel, --recompute-granularity, --use-distributed-optimizer, --fp8-format, ...).
@@ -233,10 +244,7 @@ def import_megatron(args_file, gpu_name, gpus, vocab_size, output):
 
 @import_group.command("nemo")
 @click.argument("recipe_file", type=click.Path(dir_okay=False))
-@click.option("--gpu", "gpu_name", required=True, help="GPU preset (the recipe does not name the GPU).")
-@click.option("--gpus", type=count(), help="GPU count, when the recipe has no trainer.devices and num_nodes.")
-@click.option("--vocab-size", type=count(), help="Vocabulary, when the recipe has none (the tokenizer's).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the plan here (default: print it).")
+@import_options
 def import_nemo(recipe_file, gpu_name, gpus, vocab_size, output):
     """A plan from a NeMo recipe YAML: a NeMo 1 Megatron config (trainer and model sections) or a
     Megatron-Bridge config dump (model, train, optimizer, ddp sections).
