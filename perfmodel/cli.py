@@ -260,4 +260,4 @@ def presets_cmd(kind, as_json):
 
 
 # the commands that read a plan file register themselves on ``main``
-from . import cli_plans  # noqa: E402,F401
+from . import cli_import, cli_plans  # noqa: E402,F401

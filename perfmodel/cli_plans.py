@@ -45,9 +45,30 @@ def _overrides(kw: dict) -> dict:
     return out
 
 
+def launch_options(f):
+    """For a Megatron-LM launch file or a NeMo recipe given where a plan is expected."""
+    f = click.option("--vocab-size", type=count(), help="Megatron or NeMo file: the vocabulary, where it has none.")(f)
+    return click.option("--gpu", "launch_gpu", help="Megatron or NeMo file given as the plan: the GPU preset "
+                        "(such files do not name it).")(f)
+
+
 def load_plan_with(plan_arg: str, kw: dict):
-    """Load a plan, apply --gpus, and fix the knobs given as flags (they override its parallel section)."""
-    plan = presets.load_plan(plan_arg)
+    """Load a plan (or a Megatron-LM launch file or NeMo recipe, with --gpu), apply --gpus, and fix the knobs
+    given as flags (they override its parallel section)."""
+    from . import launch
+    kind = launch.kind_of(plan_arg)
+    if kind is None:
+        plan = presets.load_plan(plan_arg)
+    elif not kw.get("launch_gpu"):
+        raise PerfModelError(f"{plan_arg} is a {'Megatron-LM launch file' if kind == 'megatron' else 'NeMo recipe'}: "
+                             f"give the GPU with --gpu NAME (the file does not name it), or convert it first with "
+                             f"`perfmodel import {kind} {plan_arg} --gpu NAME -o plan.yaml`")
+    else:
+        imp = launch.read(plan_arg, kind, kw["launch_gpu"], kw.get("gpus"), kw.get("vocab_size"))
+        plan = launch.plan_of(imp, plan_arg)
+        for note in launch.notes(imp):
+            click.echo(f"{plan_arg}: {note}", err=True)
+        return plan.with_parallel(**_overrides(kw))
     if kw.get("gpus"):
         try:
             plan = plan.with_system(num_gpus=kw["gpus"])
@@ -106,6 +127,7 @@ def memory(plan_file, model_name, gpu_name, gbs, plot, as_json, **kw):
 @parallel_options
 @click.option("--per-layer", is_flag=True, help="Also list every operation of one layer.")
 @click.option("--strict", is_flag=True, help="Exit 1 when the configuration does not fit in HBM.")
+@launch_options
 @format_option
 @json_option
 def estimate(plan_file, per_layer, strict, as_json, **kw):
@@ -145,9 +167,10 @@ def estimate(plan_file, per_layer, strict, as_json, **kw):
 @main.command("compare")
 @click.argument("plan_files", nargs=-1, required=True)
 @click.option("--gpus", type=count(), help="Run every plan on this many GPUs.")
+@launch_options
 @format_option
 @json_option
-def compare_cmd(plan_files, gpus, as_json):
+def compare_cmd(plan_files, gpus, launch_gpu, vocab_size, as_json):
     """Plans side by side: configuration, per-iteration breakdown, memory, MFU and check findings,
     each figure with its difference from the first plan, and what decides the difference.
 
@@ -163,7 +186,8 @@ def compare_cmd(plan_files, gpus, as_json):
         raise PerfModelError("compare needs two plans or more: perfmodel compare A.yaml B.yaml")
     stems = [Path(f).stem for f in plan_files]
     labels = [s if stems.count(s) == 1 else f"{s} ({i + 1})" for i, s in enumerate(stems)]
-    result = compare([(label, load_plan_with(f, {"gpus": gpus})) for label, f in zip(labels, plan_files)])
+    result = compare([(label, load_plan_with(f, {"gpus": gpus, "launch_gpu": launch_gpu,
+                                                                       "vocab_size": vocab_size})) for label, f in zip(labels, plan_files)])
     if as_json:
         render.emit_json(result.to_json())
     else:
@@ -201,95 +225,6 @@ def sweep_cmd(plan_file, vary, fixed, plot, as_json):
         plots.sweep_plot(result, f"{plan.model.name}, {plan.system.gpu.name}: tokens/s against {path}", plot)
     if all(p.est is None for p in result.points):
         raise click.exceptions.Exit(1)
-
-
-@main.group("import")
-def import_group():
-    """Write a plan from another tool's files: Megatron-LM arguments, NeMo recipes."""
-
-
-def import_options(f):
-    """What every importer needs besides the file: the GPU (launch files do not name it), and the GPU count
-    and vocabulary where the file lacks them."""
-    for opt in reversed((
-            click.option("--gpu", "gpu_name", required=True, help="GPU preset (launch files do not name the GPU)."),
-            click.option("--gpus", type=count(), help="GPU count, where the file does not give it (torchrun's "
-                         "--nproc_per_node x --nnodes, or trainer.devices x trainer.num_nodes)."),
-            click.option("--vocab-size", type=count(), help="Vocabulary, where the file has none (the tokenizer's)."),
-            click.option("-o", "--output", type=click.Path(dir_okay=False),
-                         help="Write the plan here (default: print it)."))):
-        f = opt(f)
-    return f
-
-
-@import_group.command("megatron")
-@click.argument("args_file", type=click.Path(dir_okay=False))
-@import_options
-def import_megatron(args_file, gpu_name, gpus, vocab_size, output):
-    """A plan from a Megatron-LM launch script or argument file (--num-layers, --tensor-model-parallel-size,
-    --sequence-parallel, --recompute-granularity, --use-distributed-optimizer, --fp8-format, ...).
-
-    Arguments that do not change the cost are named as ignored, arguments perfmodel does not know are named
-    as not recognized, and arguments whose cost it cannot model are an error.
-
-    \b
-    Example:
-        perfmodel import megatron train_gpt3_175b_distributed.sh --gpu a100-80gb -o gpt3.yaml
-        perfmodel check gpt3.yaml
-    """
-    from . import megatron
-    imp = megatron.read_args(presets.read_text(args_file, args_file), gpu_name, gpus, vocab_size)
-    _write_imported(imp, args_file, gpu_name, output, megatron.plan_yaml(imp, "Megatron-LM arguments"))
-
-
-@import_group.command("nemo")
-@click.argument("recipe_file", type=click.Path(dir_okay=False))
-@import_options
-def import_nemo(recipe_file, gpu_name, gpus, vocab_size, output):
-    """A plan from a NeMo recipe YAML: a NeMo 1 Megatron config (trainer and model sections) or a
-    Megatron-Bridge config dump (model, train, optimizer, ddp sections).
-
-    Keys that do not change the cost are named as ignored, keys perfmodel does not know as not recognized,
-    and keys whose cost it cannot model are an error.
-
-    \b
-    Example:
-        perfmodel import nemo megatron_llama_config.yaml --gpu h100-sxm --vocab-size 32000 -o llama.yaml
-    """
-    from . import megatron, nemo
-    data = presets.parse_yaml(presets.read_text(recipe_file, recipe_file), recipe_file)
-    imp = nemo.read_recipe(data, gpu_name, gpus, vocab_size)
-    _write_imported(imp, recipe_file, gpu_name, output, megatron.plan_yaml(imp, "a NeMo recipe"))
-
-
-def _write_imported(imp, source: str, gpu_name: str, output: str | None, text_of) -> None:
-    """Fill the links, check that the plan loads and runs, report what was ignored or assumed, write it."""
-    from .estimate import resolve_config, validate_config
-    imp.plan["model"]["name"] = Path(source).stem
-    links = presets.default_links(gpu_name)
-    imp.plan["system"].update(links)
-    imp.assumed.append(f"links {links['intra_node_link']} inside a node and {links['inter_node_link']} across nodes "
-                       f"(the usual ones for {gpu_name}; edit the plan's system section if yours differ)")
-    plan = presets.plan_from_mapping(imp.plan, source)  # the plan must load and run: one clear error if not
-    try:
-        validate_config(plan, resolve_config(plan))
-    except PerfModelError as e:
-        raise PerfModelError(f"{source}: {e} (on {plan.system.num_gpus} GPUs; --gpus N sets another count)") from None
-    for kind, items in (("ignored (no effect on the cost)", imp.ignored),
-                        ("not recognized, ignored (check they do not change the cost)", imp.unrecognized)):
-        if items:
-            click.echo(f"{kind}: {', '.join(items)}", err=True)
-    for a in imp.assumed:
-        click.echo(f"assumed: {a}", err=True)
-    text = text_of()
-    if output:
-        try:
-            Path(output).write_text(text, encoding="utf-8")
-        except OSError as e:
-            raise PerfModelError(f"cannot write {output}: {e.strerror}") from None
-        click.echo(f"wrote {output}", err=True)
-    else:
-        click.echo(text, nl=False)
 
 
 @main.command("report")
@@ -430,6 +365,7 @@ def validate(cases, breakdown, as_json):
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("--list-rules", is_flag=True, help="Print the rule catalogue and why each rule matters.")
 @parallel_options
+@launch_options
 @format_option
 @json_option
 def check_cmd(plan_file, ignored, strict, list_rules, as_json, **kw):

@@ -392,13 +392,8 @@ def to_args(plan, config: dict) -> list[str]:
     return a
 
 
-def plan_yaml(imp: Imported, source: str = "Megatron-LM arguments"):
-    """A function giving the imported plan as YAML, with what was ignored or assumed as comments (called once
-    the links are filled in)."""
-    return lambda: _plan_yaml(imp, source)
-
-
-def _plan_yaml(imp: Imported, source: str) -> str:
+def plan_yaml(imp: Imported, source: str = "Megatron-LM arguments") -> str:
+    """The imported plan as YAML, with what was ignored or assumed as comments."""
     import yaml
     head = [f"# Imported from {source} by `perfmodel import`."]
     head += [f"# ignored (no effect on the cost): {', '.join(imp.ignored)}"] if imp.ignored else []

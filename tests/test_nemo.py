@@ -79,3 +79,18 @@ def test_cli_errors():
     assert r.exit_code == 1 and "no such file" in r.output
     with pytest.raises(PerfModelError, match="'model' section"):
         read_recipe({"trainer": {}}, "h100-sxm")
+
+
+def test_check_estimate_and_compare_take_launch_files_directly(tmp_path):
+    gpt3 = Path(__file__).parent / "data" / "megatron" / "train_gpt3_175b_distributed.sh"
+    r = invoke("check", gpt3)
+    assert r.exit_code == 1 and "give the GPU with --gpu NAME" in r.output and "perfmodel import megatron" in r.output
+    r = invoke("check", gpt3, "--gpu", "a100-80gb", "--gpus", "128")
+    assert r.exit_code == 0 and "PM301" in r.stdout and "assumed: vocabulary 50,257" in r.stderr
+    imported = tmp_path / "b.yaml"
+    assert invoke("import", "nemo", BRIDGE, "--gpu", "h100-sxm", "--gpus", "8", "-o", imported).exit_code == 0
+    direct = json.loads(invoke("estimate", BRIDGE, "--gpu", "h100-sxm", "--gpus", "8", "--json").stdout)
+    via_file = json.loads(invoke("estimate", imported, "--json").stdout)
+    assert direct["step_time_s"] == via_file["step_time_s"] and direct["config"] == via_file["config"]
+    r = invoke("compare", imported, BRIDGE, "--gpu", "h100-sxm", "--gpus", "8")
+    assert r.exit_code == 0 and "take the same time" in r.stdout

@@ -1,0 +1,85 @@
+"""`perfmodel import`: plans from other tools' files (Megatron-LM launch files, NeMo recipes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from . import launch
+from .cli import count, main
+from .errors import PerfModelError
+
+
+@main.group("import")
+def import_group():
+    """Write a plan from another tool's files: Megatron-LM arguments, NeMo recipes."""
+
+
+def import_options(f):
+    """What every importer needs besides the file: the GPU (launch files do not name it), and the GPU count
+    and vocabulary where the file lacks them."""
+    for opt in reversed((
+            click.option("--gpu", "gpu_name", required=True, help="GPU preset (launch files do not name the GPU)."),
+            click.option("--gpus", type=count(), help="GPU count, where the file does not give it (torchrun's "
+                         "--nproc_per_node x --nnodes, or trainer.devices x trainer.num_nodes)."),
+            click.option("--vocab-size", type=count(), help="Vocabulary, where the file has none (the tokenizer's)."),
+            click.option("-o", "--output", type=click.Path(dir_okay=False),
+                         help="Write the plan here (default: print it)."))):
+        f = opt(f)
+    return f
+
+
+@import_group.command("megatron")
+@click.argument("args_file", type=click.Path(dir_okay=False))
+@import_options
+def import_megatron(args_file, gpu_name, gpus, vocab_size, output):
+    """A plan from a Megatron-LM launch script or argument file (--num-layers, --tensor-model-parallel-size,
+    --sequence-parallel, --recompute-granularity, --use-distributed-optimizer, --fp8-format, ...).
+
+    Arguments that do not change the cost are named as ignored, arguments perfmodel does not know are named
+    as not recognized, and arguments whose cost it cannot model are an error. `check`, `estimate` and
+    `compare` also take the file itself, with --gpu.
+
+    \b
+    Example:
+        perfmodel import megatron train_gpt3_175b_distributed.sh --gpu a100-80gb -o gpt3.yaml
+        perfmodel check train_gpt3_175b_distributed.sh --gpu a100-80gb --gpus 128
+    """
+    _write(args_file, "megatron", "Megatron-LM arguments", gpu_name, gpus, vocab_size, output)
+
+
+@import_group.command("nemo")
+@click.argument("recipe_file", type=click.Path(dir_okay=False))
+@import_options
+def import_nemo(recipe_file, gpu_name, gpus, vocab_size, output):
+    """A plan from a NeMo recipe YAML: a NeMo 1 Megatron config (trainer and model sections) or a
+    Megatron-Bridge config dump (model, train, optimizer, ddp sections).
+
+    Keys that do not change the cost are named as ignored, keys perfmodel does not know as not recognized,
+    and keys whose cost it cannot model are an error. `check`, `estimate` and `compare` also take the
+    recipe itself, with --gpu.
+
+    \b
+    Example:
+        perfmodel import nemo megatron_llama_config.yaml --gpu h100-sxm --vocab-size 32000 -o llama.yaml
+    """
+    _write(recipe_file, "nemo", "a NeMo recipe", gpu_name, gpus, vocab_size, output)
+
+
+def _write(path: str, kind: str, source: str, gpu: str, gpus, vocab_size, output) -> None:
+    """Read, check that the plan loads and runs, say what was ignored or assumed, write the plan."""
+    from .megatron import plan_yaml
+    imp = launch.read(path, kind, gpu, gpus, vocab_size)
+    launch.plan_of(imp, path)
+    for note in launch.notes(imp):
+        click.echo(note, err=True)
+    text = plan_yaml(imp, source)
+    if output:
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as e:
+            raise PerfModelError(f"cannot write {output}: {e.strerror}") from None
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text, nl=False)
