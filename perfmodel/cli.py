@@ -147,9 +147,11 @@ def bubble(m, p, v, target, sweep, plot, as_json):
 @click.option("--tp", type=count(), default=8, show_default=True, help="TP degree.")
 @click.option("--gpu", "gpu_name", default="a100-80gb", show_default=True, help="GPU preset.")
 @click.option("--dtype", type=click.Choice(DTYPES), default="bf16", show_default=True)
+@click.option("--flash/--no-flash", default=True, show_default=True,
+              help="Attention as one fused kernel (FlashAttention), or as its two GEMMs with the scores in HBM.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write the roofline to a PNG (needs perfmodel[plot]).")
 @json_option
-def roofline(mbs, seq_len, model_name, hidden, ffn, heads, tp, gpu_name, dtype, plot, as_json):
+def roofline(mbs, seq_len, model_name, hidden, ffn, heads, tp, gpu_name, dtype, flash, plot, as_json):
     """Roofline of every GEMM of one transformer layer (Williams et al. 2009).
 
     \b
@@ -177,7 +179,7 @@ def roofline(mbs, seq_len, model_name, hidden, ffn, heads, tp, gpu_name, dtype, 
         raise PerfModelError(f"the model's {groups} query groups and --tp({tp}) do not divide one another")
     shape = LayerShape(hidden=hidden, heads=heads, groups=groups, ffn=ffn, vocab=1, gated=swiglu, bias=False,
                        norm="layernorm", learned_positions=False, tied=True)
-    r = reports.roofline_report(g, dtype, shape, tp, mbs, seq_len)
+    r = reports.roofline_report(g, dtype, shape, tp, mbs, seq_len, flash=flash)
     if plot is not None:
         from . import plots
         plots.roofline_plot(g, dtype, shape, tp, seq_len, plot, mbs)

@@ -465,4 +465,4 @@ def schedule_cmd(plan_file, m, p, v, sched, tf, tb, latency, width, svg_file, as
     if as_json:
         render.emit_json(sim.to_json())
     else:
-        render.schedule(sim, gantt.text_rows(sim, width), gantt.LEGEND, title)
+        render.schedule(sim, gantt.text_rows(sim, width), gantt.legend(sim, width), title)

@@ -11,16 +11,34 @@ from xml.sax.saxutils import escape
 from .schedule import Simulation
 
 LEGEND = "digits: forward of micro-batch n (mod 10); letters: backward (a=0, b=1, ...); '.': idle"
+COARSE_LEGEND = ("F: forward, B: backward, '.': idle (too many blocks to number at this width: --width, or "
+                 "--svg for every block)")
 
 
-def _glyph(kind: str, mb: int) -> str:
+def _glyph(kind: str, mb: int, coarse: bool = False) -> str:
+    if coarse:
+        return kind
     return str(mb % 10) if kind == "F" else "abcdefghij"[mb % 10]
+
+
+def _columns(sim: Simulation, width: int) -> int:
+    return max(10, width - len(f"stage {sim.p - 1} |") - 1)
+
+
+def is_coarse(sim: Simulation, width: int = 80) -> bool:
+    """Whether a stage's blocks outnumber half the columns: then each column shows only F, B or idle."""
+    return 2 * sim.m * sim.v > _columns(sim, width) // 2
+
+
+def legend(sim: Simulation, width: int = 80) -> str:
+    return COARSE_LEGEND if is_coarse(sim, width) else LEGEND
 
 
 def text_rows(sim: Simulation, width: int = 80) -> list[str]:
     """One line per stage, time scaled so that the whole step fits in ``width`` columns."""
     label = len(f"stage {sim.p - 1} |")
-    cols = max(10, width - label - 1)
+    cols = _columns(sim, width)
+    coarse = is_coarse(sim, width)
     scale = sim.step_time / cols if sim.step_time > 0 else 1.0
     rows = []
     for s in range(sim.p):
@@ -31,7 +49,7 @@ def text_rows(sim: Simulation, width: int = 80) -> list[str]:
             for c in range(first, last + 1):
                 overlap = min(b.end, (c + 1) * scale) - max(b.start, c * scale)
                 if overlap > cover[c]:
-                    cover[c], cells[c] = overlap, _glyph(b.kind, b.micro_batch)
+                    cover[c], cells[c] = overlap, _glyph(b.kind, b.micro_batch, coarse)
         rows.append(f"stage {s:<{label - 8}}|" + "".join(cells))
     return rows
 

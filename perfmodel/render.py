@@ -147,7 +147,10 @@ def roofline(r: dict) -> None:
           f"M={r['tokens']} tokens",
           ["GEMM", "M x K x N", "FLOP", "bytes", "AI FLOP/B", "bound", "attainable", "time"], rows,
           right=[False, False, True, True, True, False, True, True],
-          caption=f"ridge point {r['ridge_point']:.0f} FLOP/B: below it a GEMM is memory-bound")
+          caption=f"ridge point {r['ridge_point']:.0f} FLOP/B: below it a GEMM is memory-bound; M = mbs x seq-len "
+                  "tokens; attention " + ("fused (FlashAttention: Q, K, V and the output through HBM once; "
+                                          "--no-flash for its two GEMMs)" if r.get("flash_attention") else
+                                          "as two GEMMs with the s x s scores in HBM"))
 
 
 def comm(r: dict) -> None:

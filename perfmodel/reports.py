@@ -5,6 +5,8 @@ Pure functions (no printing); the CLI renders what they return.
 
 from __future__ import annotations
 
+import dataclasses
+
 from .cost import collectives as coll
 from .cost import pipeline as pipe
 from .cost import roofline as rl
@@ -55,14 +57,27 @@ def layer_gemms(shape: LayerShape, tp: int, mbs: int, seq: int, flash: bool = Fa
                          moe=shape.experts > 0).gemms()
 
 
-def roofline_report(gpu: GPU, dtype: str, shape: LayerShape, tp: int, mbs: int, seq: int, ep: int = 1) -> dict:
+def roofline_report(gpu: GPU, dtype: str, shape: LayerShape, tp: int, mbs: int, seq: int, ep: int = 1,
+                    flash: bool = False) -> dict:
     """Each GEMM's FLOPs, bytes, AI, bound, attainable FLOP/s and time on the data-sheet roofline
-    (SPEC 4): bound is AI against the ridge point peak / bandwidth (cost/roofline.is_memory_bound)."""
+    (SPEC 4): bound is AI against the ridge point peak / bandwidth (cost/roofline.is_memory_bound).
+
+    With ``flash`` the two attention GEMMs are one fused kernel (Dao et al. 2022, FlashAttention): the same
+    FLOPs, but HBM traffic of Q, K, V and the output only, the s x s scores never leaving the chip."""
     peak, bw = gpu.peak(dtype), gpu.hbm_bandwidth_bytes_per_s
     dt = DTYPE_BYTES[dtype]
     gemms = []
-    for g in layer_gemms(shape, tp, mbs, seq, ep=ep):
+    rows = list(layer_gemms(shape, tp, mbs, seq, ep=ep))
+    attention = [g for g in rows if g.name.startswith("attention ")]
+    for g in rows:
         flops, nbytes = g.flops, g.bytes(dt)
+        if flash and g in attention:
+            if g is not attention[0]:
+                continue
+            scores = attention[0]  # M = s, K = d, N = s, batch = b heads/t: Q, K, V, O read or written once
+            flops = sum(a.flops for a in attention)
+            nbytes = scores.batch * (2 * scores.M * scores.K + 2 * scores.N * scores.K) * dt
+            g = dataclasses.replace(g, name="fused attention (flash)")
         ai = rl.arithmetic_intensity(flops, nbytes)
         tiles, slots, waves, util = rl.wave_quantization(g.M, g.N, 128, 128, gpu.num_sms, 1, g.batch)
         gemms.append({
@@ -76,7 +91,7 @@ def roofline_report(gpu: GPU, dtype: str, shape: LayerShape, tp: int, mbs: int, 
         })
     return {"gpu": gpu.name, "dtype": dtype, "peak_flops_per_s": peak, "hbm_bandwidth_bytes_per_s": bw,
             "ridge_point": _f(rl.ridge_point(peak, bw)), "tokens": mbs * seq, "tp": tp, "hidden": shape.hidden,
-            "ffn": shape.ffn, "heads": shape.heads, "gemms": gemms}
+            "ffn": shape.ffn, "heads": shape.heads, "flash_attention": flash, "gemms": gemms}
 
 
 def comm_report(kind: str, size_bytes: float, ranks: int, link: Link, use_efficiency: bool = False) -> dict:

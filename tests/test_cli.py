@@ -115,3 +115,17 @@ def test_interleaved_bubble_sweep_lists_only_runnable_m_and_plurals(runner):
     assert r["sweep"] and all(row["m"] % 8 == 0 for row in r["sweep"]) and 48 in [row["m"] for row in r["sweep"]]
     out = runner.invoke(main, ["comm", "reduce-scatter", "--size", "1MB", "--ranks", "2"]).output
     assert "(1 step x" in out and "1 steps" not in out
+
+
+def test_roofline_shows_fused_attention_when_flash_is_on(runner):
+    """Issue 15: with FlashAttention the attention core is one kernel: the FLOPs of QK^T and x V, and HBM
+    traffic of Q, K, V and O only (Dao et al. 2022): b (a/t) tensors of s x d each, 2 bytes."""
+    args = ["roofline", "--mbs", "2", "--seq-len", "4096", "--json"]
+    fused = json.loads(runner.invoke(main, args).output)
+    unfused = json.loads(runner.invoke(main, args + ["--no-flash"]).output)
+    f = [g for g in fused["gemms"] if "attention" in g["name"]]
+    u = [g for g in unfused["gemms"] if "attention" in g["name"]]
+    assert [g["name"] for g in f] == ["fused attention (flash)"] and len(u) == 2
+    assert f[0]["flops"] == sum(g["flops"] for g in u)
+    assert f[0]["bytes"] == 2 * (32 // 8) * 4 * 4096 * 128 * 2  # mbs 2, 32 heads over TP 8, Q K V O, bf16
+    assert f[0]["bound"] == "compute" and all(g["bound"] == "memory" for g in u)

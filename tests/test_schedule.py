@@ -120,3 +120,15 @@ def test_cli_schedule(runner, tmp_path):
     assert r.exit_code == 2 and "-m and -p" in r.output
     r = runner.invoke(main, ["schedule", "-m", "6", "-p", "4", "-v", "2"])
     assert r.exit_code == 1 and "multiple of p" in r.output
+
+
+def test_text_gantt_turns_coarse_when_blocks_outnumber_columns():
+    """Issue 15: at m=48, p=8 the numbered chart (two glyphs per block) was unreadable in 80 columns."""
+    from perfmodel.gantt import legend
+    s = simulate(8, 48, 1, "1f1b")
+    rows = text_rows(s, 80)
+    assert all(len(r) <= 80 and set(r.split("|", 1)[1]) <= set("FB.") for r in rows)
+    assert rows[0].split("|", 1)[1].startswith("FFFF") and "--svg" in legend(s, 80)
+    small = simulate(4, 8, 1, "1f1b")
+    assert set(text_rows(small, 80)[0].split("|", 1)[1]) - set(".") <= set("01234567abcdefgh")
+    assert "digits" in legend(small, 80)
