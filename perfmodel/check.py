@@ -311,7 +311,8 @@ def _rule_tp_ratio(plan: Plan, cfg: Config) -> list[Finding]:
                                             link.bandwidth_bytes_per_s * link.efficiency))
     if ratio <= 0.30:
         return []
-    return [Finding("PM303", f"TP comm / compute = 8(t-1)P/(24 h BW) = {100 * ratio:.0f}% "
+    share = f"{ratio:.1f}x" if ratio >= 1 else f"{100 * ratio:.0f}%"  # as the other rules write ratios
+    return [Finding("PM303", f"TP comm / compute = 8(t-1)P/(24 h BW) = {share} "
                     f"(t={cfg.tp}, h={plan.model.hidden_size}, {link.name})",
                     "lower tp (move the factor to pp), or a faster TP link", {"ratio": ratio})]
 
