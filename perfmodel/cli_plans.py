@@ -61,7 +61,8 @@ def load_plan_with(plan_arg: str, kw: dict):
         plan = presets.load_plan(plan_arg)
     elif not kw.get("launch_gpu"):
         raise PerfModelError(f"{plan_arg} is a {'Megatron-LM launch file' if kind == 'megatron' else 'NeMo recipe'}: "
-                             f"give the GPU with --gpu NAME (the file does not name it), or convert it first with "
+                             f"give the GPU with --gpu NAME (the file does not name it; estimate, check, compare, "
+                             f"plan and report take it), or convert it first with "
                              f"`perfmodel import {kind} {plan_arg} --gpu NAME -o plan.yaml`")
     else:
         imp = launch.read(plan_arg, kind, kw["launch_gpu"], kw.get("gpus"), kw.get("vocab_size"))
@@ -231,6 +232,7 @@ def sweep_cmd(plan_file, vary, fixed, plot, as_json):
 @click.argument("plan_file")
 @parallel_options
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="The HTML file to write.")
+@launch_options
 def report_cmd(plan_file, output, **kw):
     """One self-contained HTML file to share: the plan, the best configurations, the breakdown, memory
     against capacity, the pipeline Gantt chart, step time against memory, and the check findings.
@@ -277,6 +279,7 @@ def report_cmd(plan_file, output, **kw):
 @click.option("--plot", type=click.Path(dir_okay=False), help="Step time vs memory of the feasible configurations.")
 @click.option("--emit", type=click.Choice(["megatron"]), help="Print only the best configuration, as Megatron-LM "
               "arguments ready to paste.")
+@launch_options
 @format_option
 @json_option
 def plan_cmd(plan_file, top, sort, allow_cross_node_tp, plot, emit, as_json, **kw):
