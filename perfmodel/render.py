@@ -7,6 +7,7 @@ Units are always printed (ms, GB, TFLOP/s). Sizes use decimal units
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any, Iterable, Sequence
 
@@ -82,15 +83,24 @@ def table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]], rig
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     if is_terminal():
         console = _console()
-        if sum(widths) + 3 * len(widths) + 1 <= console.width:
+        wide = sum(widths) + 3 * len(widths) + 1 > console.width
+        text_cols = [i for i, r in enumerate(right) if not r]
+        # too wide: the widest text column wraps inside its cell; numbers (right-aligned) never wrap
+        fold = max(text_cols, key=lambda i: widths[i]) if wide and text_cols else None
+        if not wide or (fold is not None and sum(widths) - widths[fold] + 3 * len(widths) + 16 <= console.width):
             from rich import box
             from rich.table import Table
-            t = Table(title=title, caption=caption, title_justify="left", box=box.SIMPLE_HEAD)
-            for h, r in zip(headers, right):
-                t.add_column(h, justify="right" if r else "left", no_wrap=True)
+            for ln in wrap_keeping_units(title, console.width):
+                console.print(ln, highlight=False, markup=False)
+            t = Table(box=box.SIMPLE_HEAD)
+            for i, (h, r) in enumerate(zip(headers, right)):
+                t.add_column(h, justify="right" if r else "left", no_wrap=i != fold, overflow="fold")
             for r in rows:
                 t.add_row(*r)
             console.print(t)
+            for ln in (caption or "").splitlines():
+                for part in wrap_keeping_units(ln, console.width):
+                    console.print(part, highlight=False, markup=False, style="dim")
             return
     fmt = lambda cells: "  ".join(c.rjust(w) if r else c.ljust(w)  # noqa: E731
                                   for c, w, r in zip(cells, widths, right)).rstrip()
@@ -98,6 +108,17 @@ def table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]], rig
     if caption:
         out.append(caption)
     sys.stdout.write("\n".join(out) + "\n\n")
+
+
+_UNIT = re.compile(r"(\d) (?=(?:s|ms|us|GB|MB|TB|KB|B|TFLOP/s|GB/s|Gb/s|FLOP/B|FLOP|GPUs?|%)\b)")
+
+
+def wrap_keeping_units(text: str, width: int) -> list[str]:
+    """Wrap at spaces, never between a number and its unit ("1.38 s" stays on one line)."""
+    import textwrap
+    glued = _UNIT.sub("\\1\x00", _strip_markup(text))
+    return [ln.replace("\x00", " ") for ln in textwrap.wrap(glued, max(20, width), break_long_words=False,
+                                                            break_on_hyphens=False)] or [""]
 
 
 def _markdown_table(title, headers, rows, right, caption) -> None:
@@ -139,18 +160,21 @@ def bubble(r: dict) -> None:
 
 
 def roofline(r: dict) -> None:
-    rows = [(g["name"], f"{g['M']:g}x{g['K']:g}x{g['N']:g}" + (f" x{g['batch']:g}" if g["batch"] != 1 else ""),
-             f"{g['flops']:.3g}", fmt_bytes(g["bytes"]), f"{g['arithmetic_intensity']:.0f}", g["bound"],
-             tflops(g["attainable_flops_per_s"]), fmt_time(g["time_s"])) for g in r["gemms"]]
+    """One row per GEMM; the split shown as col/row (column- or row-parallel), FLOPs in --json."""
+    def name(g):
+        return g["name"].replace(" (column-parallel)", " (col)").replace(" (row-parallel)", " (row)")
+    rows = [(name(g), f"{g['M']:g}x{g['K']:g}x{g['N']:g}" + (f" x{g['batch']:g}" if g["batch"] != 1 else ""),
+             fmt_bytes(g["bytes"]), f"{g['arithmetic_intensity']:.0f}", g["bound"],
+             f"{g['attainable_flops_per_s'] / 1e12:.1f}", fmt_time(g["time_s"])) for g in r["gemms"]]
     table(f"Roofline: {r['gpu']} {r['dtype']}, {tflops(r['peak_flops_per_s'])}, "
           f"{r['hbm_bandwidth_bytes_per_s'] / 1e9:.0f} GB/s; h={r['hidden']}, f={r['ffn']}, TP={r['tp']}, "
           f"M={r['tokens']} tokens",
-          ["GEMM", "M x K x N", "FLOP", "bytes", "AI FLOP/B", "bound", "attainable", "time"], rows,
-          right=[False, False, True, True, True, False, True, True],
-          caption=f"ridge point {r['ridge_point']:.0f} FLOP/B: below it a GEMM is memory-bound; M = mbs x seq-len "
-                  "tokens; attention " + ("fused (FlashAttention: Q, K, V and the output through HBM once; "
-                                          "--no-flash for its two GEMMs)" if r.get("flash_attention") else
-                                          "as two GEMMs with the s x s scores in HBM"))
+          ["GEMM", "M x K x N", "bytes", "AI", "bound", "TFLOP/s", "time"], rows,
+          right=[False, False, True, True, False, True, True],
+          caption=f"AI: FLOP/B; ridge point {r['ridge_point']:.0f} FLOP/B, below it a GEMM is memory-bound; TFLOP/s: "
+                  "attainable; M = mbs x seq-len tokens; col/row: column- or row-parallel; attention "
+                  + ("fused (FlashAttention: Q, K, V and the output through HBM once; --no-flash for its two GEMMs)"
+                     if r.get("flash_attention") else "as two GEMMs with the s x s scores in HBM"))
 
 
 def comm(r: dict) -> None:
@@ -202,10 +226,17 @@ def presets(kind: str, rows: list[dict]) -> None:
     if not rows:
         line(f"no {kind} presets")
         return
+    caption = None
+    if kind == "models":  # a narrower view for 80 columns: heads as a/g; family, vocabulary, sequence in --json
+        rows = [{"name": r["name"], "params B": r["params_b"], "layers": r["layers"],
+                 "hidden/ffn": f"{r['hidden']}/{r['ffn']}", "heads/kv": f"{r['heads']}/{r['kv_heads']}",
+                 "experts": r["experts"].replace(" top", " k"), "mlp": r["mlp"]} for r in rows]
+        caption = "by family, then size; experts: count x inner size, k routed per token; vocabulary and " \
+                  "sequence length: --json"
     headers = list(rows[0])
     fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
     table(f"{kind} presets", headers, [[fmt(r[h]) for h in headers] for r in rows],
-          right=[isinstance(rows[0][h], (int, float)) for h in headers])
+          right=[isinstance(rows[0][h], (int, float)) or "/" in h for h in headers], caption=caption)
 
 
 def config_text(c: dict, stage_layers: list | None = None) -> str:
@@ -233,15 +264,16 @@ def estimate(plan, est, ops=None) -> None:
              f"{j['memory']['capacity_bytes'] / 1e9:.1f} GB of HBM")
     if ops is not None:
         op_rows = ops_json(ops)
-        rows = [(r["name"], r["kind"], f"{r['flops']:.3g}" if r["flops"] else "-", fmt_bytes(r["bytes"]),
+        rows = [(r["name"], f"{r['flops']:.3g}" if r["flops"] else "-", fmt_bytes(r["bytes"]),
                  r["bound"], fmt_time(r["forward_s"]), fmt_time(r["backward_s"])) for r in op_rows]
         tf = sum(r["forward_s"] for r in op_rows)
         tb = sum(r["backward_s"] for r in op_rows)
-        rows.append(("total (one layer, one micro-batch)", "", "", "", "", fmt_time(tf), fmt_time(tb)))
-        table("One layer on one GPU, one micro-batch (comm bytes are per rank on the wire; "
-              "backward comm is the part not hidden)",
-              ["operation", "kind", "FLOP", "bytes", "bound", "forward", "backward"], rows,
-              right=[False, False, True, True, False, True, True])
+        rows.append(("total", "", "", "", fmt_time(tf), fmt_time(tb)))
+        table("One layer on one GPU, one micro-batch",
+              ["operation", "FLOP", "bytes", "bound", "forward", "backward"], rows,
+              right=[False, True, True, False, True, True],
+              caption="comm bytes: per rank on the wire; backward comm: the part not hidden; --json gives each "
+                      "op's kind")
     step = j["step_time_s"]
     bd = j["breakdown_s"]
     labels = {"forward": "forward (compute)", "backward": "backward (compute)", "recompute": "recompute",
@@ -340,33 +372,42 @@ def _equivalents(result) -> None:
         line(f"  #{i}: {fmt_bytes(e.values['total_bytes'])} per GPU{robust}")
 
 
-def _knobs_cell(case: dict) -> str:
-    """Where a run's micro-batch and interleaving come from: the paper, another named source, or the search."""
+def _knobs_note(case: dict) -> tuple[str, str]:
+    """(table cell, note beneath) for where a run's unstated knobs come from: the paper, another named
+    source, or the search."""
     k = case["knobs"]
-    shown = f"mbs {k['micro_batch_size']}, vp {k['vp']}"
     if case["searched"]:
         short = {"micro_batch_size": "mbs", "sequence_parallel": "sp", "recompute": "rc", "zero_stage": "zero"}
-        chosen = ", ".join(f"{short.get(n, n)} {v}" for n, v in case["chosen"].items())
-        return f"searched: {chosen}"
-    return f"{shown}: {case['knobs_from']}" if case["knobs_from"] else "as published"
+        return "searched", ", ".join(f"{short.get(n, n)} {v}" for n, v in case["chosen"].items())
+    if case["knobs_from"]:
+        return "other source", f"mbs {k['micro_batch_size']}, vp {k['vp']} from the {case['knobs_from']}"
+    return "published", ""
 
 
 def validation(report) -> None:
     """Measured vs predicted step times per table, the SP + selective gain, and Table 4 per layer."""
     j = report.to_json()
     for name, summary in j["tables"].items():
-        rows = []
+        rows, notes = [], []
         for c in j["cases"]:
             if c["table"] != name:
                 continue
+            cell, note = _knobs_note(c)
             rows.append((c["case"], fmt_time(c["measured_step_time_s"]), fmt_time(c["predicted_step_time_s"]),
-                         f"{c['error_pct']:+.1f}%", pct(c["predicted_mfu"]), _knobs_cell(c)))
-        table(summary["title"], ["case", "measured", "predicted", "error", "MFU (pred.)", "knobs"],
+                         f"{c['error_pct']:+.1f}%", pct(c["predicted_mfu"]), cell))
+            if note:
+                notes.append(f"  {c['case']}: {note}")
+        table(summary["title"], ["case", "measured", "predicted", "error", "MFU", "knobs"],
               rows, right=[False, True, True, True, True, False],
               caption=f"mean |error| {summary['mean_abs_error_pct']:.2f}%, max {summary['max_abs_error_pct']:.2f}% "
-                      f"over {summary['cases']} run{'s' if summary['cases'] != 1 else ''}; step times in seconds per iteration\n"
+                      f"over {summary['cases']} run{'s' if summary['cases'] != 1 else ''} (MFU: predicted)\n"
                       f"mean signed error {summary['mean_error_pct']:+.2f}%: {summary['runs_predicted_fast']} of "
                       f"{summary['cases']} predicted faster than measured")
+        if notes:
+            line("knobs no source states, and where they come from:")
+            for n in notes:
+                line(n)
+            line()
     if j["sp_gain"]:
         table("SP + selective recompute over full recompute (Korthikanti Table 5: +29% to +32%)",
               ["model", "measured gain", "predicted gain"],

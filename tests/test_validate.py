@@ -131,8 +131,9 @@ def test_bundled_cases_are_fully_pinned(report):
 def test_cli_names_where_each_runs_knobs_come_from(runner):
     r = runner.invoke(main, ["validate", "n21-gpt-76.1b", "k22-175b-full"])
     assert r.exit_code == 0, r.output
-    assert "mbs 2, vp 3: authors' run script" in r.output  # run_table_1.sh: MBS=2, 5 layers per virtual stage
-    assert "as published" in r.output
+    # run_table_1.sh: MBS=2, 5 layers per virtual stage
+    assert "n21-gpt-76.1b: mbs 2, vp 3 from the authors' run script" in r.output
+    assert "published" in r.output.split("k22-175b-full", 1)[1].splitlines()[0]
 
 
 def test_searched_knobs_are_chosen_and_reported():
@@ -184,7 +185,7 @@ def test_unknown_searched_knob_is_named():
 def test_cli_validate_breakdown(runner):
     r = runner.invoke(main, ["validate", "n21-gpt-76.1b", "--breakdown"])
     assert r.exit_code == 0, r.output
-    assert "over 1 run;" in r.output and "Per-iteration breakdown" in r.output and "DP grad sync" in r.output
+    assert "over 1 run (MFU: predicted)" in r.output and "Per-iteration breakdown" in r.output and "DP grad sync" in r.output
     r = runner.invoke(main, ["validate", "k22-22b-full", "--breakdown", "--json"])
     assert r.exit_code == 0, r.output
     case = json.loads(r.output)["cases"][0]
