@@ -258,7 +258,7 @@ def report_cmd(plan_file, output, **kw):
     if c.pp > 1 and 2 * c.pp * c.num_micro_batches * c.vp <= MAX_GANTT_BLOCKS:
         sim = simulate(c.pp, c.num_micro_batches, c.vp, c.schedule, best.stage_fwd_s, best.stage_bwd_s,
                        best.values["p2p_s"], blocking=not plan.training.p2p_overlap)
-        sim_svg = gantt.svg(sim, f"{plan.model.name}, best configuration")
+        sim_svg = gantt.svg(sim, f"{plan.model.name}, best configuration", max_width=960)
     else:
         note = ("no pipeline (pp = 1)" if c.pp == 1 else f"{2 * c.pp * c.num_micro_batches * c.vp:,} blocks: too many "
                 f"to draw (limit {MAX_GANTT_BLOCKS:,}); `perfmodel schedule` simulates it")
@@ -468,4 +468,5 @@ def schedule_cmd(plan_file, m, p, v, sched, tf, tb, latency, width, svg_file, as
     if as_json:
         render.emit_json(sim.to_json())
     else:
-        render.schedule(sim, gantt.text_rows(sim, width), gantt.legend(sim, width), title)
+        render.schedule(sim, gantt.text_rows(sim, width) + gantt.time_axis(sim, width), gantt.legend(sim, width),
+                        title)

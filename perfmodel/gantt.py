@@ -54,13 +54,30 @@ def text_rows(sim: Simulation, width: int = 80) -> list[str]:
     return rows
 
 
+def time_axis(sim: Simulation, width: int = 80) -> list[str]:
+    """Two lines to print under text_rows: ticks at 0, 1/4, 1/2, 3/4 and the end of the step, in the unit of
+    the stage times."""
+    step, cols, pad = sim.step_time, _columns(sim, width), len(f"stage {sim.p - 1} |") - 1
+    marks, labels = [" "] * cols, [" "] * (cols + 12)
+    for k in range(5):
+        c = min(cols - 1, round(k * (cols - 1) / 4))
+        marks[c] = "|" if k else "-"  # the "+" below the stage labels' bar marks 0
+        text = f"{step * k / 4:.3g}"
+        start = max(0, min(c - len(text) // 2, cols - len(text))) if k else 0
+        labels[start:start + len(text)] = text
+    return [" " * pad + "+" + "".join(marks).replace(" ", "-"), " " * (pad + 1) + "".join(labels).rstrip()]
+
+
 FORWARD = ("#4c9a2a", "#7cc35a", "#2f6b16", "#a4d88a")   # one shade per interleaved chunk
 BACKWARD = ("#2a5d9a", "#5a8fd0", "#183d6b", "#8fb6e6")
 
 
-def svg(sim: Simulation, title: str = "", unit: str = "s") -> str:
+def svg(sim: Simulation, title: str = "", unit: str = "s", max_width: int = 8000) -> str:
     """The Gantt chart as a standalone SVG document: one <g class="stage"> per stage."""
-    left, row_h, gap, width = 70, 26, 6, 900
+    left, row_h, gap = 70, 26, 6
+    shortest = min((b.end - b.start for b in sim.blocks if b.end > b.start), default=sim.step_time or 1.0)
+    # wide enough that the shortest block (about 7 px a character) carries its label; 900 to max_width px
+    width = int(min(max_width, max(900, left + 10 + 30 * (sim.step_time / shortest if shortest else 1))))
     scale = (width - left - 10) / sim.step_time if sim.step_time > 0 else 1.0
     height = 40 + sim.p * (row_h + gap) + 48
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '

@@ -132,3 +132,11 @@ def test_text_gantt_turns_coarse_when_blocks_outnumber_columns():
     small = simulate(4, 8, 1, "1f1b")
     assert set(text_rows(small, 80)[0].split("|", 1)[1]) - set(".") <= set("01234567abcdefgh")
     assert "digits" in legend(small, 80)
+
+
+def test_text_gantt_time_axis_ends_at_the_step_time():
+    from perfmodel.gantt import time_axis
+    s = simulate(4, 8, 1, "1f1b")
+    ticks, labels = time_axis(s, 80)
+    assert len(ticks) <= 80 and ticks.count("|") == 4 and labels.split()[0] == "0"
+    assert float(labels.split()[-1]) == pytest.approx(s.step_time, rel=0.01)  # 33 units at m=8, p=4 (SPEC 9)
