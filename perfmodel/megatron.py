@@ -158,7 +158,11 @@ def _to_plan(args: dict, gpu: str, num_gpus: int | None, vocab_size: int | None)
     cannot = [f"{f} ({CANNOT[f]})" for f in args if f in CANNOT]
     if cannot:
         raise PerfModelError(f"perfmodel cannot model {', '.join(cannot)}; remove the argument or plan without it")
-    out = Imported({"model": {"name": "imported"}, "system": {"gpu": gpu}, "training": {"framework": "megatron-core"},
+    # Megatron-LM's opt-in switches are off unless given (the megatron-core profile, NeMo's defaults, has them on)
+    off = {"overlap_grad_reduce": False, "overlap_param_gather": False, "tp_comm_overlap": False,
+           "fp8_param_gather": False}
+    out = Imported({"model": {"name": "imported"}, "system": {"gpu": gpu},
+                    "training": {"framework": "megatron-core", **off},
                     "parallel": {"tp": 1, "pp": 1, "cp": 1, "vp": 1, "zero_stage": 0, "recompute": "none",
                                  "sequence_parallel": False, "schedule": "1f1b"}})
     model, system, training, parallel = (out.plan[k] for k in ("model", "system", "training", "parallel"))

@@ -29,6 +29,7 @@ def test_gpt3_example_reads_as_gpt3_175b():
     # Megatron's defaults, not perfmodel's: biases, tied embeddings, dropout, no SP, no distributed optimizer
     assert m["add_bias_linear"] and m["tied_embeddings"] and m["dropout"] and m["mlp"] == "gelu"
     assert p["sequence_parallel"] is False and p["zero_stage"] == 0 and p["vp"] == 1
+    assert not any(t[k] for k in ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap"))  # opt-in
     assert {"--lr", "--rampup-batch-size", "--save", "--tensorboard-dir", "--split"} <= set(imp.ignored)
     assert imp.unrecognized == []
 
@@ -46,6 +47,7 @@ def test_mixtral_example_with_its_defaults_and_comments():
     assert not m["add_bias_linear"] and not m["tied_embeddings"] and not m["dropout"]
     assert (s["num_gpus"], s["gpus_per_node"]) == (2, 2)            # ${SLURM_NNODES:-"1"} nodes of 2
     assert (p["ep"], p["etp"], p["zero_stage"]) == (2, 1, 1) and t["dtype"] == "fp32"  # --bf16 is commented out
+    assert t["overlap_grad_reduce"] and t["overlap_param_gather"] and not t["tp_comm_overlap"]
     assert p["sequence_parallel"] is False and any("turns it off" in a for a in imp.assumed)  # TP 1
     assert "--moe-grouped-gemm" not in imp.ignored + imp.unrecognized  # commented out
     assert imp.unrecognized == ["--no-masked-softmax-fusion"]
