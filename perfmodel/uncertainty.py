@@ -59,5 +59,6 @@ def band(plan: Plan, bands: dict) -> Band:
         return Band(widest["mean_abs_error"], widest["max_abs_error"],
                     "no published run of this kind: the widest band of any table")
     score, name, t = max(scored, key=lambda x: (x[0], x[2]["max_abs_error"]))
-    shared = ", ".join(f for f in WEIGHTS if t.get(f) == k[f])
+    shared = ", ".join(("MoE" if k[f] else "dense") if f == "moe" else f"{f} {k[f]}"
+                       for f in WEIGHTS if t.get(f) == k[f])
     return Band(t["mean_abs_error"], t["max_abs_error"], f"{name} ({t['runs']} runs; same {shared})")
