@@ -510,6 +510,9 @@ def sweep(result) -> None:
           right=[False, True, False, True, True, True, True, True],
           caption="vs first: throughput / throughput per GPU against the first row (strong scaling keeps the "
                   "batch, weak scaling grows it with the GPUs)")
+    if result.field == "system.gpu":
+        line("the links stay the plan's at every value: vary system.intra_node_link or system.inter_node_link "
+             "to change them")
     for p in result.points:
         if p.est is None:
             line(f"{result.field}={p.value}: {p.error}")
