@@ -83,6 +83,32 @@ class Imported:
     assumed: list[str] = field(default_factory=list)
 
 
+def megatron_defaults(name: str, gpu: str, training: dict | None = None) -> Imported:
+    """A plan mapping holding Megatron's defaults where a launch file is silent (megatron/training/arguments.py):
+    biases, tied embeddings, dropout, a GELU MLP, LayerNorm, learned positions; no parallelism, no
+    recompute, no SP, no distributed optimizer, the 1F1B schedule; the megatron-core profile."""
+    return Imported({
+        "model": {"name": name, "add_bias_linear": True, "tied_embeddings": True, "dropout": True, "mlp": "gelu",
+                  "normalization": "layernorm", "position_embedding": "learned"},
+        "system": {"gpu": gpu}, "training": {"framework": "megatron-core", **(training or {})},
+        "parallel": {"tp": 1, "pp": 1, "cp": 1, "vp": 1, "zero_stage": 0, "recompute": "none",
+                     "sequence_parallel": False, "schedule": "1f1b"}})
+
+
+def megatron_rules(out: Imported, sp_key: str, who: str) -> None:
+    """Megatron's rules once a file is read: vp > 1 runs the interleaved schedule; SP is off at TP 1 (Megatron
+    turns it off, and says so); MoE runs EP 1 and expert TP = TP unless given (Megatron-Core)."""
+    model, parallel = out.plan["model"], out.plan["parallel"]
+    if parallel["vp"] > 1:
+        parallel["schedule"] = "interleaved"
+    if parallel["sequence_parallel"] and parallel["tp"] == 1:
+        parallel["sequence_parallel"] = False
+        out.assumed.append(f"{sp_key} with tensor parallelism 1: off, as {who} turns it off")
+    if "num_moe_experts" in model:
+        parallel.setdefault("ep", 1)
+        parallel.setdefault("etp", parallel["tp"])
+
+
 def tokens(text: str) -> list[str]:
     """The words of a launch script or argument file: comments and line continuations dropped, simple
     NAME=value variables substituted (``$X``, ``${X}``, ``$((A*B))``), bash array brackets removed."""
@@ -161,13 +187,8 @@ def _to_plan(args: dict, gpu: str, num_gpus: int | None, vocab_size: int | None)
     # Megatron-LM's opt-in switches are off unless given (the megatron-core profile, NeMo's defaults, has them on)
     off = {"overlap_grad_reduce": False, "overlap_param_gather": False, "tp_comm_overlap": False,
            "fp8_param_gather": False}
-    out = Imported({"model": {"name": "imported"}, "system": {"gpu": gpu},
-                    "training": {"framework": "megatron-core", **off},
-                    "parallel": {"tp": 1, "pp": 1, "cp": 1, "vp": 1, "zero_stage": 0, "recompute": "none",
-                                 "sequence_parallel": False, "schedule": "1f1b"}})
+    out = megatron_defaults("imported", gpu, off)
     model, system, training, parallel = (out.plan[k] for k in ("model", "system", "training", "parallel"))
-    model.update({"add_bias_linear": True, "tied_embeddings": True, "dropout": True, "mlp": "gelu",
-                  "normalization": "layernorm", "position_embedding": "learned"})
     for flag in args:
         if flag == "--moe-layer-freq":
             model["moe_layer_freq"] = _layer_freq(_one(args, flag))
@@ -265,14 +286,7 @@ def _special(args: dict, out: Imported) -> None:
             raise PerfModelError(f"--num-layers-per-virtual-pipeline-stage {per} does not divide --num-layers "
                                  f"{layers} over {pp} stages")
         parallel["vp"] = layers // (pp * per)
-    if parallel["vp"] > 1:
-        parallel["schedule"] = "interleaved"
-    if parallel["sequence_parallel"] and parallel["tp"] == 1:
-        parallel["sequence_parallel"] = False
-        out.assumed.append("--sequence-parallel with tensor parallelism 1: off, as Megatron-LM turns it off")
-    if "num_moe_experts" in model:  # Megatron-Core: expert parallelism 1 and expert TP = TP unless given
-        parallel.setdefault("ep", 1)
-        parallel.setdefault("etp", parallel["tp"])
+    megatron_rules(out, "--sequence-parallel", "Megatron-LM")
     if "dtype" not in training:
         training["dtype"] = "fp32"
         out.assumed.append("no --bf16/--fp16/--fp8-format: fp32, as Megatron-LM runs by default")

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from .errors import PerfModelError
-from .megatron import Imported
+from .megatron import Imported, megatron_defaults, megatron_rules
 
 MODEL_KEYS = {  # recipe key -> Model field
     "num_layers": "num_layers", "hidden_size": "hidden_size", "ffn_hidden_size": "ffn_hidden_size",
@@ -71,13 +71,8 @@ def read_recipe(data: Any, gpu: str, num_gpus: int | None = None, vocab_size: in
                              "config dump)")
     model_cfg = data["model"]
     train = data.get("train") if isinstance(data.get("train"), dict) else {}
-    out = Imported({"model": {"name": str(data.get("name") or "nemo")}, "system": {"gpu": gpu},
-                    "training": {"framework": "megatron-core"},
-                    "parallel": {"tp": 1, "pp": 1, "cp": 1, "vp": 1, "zero_stage": 0, "recompute": "none",
-                                 "sequence_parallel": False, "schedule": "1f1b"}})
+    out = megatron_defaults(str(data.get("name") or "nemo"), gpu)
     model, parallel, training = out.plan["model"], out.plan["parallel"], out.plan["training"]
-    model.update({"add_bias_linear": True, "tied_embeddings": True, "dropout": True, "mlp": "gelu",
-                  "normalization": "layernorm", "position_embedding": "learned"})
 
     def get(key):
         v = model_cfg.get(key, train.get(key))
@@ -106,14 +101,7 @@ def read_recipe(data: Any, gpu: str, num_gpus: int | None = None, vocab_size: in
     _architecture(get, model)
     _recompute(get, parallel)
     _precision_and_optimizer(data, get, out)
-    if parallel["vp"] > 1:
-        parallel["schedule"] = "interleaved"
-    if parallel["sequence_parallel"] and parallel["tp"] == 1:
-        parallel["sequence_parallel"] = False
-        out.assumed.append("sequence_parallel with tensor parallelism 1: off, as Megatron turns it off")
-    if "num_moe_experts" in model:
-        parallel.setdefault("ep", 1)
-        parallel.setdefault("etp", parallel["tp"])
+    megatron_rules(out, "sequence_parallel", "Megatron")
     _system(data, out, num_gpus)
     if vocab_size:
         model["vocab_size"] = vocab_size
