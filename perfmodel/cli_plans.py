@@ -45,6 +45,21 @@ def _overrides(kw: dict) -> dict:
     return out
 
 
+def _launch_plan(path: str, kind: str, kw: dict):
+    """A Megatron-LM launch file or NeMo recipe as a plan, its notes on stderr; --gpu is required."""
+    from . import launch
+    if not kw.get("launch_gpu"):
+        raise PerfModelError(f"{path} is a {'Megatron-LM launch file' if kind == 'megatron' else 'NeMo recipe'}: "
+                             f"give the GPU with --gpu NAME (the file does not name it; estimate, check, compare, "
+                             f"plan and report take it), or convert it first with "
+                             f"`perfmodel import {kind} {path} --gpu NAME -o plan.yaml`")
+    imp = launch.read(path, kind, kw["launch_gpu"], kw.get("gpus"), kw.get("vocab_size"))
+    plan = launch.plan_of(imp, path)
+    for note in launch.notes(imp):
+        click.echo(f"{path}: {note}", err=True)
+    return plan
+
+
 def launch_options(f):
     """For a Megatron-LM launch file or a NeMo recipe given where a plan is expected."""
     f = click.option("--vocab-size", type=count(), help="Megatron or NeMo file: the vocabulary, where it has none.")(f)
@@ -55,21 +70,14 @@ def launch_options(f):
 def load_plan_with(plan_arg: str, kw: dict):
     """Load a plan (or a Megatron-LM launch file or NeMo recipe, with --gpu), apply --gpus, and fix the knobs
     given as flags (they override its parallel section)."""
-    from . import launch
-    kind = launch.kind_of(plan_arg)
-    if kind is None:
+    try:
         plan = presets.load_plan(plan_arg)
-    elif not kw.get("launch_gpu"):
-        raise PerfModelError(f"{plan_arg} is a {'Megatron-LM launch file' if kind == 'megatron' else 'NeMo recipe'}: "
-                             f"give the GPU with --gpu NAME (the file does not name it; estimate, check, compare, "
-                             f"plan and report take it), or convert it first with "
-                             f"`perfmodel import {kind} {plan_arg} --gpu NAME -o plan.yaml`")
-    else:
-        imp = launch.read(plan_arg, kind, kw["launch_gpu"], kw.get("gpus"), kw.get("vocab_size"))
-        plan = launch.plan_of(imp, plan_arg)
-        for note in launch.notes(imp):
-            click.echo(f"{plan_arg}: {note}", err=True)
-        return plan.with_parallel(**_overrides(kw))
+    except PerfModelError:  # not a plan: a launch file, or the plan's own error (looked at only on this path)
+        from . import launch
+        kind = launch.kind_of(plan_arg)
+        if kind is None:
+            raise
+        return _launch_plan(plan_arg, kind, kw).with_parallel(**_overrides(kw))
     if kw.get("gpus"):
         try:
             plan = plan.with_system(num_gpus=kw["gpus"])
