@@ -252,7 +252,8 @@ def report_cmd(plan_file, output, **kw):
     from . import gantt, report
     from . import search as srch
     from .check import check
-    from .schedule import MAX_GANTT_BLOCKS, simulate
+    from .estimate import pipeline
+    from .schedule import MAX_GANTT_BLOCKS
     if not output.strip():
         raise PerfModelError("-o needs a file name, e.g. -o report.html")
     plan = load_plan_with(plan_file, kw)
@@ -264,9 +265,7 @@ def report_cmd(plan_file, output, **kw):
     fixed = plan.with_parallel(**{k: getattr(c, k) for k in (*srch.FREE, "dp", "schedule")})
     sim_svg, note = None, ""
     if c.pp > 1 and 2 * c.pp * c.num_micro_batches * c.vp <= MAX_GANTT_BLOCKS:
-        sim = simulate(c.pp, c.num_micro_batches, c.vp, c.schedule, best.stage_fwd_s, best.stage_bwd_s,
-                       best.values["p2p_s"], blocking=not plan.training.p2p_overlap)
-        sim_svg = gantt.svg(sim, f"{plan.model.name}, best configuration", max_width=960)
+        sim_svg = gantt.svg(pipeline(plan, best), f"{plan.model.name}, best configuration", max_width=960)
     else:
         note = ("no pipeline (pp = 1)" if c.pp == 1 else f"{2 * c.pp * c.num_micro_batches * c.vp:,} blocks: too many "
                 f"to draw (limit {MAX_GANTT_BLOCKS:,}); `perfmodel schedule` simulates it")
@@ -443,27 +442,22 @@ def schedule_cmd(plan_file, m, p, v, sched, tf, tb, latency, width, svg_file, as
     from . import gantt
     from .schedule import simulate
     if plan_file:
-        from .estimate import estimate, resolve_config
+        from .estimate import estimate, pipeline, resolve_config
         plan = presets.load_plan(plan_file)
         over = {k: val for k, val in (("pp", p), ("vp", v), ("schedule", sched)) if val is not None}
         cfg = resolve_config(plan, **over)
         if m is not None:
             cfg = dataclasses.replace(cfg, global_batch_size=m * cfg.dp * cfg.micro_batch_size)
             plan = plan.with_training(global_batch_size=cfg.global_batch_size)
-        est = estimate(plan, cfg)
-        p, m, v, sched = cfg.pp, cfg.num_micro_batches, cfg.vp, cfg.schedule
-        tf, tb = est.stage_fwd_s, est.stage_bwd_s
-        latency = est.values["p2p_s"]
+        sim = pipeline(plan, estimate(plan, cfg))
         title = f"{plan.model.name}, stage times from estimate (s)"
-        blocking = not plan.training.p2p_overlap
     else:
         if m is None or p is None:
             raise click.UsageError("give -m and -p, or a PLAN file")
         v = v or 1
         sched = sched or ("interleaved" if v > 1 else "1f1b")
         title = f"equal stages, t_f={tf:g}, t_b={tb:g}"
-        blocking = False
-    sim = simulate(p, m, v, sched, tf, tb, latency, blocking=blocking)
+        sim = simulate(p, m, v, sched, tf, tb, latency)
     if svg_file is not None:
         if not svg_file.strip():
             raise PerfModelError("--svg needs a file name, e.g. --svg pipeline.svg")

@@ -142,6 +142,15 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
                     plan.training.framework, assumptions(plan))
 
 
+def pipeline(plan: Plan, est: Estimate):
+    """One simulated step of an estimate's pipeline (its schedule, per-stage times and p2p time), blocks kept
+    for a Gantt chart: what `schedule PLAN` draws and the report shows."""
+    from .schedule import simulate
+    c = est.config
+    return simulate(c.pp, c.num_micro_batches, c.vp, c.schedule, est.stage_fwd_s, est.stage_bwd_s,
+                    est.values["p2p_s"], blocking=not plan.training.p2p_overlap)
+
+
 def _check_finite(values: dict) -> None:
     """A figure that overflows is an error naming what to look at, never NaN or Infinity in the output."""
     bad = sorted(k for k, v in values.items() if isinstance(v, float) and not np.isfinite(v))
