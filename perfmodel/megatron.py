@@ -15,7 +15,6 @@ import math
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
 
 from .errors import PerfModelError
 
@@ -418,5 +417,4 @@ def plan_yaml(imp: Imported, source: str = "Megatron-LM arguments") -> str:
     head += [f"# not recognized, ignored (check they do not change the cost): {', '.join(imp.unrecognized)}"] \
         if imp.unrecognized else []
     head += [f"# assumed: {a}" for a in imp.assumed]
-    body: dict[str, Any] = {k: v for k, v in imp.plan.items()}
-    return "\n".join(head) + "\n" + yaml.safe_dump(body, sort_keys=False)
+    return "\n".join(head) + "\n" + yaml.safe_dump(imp.plan, sort_keys=False)
