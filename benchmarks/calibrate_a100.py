@@ -29,8 +29,8 @@ import itertools
 
 import numpy as np
 
-from perfmodel import presets
-from perfmodel.validate import _per_layer, run_case
+from perfmodel.inputs import presets
+from perfmodel.review.validate import _per_layer, run_case
 
 NVLINK3, IB_HDR = {"efficiency": 0.78}, {"efficiency": 0.90}
 GEMM = np.arange(0.70, 0.86, 0.01)

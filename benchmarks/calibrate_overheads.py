@@ -19,8 +19,8 @@ import argparse
 
 import numpy as np
 
-from perfmodel import presets
-from perfmodel.validate import run_case
+from perfmodel.inputs import presets
+from perfmodel.review.validate import run_case
 
 GRID = {
     "fp8_gemm_efficiency": [0.50, 0.55, 0.60, 0.65, 0.70, 0.76],

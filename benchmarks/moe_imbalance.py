@@ -11,8 +11,8 @@ Run: python benchmarks/moe_imbalance.py
 
 from __future__ import annotations
 
-from perfmodel import presets
-from perfmodel.estimate import estimate, resolve_config
+from perfmodel.inputs import presets
+from perfmodel.engine.estimate import estimate, resolve_config
 
 # (sequence length, TFLOP/s per GPU forced balance, dropless), shared/validation/published-modern.yaml
 RUNS = [(16384, 295, 237), (32768, 335, 277), (65536, 368, 320), (131072, 389, 357)]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from perfmodel.uncertainty import bands_from_report
-from perfmodel.validate import validate
+from perfmodel.engine.uncertainty import bands_from_report
+from perfmodel.review.validate import validate
 
 OUT = Path(__file__).resolve().parent.parent / "configs" / "error_bands.yaml"
 

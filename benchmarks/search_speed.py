@@ -12,9 +12,9 @@ import time
 
 import numpy as np
 
-from perfmodel import presets
-from perfmodel.estimate import estimate
-from perfmodel.search import enumerate_space, evaluate_chunked, search
+from perfmodel.inputs import presets
+from perfmodel.engine.estimate import estimate
+from perfmodel.engine.search import enumerate_space, evaluate_chunked, search
 
 # issue 3's cases, and issue 12's: Llama 3.1 405B on 16,384 H100 (cp, uneven pp, vp free) and
 # DeepSeek-V3 on 1,024 H100 (ep and etp free), each to run end to end in under 3 s on 2 cores

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from perfmodel import presets
+from perfmodel.inputs import presets
 from perfmodel.cost.layer import Hardware, Link, time_block
 from perfmodel.cost.transformer import LayerShape, Options, decoder_layer
 

@@ -10,7 +10,7 @@ loop, the mean by a sum. It covers dense models without context parallelism."""
 from __future__ import annotations
 
 from perfmodel.cost.transformer import decoder_layer, embedding, lm_head
-from perfmodel.evaluate import Setting, block_ops
+from perfmodel.engine.evaluate import Setting, block_ops
 
 
 def _block(plan, builder, cfg) -> dict:

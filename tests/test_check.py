@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel import presets
-from perfmodel.check import RULES, check, exit_code
+from perfmodel.inputs import presets
+from perfmodel.review.check import RULES, check, exit_code
 from perfmodel.cli import main
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from perfmodel import presets
+from perfmodel.inputs import presets
 from perfmodel.errors import PerfModelError
-from perfmodel.estimate import estimate, per_layer_ops, resolve_config
+from perfmodel.engine.estimate import estimate, per_layer_ops, resolve_config
 
 
 @pytest.fixture(scope="module")
@@ -119,8 +119,8 @@ def test_vectorized_path_matches_a_plain_python_reference():
     tests/reference.py, written separately and one configuration at a time, on a random sample."""
     from reference import breakdown
 
-    from perfmodel.search import enumerate_space, evaluate_chunked
-    from perfmodel.evaluate import evaluate
+    from perfmodel.engine.search import enumerate_space, evaluate_chunked
+    from perfmodel.engine.evaluate import evaluate
     plan = presets.load_plan("gpt3-175b.yaml").with_training(framework="megatron-2022")  # dense, no cp
     space = enumerate_space(plan)
     rng = np.random.default_rng(0)

@@ -3,7 +3,7 @@ with hand counts written out here (SPEC 5; issue 11)."""
 
 import pytest
 
-from perfmodel import presets
+from perfmodel.inputs import presets
 from perfmodel.cost import flops as fl
 from perfmodel.cost import memory as mem
 from perfmodel.cost.transformer import LayerShape

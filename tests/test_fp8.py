@@ -3,8 +3,8 @@ attention in BF16, FP8 weight copies in memory, MFU against the BF16 peak."""
 
 import pytest
 
-from perfmodel import presets
-from perfmodel.estimate import estimate, per_layer_ops, resolve_config
+from perfmodel.inputs import presets
+from perfmodel.engine.estimate import estimate, per_layer_ops, resolve_config
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from perfmodel import presets
+from perfmodel.inputs import presets
 from perfmodel.cli import main
 from perfmodel.errors import PerfModelError
 

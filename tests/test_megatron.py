@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from perfmodel.cli import main
 from perfmodel.errors import PerfModelError
-from perfmodel.megatron import read_args, tokens
+from perfmodel.inputs.megatron import read_args, tokens
 
 DATA = Path(__file__).parent / "data" / "megatron"
 GPT3 = DATA / "train_gpt3_175b_distributed.sh"

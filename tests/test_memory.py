@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from perfmodel import presets
+from perfmodel.inputs import presets
 from perfmodel.cost import memory as mem
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost.stages import build_stages

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from perfmodel.cli import main
 from perfmodel.errors import PerfModelError
-from perfmodel.nemo import read_recipe
+from perfmodel.inputs.nemo import read_recipe
 
 DATA = Path(__file__).parent / "data" / "nemo"
 LLAMA = DATA / "megatron_llama_config.yaml"

@@ -5,13 +5,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel import presets
+from perfmodel.inputs import presets
 from perfmodel.cost import collectives as coll
 from perfmodel.cost.stages import build_stages, split_layers
 from perfmodel.cost.transformer import LayerShape, Options, decoder_layer
-from perfmodel.estimate import estimate, resolve_config
-from perfmodel.schedule import simulate
-from perfmodel.search import enumerate_space
+from perfmodel.engine.estimate import estimate, resolve_config
+from perfmodel.engine.schedule import simulate
+from perfmodel.engine.search import enumerate_space
 
 
 def plan(model, gpus, gbs, gpn=8, **training):

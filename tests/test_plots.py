@@ -51,7 +51,7 @@ def test_missing_matplotlib_is_one_clear_line(runner, tmp_path, monkeypatch):
 
 
 def test_pareto_front():
-    from perfmodel.plots import pareto_front
+    from perfmodel.output.plots import pareto_front
     t = np.array([3.0, 1.0, 2.0, 1.5, 4.0])
     m = np.array([1.0, 5.0, 2.0, 6.0, 0.5])
     assert sorted(pareto_front(t, m).tolist()) == [0, 1, 2, 4]

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from perfmodel import presets
+from perfmodel.inputs import presets
 from perfmodel.errors import PerfModelError
 
 

@@ -90,8 +90,8 @@ def test_gpipe_is_the_exception():
 
 
 def _totals_over_tp(pp, mbs, sp_on, rc, schedule):
-    from perfmodel import presets
-    from perfmodel.estimate import Knobs, evaluate
+    from perfmodel.inputs import presets
+    from perfmodel.engine.estimate import Knobs, evaluate
     plan = presets.load_plan("gpt3-175b.yaml")
     tps = np.array([1, 2, 4, 8])
     n = len(tps)

@@ -6,13 +6,13 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from perfmodel import presets
+from perfmodel.inputs import presets
 from perfmodel.cli import main
 from perfmodel.cost import pipeline as pipe
 from perfmodel.errors import PerfModelError
-from perfmodel.estimate import estimate, resolve_config
-from perfmodel.gantt import svg, text_rows
-from perfmodel.schedule import simulate
+from perfmodel.engine.estimate import estimate, resolve_config
+from perfmodel.output.gantt import svg, text_rows
+from perfmodel.engine.schedule import simulate
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
@@ -124,7 +124,7 @@ def test_cli_schedule(runner, tmp_path):
 
 def test_text_gantt_turns_coarse_when_blocks_outnumber_columns():
     """Issue 15: at m=48, p=8 the numbered chart (two glyphs per block) was unreadable in 80 columns."""
-    from perfmodel.gantt import legend
+    from perfmodel.output.gantt import legend
     s = simulate(8, 48, 1, "1f1b")
     rows = text_rows(s, 80)
     assert all(len(r) <= 80 and set(r.split("|", 1)[1]) <= set("FB.") for r in rows)
@@ -135,7 +135,7 @@ def test_text_gantt_turns_coarse_when_blocks_outnumber_columns():
 
 
 def test_text_gantt_time_axis_ends_at_the_step_time():
-    from perfmodel.gantt import time_axis
+    from perfmodel.output.gantt import time_axis
     s = simulate(4, 8, 1, "1f1b")
     ticks, labels = time_axis(s, 80)
     assert len(ticks) <= 80 and ticks.count("|") == 4 and labels.split()[0] == "0"

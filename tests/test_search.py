@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel import presets
+from perfmodel.inputs import presets
 from perfmodel.cli import main
 from perfmodel.errors import PerfModelError
-from perfmodel.estimate import estimate
-from perfmodel.search import enumerate_space, search
+from perfmodel.engine.estimate import estimate
+from perfmodel.engine.search import enumerate_space, search
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +162,7 @@ def test_json_rejections_carry_stable_rule_ids():
 
     from click.testing import CliRunner
 
-    from perfmodel.check import RULES
+    from perfmodel.review.check import RULES
     from perfmodel.cli import main
     out = json.loads(CliRunner().invoke(main, ["plan", "gpt3-175b.yaml", "--gpus", "512", "--json"]).output)
     rej = out["rejected"]

@@ -3,11 +3,11 @@ reduce-scatter per micro-batch, ZeRO-3 / FSDP's per-layer gathers hidden one lay
 
 import pytest
 
-from perfmodel import presets
+from perfmodel.inputs import presets
 from perfmodel.cost import collectives as coll
 from perfmodel.cost import step as stp
 from perfmodel.cost.layer import Link
-from perfmodel.estimate import estimate, resolve_config
+from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.specs import Precision
 
 BF16 = Precision.of("bf16", True, "adam")

@@ -6,10 +6,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from perfmodel import presets
+from perfmodel.inputs import presets
 from perfmodel.cli import main
 from perfmodel.errors import PerfModelError
-from perfmodel.sweep import changed, parse_vary
+from perfmodel.review.sweep import changed, parse_vary
 
 
 def invoke(*args):

@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from perfmodel import presets
+from perfmodel.inputs import presets
 from perfmodel.cost.roofline import gemm_bytes, gemm_efficiency, gemm_flops, kernel_time
 
 LAUNCH_BOUND_M = 64  # measured from a Python loop: ~20 us per call is host dispatch, not the GPU

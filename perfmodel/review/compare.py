@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .check import Finding, check
-from .errors import PerfModelError
-from .estimate import Estimate
-from .evaluate import BREAKDOWN_KEYS
-from .search import estimate_or_search
-from .specs import Plan
-from .units import fmt_bytes, fmt_time
+from perfmodel.review.check import Finding, check
+from perfmodel.errors import PerfModelError
+from perfmodel.engine.estimate import Estimate
+from perfmodel.engine.evaluate import BREAKDOWN_KEYS
+from perfmodel.engine.search import estimate_or_search
+from perfmodel.specs import Plan
+from perfmodel.units import fmt_bytes, fmt_time
 
 # Breakdown components, as `estimate` names them.
 COMPONENTS = {"forward": "forward", "backward": "backward", "recompute": "recompute", "bubble": "bubble",

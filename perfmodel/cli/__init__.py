@@ -13,10 +13,12 @@ import sys
 import click
 from pydantic import ValidationError
 
-from . import presets, render, reports
-from .errors import PerfModelError
-from .specs import DTYPES
-from .units import QuantityError, parse_quantity
+from perfmodel.inputs import presets
+from perfmodel.output import render
+from perfmodel.engine import calculators as reports
+from perfmodel.errors import PerfModelError
+from perfmodel.specs import DTYPES
+from perfmodel.units import QuantityError, parse_quantity
 
 
 class Group(click.Group):
@@ -128,7 +130,7 @@ def bubble(m, p, v, target, sweep, plot, as_json):
     """
     r = reports.bubble_report(p, m, v, target, sweep)
     if plot is not None:
-        from . import plots
+        from perfmodel.output import plots
         plots.bubble_plot(r, plot)
     render.emit_json(r) if as_json else render.bubble(r)
 
@@ -159,7 +161,7 @@ def roofline(mbs, seq_len, model_name, hidden, ffn, heads, tp, gpu_name, dtype, 
         perfmodel roofline --mbs 64            # MLP GEMM memory-bound at AI ~61
         perfmodel roofline --mbs 8 --seq-len 1024
     """
-    from .cost.transformer import LayerShape
+    from perfmodel.cost.transformer import LayerShape
     g = presets.gpu(gpu_name)
     swiglu, groups = False, None
     if model_name:
@@ -181,7 +183,7 @@ def roofline(mbs, seq_len, model_name, hidden, ffn, heads, tp, gpu_name, dtype, 
                        norm="layernorm", learned_positions=False, tied=True)
     r = reports.roofline_report(g, dtype, shape, tp, mbs, seq_len, flash=flash)
     if plot is not None:
-        from . import plots
+        from perfmodel.output import plots
         plots.roofline_plot(g, dtype, shape, tp, seq_len, plot, mbs)
     render.emit_json(r) if as_json else render.roofline(r)
 
@@ -262,4 +264,5 @@ def presets_cmd(kind, as_json):
 
 
 # the commands that read a plan file register themselves on ``main``
-from . import cli_import, cli_plans  # noqa: E402,F401
+from perfmodel.cli import imports as cli_import
+from perfmodel.cli import plans as cli_plans  # noqa: E402,F401

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import PerfModelError
+from perfmodel.errors import PerfModelError
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from .specs.framework import PROFILES
+from perfmodel.specs.framework import PROFILES
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,13 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import PerfModelError
-from .cost.memory import RECOMPUTE_CODES
-from .cost.pipeline import SCHEDULE_CODES
-from .estimate import Estimate, estimate, evaluate, resolve_config
-from .knobs import CP_COMM_CODES, Knobs
-from .rules import Reason, apply_masks, facts, knob_contradictions
-from .specs import Plan
+from perfmodel.errors import PerfModelError
+from perfmodel.cost.memory import RECOMPUTE_CODES
+from perfmodel.cost.pipeline import SCHEDULE_CODES
+from perfmodel.engine.estimate import Estimate, estimate, evaluate, resolve_config
+from perfmodel.engine.knobs import CP_COMM_CODES, Knobs
+from perfmodel.engine.rules import Reason, apply_masks, facts, knob_contradictions
+from perfmodel.specs import Plan
 
 CHUNK = 65536
 

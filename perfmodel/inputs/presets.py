@@ -17,10 +17,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from . import hf, yaml12
-from .errors import PerfModelError
-from .specs import GPU, Link, Model, Parallel, Plan, System, Training
-from .specs.base import format_validation_error
+from perfmodel.inputs import hf
+from perfmodel.inputs import yaml12
+from perfmodel.errors import PerfModelError
+from perfmodel.specs import GPU, Link, Model, Parallel, Plan, System, Training
+from perfmodel.specs.base import format_validation_error
 
 
 def _configs_root():
@@ -272,8 +273,8 @@ def describe(kind: str) -> list[dict]:
             rows.append({"name": name, "link": lk.name, "bandwidth_gb_per_s": lk.bandwidth_bytes_per_s / 1e9,
                          "latency_us": lk.latency_s * 1e6})
     elif kind == "models":
-        from .cost.memory import total_params
-        from .cost.transformer import LayerShape
+        from perfmodel.cost.memory import total_params
+        from perfmodel.cost.transformer import LayerShape
         import re
         for name in preset_names("models"):
             m = model(name)
@@ -286,7 +287,7 @@ def describe(kind: str) -> list[dict]:
                          "seq": m.seq_length, "mlp": m.mlp})
         rows.sort(key=lambda r: (r["family"], r["params_b"]))  # by family, then size
     elif kind == "frameworks":
-        from .specs.framework import FLAGS, PROFILES
+        from perfmodel.specs.framework import FLAGS, PROFILES
         for name, prof in PROFILES.items():
             on = [k for k in FLAGS if prof.get(k) is True]
             rows.append({"name": name, "zero_stages": ",".join(str(z) for z in prof["zero_stages"]),

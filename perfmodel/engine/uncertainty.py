@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .specs import Plan
+from perfmodel.specs import Plan
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import click
 
-from . import presets, render, uncertainty
-from .cli import Finite, count, format_option, json_option, main
-from .errors import PerfModelError
+from perfmodel.inputs import presets
+from perfmodel.output import render
+from perfmodel.engine import uncertainty
+from perfmodel.cli import Finite, count, format_option, json_option, main
+from perfmodel.errors import PerfModelError
 
 
 # ---------------------------------------------------------------- plans: memory, estimate
@@ -47,7 +49,7 @@ def _overrides(kw: dict) -> dict:
 
 def _launch_plan(path: str, kind: str, kw: dict):
     """A Megatron-LM launch file or NeMo recipe as a plan, its notes on stderr; --gpu is required."""
-    from . import launch
+    from perfmodel.inputs import launch
     if not kw.get("launch_gpu"):
         raise PerfModelError(f"{path} is a {'Megatron-LM launch file' if kind == 'megatron' else 'NeMo recipe'}: "
                              f"give the GPU with --gpu NAME (the file does not name it; estimate, check, compare, "
@@ -73,7 +75,7 @@ def load_plan_with(plan_arg: str, kw: dict):
     try:
         plan = presets.load_plan(plan_arg)
     except PerfModelError:  # not a plan: a launch file, or the plan's own error (looked at only on this path)
-        from . import launch
+        from perfmodel.inputs import launch
         kind = launch.kind_of(plan_arg)
         if kind is None:
             raise
@@ -102,7 +104,7 @@ def memory(plan_file, model_name, gpu_name, gbs, plot, as_json, **kw):
         perfmodel memory gpt3-175b-3d.yaml
         perfmodel memory --model gpt3-175b --gpus 64 --tp 8 --pp 8 --sp --recompute selective
     """
-    from .estimate import estimate, resolve_config
+    from perfmodel.engine.estimate import estimate, resolve_config
     if plan_file:
         plan = load_plan_with(plan_file, kw)
     elif model_name:
@@ -121,7 +123,7 @@ def memory(plan_file, model_name, gpu_name, gbs, plot, as_json, **kw):
     est = estimate(plan, cfg)
     mem = est.to_json()["memory"]
     if plot is not None:
-        from . import plots
+        from perfmodel.output import plots
         plots.memory_plot(mem, plot, f"{plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}: "
                           f"tp={cfg.tp} pp={cfg.pp} dp={cfg.dp} mbs={cfg.micro_batch_size} {cfg.recompute} recompute")
     if as_json:
@@ -151,8 +153,8 @@ def estimate(plan_file, per_layer, strict, as_json, **kw):
         perfmodel estimate gpt3-175b-3d.yaml
         perfmodel estimate gpt3-175b.yaml --tp 8 --pp 8 --mbs 1 --sp --recompute selective --per-layer
     """
-    from . import estimate as est_mod
-    from . import search as srch
+    from perfmodel.engine import estimate as est_mod
+    from perfmodel.engine import search as srch
     plan = load_plan_with(plan_file, kw)
     est, chosen = srch.estimate_or_search(plan)
     est.band = uncertainty.band(plan, presets.error_bands())
@@ -190,7 +192,7 @@ def compare_cmd(plan_files, gpus, launch_gpu, vocab_size, as_json):
         perfmodel compare examples/clean-plan.yaml examples/troubled-plan.yaml
         perfmodel compare a.yaml b.yaml c.yaml --json
     """
-    from .compare import compare
+    from perfmodel.review.compare import compare
     if len(plan_files) < 2:
         raise PerfModelError("compare needs two plans or more: perfmodel compare A.yaml B.yaml")
     stems = [Path(f).stem for f in plan_files]
@@ -221,7 +223,7 @@ def sweep_cmd(plan_file, vary, fixed, plot, as_json):
         perfmodel sweep examples/clean-plan.yaml --vary inter_node_bandwidth="25 GB/s,12.5 GB/s" --fixed
         perfmodel sweep gpt3-175b.yaml --vary gpu=a100-80gb,h100-sxm --json
     """
-    from . import sweep as sw
+    from perfmodel.review import sweep as sw
     plan = presets.load_plan(plan_file)
     path, values = sw.parse_vary(vary)
     result = sw.sweep(plan, path, values, fixed)
@@ -230,7 +232,7 @@ def sweep_cmd(plan_file, vary, fixed, plot, as_json):
     else:
         render.sweep(result)
     if plot is not None:
-        from . import plots
+        from perfmodel.output import plots
         plots.sweep_plot(result, f"{plan.model.name}, {plan.system.gpu.name}: tokens/s against {path}", plot)
     if all(p.est is None for p in result.points):
         raise click.exceptions.Exit(1)
@@ -249,11 +251,12 @@ def report_cmd(plan_file, output, **kw):
     Example:
         perfmodel report gpt3-175b.yaml --gpus 512 -o report.html
     """
-    from . import gantt, report
-    from . import search as srch
-    from .check import check
-    from .estimate import pipeline
-    from .schedule import MAX_GANTT_BLOCKS
+    from perfmodel.output import gantt
+    from perfmodel.output import html as report
+    from perfmodel.engine import search as srch
+    from perfmodel.review.check import check
+    from perfmodel.engine.estimate import pipeline
+    from perfmodel.engine.schedule import MAX_GANTT_BLOCKS
     if not output.strip():
         raise PerfModelError("-o needs a file name, e.g. -o report.html")
     plan = load_plan_with(plan_file, kw)
@@ -299,7 +302,7 @@ def plan_cmd(plan_file, top, sort, allow_cross_node_tp, plot, emit, as_json, **k
         perfmodel plan gpt3-175b.yaml --gpus 512
         perfmodel plan gpt3-175b.yaml --gpus 512 --tp 8 --recompute selective --top 10 --json
     """
-    from . import search as srch
+    from perfmodel.engine import search as srch
     if top < 1:
         raise click.BadParameter(f"must be at least 1, got {top}", param_hint="--top")
     plan = load_plan_with(plan_file, kw)
@@ -312,7 +315,7 @@ def plan_cmd(plan_file, top, sort, allow_cross_node_tp, plot, emit, as_json, **k
     srch.annotate(plan, result, uncertainty.band(plan, presets.error_bands()))
     if plot is not None:
         if result.points is not None and len(result.points["step_time_s"]):
-            from . import plots
+            from perfmodel.output import plots
             best = result.results[0].values
             plots.pareto_plot(result.points, plot, f"{plan.model.name} on {plan.system.num_gpus} x "
                               f"{plan.system.gpu.name}: step time against memory",
@@ -320,7 +323,7 @@ def plan_cmd(plan_file, top, sort, allow_cross_node_tp, plot, emit, as_json, **k
         else:
             click.echo(f"--plot {plot}: nothing fits, no plot written", err=True)
     if emit and result.results:
-        from .megatron import to_args
+        from perfmodel.inputs.megatron import to_args
         best = result.results[0]
         click.echo(f"# {plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}: predicted "
                    f"{best.values['step_time_s']:.3g} s per step, MFU {100 * best.values['mfu']:.1f}%")
@@ -353,7 +356,7 @@ def validate(cases, breakdown, as_json):
         perfmodel validate k22 --json
         perfmodel validate n21-gpt-76.1b --breakdown
     """
-    from . import validate as val
+    from perfmodel.review import validate as val
     report = val.validate(list(cases) or None)
     if as_json:
         out = report.to_json()
@@ -389,7 +392,7 @@ def check_cmd(plan_file, ignored, strict, list_rules, as_json, **kw):
         perfmodel check examples/clean-plan.yaml
         perfmodel check examples/troubled-plan.yaml --ignore PM302 --json
     """
-    from . import check as chk
+    from perfmodel.review import check as chk
     if list_rules:
         if as_json:
             render.emit_json([{"rule": r.id, "severity": r.severity, "title": r.title, "why": r.why}
@@ -439,10 +442,10 @@ def schedule_cmd(plan_file, m, p, v, sched, tf, tb, latency, width, svg_file, as
         perfmodel schedule -m 8 -p 4 -v 2 --svg pipeline.svg
         perfmodel schedule gpt3-175b-3d.yaml
     """
-    from . import gantt
-    from .schedule import simulate
+    from perfmodel.output import gantt
+    from perfmodel.engine.schedule import simulate
     if plan_file:
-        from .estimate import estimate, pipeline, resolve_config
+        from perfmodel.engine.estimate import estimate, pipeline, resolve_config
         plan = presets.load_plan(plan_file)
         over = {k: val for k, val in (("pp", p), ("vp", v), ("schedule", sched)) if val is not None}
         cfg = resolve_config(plan, **over)

@@ -12,17 +12,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .cost import pipeline as pipe
-from .cost.layer import Op
-from .cost.transformer import decoder_layer
-from .errors import PerfModelError
-from .cost.memory import RECOMPUTE_CODES
-from .evaluate import BREAKDOWN_KEYS, MEMORY_KEYS, BlockCost, Setting, block_ops, evaluate
-from .knobs import Knobs
-from .mesh import Mesh
-from .rules import config_problems
-from .specs import Config, Plan
-from .specs.parallel import Parallel
+from perfmodel.cost import pipeline as pipe
+from perfmodel.cost.layer import Op
+from perfmodel.cost.transformer import decoder_layer
+from perfmodel.errors import PerfModelError
+from perfmodel.cost.memory import RECOMPUTE_CODES
+from perfmodel.engine.evaluate import BREAKDOWN_KEYS, MEMORY_KEYS, BlockCost, Setting, block_ops, evaluate
+from perfmodel.engine.knobs import Knobs
+from perfmodel.engine.mesh import Mesh
+from perfmodel.engine.rules import config_problems
+from perfmodel.specs import Config, Plan
+from perfmodel.specs.parallel import Parallel
 
 __all__ = ["Estimate", "Knobs", "estimate", "evaluate", "per_layer_ops", "resolve_config", "validate_config"]
 
@@ -131,7 +131,7 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
     tf, tb = stages.per_stage(0)
     notes = []
     if simulate and cfg.pp > 1:
-        from .schedule import MAX_BLOCKS
+        from perfmodel.engine.schedule import MAX_BLOCKS
         if cfg.pp * cfg.num_micro_batches * cfg.vp <= MAX_BLOCKS:
             _refine_with_simulation(cfg, values, tf, tb, not plan.training.p2p_overlap)
         else:
@@ -145,7 +145,7 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
 def pipeline(plan: Plan, est: Estimate):
     """One simulated step of an estimate's pipeline (its schedule, per-stage times and p2p time), blocks kept
     for a Gantt chart: what `schedule PLAN` draws and the report shows."""
-    from .schedule import simulate
+    from perfmodel.engine.schedule import simulate
     c = est.config
     return simulate(c.pp, c.num_micro_batches, c.vp, c.schedule, est.stage_fwd_s, est.stage_bwd_s,
                     est.values["p2p_s"], blocking=not plan.training.p2p_overlap)
@@ -176,7 +176,7 @@ def assumptions(plan: Plan) -> list[str]:
 
 def _refine_with_simulation(cfg: Config, v: dict, tf: list[float], tb: list[float], blocking: bool) -> None:
     """Replace the closed-form bubble and p2p terms by a simulated step of the schedule."""
-    from .schedule import simulate as run
+    from perfmodel.engine.schedule import simulate as run
     m = cfg.num_micro_batches
     ideal = run(cfg.pp, m, cfg.vp, cfg.schedule, tf, tb, 0.0, keep_blocks=False)
     real = run(cfg.pp, m, cfg.vp, cfg.schedule, tf, tb, v["p2p_s"], keep_blocks=False, blocking=blocking)

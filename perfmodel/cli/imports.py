@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from . import launch
-from .cli import count, main
-from .errors import PerfModelError
+from perfmodel.inputs import launch
+from perfmodel.cli import count, main
+from perfmodel.errors import PerfModelError
 
 
 @main.group("import")
@@ -69,7 +69,7 @@ def import_nemo(recipe_file, gpu_name, gpus, vocab_size, output):
 
 def _write(path: str, kind: str, source: str, gpu: str, gpus, vocab_size, output) -> None:
     """Read, check that the plan loads and runs, say what was ignored or assumed, write the plan."""
-    from .megatron import plan_yaml
+    from perfmodel.inputs.megatron import plan_yaml
     imp = launch.read(path, kind, gpu, gpus, vocab_size)
     launch.plan_of(imp, path)
     for note in launch.notes(imp):

@@ -16,7 +16,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from .errors import PerfModelError
+from perfmodel.errors import PerfModelError
 
 # flag -> (section, field, kind); kind: int, str, True/False (a switch that sets the field to that value)
 MODEL = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from xml.sax.saxutils import escape
 
-from .schedule import Simulation
+from perfmodel.engine.schedule import Simulation
 
 LEGEND = "digits: forward of micro-batch n (mod 10); letters: backward (a=0, b=1, ...); '.': idle"
 COARSE_LEGEND = ("F: forward, B: backward, '.': idle (too many blocks to number at this width: --width, or "

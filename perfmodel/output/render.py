@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .units import fmt_bytes, fmt_time
+from perfmodel.units import fmt_bytes, fmt_time
 
 
 def _default(o: Any):
@@ -255,7 +255,7 @@ def config_text(c: dict, stage_layers: list | None = None) -> str:
 
 def estimate(plan, est, ops=None) -> None:
     """Per-layer table (optional), per-iteration breakdown, throughput and memory of one estimate."""
-    from .estimate import ops_json
+    from perfmodel.engine.estimate import ops_json
     j = est.to_json()
     c = j["config"]
     head = f"{plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}: {config_text(c, j['stage_layers'])}"
@@ -472,7 +472,7 @@ def schedule(sim, gantt_rows: list[str], legend: str, title: str) -> None:
 
 def comparison(c) -> None:
     """`compare`: the plans side by side, then the verdicts and each plan's findings."""
-    from .compare import rows
+    from perfmodel.review.compare import rows
     labels = [s.label for s in c.sides]
     table("Plans side by side (in brackets: the difference from " + labels[0] + ")", ["", *labels],
           [(name, *cells) for name, cells in rows(c)], right=[False] + [True] * len(labels))

@@ -19,18 +19,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cost import flops as fl
-from .cost import memory as mem
-from .cost import pipeline as pipe
-from .cost import step as stp
-from .cost.layer import Hardware, Op, time_block
-from .cost.ops import in_modules
-from .cost.stages import Stages, build_stages, split_layers
-from .cost.transformer import LayerShape, Options, decoder_layer, embedding, grad_accumulation_bytes, lm_head
-from .knobs import CP_COMM_NAMES, Knobs
-from .mesh import Mesh
-from .specs import Plan, Precision
-from .specs.framework import PROFILES
+from perfmodel.cost import flops as fl
+from perfmodel.cost import memory as mem
+from perfmodel.cost import pipeline as pipe
+from perfmodel.cost import step as stp
+from perfmodel.cost.layer import Hardware, Op, time_block
+from perfmodel.cost.ops import in_modules
+from perfmodel.cost.stages import Stages, build_stages, split_layers
+from perfmodel.cost.transformer import LayerShape, Options, decoder_layer, embedding, grad_accumulation_bytes, lm_head
+from perfmodel.engine.knobs import CP_COMM_NAMES, Knobs
+from perfmodel.engine.mesh import Mesh
+from perfmodel.specs import Plan, Precision
+from perfmodel.specs.framework import PROFILES
 
 BREAKDOWN_KEYS = ("forward", "backward", "recompute", "bubble", "tp_comm", "pp_comm", "dp_comm",
                   "zero_comm", "optimizer", "overhead")
@@ -359,7 +359,7 @@ def _overlap(st: Setting, n) -> stp.Overlap:
 
 
 def _pick_link(a, b, which):
-    from .cost.layer import Link
+    from perfmodel.cost.layer import Link
     sel = lambda x, y: np.where(which == 0, x, y)  # noqa: E731
     return Link(sel(a.bandwidth, b.bandwidth), sel(a.latency, b.latency), a.intra_bandwidth, a.intra_latency,
                 sel(a.ranks_per_node, b.ranks_per_node))

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import presets
-from .errors import PerfModelError
-from .estimate import resolve_config, validate_config
-from .megatron import Imported, read_args
-from .nemo import read_recipe
-from .specs import Plan
+from perfmodel.inputs import presets
+from perfmodel.errors import PerfModelError
+from perfmodel.engine.estimate import resolve_config, validate_config
+from perfmodel.inputs.megatron import Imported, read_args
+from perfmodel.inputs.nemo import read_recipe
+from perfmodel.specs import Plan
 
 MEGATRON_SUFFIXES = (".sh", ".bash", ".args", ".txt")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import PerfModelError
+from perfmodel.errors import PerfModelError
 
 GATED = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3",
          "gemma", "gemma2", "llama4_text"}

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
 
-from . import presets
-from .errors import PerfModelError
-from .estimate import Estimate
-from .search import estimate_or_search, search
-from .specs import Plan
-from .specs.base import format_validation_error
+from perfmodel.inputs import presets
+from perfmodel.errors import PerfModelError
+from perfmodel.engine.estimate import Estimate
+from perfmodel.engine.search import estimate_or_search, search
+from perfmodel.specs import Plan
+from perfmodel.specs.base import format_validation_error
 
 SHORT = {"gpus": "system.num_gpus", "num_gpus": "system.num_gpus", "gpu": "system.gpu",
          "gbs": "training.global_batch_size", "global_batch_size": "training.global_batch_size",

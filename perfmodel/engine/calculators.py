@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from .cost import collectives as coll
-from .cost import pipeline as pipe
-from .cost import roofline as rl
-from .cost import sp as spc
-from .cost.ops import Gemm
-from .cost.transformer import LayerShape, Options, decoder_layer
-from .errors import PerfModelError
-from .specs import DTYPE_BYTES, GPU, Link
+from perfmodel.cost import collectives as coll
+from perfmodel.cost import pipeline as pipe
+from perfmodel.cost import roofline as rl
+from perfmodel.cost import sp as spc
+from perfmodel.cost.ops import Gemm
+from perfmodel.cost.transformer import LayerShape, Options, decoder_layer
+from perfmodel.errors import PerfModelError
+from perfmodel.specs import DTYPE_BYTES, GPU, Link
 
 
 def _f(x) -> float:

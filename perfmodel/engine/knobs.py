@@ -10,9 +10,9 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .cost.memory import RECOMPUTE_CODES
-from .cost.pipeline import SCHEDULE_CODES
-from .specs import Config
+from perfmodel.cost.memory import RECOMPUTE_CODES
+from perfmodel.cost.pipeline import SCHEDULE_CODES
+from perfmodel.specs import Config
 
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
 SCHEDULE_NAMES = {v: k for k, v in SCHEDULE_CODES.items()}

@@ -11,7 +11,7 @@ from html import escape
 
 import numpy as np
 
-from .units import fmt_bytes, fmt_time
+from perfmodel.units import fmt_bytes, fmt_time
 
 COLORS = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
           "#bab0ac"]
@@ -53,7 +53,7 @@ def _bar(title: str, parts: list[tuple[str, float, str]], total_label: str, line
 
 def _scatter(points: dict, best: tuple[float, float], capacity: float) -> str:
     """Step time against memory of the feasible configurations, the Pareto front, the best and the HBM line."""
-    from .plots import pareto_front
+    from perfmodel.output.plots import pareto_front
     t, mem = np.asarray(points["step_time_s"], float), np.asarray(points["total_bytes"], float) / 1e9
     front = pareto_front(t, mem)
     shown = np.flatnonzero(t <= 3 * t.min())  # the interesting range: up to 3x the fastest

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 
-from .cost import collectives as coll
-from .cost.layer import Link
+from perfmodel.cost import collectives as coll
+from perfmodel.cost.layer import Link
 
 DIMS = ("tp", "cp", "ep", "etp", "dp", "pp")
 # System.placement -> the rank order of the dense part, innermost first (Megatron-Core's "tp-cp-ep-dp-pp"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cost import pipeline as pipe
-from .cost import roofline as rl
-from .errors import PerfModelError
+from perfmodel.cost import pipeline as pipe
+from perfmodel.cost import roofline as rl
+from perfmodel.errors import PerfModelError
 
 
 def _pyplot():
@@ -46,7 +46,7 @@ def _save(fig, path: str) -> None:
 def roofline_plot(gpu, dtype, shape, tp, seq, path: str, mbs: int = 1) -> None:
     """The roofline with each GEMM of the layer as a point, for GEMM rows M from 16 to 16,384 tokens and the
     requested M = mbs x seq marked (Williams et al. 2009)."""
-    from .reports import roofline_report
+    from perfmodel.engine.calculators import roofline_report
     plt = _pyplot()
     peak, bw = gpu.peak(dtype), gpu.hbm_bandwidth_bytes_per_s
     ai = np.logspace(-1, 4, 200)

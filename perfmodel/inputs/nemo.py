@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .errors import PerfModelError
-from .megatron import Imported, megatron_defaults, megatron_rules
+from perfmodel.errors import PerfModelError
+from perfmodel.inputs.megatron import Imported, megatron_defaults, megatron_rules
 
 MODEL_KEYS = {  # recipe key -> Model field
     "num_layers": "num_layers", "hidden_size": "hidden_size", "ffn_hidden_size": "ffn_hidden_size",

@@ -11,18 +11,18 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .cost import memory as mem
-from .cost import pipeline as pipe
-from .cost import sp as spc
-from .cost.transformer import LayerShape
-from .errors import PerfModelError
-from .estimate import Estimate, Knobs, estimate, evaluate, layer_seconds, per_layer_ops, resolve_config
-from .evaluate import Setting
-from .mesh import Mesh
-from .rules import config_problems
-from .reports import roofline_report
-from .specs import Config, Plan
-from .units import fmt_bytes, fmt_time
+from perfmodel.cost import memory as mem
+from perfmodel.cost import pipeline as pipe
+from perfmodel.cost import sp as spc
+from perfmodel.cost.transformer import LayerShape
+from perfmodel.errors import PerfModelError
+from perfmodel.engine.estimate import Estimate, Knobs, estimate, evaluate, layer_seconds, per_layer_ops, resolve_config
+from perfmodel.engine.evaluate import Setting
+from perfmodel.engine.mesh import Mesh
+from perfmodel.engine.rules import config_problems
+from perfmodel.engine.calculators import roofline_report
+from perfmodel.specs import Config, Plan
+from perfmodel.units import fmt_bytes, fmt_time
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 

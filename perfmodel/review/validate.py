@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import presets
-from .cost import flops as fl
-from .cost.transformer import LayerShape
-from .errors import PerfModelError
-from .estimate import Estimate, estimate, layer_seconds, resolve_config
-from .search import search
-from .specs import Parallel, Plan
+from perfmodel.inputs import presets
+from perfmodel.cost import flops as fl
+from perfmodel.cost.transformer import LayerShape
+from perfmodel.errors import PerfModelError
+from perfmodel.engine.estimate import Estimate, estimate, layer_seconds, resolve_config
+from perfmodel.engine.search import search
+from perfmodel.specs import Parallel, Plan
 
 KNOBS = ("micro_batch_size", "vp", "schedule", "sequence_parallel", "recompute", "zero_stage")
 TABLE_TITLES = {
