@@ -15,6 +15,7 @@ import numpy as np
 from perfmodel.inputs import presets
 from perfmodel.engine.estimate import estimate
 from perfmodel.engine.search import enumerate_space, evaluate_chunked, search
+from perfmodel.inputs import load_plan
 
 # issue 3's cases, and issue 12's: Llama 3.1 405B on 16,384 H100 (cp, uneven pp, vp free) and
 # DeepSeek-V3 on 1,024 H100 (ep and etp free), each to run end to end in under 3 s on 2 cores
@@ -36,7 +37,7 @@ def main() -> None:
     print(f"{'case':<32}{'configs':>10}{'enumerate':>11}{'evaluate':>10}{'configs/s':>12}"
           f"{'search':>9}{'scalar/cfg':>12}{'speed-up':>10}{'CLI wall':>10}")
     for name, gpus in CASES:
-        plan = presets.load_plan(name)
+        plan = load_plan(name)
         plan = plan.with_system(num_gpus=gpus)
         t_enum = best_of(lambda: enumerate_space(plan))
         space = enumerate_space(plan)

@@ -4,6 +4,7 @@ import pytest
 
 from perfmodel.cost import collectives as coll
 from perfmodel.units import GB, KiB, MB, US
+from perfmodel.inputs import load_plan
 
 
 def test_64k_allreduce_on_ib_8_ranks():  # seed 000, 3.1: 112 KB per rank, 4.5 us + 28 us
@@ -47,7 +48,7 @@ def test_group_spanning_nodes_uses_inter_node_link():
 
     from perfmodel.inputs import presets
     from perfmodel.engine.mesh import Mesh
-    system = presets.load_plan("gpt3-175b.yaml").system  # 8 A100 per node, NVLink3 inside, HDR between
+    system = load_plan("gpt3-175b.yaml").system  # 8 A100 per node, NVLink3 inside, HDR between
     mesh = Mesh(np.array([8, 16]), np.array([1, 1]), np.array([64, 32]), system)
     link = mesh.link("tp", efficiency=False)
     assert list(link.bandwidth) == [300 * GB, 25 * GB] and list(link.latency) == [3 * US, 2 * US]

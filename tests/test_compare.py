@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from perfmodel.cli import main
 from perfmodel.review.compare import signed_time, verdict
+from perfmodel.inputs import load_plan
 
 A, B = "examples/clean-plan.yaml", "examples/proposal-pp16.yaml"
 
@@ -61,7 +62,7 @@ def test_the_same_plan_twice_and_the_text_table():
 def test_a_plan_that_does_not_fit_is_said_first():
     from perfmodel.inputs import presets
     from perfmodel.review.compare import compare
-    a = presets.load_plan(A)
+    a = load_plan(A)
     small = a.with_system(gpu=presets.gpu("a100-40gb")).with_parallel(recompute="none", sequence_parallel=False, cp=1)
     c = compare([("A", a), ("B", small)])
     assert not c.sides[1].est.values["fits"]

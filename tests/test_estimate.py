@@ -6,11 +6,12 @@ import pytest
 from perfmodel.inputs import presets
 from perfmodel.errors import PerfModelError
 from perfmodel.engine.estimate import estimate, per_layer_ops, resolve_config
+from perfmodel.inputs import load_plan
 
 
 @pytest.fixture(scope="module")
 def plan3d():
-    return presets.load_plan("gpt3-175b-3d.yaml")
+    return load_plan("gpt3-175b-3d.yaml")
 
 
 def test_3d_plan_bubble_and_batch(plan3d):  # SPEC 9 / seed 000 Q3: TP8 x PP8 x DP8, m = 48 -> 12.7%
@@ -23,7 +24,7 @@ def test_3d_plan_bubble_and_batch(plan3d):  # SPEC 9 / seed 000 Q3: TP8 x PP8 x 
 
 
 def test_3d_plan_m32_bubble():  # seed 000 Q3: m = 32 -> 17.9%
-    plan = presets.load_plan("gpt3-175b-3d.yaml")
+    plan = load_plan("gpt3-175b-3d.yaml")
     plan = plan.with_training(global_batch_size=256)
     assert estimate(plan, resolve_config(plan)).values["bubble_over_step"] == pytest.approx(0.179, abs=5e-4)
 
@@ -60,7 +61,7 @@ def test_full_recompute_costs_about_a_forward(plan3d):
 
 def test_tiny_micro_batch_is_slower_per_flop():
     """GEMM efficiency depends on size: fewer tokens per micro-batch -> fewer FLOP/s in the layer."""
-    plan = presets.load_plan("gpt3-175b.yaml")
+    plan = load_plan("gpt3-175b.yaml")
 
     def layer_flops_per_s(p, mbs):
         ops = per_layer_ops(p, resolve_config(p, tp=8, pp=8, micro_batch_size=mbs))
@@ -87,7 +88,7 @@ def test_interleaving_shrinks_the_bubble(plan3d):
 
 
 def test_tp_across_nodes_is_much_slower():  # seed 000, 4.2: TP on IB is several times slower
-    plan = presets.load_plan("gpt3-175b.yaml")
+    plan = load_plan("gpt3-175b.yaml")
     inside = estimate(plan, resolve_config(plan, tp=8, pp=8, micro_batch_size=1, sequence_parallel=True,
                                           recompute="selective")).values
     across = estimate(plan, resolve_config(plan, tp=16, pp=4, micro_batch_size=1, sequence_parallel=True,
@@ -108,7 +109,7 @@ def test_per_layer_table_lists_every_operation(plan3d):
 
 
 def test_flash_attention_drops_the_score_tensors():
-    plan = presets.load_plan("llama3-8b-h100.yaml")
+    plan = load_plan("llama3-8b-h100.yaml")
     ops = per_layer_ops(plan, resolve_config(plan, tp=1, micro_batch_size=1))
     assert [o.name for o in ops if o.kind == "attention"] == ["attention core (flash)"]
     assert not any(o.name == "softmax" for o in ops)
@@ -121,7 +122,7 @@ def test_vectorized_path_matches_a_plain_python_reference():
 
     from perfmodel.engine.search import enumerate_space, evaluate_chunked
     from perfmodel.engine.evaluate import evaluate
-    plan = presets.load_plan("gpt3-175b.yaml").with_training(framework="megatron-2022")  # dense, no cp
+    plan = load_plan("gpt3-175b.yaml").with_training(framework="megatron-2022")  # dense, no cp
     space = enumerate_space(plan)
     rng = np.random.default_rng(0)
     pick = [int(i) for i in rng.choice(len(space.knobs), size=400, replace=False)
@@ -158,7 +159,7 @@ def test_overlapped_grad_reduce_still_pays_the_contention_share():
     """DP all-reduce behind the backward costs comm_overlap_penalty of its time, the same SM/HBM
     contention as the TP all-reduce behind a GEMM, plus the last bucket (Megatron-Core: 40M parameters),
     which only starts when the backward ends; without overlap it costs all of it."""
-    plan = presets.load_plan("gpt3-175b.yaml")
+    plan = load_plan("gpt3-175b.yaml")
     cfg = resolve_config(plan.with_training(overlap_grad_reduce=False), tp=8, pp=8, dp=8, micro_batch_size=1)
     exposed = estimate(plan.with_training(overlap_grad_reduce=False), cfg).values["dp_comm"]
     v = estimate(plan.with_training(overlap_grad_reduce=True), cfg).values

@@ -5,11 +5,12 @@ import pytest
 
 from perfmodel.inputs import presets
 from perfmodel.engine.estimate import estimate, per_layer_ops, resolve_config
+from perfmodel.inputs import load_plan
 
 
 @pytest.fixture(scope="module")
 def plans():
-    p = presets.load_plan("llama3-8b-h100.yaml")
+    p = load_plan("llama3-8b-h100.yaml")
     return p, p.with_training(dtype="fp8")
 
 

@@ -13,6 +13,7 @@ from perfmodel.cost.step import optimizer_step_bytes
 from perfmodel.cost.transformer import embedding, layernorm_backward_bytes, lm_head
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.specs import Precision
+from perfmodel.inputs import load_plan
 
 S, H, A, T, B = 2048, 12288, 96, 8, 1  # GPT-3 175B on TP8, one sequence
 M = B * S
@@ -69,7 +70,7 @@ def test_optimizer_step_bytes(optimizer, dtype, fp32_grads, expected):
 def test_sequence_parallel_pipeline_send_needs_no_all_gather():
     """With SP each rank sends its own s/t slice (Megatron skips scatter/gather): the p2p time
     drops by exactly the all-gather of the b s h activation over the TP link."""
-    plan = presets.load_plan("gpt3-175b.yaml")
+    plan = load_plan("gpt3-175b.yaml")
     kw = dict(tp=8, pp=8, micro_batch_size=1, recompute="selective")
     plain = estimate(plan, resolve_config(plan, sequence_parallel=False, **kw), simulate=False).values["p2p_s"]
     sp = estimate(plan, resolve_config(plan, sequence_parallel=True, **kw), simulate=False).values["p2p_s"]

@@ -22,8 +22,8 @@ def test_wheel_carries_presets_and_they_resolve_outside_the_checkout(tmp_path):
     zipfile.ZipFile(wheel).extractall(site)  # what `pip install` lays down
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    code = ("import json, perfmodel, perfmodel.inputs.presets as p; "
-            "print(json.dumps([perfmodel.__file__, p.preset_names('plans'), p.load_plan('gpt3-175b.yaml').system.num_gpus]))")
+    code = ("import json, perfmodel, perfmodel.inputs as i, perfmodel.inputs.presets as p; "
+            "print(json.dumps([perfmodel.__file__, p.preset_names('plans'), i.load_plan('gpt3-175b.yaml').system.num_gpus]))")
     r = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, capture_output=True, text=True, check=True,
                        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
     where, plans, gpus = json.loads(r.stdout)

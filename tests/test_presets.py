@@ -6,6 +6,7 @@ import pytest
 
 from perfmodel.inputs import presets
 from perfmodel.errors import PerfModelError
+from perfmodel.inputs import load_plan
 
 
 @pytest.mark.parametrize("name", ["a100-40gb", "a100-80gb", "h100-sxm", "h200", "b200", "v100-16gb", "v100-32gb",
@@ -67,7 +68,7 @@ def test_hf_config_json(tmp_path):
 
 
 def test_bundled_plan_by_name_and_by_file(tmp_path, monkeypatch):
-    p = presets.load_plan("gpt3-175b.yaml")
+    p = load_plan("gpt3-175b.yaml")
     assert p.system.num_gpus == 512 and p.training.global_batch_size == 1536
     assert p.system.intra_node_link.bandwidth_bytes_per_s == 300e9
     monkeypatch.chdir(tmp_path)
@@ -75,13 +76,13 @@ def test_bundled_plan_by_name_and_by_file(tmp_path, monkeypatch):
         "model: {num_layers: 2, hidden_size: 64, num_attention_heads: 4, vocab_size: 100, seq_length: 32}\n"
         "system: {gpu: a100-80gb, num_gpus: 8, intra_node_link: nvlink3, inter_node_link: ib-hdr}\n"
         "training: {global_batch_size: 8}\nparallel: {tensor_model_parallel_size: 2}\n")
-    mine = presets.load_plan("mine.yaml")
+    mine = load_plan("mine.yaml")
     assert mine.parallel.tp == 2 and mine.model.num_layers == 2
 
 
 def test_plan_copies_are_validated():
     """Plan.with_* builds the section anew, so a copy is held to the same rules as a loaded plan."""
-    plan = presets.load_plan("gpt3-175b.yaml")
+    plan = load_plan("gpt3-175b.yaml")
     with pytest.raises(PerfModelError, match="training.*global_batch_size"):
         plan.with_training(global_batch_size=-4)
     with pytest.raises(PerfModelError, match=r"num_gpus\(13\) is not a multiple of gpus_per_node\(8\)"):

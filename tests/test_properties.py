@@ -10,6 +10,7 @@ from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import sp
 from perfmodel.cost.stages import build_stages
 from perfmodel.cost.transformer import LayerShape
+from perfmodel.inputs import load_plan
 
 ints = st.integers
 
@@ -92,7 +93,7 @@ def test_gpipe_is_the_exception():
 def _totals_over_tp(pp, mbs, sp_on, rc, schedule):
     from perfmodel.inputs import presets
     from perfmodel.engine.estimate import Knobs, evaluate
-    plan = presets.load_plan("gpt3-175b.yaml")
+    plan = load_plan("gpt3-175b.yaml")
     tps = np.array([1, 2, 4, 8])
     n = len(tps)
     one, zero = np.ones(n, int), np.zeros(n, int)

@@ -13,6 +13,7 @@ from perfmodel.errors import PerfModelError
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.output.gantt import svg, text_rows
 from perfmodel.engine.schedule import simulate
+from perfmodel.inputs import load_plan
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
@@ -64,7 +65,7 @@ def test_latency_adds_to_the_step():
 
 
 def test_estimate_uses_the_simulated_pipeline_when_stages_differ():
-    plan = presets.load_plan("gpt3-175b-3d.yaml")
+    plan = load_plan("gpt3-175b-3d.yaml")
     cfg = resolve_config(plan)
     est = estimate(plan, cfg)
     v = est.values

@@ -13,11 +13,12 @@ from perfmodel.cli import main
 from perfmodel.errors import PerfModelError
 from perfmodel.engine.estimate import estimate
 from perfmodel.engine.search import enumerate_space, search
+from perfmodel.inputs import load_plan
 
 
 @pytest.fixture(scope="module")
 def gpt3():
-    return presets.load_plan("gpt3-175b.yaml")
+    return load_plan("gpt3-175b.yaml")
 
 
 def test_search_finds_a_feasible_best(gpt3):
@@ -43,7 +44,7 @@ def test_results_multiply_out_to_the_gpu_count(gpt3):
 @settings(max_examples=15, deadline=None)
 @given(nodes=st.sampled_from([1, 2, 4, 8, 16, 32]), gbs_mult=st.integers(1, 4))
 def test_every_search_result_multiplies_out(nodes, gbs_mult):
-    plan = presets.load_plan("gpt3-175b.yaml")
+    plan = load_plan("gpt3-175b.yaml")
     n = 8 * nodes
     plan = plan.with_system(num_gpus=n).with_training(global_batch_size=64 * gbs_mult)
     k = enumerate_space(plan).knobs
@@ -133,7 +134,7 @@ def test_global_batch_smaller_than_dp(runner, tmp_path):
 def test_simulated_step_never_below_the_search_bound(name):
     """plan ranks by a lower bound on the simulated step (cost/pipeline.pipeline_lower_bound); it must hold for
     every configuration, unequal stages and interleaving included, or --top K could miss the best."""
-    plan = presets.load_plan(name)
+    plan = load_plan(name)
     space = enumerate_space(plan)
     rng = np.random.default_rng(7)
     checked = 0
@@ -149,7 +150,7 @@ def test_simulated_step_never_below_the_search_bound(name):
 
 def test_plan_top_k_agrees_on_the_best():
     """Issue 14: --top 1 and --top 5 must name the same best configuration."""
-    plan = presets.load_plan("gpt3-175b.yaml")
+    plan = load_plan("gpt3-175b.yaml")
     one, five = search(plan, top=1).results[0], search(plan, top=5).results
     assert one.config == five[0].config
     assert [e.values["step_time_s"] for e in five] == sorted(e.values["step_time_s"] for e in five)

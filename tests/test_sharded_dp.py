@@ -9,6 +9,7 @@ from perfmodel.cost import step as stp
 from perfmodel.cost.layer import Link
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.specs import Precision
+from perfmodel.inputs import load_plan
 
 BF16 = Precision.of("bf16", True, "adam")
 LINK = Link(40e9, 5e-6)
@@ -56,7 +57,7 @@ def test_zero3_hides_each_layers_gather_under_the_layer_before():
 
 def test_zero3_is_far_cheaper_than_every_gather_exposed():
     """Issue 13: ZeRO-3 came out 15-48% too slow with every parameter gather exposed (2 m x all-gather)."""
-    plan = presets.load_plan("llama3-8b-h100.yaml").with_training(framework="deepspeed")
+    plan = load_plan("llama3-8b-h100.yaml").with_training(framework="deepspeed")
     cfg = resolve_config(plan, tp=1, pp=1, zero_stage=3, micro_batch_size=2, recompute="none")
     v = estimate(plan, cfg).values
     params = v["params_per_gpu"]

@@ -10,6 +10,7 @@ from perfmodel.inputs import presets
 from perfmodel.cli import main
 from perfmodel.errors import PerfModelError
 from perfmodel.review.sweep import changed, parse_vary
+from perfmodel.inputs import load_plan
 
 
 def invoke(*args):
@@ -44,7 +45,7 @@ def test_fixed_keeps_the_plans_knobs_and_a_slower_link_is_slower():
 
 
 def test_fields_are_validated_like_a_plan_file():
-    plan = presets.load_plan("gpt3-175b.yaml")
+    plan = load_plan("gpt3-175b.yaml")
     assert changed(plan, "system.gpu", "h100-sxm").system.gpu.name.startswith("H100")
     assert changed(plan, "system.inter_node_link.bandwidth_bytes_per_s", "12.5 GB/s").system.inter_node_link \
         .bandwidth_bytes_per_s == 12.5e9

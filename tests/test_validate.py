@@ -13,6 +13,7 @@ from perfmodel.inputs import presets
 from perfmodel.cli import main
 from perfmodel.errors import PerfModelError
 from perfmodel.review.validate import measured_step_time, run_case, validate
+from perfmodel.inputs import load_plan
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +171,7 @@ def test_unknown_case(runner):
 
 
 def test_unknown_convention():
-    plan = presets.load_plan("gpt3-175b.yaml")
+    plan = load_plan("gpt3-175b.yaml")
     with pytest.raises(PerfModelError, match="flop_convention"):
         measured_step_time(plan, {"tflops_per_gpu": 100, "flop_convention": "mine"})
 
@@ -206,7 +207,7 @@ def test_each_result_carries_the_error_of_the_runs_nearest_in_kind():
     k22 = next(c for c in presets.validation_cases() if c["name"] == "k22-175b-full")["plan"]
     b = band(k22, bands)
     assert b.basis.startswith("korthikanti2022-table5") and b.mean == bands["korthikanti2022-table5"]["mean_abs_error"]
-    odd = presets.load_plan("gpt3-175b.yaml").with_training(framework="deepspeed")
+    odd = load_plan("gpt3-175b.yaml").with_training(framework="deepspeed")
     odd = odd.with_system(gpu=presets.gpu("mi300x"))
     wide = band(odd, bands)
     assert wide.max == max(t["max_abs_error"] for t in bands.values()) and "no published run" in wide.basis

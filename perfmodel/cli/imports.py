@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from perfmodel.inputs import launch
-from perfmodel.cli import count, main
-from perfmodel.errors import PerfModelError
+from perfmodel.cli.common import count, write_text
 
 
-@main.group("import")
-def import_group():
+@click.group("import")
+def import_group() -> None:
     """Write a plan from another tool's files: Megatron-LM arguments, NeMo recipes."""
 
 
@@ -69,17 +65,15 @@ def import_nemo(recipe_file, gpu_name, gpus, vocab_size, output):
 
 def _write(path: str, kind: str, source: str, gpu: str, gpus, vocab_size, output) -> None:
     """Read, check that the plan loads and runs, say what was ignored or assumed, write the plan."""
+    from perfmodel.inputs.load import notes, plan_of, read_launch
     from perfmodel.inputs.megatron import plan_yaml
-    imp = launch.read(path, kind, gpu, gpus, vocab_size)
-    launch.plan_of(imp, path)
-    for note in launch.notes(imp):
+
+    imp = read_launch(path, kind, gpu, gpus, vocab_size)
+    plan_of(imp, path)
+    for note in notes(imp):
         click.echo(note, err=True)
     text = plan_yaml(imp, source)
     if output:
-        try:
-            Path(output).write_text(text, encoding="utf-8")
-        except OSError as e:
-            raise PerfModelError(f"cannot write {output}: {e.strerror}") from None
-        click.echo(f"wrote {output}", err=True)
+        write_text(output, text, "-o")
     else:
         click.echo(text, nl=False)

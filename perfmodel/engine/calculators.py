@@ -6,6 +6,7 @@ Pure functions (no printing); the CLI renders what they return.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from perfmodel.cost import collectives as coll
 from perfmodel.cost import pipeline as pipe
@@ -14,7 +15,10 @@ from perfmodel.cost import sp as spc
 from perfmodel.cost.ops import Gemm
 from perfmodel.cost.transformer import LayerShape, Options, decoder_layer
 from perfmodel.errors import PerfModelError
-from perfmodel.specs import DTYPE_BYTES, GPU, Link
+from perfmodel.specs.precision import DTYPE_BYTES
+
+if TYPE_CHECKING:
+    from perfmodel.specs import GPU, Link, Model
 
 
 def _f(x) -> float:
@@ -55,6 +59,30 @@ def layer_gemms(shape: LayerShape, tp: int, mbs: int, seq: int, flash: bool = Fa
     is rule PM103's business (perfmodel/rules.py), not this function's."""
     return decoder_layer(shape, Options(flash=flash), mbs, seq, tp, tp > 1 and shape.experts > 0, 1, ep, 1,
                          moe=shape.experts > 0).gemms()
+
+
+def roofline_shape(model: Model | None, hidden: int | None, ffn: int | None, heads: int | None,
+                   tp: int) -> LayerShape:
+    """The layer `roofline` draws: the model's shape (any of hidden, ffn, heads given override it), or
+    h = 4096, f = 4h, h/128 heads without a model; every split must divide by tp (Megatron's rule)."""
+    gated, groups = False, None
+    if model is not None:
+        hidden, ffn = hidden or model.hidden_size, ffn or model.ffn
+        heads = heads or model.num_attention_heads
+        gated, groups = model.mlp == "swiglu", model.groups
+    hidden = hidden or 4096
+    ffn = ffn or 4 * hidden
+    heads = heads or max(1, hidden // 128)
+    groups = groups or heads
+    if hidden % heads:
+        raise PerfModelError(f"--hidden({hidden}) is not divisible by --heads({heads})")
+    for name, value in (("--heads", heads), ("--ffn", ffn)):
+        if value % tp:
+            raise PerfModelError(f"{name}({value}) is not divisible by --tp({tp}); pick tp dividing it")
+    if groups % tp and tp % groups:
+        raise PerfModelError(f"the model's {groups} query groups and --tp({tp}) do not divide one another")
+    return LayerShape(hidden=hidden, heads=heads, groups=groups, ffn=ffn, vocab=1, gated=gated, bias=False,
+                      norm="layernorm", learned_positions=False, tied=True)
 
 
 def roofline_report(gpu: GPU, dtype: str, shape: LayerShape, tp: int, mbs: int, seq: int, ep: int = 1,

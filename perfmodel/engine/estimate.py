@@ -8,7 +8,7 @@ point-to-point time then come from the schedule simulator, which is exact for un
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -149,6 +149,18 @@ def pipeline(plan: Plan, est: Estimate):
     c = est.config
     return simulate(c.pp, c.num_micro_batches, c.vp, c.schedule, est.stage_fwd_s, est.stage_bwd_s,
                     est.values["p2p_s"], blocking=not plan.training.p2p_overlap)
+
+
+def plan_pipeline(plan: Plan, m: int | None = None, pp: int | None = None, vp: int | None = None,
+                  schedule: str | None = None):
+    """`schedule PLAN`: the plan's pipeline simulated, with m, pp, vp or the schedule changed where given
+    (m changes the global batch: m x dp x micro-batch)."""
+    over = {k: val for k, val in (("pp", pp), ("vp", vp), ("schedule", schedule)) if val is not None}
+    cfg = resolve_config(plan, **over)
+    if m is not None:
+        cfg = replace(cfg, global_batch_size=m * cfg.dp * cfg.micro_batch_size)
+        plan = plan.with_training(global_batch_size=cfg.global_batch_size)
+    return pipeline(plan, estimate(plan, cfg))
 
 
 def _check_finite(values: dict) -> None:

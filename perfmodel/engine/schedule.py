@@ -107,14 +107,9 @@ MAX_BLOCKS = 2_000_000  # forward + backward blocks the simulator walks one by o
 MAX_GANTT_BLOCKS = 20_000  # blocks an SVG Gantt chart draws (about 3 MB of SVG)
 
 
-def simulate(p: int, m: int, v: int = 1, schedule: str = "1f1b", t_f=1.0, t_b=2.0, latency: float = 0.0,
-             keep_blocks: bool = True, blocking: bool = False) -> Simulation:
-    """Simulate one step of a p-stage pipeline over m micro-batches (v chunks per stage when interleaved).
-
-    ``latency`` is the point-to-point time between stages. With ``blocking`` the sender is occupied
-    for it too (Megatron's synchronous send/recv before overlapped p2p); otherwise it only delays
-    the receiver. Busy time counts compute only.
-    """
+def _check_arguments(p: int, m: int, v: int, schedule: str, latency: float) -> None:
+    """What the simulator refuses, each with the fix: a schedule that cannot run p, m and v, and a
+    step too large to walk block by block."""
     if p < 1 or m < 1 or v < 1:
         raise PerfModelError("p, m and v must be positive integers")
     if schedule not in ("gpipe", "1f1b", "interleaved"):
@@ -132,6 +127,17 @@ def simulate(p: int, m: int, v: int = 1, schedule: str = "1f1b", t_f=1.0, t_b=2.
         raise PerfModelError(f"p({p}) x m({m}) x v({v}) = {p * m * v:,} blocks exceed the simulator's {MAX_BLOCKS:,}; "
                              "simulate fewer micro-batches (the bubble fraction depends only on p, m and v: "
                              "`perfmodel bubble` gives it for any m)")
+
+
+def simulate(p: int, m: int, v: int = 1, schedule: str = "1f1b", t_f=1.0, t_b=2.0, latency: float = 0.0,
+             keep_blocks: bool = True, blocking: bool = False) -> Simulation:
+    """Simulate one step of a p-stage pipeline over m micro-batches (v chunks per stage when interleaved).
+
+    ``latency`` is the point-to-point time between stages. With ``blocking`` the sender is occupied
+    for it too (Megatron's synchronous send/recv before overlapped p2p); otherwise it only delays
+    the receiver. Busy time counts compute only.
+    """
+    _check_arguments(p, m, v, schedule, latency)
     tf = _per_virtual(t_f, p, v, "t_f").tolist()
     tb = _per_virtual(t_b, p, v, "t_b").tolist()
     last = p * v - 1

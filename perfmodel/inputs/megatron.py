@@ -409,6 +409,17 @@ def to_args(plan, config: dict) -> list[str]:
     return a
 
 
+def launch_text(plan, best) -> str:
+    """`plan --emit megatron`: the best configuration as Megatron-LM arguments, under two comment lines
+    with the prediction and the launcher."""
+    nodes = -(-plan.system.num_gpus // plan.system.gpus_per_node)
+    head = [f"# {plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}: predicted "
+            f"{best.values['step_time_s']:.3g} s per step, MFU {100 * best.values['mfu']:.1f}%",
+            f"# launch: torchrun --nproc_per_node {plan.system.gpus_per_node} --nnodes {nodes} pretrain_gpt.py "
+            f"...; the vocabulary ({plan.model.vocab_size:,}) comes from your tokenizer"]
+    return "\n".join(head) + "\n" + " \\\n".join(to_args(plan, best.config.as_dict()))
+
+
 def plan_yaml(imp: Imported, source: str = "Megatron-LM arguments") -> str:
     """The imported plan as YAML, with what was ignored or assumed as comments."""
     import yaml

@@ -1,4 +1,4 @@
-"""The only module that reads files: YAML presets, plan files, Hugging Face config.json.
+"""Preset names and the files behind them: YAML presets, plan mappings, Hugging Face config.json.
 
 Bundled presets live in ``configs/`` (installed as ``perfmodel.configs``, so
 they resolve from a wheel in any directory). Every failure becomes a
@@ -196,6 +196,21 @@ def default_links(gpu_name: str) -> dict[str, str]:
     return {"intra_node_link": intra, "inter_node_link": inter}
 
 
+def quick_plan(model_name: str, gpu_name: str, gpus: int | None, gbs: int | None,
+               parallel: dict[str, Any]) -> Plan:
+    """`memory --model NAME`: a plan from a model and a GPU, with the usual links, on tp x pp x dp GPUs
+    (or ``gpus``) and a global batch of dp x mbs x pp sequences unless ``gbs`` is given."""
+    tp, pp = parallel.get("tp") or 1, parallel.get("pp") or 1
+    n = gpus or tp * pp * (parallel.get("dp") or 1)
+    dp = n // (tp * pp) or 1
+    return plan_from_mapping({
+        "model": model_name,
+        "system": {"gpu": gpu_name, "num_gpus": n, "gpus_per_node": min(8, n), **default_links(gpu_name)},
+        "training": {"global_batch_size": gbs or dp * (parallel.get("micro_batch_size") or 1) * max(1, pp)},
+        "parallel": parallel,
+    }, "command line")
+
+
 PLAN_KEYS = ("model", "system", "training", "parallel", "ignore", "description")
 
 
@@ -221,20 +236,9 @@ def plan_from_mapping(data: Any, label: str, base_dir: Path | None = None) -> Pl
     return Plan(model=m, system=sysm, training=training, parallel=parallel, ignore=ignore)
 
 
-def load_plan(path_or_name: str) -> Plan:
-    """A plan file, or a bundled plan by name when no such file is in the current directory."""
-    path = Path(path_or_name)
-    if path.is_file():
-        return plan_from_mapping(_load_yaml(path, str(path)), str(path), path.parent)
-    if path.is_dir():
-        raise PerfModelError(f"{path_or_name}: is a directory, not a plan file")
-    if path.exists():
-        raise PerfModelError(f"{path_or_name}: is not a regular file")
-    try:
-        data = _lookup("plans", path.name)
-    except PerfModelError as e:
-        raise PerfModelError(f"{path_or_name}: no such file, and {e}") from None
-    return plan_from_mapping(data, f"plan {path.name}")
+def bundled_plan(name: str) -> dict:
+    """The raw mapping of a bundled plan (configs/plans/NAME.yaml); an unknown name suggests close ones."""
+    return _lookup("plans", name)
 
 
 VALIDATION_KEYS = ("source", "table", "searched", "knobs_from", "measured", "notes", "per_layer_ms")

@@ -144,3 +144,29 @@ def _table(title: str, headers: list[str], rows) -> str:
     body = "".join("<tr>" + "".join(f"<td{' class=t' if tx else ''}>{escape(str(c))}</td>" for c, tx in zip(r, text))
                    + "</tr>" for r in rows)
     return f"<h2>{escape(title)}</h2><table><tr>{head}</tr>{body}</table>"
+
+
+def report(plan) -> str:
+    """`perfmodel report`: search the plan, simulate the best configuration's pipeline, check it, and
+    draw it all as one page."""
+    from perfmodel.engine import search as srch
+    from perfmodel.engine.estimate import pipeline
+    from perfmodel.engine.schedule import MAX_GANTT_BLOCKS
+    from perfmodel.errors import PerfModelError
+    from perfmodel.output import gantt
+    from perfmodel.review.check import check
+
+    result = srch.search(plan, top=5, keep_points=True)
+    if not result.results:
+        raise PerfModelError(result.hint or "no configuration fits")
+    best = result.results[0]
+    c = best.config
+    fixed = plan.with_parallel(**{k: getattr(c, k) for k in (*srch.FREE, "dp", "schedule")})
+    sim_svg, note = None, ""
+    blocks = 2 * c.pp * c.num_micro_batches * c.vp
+    if c.pp > 1 and blocks <= MAX_GANTT_BLOCKS:
+        sim_svg = gantt.svg(pipeline(plan, best), f"{plan.model.name}, best configuration", max_width=960)
+    else:
+        note = ("no pipeline (pp = 1)" if c.pp == 1 else f"{blocks:,} blocks: too many to draw (limit "
+                f"{MAX_GANTT_BLOCKS:,}); `perfmodel schedule` simulates it")
+    return html(plan, result, check(fixed), sim_svg, note)

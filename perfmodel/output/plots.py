@@ -159,3 +159,15 @@ def sweep_plot(result, title: str, path: str) -> None:
     ax.set_title(title)
     ax.legend()
     _save(fig, path)
+
+
+def pareto_or_note(plan, result, path: str) -> None:
+    """`plan --plot`: step time against memory of every feasible configuration, or a note that none fits."""
+    import click
+
+    if result.points is None or not len(result.points["step_time_s"]):
+        click.echo(f"--plot {path}: nothing fits, no plot written", err=True)
+        return
+    best = result.results[0].values
+    pareto_plot(result.points, path, f"{plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}: "
+                "step time against memory", (best["step_time_s"], best["total_bytes"]), best["capacity_bytes"])

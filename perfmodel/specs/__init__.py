@@ -1,10 +1,29 @@
-"""pydantic specs: hardware, model, parallel/training settings, precision, plans."""
+"""pydantic specs: hardware, model, parallel/training settings, precision, plans.
 
-from .hardware import GPU, Link, System
-from .model import Model
-from .parallel import Parallel, Training, RECOMPUTE, SCHEDULES
-from .plan import Config, Plan
-from .precision import DTYPE_BYTES, DTYPES, Precision
+The names load on first use (PEP 562), so a module that needs only ``specs.precision`` or
+``specs.framework`` (plain data) does not pay for pydantic.
+"""
 
-__all__ = ["GPU", "Link", "System", "Model", "Parallel", "Training", "Config", "Plan", "Precision",
-           "DTYPE_BYTES", "DTYPES", "RECOMPUTE", "SCHEDULES"]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfmodel.specs.hardware import GPU, Link, System
+    from perfmodel.specs.model import Model
+    from perfmodel.specs.parallel import RECOMPUTE, SCHEDULES, Parallel, Training
+    from perfmodel.specs.plan import Config, Plan
+    from perfmodel.specs.precision import DTYPE_BYTES, DTYPES, Precision
+
+_WHERE = {"GPU": "hardware", "Link": "hardware", "System": "hardware", "Model": "model",
+          "Parallel": "parallel", "Training": "parallel", "RECOMPUTE": "parallel", "SCHEDULES": "parallel",
+          "Config": "plan", "Plan": "plan", "Precision": "precision", "DTYPE_BYTES": "precision",
+          "DTYPES": "precision"}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

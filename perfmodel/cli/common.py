@@ -1,0 +1,138 @@
+"""What the commands share: parameter types, the options several commands take, and the plan argument.
+
+Imports only click and the standard library at module level, so `perfmodel --help` stays fast; what a
+command computes with is imported when it runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from perfmodel.specs import Plan
+
+F = TypeVar("F", bound=Callable[..., Any])
+MAX_COUNT = 2**40  # any count a user passes (GPUs, micro-batches, sizes) stays a finite float in every formula
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output (stable keys).")
+
+
+def _set_markdown(ctx: click.Context, param: click.Parameter, value: str) -> None:
+    from perfmodel.output import console
+
+    console.set_markdown(value == "markdown")
+
+
+format_option = click.option(
+    "--format", "output_format", type=click.Choice(["text", "markdown"]), default="text", show_default=True,
+    expose_value=False, callback=_set_markdown,
+    help="markdown: tables as GitHub Markdown, to paste into a design document or a pull request.")
+
+
+def count(min_value: int = 1, max_value: int = MAX_COUNT) -> click.IntRange:
+    """A whole number in a range where every formula stays finite."""
+    return click.IntRange(min_value, max_value)
+
+
+class Finite(click.ParamType):
+    """A finite float in [low, high] (click's FloatRange lets nan and inf through)."""
+
+    name = "number"
+
+    def __init__(self, low: float, high: float, low_open: bool = False, high_open: bool = False):
+        self.low, self.high, self.low_open, self.high_open = low, high, low_open, high_open
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(x):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        outside = x < self.low or x > self.high
+        if outside or (self.low_open and x == self.low) or (self.high_open and x == self.high):
+            lo, hi = "(" if self.low_open else "[", ")" if self.high_open else "]"
+            self.fail(f"{x:g} is outside {lo}{self.low:g}, {self.high:g}{hi}", param, ctx)
+        return x
+
+
+def quantity(dimension: str) -> Callable[[click.Context, click.Parameter, str | None], float | None]:
+    """click callback: '67.1MB' -> bytes (SI), with the field named on error."""
+
+    def convert(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+        from perfmodel.units import QuantityError, parse_quantity
+
+        if value is None:
+            return None
+        try:
+            return parse_quantity(value, dimension)
+        except QuantityError as e:
+            raise click.BadParameter(str(e)) from None
+
+    return convert
+
+
+def parallel_options(f: F) -> F:
+    """The knobs a user may fix on the command line (they override the plan's parallel section)."""
+    opts = [
+        click.option("--tp", type=count(), help="Tensor-parallel degree."),
+        click.option("--pp", type=count(), help="Pipeline stages."),
+        click.option("--dp", type=count(), help="Data-parallel replicas."),
+        click.option("--vp", type=count(), help="Virtual stages per GPU (interleaving)."),
+        click.option("--mbs", type=count(), help="Micro-batch size."),
+        click.option("--sp/--no-sp", "sequence_parallel", default=None, help="Sequence parallelism."),
+        click.option("--recompute", type=click.Choice(["none", "selective", "full"])),
+        click.option("--zero", "zero_stage", type=click.IntRange(0, 3), help="ZeRO stage."),
+        click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"])),
+        click.option("--gpus", type=count(), help="Override the plan's GPU count."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def launch_options(f: F) -> F:
+    """For a Megatron-LM launch file or a NeMo recipe given where a plan is expected."""
+    f = click.option("--vocab-size", type=count(),
+                     help="Megatron or NeMo file: the vocabulary, where it has none.")(f)
+    return click.option("--gpu", "launch_gpu", help="Megatron or NeMo file given as the plan: the GPU preset "
+                        "(such files do not name it).")(f)
+
+
+def overrides(kw: dict[str, Any]) -> dict[str, Any]:
+    """The parallel knobs given as flags, in the plan's own field names."""
+    keys = ("tp", "pp", "dp", "vp", "sequence_parallel", "recompute", "zero_stage", "schedule")
+    out = {k: kw.get(k) for k in keys if kw.get(k) is not None}
+    if kw.get("mbs") is not None:
+        out["micro_batch_size"] = kw["mbs"]
+    return out
+
+
+def load_plan(source: str, kw: dict[str, Any], refuse_unused: bool = True) -> Plan:
+    """The plan argument of a command through the one way in (perfmodel.inputs.load), with --gpus,
+    --gpu and --vocab-size as given, the reading's notes on stderr, and the knob flags applied."""
+    from perfmodel import inputs
+
+    loaded = inputs.load(source, gpu=kw.get("launch_gpu"), gpus=kw.get("gpus"),
+                         vocab_size=kw.get("vocab_size"), refuse_unused=refuse_unused)
+    for note in loaded.notes:
+        click.echo(f"{source}: {note}", err=True)
+    return loaded.plan.with_parallel(**overrides(kw))
+
+
+def write_text(path: str, text: str, what: str) -> None:
+    """Write a file a command produces, announced on stderr; an unwritable path is one clear line."""
+    from perfmodel.errors import PerfModelError
+
+    if not path.strip():
+        raise PerfModelError(f"{what} needs a file name")
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as e:
+        raise PerfModelError(f"cannot write {path}: {e.strerror}") from None
+    click.echo(f"wrote {path}", err=True)

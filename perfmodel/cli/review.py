@@ -1,0 +1,174 @@
+"""The commands of a design review: check, compare, sweep, validate, report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from perfmodel.cli.common import (count, format_option, json_option, launch_options, load_plan,
+                                  parallel_options, write_text)
+
+
+@click.command("check")
+@click.argument("plan_file", required=False)
+@click.option("--ignore", "ignored", multiple=True, help="Silence a rule ID (repeatable); plans may list `ignore:`.")
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
+@click.option("--list-rules", is_flag=True, help="Print the rule catalogue and why each rule matters.")
+@parallel_options
+@launch_options
+@format_option
+@json_option
+def check_cmd(plan_file: str | None, ignored: tuple[str, ...], strict: bool, list_rules: bool, as_json: bool,
+              **kw: Any) -> None:
+    """Review a plan like a reviewer would: each problem, its cost, the cheapest fix.
+
+    Exit code 0 when there is no error, 1 when there is (with --strict, also on warnings), so the
+    check can run in CI on a team's plan files.
+
+    \b
+    Example:
+        perfmodel check examples/clean-plan.yaml
+        perfmodel check examples/troubled-plan.yaml --ignore PM302 --json
+    """
+    from perfmodel.output import console, render
+    from perfmodel.review import check as chk
+
+    if list_rules:
+        if as_json:
+            console.emit_json([{"rule": r.id, "severity": r.severity, "title": r.title, "why": r.why}
+                               for r in chk.RULES.values()])
+        else:
+            render.rules(chk.RULES)
+        return
+    if not plan_file:
+        raise click.UsageError("give a PLAN file (or bundled plan name), or --list-rules")
+    found = chk.check(load_plan(plan_file, kw), list(ignored))
+    if as_json:
+        console.emit_json([f.to_json() for f in found])
+    else:
+        render.findings(found, plan_file)
+    code = chk.exit_code(found, strict)
+    if code:
+        raise click.exceptions.Exit(code)
+
+
+@click.command("compare")
+@click.argument("plan_files", nargs=-1, required=True)
+@click.option("--gpus", type=count(), help="Run every plan on this many GPUs.")
+@launch_options
+@format_option
+@json_option
+def compare_cmd(plan_files: tuple[str, ...], gpus: int | None, launch_gpu: str | None, vocab_size: int | None,
+                as_json: bool) -> None:
+    """Plans side by side: configuration, per-iteration breakdown, memory, MFU and check findings,
+    each figure with its difference from the first plan, and what decides the difference.
+
+    Knobs a plan leaves free are chosen by the search, as `estimate` does.
+
+    \b
+    Example:
+        perfmodel compare examples/clean-plan.yaml examples/troubled-plan.yaml
+        perfmodel compare a.yaml b.yaml c.yaml --json
+    """
+    from perfmodel.errors import PerfModelError
+    from perfmodel.output import console, render
+    from perfmodel.review.compare import compare
+
+    if len(plan_files) < 2:
+        raise PerfModelError("compare needs two plans or more: perfmodel compare A.yaml B.yaml")
+    stems = [Path(f).stem for f in plan_files]
+    labels = [s if stems.count(s) == 1 else f"{s} ({i + 1})" for i, s in enumerate(stems)]
+    kw = {"gpus": gpus, "launch_gpu": launch_gpu, "vocab_size": vocab_size}
+    result = compare([(label, load_plan(f, kw, refuse_unused=False)) for label, f in zip(labels, plan_files)])
+    console.emit_json(result.to_json()) if as_json else render.comparison(result)
+
+
+@click.command("sweep")
+@click.argument("plan_file")
+@click.option("--vary", required=True, help="FIELD=V1,V2,...: gpus, gbs, seq, gpu, framework, dtype, "
+              "inter_node_bandwidth, intra_node_bandwidth, or any section.field of the plan.")
+@click.option("--fixed", is_flag=True, help="Keep the plan's knobs at every value instead of searching.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Write the scaling curve (PNG, SVG or PDF).")
+@format_option
+@json_option
+def sweep_cmd(plan_file: str, vary: str, fixed: bool, plot: str | None, as_json: bool) -> None:
+    """What if: one field of the plan over several values; at each, the fastest configuration that fits
+    (or, with --fixed, the plan's own) with its step time, throughput, MFU and memory.
+
+    \b
+    Example:
+        perfmodel sweep gpt3-175b.yaml --vary gpus=256,512,1024
+        perfmodel sweep examples/clean-plan.yaml --vary inter_node_bandwidth="25 GB/s,12.5 GB/s" --fixed
+        perfmodel sweep gpt3-175b.yaml --vary gpu=a100-80gb,h100-sxm --json
+    """
+    from perfmodel.output import console, render
+    from perfmodel.review import sweep as sw
+
+    plan = load_plan(plan_file, {})
+    path, values = sw.parse_vary(vary)
+    result = sw.sweep(plan, path, values, fixed)
+    console.emit_json(result.to_json()) if as_json else render.sweep(result)
+    if plot is not None:
+        from perfmodel.output import plots
+
+        plots.sweep_plot(result, f"{plan.model.name}, {plan.system.gpu.name}: tokens/s against {path}", plot)
+    if all(p.est is None for p in result.points):
+        raise click.exceptions.Exit(1)
+
+
+@click.command()
+@click.argument("cases", nargs=-1)
+@click.option("--breakdown", is_flag=True, help="Also print each run's per-iteration breakdown, as `estimate` does.")
+@json_option
+def validate(cases: tuple[str, ...], breakdown: bool, as_json: bool) -> None:
+    """Predicted vs measured step times of the published runs (Narayanan 2021, Korthikanti 2022).
+
+    Published TFLOP/s become step times with each source's own FLOP formula. Each run's
+    micro-batch and interleaving are shown with their source; knobs no source states would be
+    chosen by the search with the stated ones fixed.
+
+    \b
+    Example:
+        perfmodel validate
+        perfmodel validate k22 --json
+        perfmodel validate n21-gpt-76.1b --breakdown
+    """
+    from perfmodel.output import console, render
+    from perfmodel.review import validate as val
+
+    report = val.validate(list(cases) or None)
+    if as_json:
+        out = report.to_json()
+        if breakdown:
+            for row, case in zip(out["cases"], report.cases):
+                row["estimate"] = case.estimate.to_json()
+        console.emit_json(out)
+        return
+    render.validation(report)
+    if breakdown:
+        for case in report.cases:
+            console.line(f"{case.name}: {case.description} (measured {case.measured_s:.3g} s)")
+            render.estimate(case.plan, case.estimate)
+
+
+@click.command("report")
+@click.argument("plan_file")
+@parallel_options
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="The HTML file to write.")
+@launch_options
+def report_cmd(plan_file: str, output: str, **kw: Any) -> None:
+    """One self-contained HTML file to share: the plan, the best configurations, the breakdown, memory
+    against capacity, the pipeline Gantt chart, step time against memory, and the check findings.
+
+    \b
+    Example:
+        perfmodel report gpt3-175b.yaml --gpus 512 -o report.html
+    """
+    from perfmodel.errors import PerfModelError
+    from perfmodel.output import html
+
+    if not output.strip():
+        raise PerfModelError("-o needs a file name, e.g. -o report.html")
+    write_text(output, html.report(load_plan(plan_file, kw)), "-o")
