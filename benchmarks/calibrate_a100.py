@@ -41,10 +41,13 @@ CORE = np.arange(0.60, 1.001, 0.02)
 
 def with_hardware(case: dict, gpu: dict, nvlink: dict, ib: dict) -> dict:
     plan = case["plan"]
-    system = plan.system.model_copy(update={
-        "gpu": plan.system.gpu.model_copy(update=gpu),
-        "intra_node_link": plan.system.intra_node_link.model_copy(update=nvlink),
-        "inter_node_link": plan.system.inter_node_link.model_copy(update=ib)})
+    system = plan.system.model_copy(
+        update={
+            "gpu": plan.system.gpu.model_copy(update=gpu),
+            "intra_node_link": plan.system.intra_node_link.model_copy(update=nvlink),
+            "inter_node_link": plan.system.inter_node_link.model_copy(update=ib),
+        }
+    )
     return {**case, "plan": plan.model_copy(update={"system": system})}
 
 
@@ -58,8 +61,12 @@ def fit(table4: dict, core_values) -> tuple[float, dict]:
     """Grid search for the lowest RMS over Table 4's ten per-layer times."""
     best = None
     for ge, he, op, ce in itertools.product(GEMM, HBM, PENALTY, core_values):
-        gpu = {"gemm_efficiency": round(float(ge), 2), "hbm_efficiency": round(float(he), 2),
-               "comm_overlap_penalty": round(float(op), 1), "unfused_attention_efficiency": round(float(ce), 2)}
+        gpu = {
+            "gemm_efficiency": round(float(ge), 2),
+            "hbm_efficiency": round(float(he), 2),
+            "comm_overlap_penalty": round(float(op), 1),
+            "unfused_attention_efficiency": round(float(ce), 2),
+        }
         rms = per_layer_rms(table4, gpu, NVLINK3)
         if best is None or rms < best[0]:
             best = (rms, gpu)
@@ -69,22 +76,36 @@ def fit(table4: dict, core_values) -> tuple[float, dict]:
 def core_forward_ms(table4: dict, gpu: dict) -> float:
     """Predicted selective-recompute cost (the core's forward) averaged over the two SP settings."""
     rows = {r["variant"]: r for r in _per_layer(with_hardware(table4, gpu, NVLINK3, {}))}
-    return 0.5 * (rows["selective_recompute"]["predicted_bwd_ms"] - rows["baseline_no_recompute"]["predicted_bwd_ms"]
-                  + rows["selective_plus_sequence"]["predicted_bwd_ms"] - rows["sequence_parallel"]["predicted_bwd_ms"])
+    return 0.5 * (
+        rows["selective_recompute"]["predicted_bwd_ms"]
+        - rows["baseline_no_recompute"]["predicted_bwd_ms"]
+        + rows["selective_plus_sequence"]["predicted_bwd_ms"]
+        - rows["sequence_parallel"]["predicted_bwd_ms"]
+    )
 
 
 def report(cases: dict, gpu: dict) -> None:
-    results = {name: run_case(with_hardware(case, gpu, NVLINK3, IB_HDR))
-               for name, case in cases.items() if "measured" in case}
+    results = {
+        name: run_case(with_hardware(case, gpu, NVLINK3, IB_HDR))
+        for name, case in cases.items()
+        if "measured" in case
+    }
     print("\nChecks with these values (not fitted):")
     for name, r in results.items():
-        print(f"  {name:22s} measured {r.measured_s:8.2f} s  predicted {r.predicted_s:8.2f} s  {r.error_pct:+6.1f}%")
+        print(
+            f"  {name:22s} measured {r.measured_s:8.2f} s  predicted {r.predicted_s:8.2f} s "
+            f" {r.error_pct:+6.1f}%"
+        )
     for prefix, title in (("k22", "Korthikanti Table 5"), ("n21", "Narayanan Table 1")):
         errs = np.array([r.error_pct for n, r in results.items() if n.startswith(prefix)])
-        print(f"{title}: mean |error| {np.abs(errs).mean():.2f}%, max {np.abs(errs).max():.2f}%, "
-              f"mean signed {errs.mean():+.2f}% ({(errs < 0).sum()} of {errs.size} predicted fast)")
-    gains = [100 * (results[f"k22-{m}-full"].predicted_s / results[f"k22-{m}-sp-sel"].predicted_s - 1)
-             for m in ("22b", "175b", "530b", "1t")]
+        print(
+            f"{title}: mean |error| {np.abs(errs).mean():.2f}%, max {np.abs(errs).max():.2f}%, "
+            f"mean signed {errs.mean():+.2f}% ({(errs < 0).sum()} of {errs.size} predicted fast)"
+        )
+    gains = [
+        100 * (results[f"k22-{m}-full"].predicted_s / results[f"k22-{m}-sp-sel"].predicted_s - 1)
+        for m in ("22b", "175b", "530b", "1t")
+    ]
     print("SP + selective gain, 22B/175B/530B/1T: " + ", ".join(f"{g:+.1f}%" for g in gains))
 
 
@@ -100,15 +121,24 @@ def main() -> None:
         rms, gpu = fit(table4, CORE)
     else:
         _, shipped = fit(table4, [1.0])
-        measured = 0.5 * sum(table4["per_layer_ms"][a]["bwd"] - table4["per_layer_ms"][b]["bwd"]
-                             for a, b in (("selective_recompute", "baseline_no_recompute"),
-                                          ("selective_plus_sequence", "sequence_parallel")))
+        measured = 0.5 * sum(
+            table4["per_layer_ms"][a]["bwd"] - table4["per_layer_ms"][b]["bwd"]
+            for a, b in (
+                ("selective_recompute", "baseline_no_recompute"),
+                ("selective_plus_sequence", "sequence_parallel"),
+            )
+        )
         predicted = core_forward_ms(table4, shipped)
         core = round(predicted / measured, 2)
-        print(f"core forward: {predicted:.2f} ms predicted by the shipped fit, "
-              f"{measured:.2f} ms measured -> unfused_attention_efficiency {core}")
+        print(
+            f"core forward: {predicted:.2f} ms predicted by the shipped fit, "
+            f"{measured:.2f} ms measured -> unfused_attention_efficiency {core}"
+        )
         rms, gpu = fit(table4, [core])
-    print(f"A100 from Korthikanti Table 4 ({design}): {gpu}  (RMS error {rms:.2f}% over 10 per-layer times)")
+    print(
+        f"A100 from Korthikanti Table 4 ({design}): {gpu}  (RMS error {rms:.2f}% over 10 per-layer"
+        " times)"
+    )
     report(cases, gpu)
 
 

@@ -3,8 +3,8 @@
 The Megatron-Core MoE model zoo (best_practice/Qwen3/readme.md, Long Context table) ran each of four
 Qwen3-235B-A22B configurations twice: with the router forced to balance tokens over the experts
 (benchmark mode) and with real, dropless routing. The ratio of the two step times isolates what
-routing imbalance costs; this script prints perfmodel's ratio for a range of imbalance factors next to
-the measured one, so the factor is read off a physical effect rather than fitted to step times.
+routing imbalance costs; this script prints perfmodel's ratio for a range of imbalance factors next
+to the measured one, so the factor is read off a physical effect rather than fitted to step times.
 
 Run: python benchmarks/moe_imbalance.py
 """
@@ -14,13 +14,16 @@ from __future__ import annotations
 from perfmodel.inputs import presets
 from perfmodel.engine.estimate import estimate, resolve_config
 
-# (sequence length, TFLOP/s per GPU forced balance, dropless), shared/validation/published-modern.yaml
+# (sequence length, TFLOP/s per GPU forced balance, dropless),
+# shared/validation/published-modern.yaml
 RUNS = [(16384, 295, 237), (32768, 335, 277), (65536, 368, 320), (131072, 389, 357)]
 FACTORS = (1.0, 1.2, 1.4, 1.5, 1.6)
 
 
 def step(plan, imbalance: float) -> float:
-    p = plan.model_copy(update={"model": plan.model.model_copy(update={"moe_load_imbalance": imbalance})})
+    p = plan.model_copy(
+        update={"model": plan.model.model_copy(update={"moe_load_imbalance": imbalance})}
+    )
     return estimate(p, resolve_config(p)).values["step_time_s"]
 
 
@@ -33,7 +36,10 @@ def main() -> None:
         ratios = [step(plan, f) / base for f in FACTORS]
         print(f"{s:>8} {forced / dropless:>9.3f}  " + "  ".join(f"{r:6.3f}" for r in ratios))
     print("\nmeasured: dropless step / forced-balance step (= forced TFLOP/s / dropless TFLOP/s);")
-    print("I=x: perfmodel's step with imbalance x over its step with perfect balance, same configuration.")
+    print(
+        "I=x: perfmodel's step with imbalance x over its step with perfect balance, same"
+        " configuration."
+    )
 
 
 if __name__ == "__main__":

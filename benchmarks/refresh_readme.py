@@ -21,8 +21,12 @@ def main() -> None:
         if not m:
             continue
         args = shlex.split(m.group(1))[1:]
-        run = subprocess.run([sys.executable, "-m", "perfmodel", *args], capture_output=True, text=True,
-                             cwd=README.parent)
+        run = subprocess.run(
+            [sys.executable, "-m", "perfmodel", *args],
+            capture_output=True,
+            text=True,
+            cwd=README.parent,
+        )
         out.extend(run.stdout.rstrip("\n").splitlines())
         while i < len(lines) and not lines[i].startswith("$ ") and lines[i] != "```":
             i += 1  # drop the old output

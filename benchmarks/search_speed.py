@@ -19,8 +19,12 @@ from perfmodel.inputs import load_plan
 
 # issue 3's cases, and issue 12's: Llama 3.1 405B on 16,384 H100 (cp, uneven pp, vp free) and
 # DeepSeek-V3 on 1,024 H100 (ep and etp free), each to run end to end in under 3 s on 2 cores
-CASES = [("gpt3-175b.yaml", 512), ("gpt-1t.yaml", 3072), ("llama3.1-405b-h100.yaml", 16384),
-         ("deepseek-v3-h100.yaml", 1024)]
+CASES = [
+    ("gpt3-175b.yaml", 512),
+    ("gpt-1t.yaml", 3072),
+    ("llama3.1-405b-h100.yaml", 16384),
+    ("deepseek-v3-h100.yaml", 1024),
+]
 SCALAR_SAMPLE = 300
 
 
@@ -34,8 +38,10 @@ def best_of(fn, repeat=3):
 
 
 def main() -> None:
-    print(f"{'case':<32}{'configs':>10}{'enumerate':>11}{'evaluate':>10}{'configs/s':>12}"
-          f"{'search':>9}{'scalar/cfg':>12}{'speed-up':>10}{'CLI wall':>10}")
+    print(
+        f"{'case':<32}{'configs':>10}{'enumerate':>11}{'evaluate':>10}{'configs/s':>12}"
+        f"{'search':>9}{'scalar/cfg':>12}{'speed-up':>10}{'CLI wall':>10}"
+    )
     for name, gpus in CASES:
         plan = load_plan(name)
         plan = plan.with_system(num_gpus=gpus)
@@ -53,15 +59,26 @@ def main() -> None:
         per_cfg = (time.perf_counter() - t0) / len(idx)
         speedup = per_cfg * n / t_eval
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "perfmodel", "plan", name, "--gpus", str(gpus), "--json"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "perfmodel", "plan", name, "--gpus", str(gpus), "--json"],
+            check=True,
+            capture_output=True,
+        )
         cli = time.perf_counter() - t0
-        print(f"{name + ' @' + str(gpus):<32}{n:>10,}{t_enum:>10.3f}s{t_eval:>9.3f}s{n / t_eval:>12,.0f}"
-              f"{t_search:>8.2f}s{per_cfg * 1e3:>10.2f}ms{speedup:>9.0f}x{cli:>9.2f}s")
-    print("\nscalar/cfg: one configuration through estimate(simulate=False): the same formulas on one-element")
+        print(
+            f"{name + ' @' + str(gpus):<32}{n:>10,}{t_enum:>10.3f}s{t_eval:>9.3f}s"
+            f"{n / t_eval:>12,.0f}"
+            f"{t_search:>8.2f}s{per_cfg * 1e3:>10.2f}ms{speedup:>9.0f}x{cli:>9.2f}s"
+        )
+    print(
+        "\nscalar/cfg: one configuration through estimate(simulate=False): the same formulas on"
+        " one-element"
+    )
     print("arrays. search: enumerate + evaluate + re-rank the leaders with the schedule simulator.")
-    print("speed-up: scalar/cfg x configs / vectorized evaluate time. CLI wall: `perfmodel plan ... --json`"
-          " end to end, Python start-up included.")
+    print(
+        "speed-up: scalar/cfg x configs / vectorized evaluate time. CLI wall: `perfmodel plan ..."
+        " --json` end to end, Python start-up included."
+    )
 
 
 if __name__ == "__main__":

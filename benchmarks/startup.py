@@ -1,4 +1,5 @@
-"""Start-up and single-estimate speed (issue 18): each figure printed, nothing asserted (machines are noisy).
+"""Start-up and single-estimate speed (issue 18): each figure printed, nothing asserted (machines
+are noisy).
 
     python benchmarks/startup.py
 
@@ -45,21 +46,38 @@ def main() -> None:
         ("python -c pass", wall([sys.executable, "-c", "pass"]), None),
         ("perfmodel --help", wall([*CLI, "--help"]), 0.25),
         ("perfmodel bubble -m 48 -p 8", wall([*CLI, "bubble", "-m", "48", "-p", "8"]), 0.25),
-        ("plan gpt3-175b.yaml --gpus 512", wall([*CLI, "plan", "gpt3-175b.yaml", "--gpus", "512"], 3), 0.6),
-        ("plan deepseek-v3-h100.yaml (1,024 H100)", wall([*CLI, "plan", "deepseek-v3-h100.yaml"], 2), 2.0),
+        (
+            "plan gpt3-175b.yaml --gpus 512",
+            wall([*CLI, "plan", "gpt3-175b.yaml", "--gpus", "512"], 3),
+            0.6,
+        ),
+        (
+            "plan deepseek-v3-h100.yaml (1,024 H100)",
+            wall([*CLI, "plan", "deepseek-v3-h100.yaml"], 2),
+            2.0,
+        ),
     ]
     from perfmodel.engine.estimate import estimate, resolve_config
     from perfmodel.inputs import load_plan
 
     plan = load_plan("gpt3-175b-3d.yaml")
     cfg = resolve_config(plan, tp=8, pp=8)
-    rows.append(("estimate() 175B TP8 PP8 DP8, closed form", per_call(lambda: estimate(plan, cfg)), 1e-3))
-    rows.append(("estimate() the same, simulated pipeline",
-                 per_call(lambda: estimate(plan, cfg, simulate=True), 50), None))
+    rows.append(
+        ("estimate() 175B TP8 PP8 DP8, closed form", per_call(lambda: estimate(plan, cfg)), 1e-3)
+    )
+    rows.append(
+        (
+            "estimate() the same, simulated pipeline",
+            per_call(lambda: estimate(plan, cfg, simulate=True), 50),
+            None,
+        )
+    )
     print(f"{'figure':<44}{'measured':>12}{'target':>10}")
     for name, seconds, target in rows:
         t = f"{seconds * 1e3:.2f} ms" if seconds < 0.1 else f"{seconds:.3f} s"
-        goal = "" if target is None else (f"{target * 1e3:g} ms" if target < 0.1 else f"{target:g} s")
+        goal = (
+            "" if target is None else (f"{target * 1e3:g} ms" if target < 0.1 else f"{target:g} s")
+        )
         print(f"{name:<44}{t:>12}{goal:>10}")
 
 

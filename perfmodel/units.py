@@ -17,24 +17,48 @@ GFLOPS, TFLOPS, PFLOPS = 1e9, 1e12, 1e15
 NS, US, MS = 1e-9, 1e-6, 1e-3
 
 # dimension name -> {unit spelling (lower case) -> factor to SI}
-_BYTES = {"b": 1.0, "byte": 1.0, "bytes": 1.0, "kb": KB, "mb": MB, "gb": GB, "tb": TB,
-          "kib": KiB, "mib": MiB, "gib": GiB, "tib": TiB}
+_BYTES = {
+    "b": 1.0,
+    "byte": 1.0,
+    "bytes": 1.0,
+    "kb": KB,
+    "mb": MB,
+    "gb": GB,
+    "tb": TB,
+    "kib": KiB,
+    "mib": MiB,
+    "gib": GiB,
+    "tib": TiB,
+}
 _UNITS: dict[str, dict[str, float]] = {
     "bytes": _BYTES,
     "bytes_per_s": {
         **{f"{u}/s": f for u, f in _BYTES.items()},
         # network links are often quoted in bits per second: 200 Gb/s = 25 GB/s
-        "gbit/s": GB / 8, "tbit/s": TB / 8,
+        "gbit/s": GB / 8,
+        "tbit/s": TB / 8,
     },
-    "flops_per_s": {"flops": 1.0, "flop/s": 1.0, "gflops": GFLOPS, "gflop/s": GFLOPS,
-                    "tflops": TFLOPS, "tflop/s": TFLOPS, "pflops": PFLOPS, "pflop/s": PFLOPS},
+    "flops_per_s": {
+        "flops": 1.0,
+        "flop/s": 1.0,
+        "gflops": GFLOPS,
+        "gflop/s": GFLOPS,
+        "tflops": TFLOPS,
+        "tflop/s": TFLOPS,
+        "pflops": PFLOPS,
+        "pflop/s": PFLOPS,
+    },
     "seconds": {"s": 1.0, "sec": 1.0, "ms": MS, "us": US, "µs": US, "μs": US, "ns": NS},
 }
 # Case-sensitive spellings that must not fold into bytes: "Gb/s" is gigabits.
 _CASE_SENSITIVE = {"bytes_per_s": {"Gb/s": GB / 8, "Tb/s": TB / 8, "Mb/s": MB / 8}}
 
-_EXAMPLES = {"bytes": "'80 GB' or '80GiB'", "bytes_per_s": "'2039 GB/s' or '2.039 TB/s'",
-             "flops_per_s": "'312 TFLOPS'", "seconds": "'2 us' or '1.5ms'"}
+_EXAMPLES = {
+    "bytes": "'80 GB' or '80GiB'",
+    "bytes_per_s": "'2039 GB/s' or '2.039 TB/s'",
+    "flops_per_s": "'312 TFLOPS'",
+    "seconds": "'2 us' or '1.5ms'",
+}
 
 _NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
 
@@ -58,14 +82,21 @@ def parse_quantity(value: object, dimension: str) -> float:
         try:
             out = float(value)
         except OverflowError:
-            raise QuantityError(f"a {len(str(value))}-digit number is too large for a quantity; write it like "
-                                f"{_EXAMPLES[dimension]}") from None
+            raise QuantityError(
+                f"a {len(str(value))}-digit number is too large for a quantity; write it like "
+                f"{_EXAMPLES[dimension]}"
+            ) from None
     elif isinstance(value, str):
         m = _NUMBER.match(value)
         if not m:
-            raise QuantityError(f"cannot read {value!r} as a quantity; write it like {_EXAMPLES[dimension]}")
+            raise QuantityError(
+                f"cannot read {value!r} as a quantity; write it like {_EXAMPLES[dimension]}"
+            )
         if len(value) > 64:
-            raise QuantityError(f"{value[:40]!r}... is too long for a quantity; write it like {_EXAMPLES[dimension]}")
+            raise QuantityError(
+                f"{value[:40]!r}... is too long for a quantity; write it like"
+                f" {_EXAMPLES[dimension]}"
+            )
         number, unit = float(m.group(1)), m.group(2).replace(" ", "")
         if not unit:
             factor = 1.0
@@ -74,10 +105,14 @@ def parse_quantity(value: object, dimension: str) -> float:
         elif unit.lower() in _UNITS[dimension]:
             factor = _UNITS[dimension][unit.lower()]
         else:
-            raise QuantityError(f"unknown unit {unit!r} in {value!r}; write it like {_EXAMPLES[dimension]}")
+            raise QuantityError(
+                f"unknown unit {unit!r} in {value!r}; write it like {_EXAMPLES[dimension]}"
+            )
         out = number * factor
     else:
-        raise QuantityError(f"expected a quantity such as {_EXAMPLES[dimension]}, got {type(value).__name__}")
+        raise QuantityError(
+            f"expected a quantity such as {_EXAMPLES[dimension]}, got {type(value).__name__}"
+        )
     if not math.isfinite(out):
         raise QuantityError(f"{value!r} is not a finite number")
     return out

@@ -1,11 +1,12 @@
-"""A slow reference for the vectorized composition, written separately: one configuration at a time, in plain
-Python (no numpy), from the per-micro-batch costs of its blocks to the stage times, the slowest stage,
-the closed-form bubble and the step's compute, recompute and communication terms (issue 14).
+"""A slow reference for the vectorized composition, written separately: one configuration at a time,
+in plain Python (no numpy), from the per-micro-batch costs of its blocks to the stage times, the
+slowest stage, the closed-form bubble and the step's compute, recompute and communication terms
+(issue 14).
 
-It takes the per-op times of the layer, embedding and LM head for that one configuration (their formulas
-are checked against hand counts elsewhere) and assembles everything else its own way: the layer split
-as Megatron does it (even when p divides L; else the ends lighter), stages as a list, the slowest by a
-loop, the mean by a sum. It covers dense models without context parallelism."""
+It takes the per-op times of the layer, embedding and LM head for that one configuration (their
+formulas are checked against hand counts elsewhere) and assembles everything else its own way: the
+layer split as Megatron does it (even when p divides L; else the ends lighter), stages as a list,
+the slowest by a loop, the mean by a sum. It covers dense models without context parallelism."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from perfmodel.engine.evaluate import Setting, block_ops
 
 
 def _block(plan, builder, cfg) -> dict:
-    """Seconds per micro-batch of one block: compute and comm, forward and backward, and the attention core."""
-    ops, block = block_ops(Setting.of(plan), builder, float(cfg.tp), float(cfg.micro_batch_size),
-                           cfg.sequence_parallel)
+    """Seconds per micro-batch of one block: compute and comm, forward and backward, and the
+    attention core."""
+    ops, block = block_ops(
+        Setting.of(plan), builder, float(cfg.tp), float(cfg.micro_batch_size), cfg.sequence_parallel
+    )
     out = {"fwd": 0.0, "bwd": 0.0, "cfwd": 0.0, "cbwd": 0.0, "core": 0.0}
     for op in ops:
         comm = op.kind == "comm"
@@ -34,14 +37,27 @@ def layer_split(L: int, p: int) -> list[int]:
 
 
 def breakdown(plan, cfg) -> dict:
-    """forward, backward, recompute, tp_comm (per step) and the closed-form bubble, for one configuration."""
-    layer, emb, head = _block(plan, decoder_layer, cfg), _block(plan, embedding, cfg), _block(plan, lm_head, cfg)
-    rec = {"none": (0.0, 0.0), "selective": (layer["core"], 0.0), "full": (layer["fwd"], layer["cfwd"])}[cfg.recompute]
+    """forward, backward, recompute, tp_comm (per step) and the closed-form bubble, for one
+    configuration."""
+    layer, emb, head = (
+        _block(plan, decoder_layer, cfg),
+        _block(plan, embedding, cfg),
+        _block(plan, lm_head, cfg),
+    )
+    rec = {
+        "none": (0.0, 0.0),
+        "selective": (layer["core"], 0.0),
+        "full": (layer["fwd"], layer["cfwd"]),
+    }[cfg.recompute]
     stages = []
     split = layer_split(plan.model.num_layers, cfg.pp)
     for i, n in enumerate(split):
-        parts = {"fwd": n * layer["fwd"], "bwd": n * layer["bwd"], "rec": n * rec[0],
-                 "comm": n * (layer["cfwd"] + layer["cbwd"] + rec[1])}
+        parts = {
+            "fwd": n * layer["fwd"],
+            "bwd": n * layer["bwd"],
+            "rec": n * rec[0],
+            "comm": n * (layer["cfwd"] + layer["cbwd"] + rec[1]),
+        }
         for block, held in ((emb, i == 0), (head, i == cfg.pp - 1)):
             if held:
                 parts["fwd"] += block["fwd"]
@@ -55,5 +71,10 @@ def breakdown(plan, cfg) -> dict:
             slowest = st
     m = cfg.num_micro_batches
     mean = sum(st["time"] for st in stages) / cfg.pp
-    return {"forward": m * slowest["fwd"], "backward": m * slowest["bwd"], "recompute": m * slowest["rec"],
-            "tp_comm": m * slowest["comm"], "bubble": (cfg.pp - 1) / cfg.vp * mean}
+    return {
+        "forward": m * slowest["fwd"],
+        "backward": m * slowest["bwd"],
+        "recompute": m * slowest["rec"],
+        "tp_comm": m * slowest["comm"],
+        "bubble": (cfg.pp - 1) / cfg.vp * mean,
+    }

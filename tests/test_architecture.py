@@ -12,7 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "perfmodel"
-# lowest first; a module may import its own package and any package below it (README "How it is built")
+# lowest first; a module may import its own package and any package below it (README "How it is
+# built")
 LAYERS = ["units", "errors", "specs", "cost", "engine", "inputs", "review", "output", "cli"]
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 450, 80
 
@@ -63,24 +64,33 @@ def test_command_modules_do_not_import_the_group():
 
 
 def test_modules_and_functions_stay_small():
-    long_modules = [f"{p.relative_to(ROOT)}: {n}" for p in _modules()
-                    if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
+    long_modules = [
+        f"{p.relative_to(ROOT)}: {n}"
+        for p in _modules()
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    ]
     long_functions = []
     for path in _modules():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 n = node.end_lineno - node.lineno + 1
                 if n > MAX_FUNCTION_LINES:
-                    long_functions.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {n}")
+                    long_functions.append(
+                        f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {n}"
+                    )
     assert not long_modules and not long_functions, long_modules + long_functions
 
 
 @pytest.mark.parametrize("args", [["--help"], ["bubble", "-m", "48", "-p", "8"]])
 def test_fast_commands_load_no_heavy_library(args):
-    """--help loads neither pydantic, numpy nor rich; bubble loads no pydantic (it reads no spec)."""
-    code = ("import sys, json; from perfmodel.cli import main\n"
-            "try:\n    main(" + repr(args) + ")\nexcept SystemExit:\n    pass\n"
-            "print(json.dumps(sorted(m for m in ('pydantic', 'numpy', 'rich', 'yaml') if m in sys.modules)))")
+    """--help loads neither pydantic, numpy nor rich; bubble loads no pydantic (it reads no
+    spec)."""
+    code = (
+        "import sys, json; from perfmodel.cli import main\ntry:\n    main("
+        + repr(args)
+        + ")\nexcept SystemExit:\n    pass\nprint(json.dumps(sorted(m for m in ('pydantic',"
+        " 'numpy', 'rich', 'yaml') if m in sys.modules)))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = json.loads(r.stdout.strip().splitlines()[-1])
     assert loaded == ([] if args == ["--help"] else ["numpy"]), loaded

@@ -1,4 +1,5 @@
-"""perfmodel check: one test per rule that trips it, silence on a good plan, exit codes (issue 5)."""
+"""perfmodel check: one test per rule that trips it, silence on a good plan, exit codes (issue
+5)."""
 
 import json
 from pathlib import Path
@@ -10,17 +11,37 @@ from perfmodel.review.check import RULES, check, exit_code
 from perfmodel.cli import main
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-CLEAN = dict(tp=8, pp=8, dp=8, vp=3, micro_batch_size=1, sequence_parallel=True, recompute="selective",
-             zero_stage=1, schedule="interleaved")
+CLEAN = dict(
+    tp=8,
+    pp=8,
+    dp=8,
+    vp=3,
+    micro_batch_size=1,
+    sequence_parallel=True,
+    recompute="selective",
+    zero_stage=1,
+    schedule="interleaved",
+)
 
 
 def plan(model="gpt3-175b", gpus=512, gbs=1536, seq=None, gpn=8, placement="tp-dp-pp", **parallel):
     training = {"global_batch_size": gbs, **({"seq_length": seq} if seq else {})}
-    return presets.plan_from_mapping({
-        "model": model,
-        "system": {"gpu": "a100-80gb", "num_gpus": gpus, "gpus_per_node": gpn, "intra_node_link": "nvlink3",
-                   "inter_node_link": "ib-hdr", "placement": placement},
-        "training": training, "parallel": parallel}, "test")
+    return presets.plan_from_mapping(
+        {
+            "model": model,
+            "system": {
+                "gpu": "a100-80gb",
+                "num_gpus": gpus,
+                "gpus_per_node": gpn,
+                "intra_node_link": "nvlink3",
+                "inter_node_link": "ib-hdr",
+                "placement": placement,
+            },
+            "training": training,
+            "parallel": parallel,
+        },
+        "test",
+    )
 
 
 def rules_of(p, **kw):
@@ -31,16 +52,36 @@ def test_clean_plan_is_silent():
     assert check(plan(**CLEAN)) == []
 
 
-@pytest.mark.parametrize("rule,kwargs", [
-    ("PM101", dict(CLEAN, sequence_parallel=False, recompute="none", zero_stage=0, vp=None, schedule="1f1b",
-                   micro_batch_size=4)),
-    ("PM102", dict(CLEAN, dp=4)),
-    ("PM103", dict(CLEAN, tp=5, pp=1, dp=None, vp=None, schedule="1f1b") | {"gpus": 5, "gbs": 5, "gpn": 5}),
-    ("PM104", dict(CLEAN, vp=13)),  # 8 x 13 chunks for 96 layers
-    ("PM105", dict(CLEAN, micro_batch_size=5)),
-    ("PM106", dict(CLEAN) | {"gbs": 8 * 12}),
-    ("PM107", dict(CLEAN, vp=None)),
-])
+@pytest.mark.parametrize(
+    "rule,kwargs",
+    [
+        (
+            "PM101",
+            dict(
+                CLEAN,
+                sequence_parallel=False,
+                recompute="none",
+                zero_stage=0,
+                vp=None,
+                schedule="1f1b",
+                micro_batch_size=4,
+            ),
+        ),
+        ("PM102", dict(CLEAN, dp=4)),
+        (
+            "PM103",
+            dict(CLEAN, tp=5, pp=1, dp=None, vp=None, schedule="1f1b") | {
+                "gpus": 5,
+                "gbs": 5,
+                "gpn": 5,
+            },
+        ),
+        ("PM104", dict(CLEAN, vp=13)),  # 8 x 13 chunks for 96 layers
+        ("PM105", dict(CLEAN, micro_batch_size=5)),
+        ("PM106", dict(CLEAN) | {"gbs": 8 * 12}),
+        ("PM107", dict(CLEAN, vp=None)),
+    ],
+)
 def test_error_rules_trip(rule, kwargs):
     kw = dict(kwargs)
     p = plan(**{k: kw.pop(k) for k in ("gpus", "gbs", "gpn") if k in kw}, **kw)
@@ -50,8 +91,23 @@ def test_error_rules_trip(rule, kwargs):
 
 
 def test_pm101_names_components_and_a_fix():
-    f = next(x for x in check(plan(**dict(CLEAN, sequence_parallel=False, recompute="none", zero_stage=0, vp=None,
-                                          schedule="1f1b", micro_batch_size=4))) if x.rule == "PM101")
+    f = next(
+        x
+        for x in check(
+            plan(
+                **dict(
+                    CLEAN,
+                    sequence_parallel=False,
+                    recompute="none",
+                    zero_stage=0,
+                    vp=None,
+                    schedule="1f1b",
+                    micro_batch_size=4,
+                )
+            )
+        )
+        if x.rule == "PM101"
+    )
     assert "over the" in f.message and "activations" in f.message and "fits" in f.fix
     assert f.figures["over_bytes"] > 0
 
@@ -62,7 +118,11 @@ def test_pm201_tp_across_nodes():
 
 
 def test_pm202_bubble():
-    f = next(x for x in check(plan(**dict(CLEAN, vp=None, schedule="1f1b"), gbs=8 * 16)) if x.rule == "PM202")
+    f = next(
+        x
+        for x in check(plan(**dict(CLEAN, vp=None, schedule="1f1b"), gbs=8 * 16))
+        if x.rule == "PM202"
+    )
     assert f.figures["bubble_over_step"] == pytest.approx(7 / 23) and "m >=" in f.fix
 
 
@@ -72,11 +132,32 @@ def test_pm203_memory_bound_gemm():
 
 
 def test_pm204_communication_frequency():
-    p = plan(model="gpt-7.5b", gpus=32, gbs=512, tp=2, pp=4, dp=4, micro_batch_size=2, sequence_parallel=True,
-             recompute="selective", zero_stage=1)
+    p = plan(
+        model="gpt-7.5b",
+        gpus=32,
+        gbs=512,
+        tp=2,
+        pp=4,
+        dp=4,
+        micro_batch_size=2,
+        sequence_parallel=True,
+        recompute="selective",
+        zero_stage=1,
+    )
     assert "PM204" in rules_of(p)
-    q = plan(model="gpt-7.5b", gpus=32, gbs=512, placement="tp-pp-dp", tp=2, pp=4, dp=4, micro_batch_size=2,
-             sequence_parallel=True, recompute="selective", zero_stage=1)
+    q = plan(
+        model="gpt-7.5b",
+        gpus=32,
+        gbs=512,
+        placement="tp-pp-dp",
+        tp=2,
+        pp=4,
+        dp=4,
+        micro_batch_size=2,
+        sequence_parallel=True,
+        recompute="selective",
+        zero_stage=1,
+    )
     assert "PM204" not in rules_of(q)
 
 
@@ -86,8 +167,19 @@ def test_pm205_gpipe():
 
 
 def test_pm206_stage_imbalance():
-    p = plan(model="gpt-7.5b", gpus=32, gbs=512, placement="tp-pp-dp", tp=2, pp=4, dp=4, micro_batch_size=2,
-             sequence_parallel=True, recompute="selective", zero_stage=1)
+    p = plan(
+        model="gpt-7.5b",
+        gpus=32,
+        gbs=512,
+        placement="tp-pp-dp",
+        tp=2,
+        pp=4,
+        dp=4,
+        micro_batch_size=2,
+        sequence_parallel=True,
+        recompute="selective",
+        zero_stage=1,
+    )
     f = next(x for x in check(p) if x.rule == "PM206")
     assert f.figures["excess"] > 0.05
 
@@ -102,8 +194,23 @@ def test_pm301_pm302_info():
 
 def test_pm303_tp_ratio():
     # GPT 3.6B (h = 3072) on one node with TP8: 8 x 7 x 250 TFLOP/s / (24 x 3072 x 234 GB/s) = 81%
-    f = next(x for x in check(plan(model="gpt-3.6b", gpus=8, gbs=64, tp=8, pp=1, micro_batch_size=1,
-                                   sequence_parallel=True, recompute="selective", zero_stage=0)) if x.rule == "PM303")
+    f = next(
+        x
+        for x in check(
+            plan(
+                model="gpt-3.6b",
+                gpus=8,
+                gbs=64,
+                tp=8,
+                pp=1,
+                micro_batch_size=1,
+                sequence_parallel=True,
+                recompute="selective",
+                zero_stage=0,
+            )
+        )
+        if x.rule == "PM303"
+    )
     assert f.figures["ratio"] > 0.30
 
 
@@ -150,23 +257,51 @@ def test_malformed_plan_gets_the_usual_errors(runner, tmp_path):
 
 def test_gpu_count_not_divisible_is_a_finding(runner, tmp_path):
     f = tmp_path / "p.yaml"
-    f.write_text("model: gpt3-175b\nsystem: {gpu: a100-80gb, num_gpus: 512, intra_node_link: nvlink3, "
-                 "inter_node_link: ib-hdr}\ntraining: {global_batch_size: 1536}\nparallel: {tp: 8, pp: 3}\n")
+    f.write_text(
+        "model: gpt3-175b\nsystem: {gpu: a100-80gb, num_gpus: 512, intra_node_link: nvlink3, "
+        "inter_node_link: ib-hdr}\ntraining: {global_batch_size: 1536}\nparallel: {tp: 8, pp: 3}\n"
+    )
     r = runner.invoke(main, ["check", str(f), "--json"])
     assert r.exit_code == 1 and json.loads(r.output)[0]["rule"] == "PM102"
 
 
 def _modern(model, gpus, parallel, **training):
-    return presets.plan_from_mapping({
-        "model": model, "system": {"gpu": "h100-sxm", "num_gpus": gpus, "gpus_per_node": 8,
-                                   "intra_node_link": "nvlink4", "inter_node_link": "ib-ndr"},
-        "training": {"global_batch_size": 2048, "seq_length": 4096, "flash_attention": True, **training},
-        "parallel": parallel}, "test")
+    return presets.plan_from_mapping(
+        {
+            "model": model,
+            "system": {
+                "gpu": "h100-sxm",
+                "num_gpus": gpus,
+                "gpus_per_node": 8,
+                "intra_node_link": "nvlink4",
+                "inter_node_link": "ib-ndr",
+            },
+            "training": {
+                "global_batch_size": 2048,
+                "seq_length": 4096,
+                "flash_attention": True,
+                **training,
+            },
+            "parallel": parallel,
+        },
+        "test",
+    )
 
 
 def test_pm207_expert_all_to_all_across_nodes():
-    across = _modern("qwen3-235b-a22b", 256, {"tp": 2, "ep": 32, "pp": 8, "vp": 4, "micro_batch_size": 1,
-                                              "sequence_parallel": True, "zero_stage": 1})
+    across = _modern(
+        "qwen3-235b-a22b",
+        256,
+        {
+            "tp": 2,
+            "ep": 32,
+            "pp": 8,
+            "vp": 4,
+            "micro_batch_size": 1,
+            "sequence_parallel": True,
+            "zero_stage": 1,
+        },
+    )
     f = next(f for f in check(across) if f.rule == "PM207")
     assert f.figures["share"] > 0.25 and "spans 4 nodes" in f.message
     inside = across.with_parallel(ep=8, pp=8, dp=16)
@@ -174,10 +309,25 @@ def test_pm207_expert_all_to_all_across_nodes():
 
 
 def test_pm208_cp_with_too_few_tokens_per_rank():
-    short = _modern("llama3-70b", 512, {"tp": 8, "cp": 8, "pp": 4, "micro_batch_size": 1, "sequence_parallel": True,
-                                        "zero_stage": 1}, global_batch_size=64, seq_length=8192)
+    short = _modern(
+        "llama3-70b",
+        512,
+        {
+            "tp": 8,
+            "cp": 8,
+            "pp": 4,
+            "micro_batch_size": 1,
+            "sequence_parallel": True,
+            "zero_stage": 1,
+        },
+        global_batch_size=64,
+        seq_length=8192,
+    )
     f = next(f for f in check(short) if f.rule == "PM208")
-    assert f.figures["exposed_s"] > 0.1 * f.figures["attention_s"] and "1,024 tokens per rank" in f.message
+    assert (
+        f.figures["exposed_s"] > 0.1 * f.figures["attention_s"]
+        and "1,024 tokens per rank" in f.message
+    )
     long = short.with_training(seq_length=131072).with_parallel(cp=8)
     assert "PM208" not in {f.rule for f in check(long)}
 

@@ -33,7 +33,15 @@ def test_roofline_default_layer(runner):  # SPEC 9: MLP GEMM memory-bound at AI 
     assert up["bound"] == "memory" and up["arithmetic_intensity"] == pytest.approx(61, abs=0.5)
     assert up["attainable_flops_per_s"] == pytest.approx(125e12, rel=5e-3)
     assert up["time_s"] == pytest.approx(8.6e-6, rel=5e-3)
-    assert {"name", "flops", "bytes", "arithmetic_intensity", "bound", "attainable_flops_per_s", "time_s"} <= set(up)
+    assert {
+        "name",
+        "flops",
+        "bytes",
+        "arithmetic_intensity",
+        "bound",
+        "attainable_flops_per_s",
+        "time_s",
+    } <= set(up)
 
 
 def test_roofline_large_batch_is_compute_bound(runner):
@@ -52,12 +60,28 @@ def test_comm_json(runner):  # SPEC 9: 67.1 MB all-reduce on NVLink: 117 MB per 
     assert d["bytes_per_rank"] == pytest.approx(117.4e6, rel=1e-3)
     assert d["latency_s"] == pytest.approx(42e-6)
     d = js(runner, ["comm", "all-reduce", "--size", "64KiB", "--ranks", "32", "--link", "ib-hdr"])
-    assert d["latency_s"] == pytest.approx(124e-6) and d["bandwidth_s"] == pytest.approx(5.08e-6, rel=0.01)
+    assert d["latency_s"] == pytest.approx(124e-6) and d["bandwidth_s"] == pytest.approx(
+        5.08e-6, rel=0.01
+    )
 
 
 @pytest.mark.parametrize("kind", ["all-gather", "reduce-scatter", "all-to-all", "p2p"])
 def test_comm_other_collectives(runner, kind):
-    d = js(runner, ["comm", kind, "--size", "1GB", "--ranks", "4", "--bandwidth", "100GB/s", "--latency", "1us"])
+    d = js(
+        runner,
+        [
+            "comm",
+            kind,
+            "--size",
+            "1GB",
+            "--ranks",
+            "4",
+            "--bandwidth",
+            "100GB/s",
+            "--latency",
+            "1us",
+        ],
+    )
     assert d["time_s"] > 0
 
 
@@ -69,14 +93,38 @@ def test_sp_json(runner):
 
 def test_memory_json_keys(runner):
     d = js(runner, ["memory", "gpt3-175b-3d.yaml"])
-    for k in ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "other_bytes",
-              "total_bytes", "capacity_bytes", "fits", "params_per_gpu"):
+    for k in (
+        "weights_bytes",
+        "gradients_bytes",
+        "optimizer_bytes",
+        "activations_bytes",
+        "other_bytes",
+        "total_bytes",
+        "capacity_bytes",
+        "fits",
+        "params_per_gpu",
+    ):
         assert k in d
 
 
 def test_memory_quick_case(runner):
-    d = js(runner, ["memory", "--model", "gpt3-175b", "--gpus", "64", "--tp", "8", "--pp", "8", "--sp",
-                    "--recompute", "selective"])
+    d = js(
+        runner,
+        [
+            "memory",
+            "--model",
+            "gpt3-175b",
+            "--gpus",
+            "64",
+            "--tp",
+            "8",
+            "--pp",
+            "8",
+            "--sp",
+            "--recompute",
+            "selective",
+        ],
+    )
     assert d["fits"] and d["config"]["sequence_parallel"]
 
 
@@ -95,8 +143,19 @@ def test_presets_text(runner):
 
 
 def test_help_has_examples(runner):
-    for cmd in ("bubble", "roofline", "comm", "memory", "sp", "presets", "estimate", "plan", "validate", "check",
-                "schedule"):
+    for cmd in (
+        "bubble",
+        "roofline",
+        "comm",
+        "memory",
+        "sp",
+        "presets",
+        "estimate",
+        "plan",
+        "validate",
+        "check",
+        "schedule",
+    ):
         r = runner.invoke(main, [cmd, "--help"])
         assert r.exit_code == 0 and "Example" in r.output
 
@@ -104,22 +163,37 @@ def test_help_has_examples(runner):
 def test_python_dash_m():
     import subprocess
     import sys
-    r = subprocess.run([sys.executable, "-m", "perfmodel", "bubble", "-m", "8", "-p", "4", "--json"],
-                       capture_output=True, text=True, check=True)
+
+    r = subprocess.run(
+        [sys.executable, "-m", "perfmodel", "bubble", "-m", "8", "-p", "4", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(r.stdout)["utilization"] == pytest.approx(8 / 11)
 
 
 def test_interleaved_bubble_sweep_lists_only_runnable_m_and_plurals(runner):
-    """Issue 15: the interleaved sweep listed m values the schedule rejects, and comm printed "1 steps"."""
-    r = json.loads(runner.invoke(main, ["bubble", "-m", "48", "-p", "8", "-v", "2", "--sweep", "--json"]).output)
-    assert r["sweep"] and all(row["m"] % 8 == 0 for row in r["sweep"]) and 48 in [row["m"] for row in r["sweep"]]
+    """Issue 15: the interleaved sweep listed m values the schedule rejects, and comm printed "1
+    steps"."""
+    r = json.loads(
+        runner.invoke(
+            main, ["bubble", "-m", "48", "-p", "8", "-v", "2", "--sweep", "--json"]
+        ).output
+    )
+    assert (
+        r["sweep"]
+        and all(row["m"] % 8 == 0 for row in r["sweep"])
+        and 48 in [row["m"] for row in r["sweep"]]
+    )
     out = runner.invoke(main, ["comm", "reduce-scatter", "--size", "1MB", "--ranks", "2"]).output
     assert "(1 step x" in out and "1 steps" not in out
 
 
 def test_roofline_shows_fused_attention_when_flash_is_on(runner):
-    """Issue 15: with FlashAttention the attention core is one kernel: the FLOPs of QK^T and x V, and HBM
-    traffic of Q, K, V and O only (Dao et al. 2022): b (a/t) tensors of s x d each, 2 bytes."""
+    """Issue 15: with FlashAttention the attention core is one kernel: the FLOPs of QK^T and x V,
+    and HBM traffic of Q, K, V and O only (Dao et al. 2022): b (a/t) tensors of s x d each, 2 bytes.
+    """
     args = ["roofline", "--mbs", "2", "--seq-len", "4096", "--json"]
     fused = json.loads(runner.invoke(main, args).output)
     unfused = json.loads(runner.invoke(main, args + ["--no-flash"]).output)
@@ -127,5 +201,7 @@ def test_roofline_shows_fused_attention_when_flash_is_on(runner):
     u = [g for g in unfused["gemms"] if "attention" in g["name"]]
     assert [g["name"] for g in f] == ["fused attention (flash)"] and len(u) == 2
     assert f[0]["flops"] == sum(g["flops"] for g in u)
-    assert f[0]["bytes"] == 2 * (32 // 8) * 4 * 4096 * 128 * 2  # mbs 2, 32 heads over TP 8, Q K V O, bf16
+    assert (
+        f[0]["bytes"] == 2 * (32 // 8) * 4 * 4096 * 128 * 2
+    )  # mbs 2, 32 heads over TP 8, Q K V O, bf16
     assert f[0]["bound"] == "compute" and all(g["bound"] == "memory" for g in u)

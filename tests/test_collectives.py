@@ -20,18 +20,21 @@ def test_64k_allreduce_on_ib_32_ranks():  # seed 000, 3.1: 124 us latency + 5 us
     assert bw == pytest.approx(5 * US, rel=0.03)
 
 
-def test_tp_layer_allreduce_on_nvlink():  # seed 000, 4.2: 67.1 MB message, 117 MB per GPU, 0.87 ms per layer
+# seed 000, 4.2: 67.1 MB message, 117 MB per GPU, 0.87 ms per layer
+def test_tp_layer_allreduce_on_nvlink():
     message = 8192 * 4096 * 2
     assert message == pytest.approx(67.1 * MB, rel=1e-3)
     assert coll.bytes_per_rank("all-reduce", message, 8) == pytest.approx(117 * MB, rel=5e-3)
     lat, bw = coll.collective_time("all-reduce", message, 8, 300 * GB, 3 * US)
     assert 2 * bw == pytest.approx(0.78e-3, rel=0.01)  # 235 MB / 300 GB/s
-    assert 2 * lat == pytest.approx(0.084e-3)           # 28 steps x 3 us
+    assert 2 * lat == pytest.approx(0.084e-3)  # 28 steps x 3 us
     assert 2 * (lat + bw) == pytest.approx(0.87e-3, rel=0.01)
 
 
 def test_other_collectives():  # SPEC 3
-    assert coll.ring_steps("all-gather", 8) == 7 and coll.wire_fraction("reduce-scatter", 8) == 7 / 8
+    assert (
+        coll.ring_steps("all-gather", 8) == 7 and coll.wire_fraction("reduce-scatter", 8) == 7 / 8
+    )
     assert coll.collective_time("p2p", 1e6, 2, 1e9, 1e-6) == pytest.approx((1e-6, 1e-3))
     assert coll.collective_time("all-to-all", 8e6, 8, 1e9, 0) == pytest.approx((0, 7e-3))
 
@@ -48,6 +51,7 @@ def test_group_spanning_nodes_uses_inter_node_link():
 
     from perfmodel.inputs import presets
     from perfmodel.engine.mesh import Mesh
+
     system = load_plan("gpt3-175b.yaml").system  # 8 A100 per node, NVLink3 inside, HDR between
     mesh = Mesh(np.array([8, 16]), np.array([1, 1]), np.array([64, 32]), system)
     link = mesh.link("tp", efficiency=False)
@@ -63,4 +67,6 @@ def test_overlapped_collective_pays_its_excess_and_a_contention_share():
     assert coll.overlapped_time(3e-3, 10e-3, 0.6) == pytest.approx(1.8e-3)
     # 10 ms under a 4 ms window, penalty 0.5: 6 ms exposed + 0.5 x 4 ms
     assert coll.overlapped_time(10e-3, 4e-3, 0.5) == pytest.approx(8e-3)
-    assert coll.overlapped_time(10e-3, 4e-3, 1.0) == pytest.approx(10e-3)  # penalty 1: no gain at all
+    assert coll.overlapped_time(10e-3, 4e-3, 1.0) == pytest.approx(
+        10e-3
+    )  # penalty 1: no gain at all

@@ -1,5 +1,5 @@
-"""`perfmodel compare` (issue 15, item 1): the figures are each plan's own estimate, the differences are
-taken against the first plan, and the verdict names the components that decide it."""
+"""`perfmodel compare` (issue 15, item 1): the figures are each plan's own estimate, the differences
+are taken against the first plan, and the verdict names the components that decide it."""
 
 import json
 
@@ -30,7 +30,8 @@ def test_figures_are_each_plans_estimate_and_deltas_are_against_the_first():
     assert d["step_time_s"] == eb["step_time_s"] - ea["step_time_s"]
     assert d["breakdown_s"]["bubble"] == eb["breakdown_s"]["bubble"] - ea["breakdown_s"]["bubble"]
     assert all(v == 0 for v in pa["delta_vs_first"]["breakdown_s"].values())
-    # TP 4 x PP 16 against TP 8 x PP 8 interleaved: less TP traffic, a larger bubble (seed 000, 2.4 and 4.2)
+    # TP 4 x PP 16 against TP 8 x PP 8 interleaved: less TP traffic, a larger bubble (seed 000, 2.4
+    # and 4.2)
     assert d["breakdown_s"]["tp_comm"] < 0 < d["breakdown_s"]["bubble"]
     assert len(out["verdicts"]) == 1 and [f["rule"] for f in pb["findings"]] == ["PM206"]
 
@@ -43,8 +44,11 @@ def test_verdict_names_the_largest_changes_first_and_only_those_that_matter():
     word = "slower" if pb["step_time_s"] > pa["step_time_s"] else "faster"
     assert text.startswith(f"proposal-pp16 is {pct:.0f}% {word} than clean-plan: ")
     named = text.split(": ", 1)[1].split(", ")
-    moved = sorted((abs(v), k) for k, v in pb["delta_vs_first"]["breakdown_s"].items()
-                   if abs(v) >= 0.01 * pa["step_time_s"])
+    moved = sorted(
+        (abs(v), k)
+        for k, v in pb["delta_vs_first"]["breakdown_s"].items()
+        if abs(v) >= 0.01 * pa["step_time_s"]
+    )
     assert len(named) == min(3, len(moved))
     assert named[0].startswith("TP comm -") and named[1].startswith("bubble +")
     assert signed_time(-2.19) == "-2.19 s" and signed_time(0.0006) == "+600 us"
@@ -62,8 +66,11 @@ def test_the_same_plan_twice_and_the_text_table():
 def test_a_plan_that_does_not_fit_is_said_first():
     from perfmodel.inputs import presets
     from perfmodel.review.compare import compare
+
     a = load_plan(A)
-    small = a.with_system(gpu=presets.gpu("a100-40gb")).with_parallel(recompute="none", sequence_parallel=False, cp=1)
+    small = a.with_system(gpu=presets.gpu("a100-40gb")).with_parallel(
+        recompute="none", sequence_parallel=False, cp=1
+    )
     c = compare([("A", a), ("B", small)])
     assert not c.sides[1].est.values["fits"]
     assert verdict(c.sides[0], c.sides[1]).startswith("B does not fit (")
@@ -75,7 +82,11 @@ def test_bad_input():
     r = invoke("compare", A, "no-such-plan.yaml")
     assert r.exit_code == 1 and "no-such-plan.yaml" in r.output and "Traceback" not in r.output
     r = invoke("compare", A, "examples/troubled-plan.yaml")
-    assert r.exit_code == 1 and r.output.startswith("Error: troubled-plan: ") and "nothing fits" in r.output
+    assert (
+        r.exit_code == 1
+        and r.output.startswith("Error: troubled-plan: ")
+        and "nothing fits" in r.output
+    )
     r = invoke("compare", A, B, "--gpus", "0")
     assert r.exit_code == 2
     r = invoke("compare", A, B, "--gpus", "500")
@@ -83,9 +94,13 @@ def test_bad_input():
 
 
 def test_markdown_format_is_a_table_per_table_and_lasts_one_command():
-    for cmd in (["estimate", "gpt3-175b-3d.yaml"], ["plan", "gpt3-175b.yaml", "--gpus", "512", "--top", "2"],
-                ["check", "examples/troubled-plan.yaml"], ["compare", A, B],
-                ["sweep", A, "--vary", "gbs=768,1536", "--fixed"]):
+    for cmd in (
+        ["estimate", "gpt3-175b-3d.yaml"],
+        ["plan", "gpt3-175b.yaml", "--gpus", "512", "--top", "2"],
+        ["check", "examples/troubled-plan.yaml"],
+        ["compare", A, B],
+        ["sweep", A, "--vary", "gbs=768,1536", "--fixed"],
+    ):
         r = invoke(*cmd, "--format", "markdown")
         assert r.exit_code in (0, 1), (cmd, r.output)
         assert "[red]" not in r.output and "[yellow]" not in r.output and "\x1b[" not in r.output
@@ -95,6 +110,8 @@ def test_markdown_format_is_a_table_per_table_and_lasts_one_command():
             continue
         assert rows, cmd
         seps = [ln for ln in rows if set(ln) <= set("|-: ")]
-        assert seps and all(ln.count("|") == rows[rows.index(ln) - 1].count("|") for ln in seps), cmd
+        assert seps and all(
+            ln.count("|") == rows[rows.index(ln) - 1].count("|") for ln in seps
+        ), cmd
     plain = invoke("compare", A, B)
     assert plain.exit_code == 0 and not any(ln.startswith("|") for ln in plain.output.splitlines())

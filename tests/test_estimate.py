@@ -26,12 +26,14 @@ def test_3d_plan_bubble_and_batch(plan3d):  # SPEC 9 / seed 000 Q3: TP8 x PP8 x 
 def test_3d_plan_m32_bubble():  # seed 000 Q3: m = 32 -> 17.9%
     plan = load_plan("gpt3-175b-3d.yaml")
     plan = plan.with_training(global_batch_size=256)
-    assert estimate(plan, resolve_config(plan)).values["bubble_over_step"] == pytest.approx(0.179, abs=5e-4)
+    assert estimate(plan, resolve_config(plan)).values["bubble_over_step"] == pytest.approx(
+        0.179, abs=5e-4
+    )
 
 
 def test_3d_plan_model_states(plan3d):
-    # seed 000 Q3: 43.8 GB = 16 B x 175e9 / 64. Spread evenly over stages our 174.6e9 parameters give
-    # 43.65 GB (the seed rounds the model to 175e9). The most loaded stage also holds the word
+    # seed 000 Q3: 43.8 GB = 16 B x 175e9 / 64. Spread evenly over stages our 174.6e9 parameters
+    # give 43.65 GB (the seed rounds the model to 175e9). The most loaded stage also holds the word
     # embedding (V h / t) and so carries 45.2 GB: we report both and plan with the larger.
     v = estimate(plan3d, resolve_config(plan3d)).values
     states = v["weights_bytes"] + v["gradients_bytes"] + v["optimizer_bytes"]
@@ -46,7 +48,16 @@ def test_breakdown_adds_up(plan3d):
     assert sum(j["breakdown_s"].values()) == pytest.approx(j["step_time_s"])
     assert j["tokens_per_s"] == pytest.approx(384 * 2048 / j["step_time_s"])
     assert j["tokens_per_s_per_gpu"] * 512 == pytest.approx(j["tokens_per_s"])
-    for key in ("forward", "backward", "recompute", "bubble", "tp_comm", "pp_comm", "dp_comm", "optimizer"):
+    for key in (
+        "forward",
+        "backward",
+        "recompute",
+        "bubble",
+        "tp_comm",
+        "pp_comm",
+        "dp_comm",
+        "optimizer",
+    ):
         assert key in j["breakdown_s"] and j["breakdown_s"][key] >= 0
     assert "Korthikanti 2022 eq. 7" in j["flop_convention"]
 
@@ -60,7 +71,8 @@ def test_full_recompute_costs_about_a_forward(plan3d):
 
 
 def test_tiny_micro_batch_is_slower_per_flop():
-    """GEMM efficiency depends on size: fewer tokens per micro-batch -> fewer FLOP/s in the layer."""
+    """GEMM efficiency depends on size: fewer tokens per micro-batch -> fewer FLOP/s in the
+    layer."""
     plan = load_plan("gpt3-175b.yaml")
 
     def layer_flops_per_s(p, mbs):
@@ -69,8 +81,12 @@ def test_tiny_micro_batch_is_slower_per_flop():
         return sum(float(o.flops) for o in gemms) / sum(float(o.fwd_s) for o in gemms)
 
     short = plan.with_training(seq_length=64)
-    assert layer_flops_per_s(short, 1) < 0.5 * layer_flops_per_s(plan, 1)   # 64 tokens: memory-bound
-    assert layer_flops_per_s(short, 1) < layer_flops_per_s(short, 8) < layer_flops_per_s(plan, 1) * 1.01
+    assert layer_flops_per_s(short, 1) < 0.5 * layer_flops_per_s(plan, 1)  # 64 tokens: memory-bound
+    assert (
+        layer_flops_per_s(short, 1)
+        < layer_flops_per_s(short, 8)
+        < layer_flops_per_s(plan, 1) * 1.01
+    )
 
 
 def test_schedules_differ_in_memory_not_in_bubble(plan3d):
@@ -89,10 +105,18 @@ def test_interleaving_shrinks_the_bubble(plan3d):
 
 def test_tp_across_nodes_is_much_slower():  # seed 000, 4.2: TP on IB is several times slower
     plan = load_plan("gpt3-175b.yaml")
-    inside = estimate(plan, resolve_config(plan, tp=8, pp=8, micro_batch_size=1, sequence_parallel=True,
-                                          recompute="selective")).values
-    across = estimate(plan, resolve_config(plan, tp=16, pp=4, micro_batch_size=1, sequence_parallel=True,
-                                          recompute="selective"))
+    inside = estimate(
+        plan,
+        resolve_config(
+            plan, tp=8, pp=8, micro_batch_size=1, sequence_parallel=True, recompute="selective"
+        ),
+    ).values
+    across = estimate(
+        plan,
+        resolve_config(
+            plan, tp=16, pp=4, micro_batch_size=1, sequence_parallel=True, recompute="selective"
+        ),
+    )
     assert across.values["tp_comm"] > 5 * inside["tp_comm"]
     assert any("crosses the node boundary" in w for w in across.warnings)
 
@@ -101,8 +125,18 @@ def test_per_layer_table_lists_every_operation(plan3d):
     plan3d = plan3d.with_training(framework="megatron-2022")  # the unfused layer of 2022
     ops = per_layer_ops(plan3d, resolve_config(plan3d))
     names = [o.name for o in ops]
-    for n in ("QKV projection", "attention scores QK^T", "softmax", "attention x V", "output projection",
-              "MLP up", "MLP down", "layernorm 1", "bias-gelu", "TP comm after attention"):
+    for n in (
+        "QKV projection",
+        "attention scores QK^T",
+        "softmax",
+        "attention x V",
+        "output projection",
+        "MLP up",
+        "MLP down",
+        "layernorm 1",
+        "bias-gelu",
+        "TP comm after attention",
+    ):
         assert n in names
     gemm = next(o for o in ops if o.name == "MLP up")
     assert float(gemm.flops) == pytest.approx(2 * 2048 * 12288 * 6144)
@@ -116,22 +150,30 @@ def test_flash_attention_drops_the_score_tensors():
 
 
 def test_vectorized_path_matches_a_plain_python_reference():
-    """Issue 14: the search's vectorized evaluation (unique-split broadcasting, stage classes, picks) against
-    tests/reference.py, written separately and one configuration at a time, on a random sample."""
+    """Issue 14: the search's vectorized evaluation (unique-split broadcasting, stage classes,
+    picks) against tests/reference.py, written separately and one configuration at a time, on a
+    random sample."""
     from reference import breakdown
 
     from perfmodel.engine.search import enumerate_space, evaluate_chunked
     from perfmodel.engine.evaluate import evaluate
+
     plan = load_plan("gpt3-175b.yaml").with_training(framework="megatron-2022")  # dense, no cp
     space = enumerate_space(plan)
     rng = np.random.default_rng(0)
-    pick = [int(i) for i in rng.choice(len(space.knobs), size=400, replace=False)
-            if 96 % int(space.knobs.pp[i]) == 0][:150]
+    pick = [
+        int(i)
+        for i in rng.choice(len(space.knobs), size=400, replace=False)
+        if 96 % int(space.knobs.pp[i]) == 0
+    ][:150]
     batch = evaluate(plan, space.knobs.take(np.array(pick)))
     for j, i in enumerate(pick):
         ref = breakdown(plan, space.knobs.config(i, 1536))
         for key, value in ref.items():
-            assert batch[key][j] == pytest.approx(value, rel=1e-9), (key, space.knobs.config(i, 1536))
+            assert batch[key][j] == pytest.approx(value, rel=1e-9), (
+                key,
+                space.knobs.config(i, 1536),
+            )
     whole = evaluate_chunked(plan, space.knobs, chunk=4096)  # chunking changes nothing
     assert np.array_equal(whole["step_time_s"][pick], batch["step_time_s"])
 
@@ -147,34 +189,51 @@ def test_simulation_refines_only_the_pipeline_terms(plan3d):
     cfg = resolve_config(plan3d)
     closed = estimate(plan3d, cfg, simulate=False).values
     sim = estimate(plan3d, cfg).values
-    for key in ("forward", "backward", "recompute", "tp_comm", "dp_comm", "optimizer", "total_bytes"):
+    for key in (
+        "forward",
+        "backward",
+        "recompute",
+        "tp_comm",
+        "dp_comm",
+        "optimizer",
+        "total_bytes",
+    ):
         assert sim[key] == closed[key]
     assert sim["closed_form_step_time_s"] == closed["step_time_s"]
-    # unequal stages (output layer on the last): the simulated bubble is not smaller than the closed form's
+    # unequal stages (output layer on the last): the simulated bubble is not smaller than the closed
+    # form's
     assert sim["bubble_simulated_over_step"] >= closed["bubble_over_step"] - 1e-12
     assert sim["step_time_s"] == pytest.approx(closed["step_time_s"], rel=0.02)
 
 
 def test_overlapped_grad_reduce_still_pays_the_contention_share():
     """DP all-reduce behind the backward costs comm_overlap_penalty of its time, the same SM/HBM
-    contention as the TP all-reduce behind a GEMM, plus the last bucket (Megatron-Core: 40M parameters),
-    which only starts when the backward ends; without overlap it costs all of it."""
+    contention as the TP all-reduce behind a GEMM, plus the last bucket (Megatron-Core: 40M
+    parameters), which only starts when the backward ends; without overlap it costs all of it."""
     plan = load_plan("gpt3-175b.yaml")
-    cfg = resolve_config(plan.with_training(overlap_grad_reduce=False), tp=8, pp=8, dp=8, micro_batch_size=1)
+    cfg = resolve_config(
+        plan.with_training(overlap_grad_reduce=False), tp=8, pp=8, dp=8, micro_batch_size=1
+    )
     exposed = estimate(plan.with_training(overlap_grad_reduce=False), cfg).values["dp_comm"]
     v = estimate(plan.with_training(overlap_grad_reduce=True), cfg).values
-    window = (v["backward"] + v["recompute"]) / v["num_micro_batches"]  # the last micro-batch's backward
+    window = (v["backward"] + v["recompute"]) / v[
+        "num_micro_batches"
+    ]  # the last micro-batch's backward
     penalty = plan.system.gpu.comm_overlap_penalty
     assert 0 < v["dp_comm"] < exposed
     last = 40e6 / v["params_per_gpu"] * exposed
-    assert v["dp_comm"] == pytest.approx(max(0.0, exposed - window) + penalty * min(exposed, window) + last, rel=1e-9)
+    assert v["dp_comm"] == pytest.approx(
+        max(0.0, exposed - window) + penalty * min(exposed, window) + last, rel=1e-9
+    )
 
 
 def test_cross_entropy_counts_megatrons_hbm_passes():
-    """fp32 vocab-parallel loss: 38 B per logit forward (cast, max, sub, exp, sum, div), 14 backward."""
+    """fp32 vocab-parallel loss: 38 B per logit forward (cast, max, sub, exp, sum, div), 14
+    backward."""
     from helpers import timed
 
     from perfmodel.cost.transformer import lm_head
+
     ops, hw = timed(lm_head, b=2, s=2048, h=12288, a=96, t=8, tp_bw=2e11, tp_alpha=1e-5)
     ce = ops["cross-entropy (fp32)"]
     logits = 2 * 2048 * 51200 / 8

@@ -13,13 +13,27 @@ GPT3 = dict(s=2048, L=96, h=12288, V=51200)
 
 def gpt_shape(h, V):
     # GPT: g = a, d = 128, f = 4h, biases, LayerNorm, learned positions, tied embeddings
-    return LayerShape(hidden=h, heads=h // 128, groups=h // 128, ffn=4 * h, vocab=V, gated=False, bias=True,
-                      norm="layernorm", learned_positions=True, tied=True)
+    return LayerShape(
+        hidden=h,
+        heads=h // 128,
+        groups=h // 128,
+        ffn=4 * h,
+        vocab=V,
+        gated=False,
+        bias=True,
+        norm="layernorm",
+        learned_positions=True,
+        tied=True,
+    )
 
 
 def gpt_general(B, s, L, h, V, recompute=None):
     shape = gpt_shape(h, V)
-    return fl.model_flops(shape, B, s, L) if recompute is None else fl.hardware_flops(shape, B, s, L, recompute)
+    return (
+        fl.model_flops(shape, B, s, L)
+        if recompute is None
+        else fl.hardware_flops(shape, B, s, L, recompute)
+    )
 
 
 @pytest.mark.parametrize("B", [1, 64, 1536])
@@ -29,30 +43,37 @@ def test_model_flops_is_korthikanti_eq7(B):
 
 def test_full_recompute_is_narayanan_eq3():
     assert gpt_general(64, **GPT3, recompute="full") == pytest.approx(
-        fl.narayanan_hardware_flops(64, **GPT3), rel=1e-12)
+        fl.narayanan_hardware_flops(64, **GPT3), rel=1e-12
+    )
 
 
 def test_selective_is_korthikanti_eq8():
     assert gpt_general(64, **GPT3, recompute="selective") == pytest.approx(
-        fl.korthikanti_selective_flops(64, **GPT3), rel=1e-12)
+        fl.korthikanti_selective_flops(64, **GPT3), rel=1e-12
+    )
 
 
-def test_tp_layer_flops():  # seed 000, 4.2: B*S = 8192, h = 4096: 3.30e12 per layer, 412 GFLOP per GPU, 2.75 ms
+# seed 000, 4.2: B*S = 8192, h = 4096: 3.30e12 per layer, 412 GFLOP per GPU, 2.75 ms
+def test_tp_layer_flops():
     parts = fl.layer_forward_flops(gpt_shape(4096, 51200), 8, 1024)
-    linear = parts["QKV projection"] + parts["output projection"] + parts["MLP up"] + parts["MLP down"]
+    linear = (
+        parts["QKV projection"] + parts["output projection"] + parts["MLP up"] + parts["MLP down"]
+    )
     assert linear == pytest.approx(3.30e12, rel=2e-3)
     assert linear / 8 == pytest.approx(412e9, rel=2e-3)
     assert linear / 8 / 150e12 == pytest.approx(2.75e-3, rel=2e-3)
 
 
-def test_published_mfu_follows_eq7():  # Korthikanti 2022 Table 5: 175B, 64 GPUs, 13.75 s -> MFU 51.4%
+# Korthikanti 2022 Table 5: 175B, 64 GPUs, 13.75 s -> MFU 51.4%
+def test_published_mfu_follows_eq7():
     mfu = fl.korthikanti_model_flops(64, **GPT3) / 13.75 / 64 / 312e12
     assert mfu == pytest.approx(0.514, abs=0.002)
     hfu = fl.korthikanti_selective_flops(64, **GPT3) / 13.75 / 64 / 312e12
     assert hfu == pytest.approx(0.528, abs=0.002)
 
 
-def test_narayanan_throughput_convention():  # Narayanan 2021 Table 1: 1T on 3072 GPUs, 163 TFLOP/s = 502 PFLOP/s
+# Narayanan 2021 Table 1: 1T on 3072 GPUs, 163 TFLOP/s = 502 PFLOP/s
+def test_narayanan_throughput_convention():
     F = fl.narayanan_hardware_flops(3072, s=2048, L=128, h=25600, V=51200)
     step = F / (163e12 * 3072)
     # the table rounds 163 TFLOP/s per GPU; 3072 x 163 = 500.7 PFLOP/s against the 502 printed
@@ -62,6 +83,7 @@ def test_narayanan_throughput_convention():  # Narayanan 2021 Table 1: 1T on 307
 
 # ---------------------------------------------------------------- hand counts of three real models
 
+
 def test_gpt3_175b_parameters_and_flops_by_hand():
     """Brown et al. 2020 Table 2.1 shape; Narayanan 2021 Sec. 5.1: 12 h^2 + 13 h per layer."""
     shape = LayerShape.of(presets.model("gpt3-175b"))
@@ -69,17 +91,25 @@ def test_gpt3_175b_parameters_and_flops_by_hand():
     assert mem.layer_params(shape) == 12 * h * h + 13 * h  # 1,812,090,880
     # QKV 2 s h 3h, QK^T and AV 2 s^2 h each, output 2 s h^2, MLP 2 x 2 s h 4h
     parts = fl.layer_forward_flops(shape, 1, s)
-    assert parts == {"QKV projection": 6 * s * h * h, "attention scores QK^T": 2 * s * s * h,
-                     "attention x V": 2 * s * s * h, "output projection": 2 * s * h * h,
-                     "MLP up": 8 * s * h * h, "MLP down": 8 * s * h * h}
+    assert parts == {
+        "QKV projection": 6 * s * h * h,
+        "attention scores QK^T": 2 * s * s * h,
+        "attention x V": 2 * s * s * h,
+        "output projection": 2 * s * h * h,
+        "MLP up": 8 * s * h * h,
+        "MLP down": 8 * s * h * h,
+    }
 
 
 def test_llama3_70b_parameters_and_flops_by_hand():
-    """Dubey et al. 2024 Table 3: 80 layers, h 8192, 64 heads, 8 KV heads, f 28672, V 128256, untied.
-    The published checkpoint (meta-llama/Meta-Llama-3-70B) holds 70,553,706,496 parameters."""
+    """Dubey et al. 2024 Table 3: 80 layers, h 8192, 64 heads, 8 KV heads, f 28672, V 128256,
+    untied. The published checkpoint (meta-llama/Meta-Llama-3-70B) holds 70,553,706,496 parameters.
+    """
     shape = LayerShape.of(presets.model("llama3-70b"))
     h, kv, f, V, L = 8192, 8 * 128, 28672, 128256, 80
-    layer = h * h + 2 * h * kv + h * h + 3 * h * f + 2 * h  # q, k, v, o; gate, up, down; two RMSNorms
+    layer = (
+        h * h + 2 * h * kv + h * h + 3 * h * f + 2 * h
+    )  # q, k, v, o; gate, up, down; two RMSNorms
     assert mem.layer_params(shape) == layer == 855_654_400
     assert mem.total_params(shape, L, 8192) == L * layer + 2 * V * h + h == 70_553_706_496
     s = 4096

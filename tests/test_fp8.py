@@ -1,5 +1,5 @@
-"""FP8 with Transformer Engine (issue 13; SPEC 11): GEMMs at the FP8 peak, casts as memory-bound kernels,
-attention in BF16, FP8 weight copies in memory, MFU against the BF16 peak."""
+"""FP8 with Transformer Engine (issue 13; SPEC 11): GEMMs at the FP8 peak, casts as memory-bound
+kernels, attention in BF16, FP8 weight copies in memory, MFU against the BF16 peak."""
 
 import pytest
 
@@ -25,7 +25,12 @@ def test_gemms_run_at_the_fp8_peak_and_attention_stays_bf16(plans):
     for name in ("QKV projection", "MLP gate+up", "MLP down"):
         # twice the peak at the FP8 efficiency: at most 2x faster, and faster than BF16
         ratio = float(bf16[name].fwd_s) / float(fp8[name].fwd_s)
-        assert 1.2 < ratio <= 2.0 * h100.gemm_efficiency / (h100.fp8_gemm_efficiency or h100.gemm_efficiency) + 1e-9
+        assert (
+            1.2
+            < ratio
+            <= 2.0 * h100.gemm_efficiency / (h100.fp8_gemm_efficiency or h100.gemm_efficiency)
+            + 1e-9
+        )
     assert float(fp8["attention core (flash)"].fwd_s) == float(bf16["attention core (flash)"].fwd_s)
 
 
@@ -33,23 +38,34 @@ def test_casts_are_memory_bound_kernels(plans):
     fp8, cfg = ops(plans[1])
     h = 4096
     tokens = 8192  # one micro-batch of one 8k sequence
-    # the output projection's input is the only dense GEMM input not cast by the op before it (TE fuses
-    # the cast into LayerNormLinear / LayerNormMLP): read 2 B, write 1 B and a 1 B transpose
+    # the output projection's input is the only dense GEMM input not cast by the op before it (TE
+    # fuses the cast into LayerNormLinear / LayerNormMLP): read 2 B, write 1 B and a 1 B transpose
     assert float(fp8["FP8 cast of GEMM inputs"].bytes) == pytest.approx(4 * tokens * 4096)
-    assert float(fp8["FP8 cast of GEMM inputs"].bwd_s) == 0 and float(fp8["FP8 cast of output gradients"].fwd_s) == 0
+    assert (
+        float(fp8["FP8 cast of GEMM inputs"].bwd_s) == 0
+        and float(fp8["FP8 cast of output gradients"].fwd_s) == 0
+    )
     weights = h * (h + 2 * 1024) + h * h + 3 * h * 14336
     assert float(fp8["FP8 cast of weights"].bytes) == pytest.approx(4 * weights)
     assert "FP8 cast of weights" not in ops(plans[1].with_training(fp8_param_gather=True))[0]
 
 
 def test_fp8_memory_holds_the_fp8_weight_copies(plans):
-    b = estimate(plans[0], resolve_config(plans[0], tp=1, pp=1, micro_batch_size=1, zero_stage=1)).values
-    f = estimate(plans[1], resolve_config(plans[1], tp=1, pp=1, micro_batch_size=1, zero_stage=1)).values
-    assert f["weights_bytes"] == pytest.approx(b["weights_bytes"] * 1.5)  # bf16 weights + their FP8 copy
+    b = estimate(
+        plans[0], resolve_config(plans[0], tp=1, pp=1, micro_batch_size=1, zero_stage=1)
+    ).values
+    f = estimate(
+        plans[1], resolve_config(plans[1], tp=1, pp=1, micro_batch_size=1, zero_stage=1)
+    ).values
+    assert f["weights_bytes"] == pytest.approx(
+        b["weights_bytes"] * 1.5
+    )  # bf16 weights + their FP8 copy
 
 
 def test_mfu_is_against_the_bf16_peak_unless_asked(plans):
-    f = estimate(plans[1], resolve_config(plans[1], tp=1, pp=1, micro_batch_size=1, zero_stage=1)).values
+    f = estimate(
+        plans[1], resolve_config(plans[1], tp=1, pp=1, micro_batch_size=1, zero_stage=1)
+    ).values
     h100 = presets.gpu("h100-sxm")
     assert f["mfu"] == pytest.approx(f["model_tflops_per_gpu"] * 1e12 / h100.peak("bf16"))
     asked = plans[1].with_training(mfu_peak="fp8")

@@ -1,4 +1,5 @@
-"""Golden outputs: what users read in the main text tables, reviewed as a diff when it changes (issue 14).
+"""Golden outputs: what users read in the main text tables, reviewed as a diff when it changes
+(issue 14).
 
 A change to one of these files is a change users see: refresh them deliberately with
     python tests/test_golden.py --refresh
@@ -23,9 +24,21 @@ COMMANDS = {
     "validate-k22": ["validate", "k22"],
     "schedule": ["schedule", "-m", "8", "-p", "4"],
     "compare": ["compare", "examples/clean-plan.yaml", "examples/proposal-pp16.yaml"],
-    "compare-markdown": ["compare", "examples/clean-plan.yaml", "examples/proposal-pp16.yaml", "--format", "markdown"],
+    "compare-markdown": [
+        "compare",
+        "examples/clean-plan.yaml",
+        "examples/proposal-pp16.yaml",
+        "--format",
+        "markdown",
+    ],
     "check-markdown": ["check", "examples/troubled-plan.yaml", "--format", "markdown"],
-    "sweep-fixed": ["sweep", "examples/clean-plan.yaml", "--vary", "inter_node_bandwidth=25GB/s,12.5GB/s", "--fixed"],
+    "sweep-fixed": [
+        "sweep",
+        "examples/clean-plan.yaml",
+        "--vary",
+        "inter_node_bandwidth=25GB/s,12.5GB/s",
+        "--fixed",
+    ],
 }
 
 
@@ -37,7 +50,9 @@ def run(args) -> str:
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_golden(name):
     expected = (GOLDEN / f"{name}.txt").read_text(encoding="utf-8")
-    assert run(COMMANDS[name]) == expected, f"output of {name} changed: python tests/test_golden.py --refresh"
+    assert (
+        run(COMMANDS[name]) == expected
+    ), f"output of {name} changed: python tests/test_golden.py --refresh"
 
 
 if __name__ == "__main__":

@@ -17,17 +17,34 @@ GPT3 = "gpt3-175b"
 
 
 def plan(model=GPT3, gbs=1536, gpus=512, **parallel):
-    return presets.plan_from_mapping({
-        "model": model,
-        "system": {"gpu": "a100-80gb", "num_gpus": gpus, "gpus_per_node": 8,
-                   "intra_node_link": "nvlink3", "inter_node_link": "ib-hdr"},
-        "training": {"global_batch_size": gbs, "framework": "megatron-2022"}, "parallel": parallel}, "test plan")
+    return presets.plan_from_mapping(
+        {
+            "model": model,
+            "system": {
+                "gpu": "a100-80gb",
+                "num_gpus": gpus,
+                "gpus_per_node": 8,
+                "intra_node_link": "nvlink3",
+                "inter_node_link": "ib-hdr",
+            },
+            "training": {"global_batch_size": gbs, "framework": "megatron-2022"},
+            "parallel": parallel,
+        },
+        "test plan",
+    )
 
 
 def custom(layers=96, heads=96, groups=None, hidden=None):
     hidden = hidden or 128 * heads
-    return {"name": "custom", "num_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
-            "num_query_groups": groups, "vocab_size": 51200, "seq_length": 2048}
+    return {
+        "name": "custom",
+        "num_layers": layers,
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "num_query_groups": groups,
+        "vocab_size": 51200,
+        "seq_length": 2048,
+    }
 
 
 def rules_in_check(p) -> set[str]:
@@ -41,8 +58,18 @@ def rejected(p) -> dict[str, int]:
 
 
 def test_every_rule_is_tested_here():
-    assert {r.id for r in RULES} == {"PM102", "PM103", "PM104", "PM105", "PM106", "PM107", "PM108", "PM109",
-                                     "PM110", "PM201"}
+    assert {r.id for r in RULES} == {
+        "PM102",
+        "PM103",
+        "PM104",
+        "PM105",
+        "PM106",
+        "PM107",
+        "PM108",
+        "PM109",
+        "PM110",
+        "PM201",
+    }
 
 
 def test_pm102_product_of_the_degrees_is_the_gpu_count():
@@ -64,8 +91,8 @@ def test_pm103_query_groups_and_tp_do_not_divide_one_another():
 
 
 def test_fewer_kv_groups_than_tp_is_valid_everywhere():
-    """2 KV groups at tp 8: each rank holds one group's K and V (tp % g == 0). estimate, the search and
-    check (roofline rule PM203 included) all accept it."""
+    """2 KV groups at tp 8: each rank holds one group's K and V (tp % g == 0). estimate, the search
+    and check (roofline rule PM203 included) all accept it."""
     p = plan(custom(heads=32, groups=2), tp=8, pp=8, micro_batch_size=1)
     assert not {"PM103", "PM102"} & rules_in_check(p)
     assert estimate(p, resolve_config(p)).values["step_time_s"] > 0
@@ -113,11 +140,14 @@ def test_pm107_interleaving_needs_pp_above_1_as_a_mask():
     assert free.rejected["interleaving needs pp > 1 and m a multiple of pp ((mbs, vp) pairs)"] >= 1
 
 
-@pytest.mark.parametrize("knobs, needle", [
-    ({"tp": 1, "sequence_parallel": True}, "sequence_parallel needs tp > 1"),
-    ({"pp": 8, "vp": 1, "schedule": "interleaved"}, "schedule interleaved needs vp > 1"),
-    ({"pp": 8, "vp": 2, "schedule": "1f1b"}, "needs schedule interleaved"),
-])
+@pytest.mark.parametrize(
+    "knobs, needle",
+    [
+        ({"tp": 1, "sequence_parallel": True}, "sequence_parallel needs tp > 1"),
+        ({"pp": 8, "vp": 1, "schedule": "interleaved"}, "schedule interleaved needs vp > 1"),
+        ({"pp": 8, "vp": 2, "schedule": "1f1b"}, "needs schedule interleaved"),
+    ],
+)
 def test_pm107_contradicting_knobs(knobs, needle):
     p = plan(**knobs)
     assert "PM107" in rules_in_check(p)
@@ -130,14 +160,24 @@ def framework_plan(framework, **parallel):
     return p.with_training(framework=framework)
 
 
-@pytest.mark.parametrize("framework, zero, pp", [("megatron-core", 2, 1), ("megatron-2022", 3, 1),
-                                                 ("deepspeed", 2, 8), ("megatron-core", 3, 8),
-                                                 ("megatron-2021", 1, 8)])
+@pytest.mark.parametrize(
+    "framework, zero, pp",
+    [
+        ("megatron-core", 2, 1),
+        ("megatron-2022", 3, 1),
+        ("deepspeed", 2, 8),
+        ("megatron-core", 3, 8),
+        ("megatron-2021", 1, 8),
+    ],
+)
 def test_pm110_zero_stages_the_framework_does_not_run(framework, zero, pp):
     p = framework_plan(framework, tp=8, pp=pp, zero_stage=zero, micro_batch_size=1)
     assert "PM110" in rules_in_check(p)
     space = enumerate_space(p)
-    assert len(space.knobs) == 0 and space.rejected.get("the framework cannot run it (configurations)", 0) > 0
+    assert (
+        len(space.knobs) == 0
+        and space.rejected.get("the framework cannot run it (configurations)", 0) > 0
+    )
 
 
 def test_search_never_proposes_zero2_with_a_pipeline():
@@ -153,7 +193,14 @@ def test_pm110_uneven_stages_before_megatron_core():
     p = framework_plan("megatron-2022", tp=8, pp=7)
     assert "PM110" in rules_in_check(p.with_system(num_gpus=448))
     assert len(enumerate_space(p.with_system(num_gpus=448)).knobs) == 0
-    assert len(enumerate_space(framework_plan("megatron-core", tp=8, pp=7).with_system(num_gpus=448)).knobs) > 0
+    assert (
+        len(
+            enumerate_space(
+                framework_plan("megatron-core", tp=8, pp=7).with_system(num_gpus=448)
+            ).knobs
+        )
+        > 0
+    )
 
 
 def test_pm110_no_cp_before_megatron_core():
@@ -164,7 +211,9 @@ def test_pm110_no_cp_before_megatron_core():
 def test_pm201_tp_across_nodes():
     p = plan(tp=16, pp=8)
     assert "PM201" in rules_in_check(p)  # a warning in check: the layout runs, slowly
-    assert rejected(p) == {"tp group would cross the node boundary (tp values; --allow-cross-node-tp)": 1}
+    assert rejected(p) == {
+        "tp group would cross the node boundary (tp values; --allow-cross-node-tp)": 1
+    }
     assert len(enumerate_space(p, allow_cross_node_tp=True).knobs) > 0
 
 
@@ -179,10 +228,16 @@ def test_search_space_breaks_no_rule():
 
 # ---------------------------------------------------------------- placement
 
+
 def test_megatron_core_order_puts_tp_innermost_then_dp_then_pp():
     system = plan().system
     m = Mesh(8, 8, 8, system)
-    assert m.order == ("tp", "cp", "dp", "pp")  # Megatron-Core's "tp-cp-ep-dp-pp" with EP folded out
+    assert m.order == (
+        "tp",
+        "cp",
+        "dp",
+        "pp",
+    )  # Megatron-Core's "tp-cp-ep-dp-pp" with EP folded out
     assert (m.stride("tp"), m.stride("dp"), m.stride("pp")) == (1, 8, 64)
     pp_first = Mesh(8, 8, 8, system.model_copy(update={"placement": "tp-pp-dp"}))
     assert (pp_first.stride("pp"), pp_first.stride("dp")) == (8, 64)

@@ -1,5 +1,7 @@
 """The models people train now, read faithfully: presets against the model cards, Hugging Face
-config.json files of each family, and what MoE, MLA and CP do to FLOPs, memory and traffic (issue 12)."""
+config.json files of each family, and what MoE, MLA and CP do to FLOPs, memory and traffic (issue
+12).
+"""
 
 import pytest
 
@@ -11,20 +13,22 @@ from perfmodel.errors import PerfModelError
 
 
 def total(model) -> float:
-    return mem.total_params(LayerShape.of(model), model.num_layers, model.seq_length, sum(model.moe_pattern()))
+    return mem.total_params(
+        LayerShape.of(model), model.num_layers, model.seq_length, sum(model.moe_pattern())
+    )
 
 
 # (preset, the model card's published total parameters)
 CARDS = [
-    ("llama3.1-405b", 405.85e9),     # meta-llama/Llama-3.1-405B: 405,853,388,800
-    ("mixtral-8x7b", 46.70e9),       # Jiang et al. 2024: 46.7B total
-    ("mixtral-8x22b", 141e9),        # Mistral AI model card: 141B total
-    ("deepseek-v3", 671e9),          # DeepSeek-V3 report: 671B (685B with the MTP module, not modelled)
-    ("qwen3-30b-a3b", 30.5e9),       # Qwen3 report, Table 2
+    ("llama3.1-405b", 405.85e9),  # meta-llama/Llama-3.1-405B: 405,853,388,800
+    ("mixtral-8x7b", 46.70e9),  # Jiang et al. 2024: 46.7B total
+    ("mixtral-8x22b", 141e9),  # Mistral AI model card: 141B total
+    ("deepseek-v3", 671e9),  # DeepSeek-V3 report: 671B (685B with the MTP module, not modelled)
+    ("qwen3-30b-a3b", 30.5e9),  # Qwen3 report, Table 2
     ("qwen3-235b-a22b", 235e9),
-    ("nemotron-4-340b", 341e9),      # Nemotron-4 340B report
-    ("gemma-2-9b", 9.24e9),          # google/gemma-2-9b: 9,241,705,984
-    ("gemma-2-27b", 27.2e9),         # google/gemma-2-27b: 27,227,128,320
+    ("nemotron-4-340b", 341e9),  # Nemotron-4 340B report
+    ("gemma-2-9b", 9.24e9),  # google/gemma-2-9b: 9,241,705,984
+    ("gemma-2-27b", 27.2e9),  # google/gemma-2-27b: 27,227,128,320
 ]
 
 
@@ -33,43 +37,117 @@ def test_preset_parameter_counts_match_the_model_cards(name, published):
     assert total(presets.model(name)) == pytest.approx(published, rel=0.01)
 
 
-@pytest.mark.parametrize("name, active", [("mixtral-8x7b", 12.9e9), ("deepseek-v3", 37e9), ("qwen3-235b-a22b", 22e9),
-                                          ("qwen3-30b-a3b", 3.3e9)])
+@pytest.mark.parametrize(
+    "name, active",
+    [
+        ("mixtral-8x7b", 12.9e9),
+        ("deepseek-v3", 37e9),
+        ("qwen3-235b-a22b", 22e9),
+        ("qwen3-30b-a3b", 3.3e9),
+    ],
+)
 def test_moe_flops_count_the_active_experts(name, active):
     """Model FLOPs per token ~ 6 x active parameters (the papers' own 'active' figures, to 5%, since
     attention's s^2 term and the router come on top and the embedding lookup does not count)."""
     m = presets.model(name)
     sh = LayerShape.of(m)
-    per_token = fl.model_flops(sh, 1, 1, m.num_layers, sum(m.moe_pattern())) / 1  # s = 1: no attention term
+    per_token = (
+        fl.model_flops(sh, 1, 1, m.num_layers, sum(m.moe_pattern())) / 1
+    )  # s = 1: no attention term
     embed = m.vocab_size * m.hidden_size  # a lookup, no FLOPs
     assert per_token / 6 + embed == pytest.approx(active, rel=0.06)
 
 
 # ---------------------------------------------------------------- Hugging Face config.json
 
-MIXTRAL = {"architectures": ["MixtralForCausalLM"], "hidden_act": "silu", "hidden_size": 4096,
-           "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mixtral",
-           "num_attention_heads": 32, "num_experts_per_tok": 2, "num_hidden_layers": 32, "num_key_value_heads": 8,
-           "num_local_experts": 8, "rms_norm_eps": 1e-05, "rope_theta": 1e6, "sliding_window": None,
-           "tie_word_embeddings": False, "vocab_size": 32000}
-QWEN3_MOE = {"architectures": ["Qwen3MoeForCausalLM"], "decoder_sparse_step": 1, "head_dim": 128,
-             "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 6144, "max_position_embeddings": 40960,
-             "mlp_only_layers": [], "model_type": "qwen3_moe", "moe_intermediate_size": 768, "norm_topk_prob": True,
-             "num_attention_heads": 32, "num_experts": 128, "num_experts_per_tok": 8, "num_hidden_layers": 48,
-             "num_key_value_heads": 4, "rms_norm_eps": 1e-06, "rope_theta": 1e6, "sliding_window": None,
-             "tie_word_embeddings": False, "use_sliding_window": False, "vocab_size": 151936}
-DEEPSEEK_V3 = {"model_type": "deepseek_v3", "first_k_dense_replace": 3, "hidden_act": "silu", "hidden_size": 7168,
-               "intermediate_size": 18432, "kv_lora_rank": 512, "max_position_embeddings": 163840,
-               "moe_intermediate_size": 2048, "moe_layer_freq": 1, "n_group": 8, "n_routed_experts": 256,
-               "n_shared_experts": 1, "norm_topk_prob": True, "num_attention_heads": 128, "num_experts_per_tok": 8,
-               "num_hidden_layers": 61, "num_key_value_heads": 128, "num_nextn_predict_layers": 1,
-               "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "rms_norm_eps": 1e-06,
-               "tie_word_embeddings": False, "topk_group": 4, "v_head_dim": 128, "vocab_size": 129280}
-GEMMA2_2B = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 2304,
-             "intermediate_size": 9216, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
-             "num_hidden_layers": 26, "vocab_size": 256000, "hidden_act": "gelu_pytorch_tanh",
-             "hidden_activation": "gelu_pytorch_tanh", "sliding_window": 4096, "max_position_embeddings": 8192,
-             "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 256}
+MIXTRAL = {
+    "architectures": ["MixtralForCausalLM"],
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 32768,
+    "model_type": "mixtral",
+    "num_attention_heads": 32,
+    "num_experts_per_tok": 2,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "num_local_experts": 8,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 1e6,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "vocab_size": 32000,
+}
+QWEN3_MOE = {
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "decoder_sparse_step": 1,
+    "head_dim": 128,
+    "hidden_act": "silu",
+    "hidden_size": 2048,
+    "intermediate_size": 6144,
+    "max_position_embeddings": 40960,
+    "mlp_only_layers": [],
+    "model_type": "qwen3_moe",
+    "moe_intermediate_size": 768,
+    "norm_topk_prob": True,
+    "num_attention_heads": 32,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "num_hidden_layers": 48,
+    "num_key_value_heads": 4,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 1e6,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "use_sliding_window": False,
+    "vocab_size": 151936,
+}
+DEEPSEEK_V3 = {
+    "model_type": "deepseek_v3",
+    "first_k_dense_replace": 3,
+    "hidden_act": "silu",
+    "hidden_size": 7168,
+    "intermediate_size": 18432,
+    "kv_lora_rank": 512,
+    "max_position_embeddings": 163840,
+    "moe_intermediate_size": 2048,
+    "moe_layer_freq": 1,
+    "n_group": 8,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "norm_topk_prob": True,
+    "num_attention_heads": 128,
+    "num_experts_per_tok": 8,
+    "num_hidden_layers": 61,
+    "num_key_value_heads": 128,
+    "num_nextn_predict_layers": 1,
+    "q_lora_rank": 1536,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "rms_norm_eps": 1e-06,
+    "tie_word_embeddings": False,
+    "topk_group": 4,
+    "v_head_dim": 128,
+    "vocab_size": 129280,
+}
+GEMMA2_2B = {
+    "architectures": ["Gemma2ForCausalLM"],
+    "model_type": "gemma2",
+    "hidden_size": 2304,
+    "intermediate_size": 9216,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "num_hidden_layers": 26,
+    "vocab_size": 256000,
+    "hidden_act": "gelu_pytorch_tanh",
+    "hidden_activation": "gelu_pytorch_tanh",
+    "sliding_window": 4096,
+    "max_position_embeddings": 8192,
+    "attn_logit_softcapping": 50.0,
+    "final_logit_softcapping": 30.0,
+    "query_pre_attn_scalar": 256,
+}
 
 
 def test_mixtral_config_json_is_a_mixture_of_experts():
@@ -81,13 +159,23 @@ def test_mixtral_config_json_is_a_mixture_of_experts():
 
 def test_qwen3_moe_config_json():
     m = presets.model_from_hf_config(QWEN3_MOE)
-    assert (m.num_moe_experts, m.moe_router_topk, m.moe_ffn_hidden_size, m.head_dim) == (128, 8, 768, 128)
+    assert (m.num_moe_experts, m.moe_router_topk, m.moe_ffn_hidden_size, m.head_dim) == (
+        128,
+        8,
+        768,
+        128,
+    )
     assert total(m) == pytest.approx(30.53e9, rel=0.001)
 
 
 def test_qwen2_moe_sparse_step_shared_expert_and_dense_layers():
-    cfg = {**QWEN3_MOE, "model_type": "qwen2_moe", "decoder_sparse_step": 2, "mlp_only_layers": [1, 5],
-           "shared_expert_intermediate_size": 5632}
+    cfg = {
+        **QWEN3_MOE,
+        "model_type": "qwen2_moe",
+        "decoder_sparse_step": 2,
+        "mlp_only_layers": [1, 5],
+        "shared_expert_intermediate_size": 5632,
+    }
     m = presets.model_from_hf_config(cfg)
     pattern = m.moe_pattern()
     # every 2nd layer (i + 1 even) is MoE, except layers 1 and 5, kept dense
@@ -99,20 +187,45 @@ def test_deepseek_v3_config_json_with_mla_and_dense_first_layers():
     with pytest.raises(PerfModelError, match="num_nextn_predict_layers"):
         presets.model_from_hf_config(DEEPSEEK_V3)
     m = presets.model_from_hf_config({**DEEPSEEK_V3, "num_nextn_predict_layers": 0})
-    assert m.is_mla and (m.q_lora_rank, m.kv_lora_rank, m.qk_head_dim, m.v_head_dim) == (1536, 512, 128, 128)
+    assert m.is_mla and (m.q_lora_rank, m.kv_lora_rank, m.qk_head_dim, m.v_head_dim) == (
+        1536,
+        512,
+        128,
+        128,
+    )
     assert m.moe_pattern()[:4] == [0, 0, 0, 1] and m.moe_shared_expert_intermediate_size == 2048
     assert total(m) == pytest.approx(total(presets.model("deepseek-v3")), rel=1e-12)
 
 
 def test_llama4_text_config_nested_under_text_config():
-    cfg = {"model_type": "llama4", "text_config": {
-        "model_type": "llama4_text", "hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
-        "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 48,
-        "num_local_experts": 16, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2, "vocab_size": 202048,
-        "max_position_embeddings": 8192, "attention_chunk_size": 8192, "hidden_act": "silu",
-        "tie_word_embeddings": False}}
+    cfg = {
+        "model_type": "llama4",
+        "text_config": {
+            "model_type": "llama4_text",
+            "hidden_size": 5120,
+            "intermediate_size": 8192,
+            "intermediate_size_mlp": 16384,
+            "num_attention_heads": 40,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "num_hidden_layers": 48,
+            "num_local_experts": 16,
+            "num_experts_per_tok": 1,
+            "interleave_moe_layer_step": 2,
+            "vocab_size": 202048,
+            "max_position_embeddings": 8192,
+            "attention_chunk_size": 8192,
+            "hidden_act": "silu",
+            "tie_word_embeddings": False,
+        },
+    }
     m = presets.model_from_hf_config(cfg)
-    assert (m.num_moe_experts, m.moe_router_topk, m.moe_ffn_hidden_size, m.ffn) == (16, 1, 8192, 16384)
+    assert (m.num_moe_experts, m.moe_router_topk, m.moe_ffn_hidden_size, m.ffn) == (
+        16,
+        1,
+        8192,
+        16384,
+    )
     assert m.moe_pattern()[:4] == [0, 1, 0, 1] and m.moe_shared_expert_intermediate_size == 8192
     assert m.attention_chunk_size == 8192
 
@@ -124,15 +237,18 @@ def test_gemma2_reads_head_dim_and_its_gated_gelu():
     assert total(m) == pytest.approx(2.614e9, rel=0.001)
 
 
-@pytest.mark.parametrize("cfg, needle", [
-    ({**MIXTRAL, "tie_word_embeddings": "false"}, "tie_word_embeddings must be true or false"),
-    ({**MIXTRAL, "model_type": "phi3"}, "model_type 'phi3' is not one perfmodel reads"),
-    ({**MIXTRAL, "model_type": "llama"}, "num_local_experts in a llama config"),
-    ({**MIXTRAL, "num_key_value_heads": 5}, "num_key_value_heads"),
-    ({**QWEN3_MOE, "num_experts_per_tok": 0}, "num_experts_per_tok must be a whole number"),
-    ({**QWEN3_MOE, "mlp_only_layers": [99]}, "mlp_only_layers"),
-    ({**MIXTRAL, "ssm_state_size": 16}, "ssm_state_size"),
-])
+@pytest.mark.parametrize(
+    "cfg, needle",
+    [
+        ({**MIXTRAL, "tie_word_embeddings": "false"}, "tie_word_embeddings must be true or false"),
+        ({**MIXTRAL, "model_type": "phi3"}, "model_type 'phi3' is not one perfmodel reads"),
+        ({**MIXTRAL, "model_type": "llama"}, "num_local_experts in a llama config"),
+        ({**MIXTRAL, "num_key_value_heads": 5}, "num_key_value_heads"),
+        ({**QWEN3_MOE, "num_experts_per_tok": 0}, "num_experts_per_tok must be a whole number"),
+        ({**QWEN3_MOE, "mlp_only_layers": [99]}, "mlp_only_layers"),
+        ({**MIXTRAL, "ssm_state_size": 16}, "ssm_state_size"),
+    ],
+)
 def test_hf_errors_name_the_config_json_key(cfg, needle):
     with pytest.raises(PerfModelError, match=needle):
         presets.model_from_hf_config(cfg)
@@ -145,8 +261,9 @@ def test_hf_error_never_names_perfmodels_own_fields():
 
 
 def test_presets_listing_counts_experts_and_groups_by_family():
-    """`perfmodel presets models` listed DeepSeek-V3 at 37 B (its dense shape, experts left out): the listing
-    now counts every expert, as the model cards do, and sorts by family, then size (issue 15)."""
+    """`perfmodel presets models` listed DeepSeek-V3 at 37 B (its dense shape, experts left out):
+    the listing now counts every expert, as the model cards do, and sorts by family, then size
+    (issue 15)."""
     rows = presets.describe("models")
     by_name = {r["name"]: r for r in rows}
     assert by_name["deepseek-v3"]["params_b"] == pytest.approx(671, rel=0.01)

@@ -1,5 +1,5 @@
-"""`perfmodel import nemo` (issue 15, item 4): NeMo 1 Megatron configs and Megatron-Bridge config dumps read
-into plans, every key accounted for, and what cannot be modelled refused."""
+"""`perfmodel import nemo` (issue 15, item 4): NeMo 1 Megatron configs and Megatron-Bridge config
+dumps read into plans, every key accounted for, and what cannot be modelled refused."""
 
 import json
 from pathlib import Path
@@ -24,11 +24,23 @@ def invoke(*args):
 def test_nemo1_llama_example():
     imp = read_recipe(yaml.safe_load(LLAMA.read_text()), "h100-sxm", vocab_size=32000)
     m, p, t, s = (imp.plan[k] for k in ("model", "parallel", "training", "system"))
-    assert (m["num_layers"], m["hidden_size"], m["ffn_hidden_size"], m["num_attention_heads"]) == (12, 768, 3072, 12)
+    assert (m["num_layers"], m["hidden_size"], m["ffn_hidden_size"], m["num_attention_heads"]) == (
+        12,
+        768,
+        3072,
+        12,
+    )
     assert m["seq_length"] == 4096 and m["mlp"] == "swiglu" and m["normalization"] == "rmsnorm"
-    assert not m["add_bias_linear"] and not m["tied_embeddings"] and not m["dropout"] and "num_query_groups" not in m
+    assert (
+        not m["add_bias_linear"]
+        and not m["tied_embeddings"]
+        and not m["dropout"]
+        and "num_query_groups" not in m
+    )
     assert (p["tp"], p["pp"], p["micro_batch_size"], t["global_batch_size"]) == (1, 1, 4, 8)
-    assert p["recompute"] == "none" and p["zero_stage"] == 0  # fused_adam, not distributed_fused_adam
+    assert (
+        p["recompute"] == "none" and p["zero_stage"] == 0
+    )  # fused_adam, not distributed_fused_adam
     assert t["dtype"] == "fp32" and (s["num_gpus"], s["gpus_per_node"]) == (1, 1)
     assert t["persist_layer_norm"] is True and t["grad_accumulation_fusion"] is False
     assert {"exp_manager.*", "model.tokenizer", "model.masked_softmax_fusion"} <= set(imp.ignored)
@@ -39,29 +51,66 @@ def test_bridge_dump_predicts_as_the_llama3_8b_preset(tmp_path):
     out = tmp_path / "imported.yaml"
     r = invoke("import", "nemo", BRIDGE, "--gpu", "h100-sxm", "--gpus", "8", "-o", out)
     assert r.exit_code == 0 and f"wrote {out}" in r.stderr, r.output
-    assert "ignored (no effect on the cost): train.train_iters, model.rotary_base, tokenizer.*, checkpoint.*" \
+    assert (
+        "ignored (no effect on the cost): train.train_iters, model.rotary_base, tokenizer.*,"
+        " checkpoint.*"
         in r.stderr
+    )
     preset = tmp_path / "preset.yaml"
-    preset.write_text(yaml.safe_dump({
-        "model": "llama3-8b",
-        "system": {"gpu": "h100-sxm", "num_gpus": 8, "intra_node_link": "nvlink4", "inter_node_link": "ib-ndr"},
-        "training": {"global_batch_size": 128, "dtype": "bf16", "overlap_grad_reduce": True,
-                     "overlap_param_gather": True},
-        "parallel": {"tp": 1, "pp": 1, "cp": 2, "vp": 1, "micro_batch_size": 1, "sequence_parallel": False,
-                     "recompute": "none", "zero_stage": 1, "schedule": "1f1b"}}))
+    preset.write_text(
+        yaml.safe_dump(
+            {
+                "model": "llama3-8b",
+                "system": {
+                    "gpu": "h100-sxm",
+                    "num_gpus": 8,
+                    "intra_node_link": "nvlink4",
+                    "inter_node_link": "ib-ndr",
+                },
+                "training": {
+                    "global_batch_size": 128,
+                    "dtype": "bf16",
+                    "overlap_grad_reduce": True,
+                    "overlap_param_gather": True,
+                },
+                "parallel": {
+                    "tp": 1,
+                    "pp": 1,
+                    "cp": 2,
+                    "vp": 1,
+                    "micro_batch_size": 1,
+                    "sequence_parallel": False,
+                    "recompute": "none",
+                    "zero_stage": 1,
+                    "schedule": "1f1b",
+                },
+            }
+        )
+    )
     a, b = (json.loads(invoke("estimate", f, "--json").output) for f in (out, preset))
-    assert a["config"] == b["config"] and a["step_time_s"] == pytest.approx(b["step_time_s"], rel=1e-12)
+    assert a["config"] == b["config"] and a["step_time_s"] == pytest.approx(
+        b["step_time_s"], rel=1e-12
+    )
     assert a["memory"]["total_bytes"] == pytest.approx(b["memory"]["total_bytes"], rel=1e-12)
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"moe_expert_capacity_factor": 1.0}, "token dropping"),
-    ({"mtp_num_layers": 1}, "multi-token prediction"),
-    ({"activation": "reglu"}, "model.activation: 'reglu'"),
-    ({"normalization": "batchnorm"}, "model.normalization"),
-    ({"activations_checkpoint_granularity": "full", "activations_checkpoint_method": "block",
-      "activations_checkpoint_num_layers": 2}, "only recomputing every layer"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"moe_expert_capacity_factor": 1.0}, "token dropping"),
+        ({"mtp_num_layers": 1}, "multi-token prediction"),
+        ({"activation": "reglu"}, "model.activation: 'reglu'"),
+        ({"normalization": "batchnorm"}, "model.normalization"),
+        (
+            {
+                "activations_checkpoint_granularity": "full",
+                "activations_checkpoint_method": "block",
+                "activations_checkpoint_num_layers": 2,
+            },
+            "only recomputing every layer",
+        ),
+    ],
+)
 def test_what_cannot_be_modelled_is_refused(change, message):
     data = yaml.safe_load(LLAMA.read_text())
     data["model"].update(change)
@@ -84,13 +133,26 @@ def test_cli_errors():
 def test_check_estimate_and_compare_take_launch_files_directly(tmp_path):
     gpt3 = Path(__file__).parent / "data" / "megatron" / "train_gpt3_175b_distributed.sh"
     r = invoke("check", gpt3)
-    assert r.exit_code == 1 and "give the GPU with --gpu NAME" in r.output and "perfmodel import megatron" in r.output
+    assert (
+        r.exit_code == 1
+        and "give the GPU with --gpu NAME" in r.output
+        and "perfmodel import megatron" in r.output
+    )
     r = invoke("check", gpt3, "--gpu", "a100-80gb", "--gpus", "128")
     assert r.exit_code == 0 and "PM301" in r.stdout and "assumed: vocabulary 50,257" in r.stderr
     imported = tmp_path / "b.yaml"
-    assert invoke("import", "nemo", BRIDGE, "--gpu", "h100-sxm", "--gpus", "8", "-o", imported).exit_code == 0
-    direct = json.loads(invoke("estimate", BRIDGE, "--gpu", "h100-sxm", "--gpus", "8", "--json").stdout)
+    assert (
+        invoke(
+            "import", "nemo", BRIDGE, "--gpu", "h100-sxm", "--gpus", "8", "-o", imported
+        ).exit_code
+        == 0
+    )
+    direct = json.loads(
+        invoke("estimate", BRIDGE, "--gpu", "h100-sxm", "--gpus", "8", "--json").stdout
+    )
     via_file = json.loads(invoke("estimate", imported, "--json").stdout)
-    assert direct["step_time_s"] == via_file["step_time_s"] and direct["config"] == via_file["config"]
+    assert (
+        direct["step_time_s"] == via_file["step_time_s"] and direct["config"] == via_file["config"]
+    )
     r = invoke("compare", imported, BRIDGE, "--gpu", "h100-sxm", "--gpus", "8")
     assert r.exit_code == 0 and "take the same time" in r.stdout

@@ -5,10 +5,13 @@ import pytest
 from perfmodel.cost import pipeline as pipe
 
 
-@pytest.mark.parametrize("p,m,ideal,wall,util", [
-    (4, 8, 0.375, 0.273, 0.727),   # seed 000 Q1 (a), (b)
-    (8, 48, 0.146, 0.127, None),   # seed 000 Q3: 7/48 and 7/55
-])
+@pytest.mark.parametrize(
+    "p,m,ideal,wall,util",
+    [
+        (4, 8, 0.375, 0.273, 0.727),  # seed 000 Q1 (a), (b)
+        (8, 48, 0.146, 0.127, None),  # seed 000 Q3: 7/48 and 7/55
+    ],
+)
 def test_both_denominators(p, m, ideal, wall, util):
     assert pipe.bubble_over_ideal(p, m) == pytest.approx(ideal, abs=5e-4)
     assert pipe.bubble_over_step(p, m) == pytest.approx(wall, abs=5e-4)
@@ -32,6 +35,7 @@ def test_step_time_units():  # (m + p - 1)(t_f + t_b): 11 units for m=8, p=4 (se
 @pytest.mark.parametrize("p,m", [(4, 28), (8, 64), (16, 136)])  # SPEC 7, seed 000 Q1 (c)(d)
 def test_min_microbatches_for_10_percent(p, m):
     from fractions import Fraction
+
     assert pipe.min_microbatches_for_target(p, 0.10) == m
     wall = lambda k: Fraction(p - 1, k + p - 1)  # noqa: E731  exact, so m - 1 sits exactly on 10%
     assert wall(m) < Fraction(1, 10) <= wall(m - 1)

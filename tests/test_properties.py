@@ -31,15 +31,27 @@ def test_min_m_meets_target_and_is_smallest(p, target):
         assert pipe.bubble_over_step(p, m - 1) >= target - 1e-12
 
 
-@given(kind=st.sampled_from(coll.COLLECTIVES), size=st.floats(1, 1e11), n=ints(2, 4096),
-       bw=st.floats(1e8, 1e13), factor=st.floats(1.0, 100.0), alpha=st.floats(0, 1e-4))
+@given(
+    kind=st.sampled_from(coll.COLLECTIVES),
+    size=st.floats(1, 1e11),
+    n=ints(2, 4096),
+    bw=st.floats(1e8, 1e13),
+    factor=st.floats(1.0, 100.0),
+    alpha=st.floats(0, 1e-4),
+)
 def test_more_bandwidth_never_slows_a_collective(kind, size, n, bw, factor, alpha):
     slow = sum(coll.collective_time(kind, size, n, bw, alpha))
     fast = sum(coll.collective_time(kind, size, n, bw * factor, alpha))
     assert fast <= slow * (1 + 1e-12)
 
 
-@given(t_exp=ints(0, 6), sp_on=st.booleans(), rc=ints(0, 2), b=ints(1, 16), s=st.sampled_from([512, 2048, 8192]))
+@given(
+    t_exp=ints(0, 6),
+    sp_on=st.booleans(),
+    rc=ints(0, 2),
+    b=ints(1, 16),
+    s=st.sampled_from([512, 2048, 8192]),
+)
 def test_activation_memory_never_rises_with_tp(t_exp, sp_on, rc, b, s):
     t = 2**t_exp
     now = mem.activation_bytes_per_layer(s, b, 12288, 96, t, sp_on, rc)
@@ -50,12 +62,25 @@ def test_activation_memory_never_rises_with_tp(t_exp, sp_on, rc, b, s):
 @given(t_exp=ints(0, 5), pp=st.sampled_from([1, 2, 4, 8, 16]), tied=st.booleans())
 def test_parameters_per_gpu_never_rise_with_tp(t_exp, pp, tied):
     t = 2**t_exp
-    shape = LayerShape(hidden=12288, heads=96, groups=96, ffn=4 * 12288, vocab=51200, gated=False, bias=True,
-                       norm="layernorm", learned_positions=True, tied=tied)
+    shape = LayerShape(
+        hidden=12288,
+        heads=96,
+        groups=96,
+        ffn=4 * 12288,
+        vocab=51200,
+        gated=False,
+        bias=True,
+        norm="layernorm",
+        learned_positions=True,
+        tied=tied,
+    )
     stages = build_stages(96, [0] * 96, np.array([pp]), np.array([96 // pp]), np.array([96 // pp]))
 
     def most(tp):
-        return stages.present_max(stages.total([mem.layer_params(shape) / tp, 0.0], *mem.end_params(shape, 2048, tp, pp)))[0]
+        return stages.present_max(
+            stages.total([mem.layer_params(shape) / tp, 0.0], *mem.end_params(shape, 2048, tp, pp))
+        )[0]
+
     assert most(2 * t) <= most(t)
 
 
@@ -77,15 +102,22 @@ def test_sp_resident_peak_is_one_tth(t, s):
 
 
 @settings(max_examples=40, deadline=None)
-@given(pp=st.sampled_from([1, 2, 4, 8]), mbs=st.sampled_from([1, 2, 4]), sp_on=st.booleans(), rc=ints(0, 2))
+@given(
+    pp=st.sampled_from([1, 2, 4, 8]),
+    mbs=st.sampled_from([1, 2, 4]),
+    sp_on=st.booleans(),
+    rc=ints(0, 2),
+)
 def test_total_memory_per_gpu_never_rises_with_tp(pp, mbs, sp_on, rc):
-    """Whole estimate, 512 GPUs, 1F1B, no ZeRO: doubling TP (DP halves) never needs more memory per GPU."""
+    """Whole estimate, 512 GPUs, 1F1B, no ZeRO: doubling TP (DP halves) never needs more memory per
+    GPU."""
     total = _totals_over_tp(pp, mbs, sp_on, rc, schedule=1)
     assert (np.diff(total) <= 1e-6 * total[:-1]).all()
 
 
 def test_gpipe_is_the_exception():
-    """At a fixed global batch, halving DP doubles m, and GPipe keeps all m micro-batches in flight."""
+    """At a fixed global batch, halving DP doubles m, and GPipe keeps all m micro-batches in
+    flight."""
     total = _totals_over_tp(2, 1, False, 0, schedule=0)
     assert total[-1] > total[-2]
 
@@ -93,11 +125,26 @@ def test_gpipe_is_the_exception():
 def _totals_over_tp(pp, mbs, sp_on, rc, schedule):
     from perfmodel.inputs import presets
     from perfmodel.engine.estimate import Knobs, evaluate
+
     plan = load_plan("gpt3-175b.yaml")
     tps = np.array([1, 2, 4, 8])
     n = len(tps)
     one, zero = np.ones(n, int), np.zeros(n, int)
-    k = Knobs(tps, np.full(n, pp), 512 // (tps * pp), one, np.full(n, mbs),
-              np.array([sp_on and t > 1 for t in tps]), np.full(n, rc), zero, np.full(n, schedule),
-              cp=one, ep=one, etp=one, cp_comm_type=zero, first_stage_layers=zero, last_stage_layers=zero)
+    k = Knobs(
+        tps,
+        np.full(n, pp),
+        512 // (tps * pp),
+        one,
+        np.full(n, mbs),
+        np.array([sp_on and t > 1 for t in tps]),
+        np.full(n, rc),
+        zero,
+        np.full(n, schedule),
+        cp=one,
+        ep=one,
+        etp=one,
+        cp_comm_type=zero,
+        first_stage_layers=zero,
+        last_stage_layers=zero,
+    )
     return evaluate(plan, k)["total_bytes"]

@@ -1,6 +1,8 @@
-"""`perfmodel report` (issue 15, item 5): one self-contained HTML file (no script, no network, no external
-asset) with the plan, the best configurations, the breakdown, memory against capacity, the Gantt chart, the
-Pareto scatter and the findings; and it renders in a real browser (headless Chromium, when installed)."""
+"""`perfmodel report` (issue 15, item 5): one self-contained HTML file (no script, no network, no
+external asset) with the plan, the best configurations, the breakdown, memory against capacity, the
+Gantt chart, the Pareto scatter and the findings; and it renders in a real browser (headless
+Chromium, when installed).
+"""
 
 import json
 import shutil
@@ -46,16 +48,29 @@ def test_self_contained_with_every_section(report):
     p.feed(text)
     assert "script" not in p.tags and "link" not in p.tags and "iframe" not in p.tags
     assert not [r for r in p.refs if not r.startswith("#")], p.refs
-    assert "url(" not in text and "@import" not in text and "http" not in text.replace("http://www.w3.org/2000/svg", "")
+    assert (
+        "url(" not in text
+        and "@import" not in text
+        and "http" not in text.replace("http://www.w3.org/2000/svg", "")
+    )
     assert p.tags.count("svg") == 4  # breakdown, memory, Gantt, scatter
     assert [h.split(" (")[0].split(":")[0] for h in p.h2] == [
-        "The plan", "Best configurations", "Where the step goes", "Memory per GPU against capacity",
-        "Pipeline schedule", "Step time against memory", "Design review"]
+        "The plan",
+        "Best configurations",
+        "Where the step goes",
+        "Memory per GPU against capacity",
+        "Pipeline schedule",
+        "Step time against memory",
+        "Design review",
+    ]
 
 
 def test_figures_are_the_searchs(report):
-    best = json.loads(CliRunner().invoke(main, ["plan", "gpt3-175b.yaml", "--gpus", "512", "--top", "1",
-                                               "--json"]).output)["results"][0]
+    best = json.loads(
+        CliRunner()
+        .invoke(main, ["plan", "gpt3-175b.yaml", "--gpus", "512", "--top", "1", "--json"])
+        .output
+    )["results"][0]
     text = report.read_text(encoding="utf-8")
     assert f"<td>{fmt_time(best['step_time_s'])}</td>" in text
     assert f"best: {fmt_time(best['step_time_s'])}" in text  # the scatter marks the best
@@ -70,16 +85,37 @@ def test_bad_input():
     assert CliRunner().invoke(main, ["report", "gpt3-175b.yaml"]).exit_code == 2  # -o is required
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian package chromium; "
-                    ".ci/run installs it where apt-get can)")
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason=(
+        "headless Chromium is not installed (Debian package chromium; "
+        ".ci/run installs it where apt-get can)"
+    ),
+)
 def test_renders_in_headless_chromium(report, tmp_path):
     def shot(url, name):
         png = tmp_path / name
-        subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                        f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1100,2600",
-                        f"--screenshot={png}", url], capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={tmp_path / 'profile'}",
+                "--window-size=1100,2600",
+                f"--screenshot={png}",
+                url,
+            ],
+            capture_output=True,
+            timeout=120,
+        )
         return png.read_bytes() if png.exists() else b""
+
     page = shot(report.as_uri(), "report.png")
     blank = tmp_path / "blank.html"
     blank.write_text("<!DOCTYPE html><html><body></body></html>")

@@ -37,13 +37,16 @@ def test_interleaved_matches_its_formula(p, v, k):  # Narayanan 2021, Sec. 2.2.2
     assert s.step_time == pytest.approx(float(pipe.step_time_units(p, m, v)) * 3.0)
 
 
-def test_in_flight_per_stage():  # GPipe m, 1F1B p - stage, interleaved 1F1B x (1 + (p-1)/(p v)) on stage 0
+# GPipe m, 1F1B p - stage, interleaved 1F1B x (1 + (p-1)/(p v)) on stage 0
+def test_in_flight_per_stage():
     assert list(simulate(4, 8, 1, "gpipe").peak_in_flight) == [8, 8, 8, 8]
     assert list(simulate(4, 8, 1, "1f1b").peak_in_flight) == [4, 3, 2, 1]
     assert list(simulate(2, 1, 1, "1f1b").peak_in_flight) == [1, 1]  # never more than m
     s = simulate(4, 8, 2, "interleaved")
     assert s.peak_in_flight[0] == pytest.approx(4 * (1 + 3 / 8))
-    assert s.peak_in_flight[0] == pytest.approx(float(pipe.in_flight_microbatches(4, 8, 2, "interleaved")))
+    assert s.peak_in_flight[0] == pytest.approx(
+        float(pipe.in_flight_microbatches(4, 8, 2, "interleaved"))
+    )
 
 
 def test_unequal_stages_make_the_bubble_larger():
@@ -53,7 +56,8 @@ def test_unequal_stages_make_the_bubble_larger():
     tb[-1] *= 1.3
     heavy = simulate(8, 32, 1, "1f1b", tf, tb)
     assert heavy.bubble_over_step > equal.bubble_over_step
-    # the slowest stage sets the pace: makespan = sum of one pass + (m-1) x slowest (1F1B, no latency)
+    # the slowest stage sets the pace: makespan = sum of one pass + (m-1) x slowest (1F1B, no
+    # latency)
     T = tf + tb
     assert heavy.step_time == pytest.approx(T.sum() + 31 * T.max(), rel=0.01)
 
@@ -61,7 +65,9 @@ def test_unequal_stages_make_the_bubble_larger():
 def test_latency_adds_to_the_step():
     base = simulate(4, 8, 1, "1f1b", 1.0, 2.0)
     for blocking in (False, True):
-        assert simulate(4, 8, 1, "1f1b", 1.0, 2.0, 0.1, blocking=blocking).step_time > base.step_time
+        assert (
+            simulate(4, 8, 1, "1f1b", 1.0, 2.0, 0.1, blocking=blocking).step_time > base.step_time
+        )
 
 
 def test_estimate_uses_the_simulated_pipeline_when_stages_differ():
@@ -72,16 +78,27 @@ def test_estimate_uses_the_simulated_pipeline_when_stages_differ():
     assert v["stage_time_last_s"] > v["stage_time_middle_s"]  # output layer on the last stage
     tf, tb = est.stage_fwd_s, est.stage_bwd_s
     tt = [a + b for a, b in zip(tf, tb)]
-    assert len(tt) == 8 and tt[0] == pytest.approx(v["stage_time_first_s"]) and tt[-1] == v["stage_time_last_s"]
+    assert (
+        len(tt) == 8
+        and tt[0] == pytest.approx(v["stage_time_first_s"])
+        and tt[-1] == v["stage_time_last_s"]
+    )
     assert tt[1:-1] == pytest.approx([v["stage_time_middle_s"]] * 6, rel=1e-12)
     sim = simulate(8, 48, 1, "1f1b", tf, tb)
     assert v["bubble"] == pytest.approx(sim.step_time - 48 * max(tt))
     assert v["bubble_simulated_over_step"] == pytest.approx(sim.bubble_over_step)
 
 
-@pytest.mark.parametrize("args,needle", [
-    ((4, 6, 2, "interleaved"), "multiple of p"), ((4, 8, 1, "interleaved"), "needs v > 1"),
-    ((4, 8, 2, "1f1b"), "interleaved"), ((4, 8, 1, "zigzag"), "unknown schedule"), ((0, 8, 1, "1f1b"), "positive")])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        ((4, 6, 2, "interleaved"), "multiple of p"),
+        ((4, 8, 1, "interleaved"), "needs v > 1"),
+        ((4, 8, 2, "1f1b"), "interleaved"),
+        ((4, 8, 1, "zigzag"), "unknown schedule"),
+        ((0, 8, 1, "1f1b"), "positive"),
+    ],
+)
 def test_bad_arguments(args, needle):
     with pytest.raises(PerfModelError, match=needle):
         simulate(*args)
@@ -105,7 +122,9 @@ def test_svg_is_well_formed_with_one_row_per_stage(tmp_path):
     ns = "{http://www.w3.org/2000/svg}"
     rows = [g for g in root.iter(f"{ns}g") if g.get("class") == "stage"]
     assert len(rows) == 4
-    assert all(len(g.findall(f"{ns}rect")) == 1 + 2 * 8 * 2 for g in rows)  # background + F and B per pass
+    assert all(
+        len(g.findall(f"{ns}rect")) == 1 + 2 * 8 * 2 for g in rows
+    )  # background + F and B per pass
 
 
 def test_cli_schedule(runner, tmp_path):
@@ -113,7 +132,9 @@ def test_cli_schedule(runner, tmp_path):
     r = runner.invoke(main, ["schedule", "-m", "8", "-p", "4", "--svg", str(out)])
     assert r.exit_code == 0 and "27.3%" in r.output and "stage 3" in r.output
     ET.parse(out)
-    d = json.loads(runner.invoke(main, ["schedule", "-m", "8", "-p", "4", "-v", "2", "--json"]).output)
+    d = json.loads(
+        runner.invoke(main, ["schedule", "-m", "8", "-p", "4", "-v", "2", "--json"]).output
+    )
     assert d["bubble_over_ideal"] == pytest.approx(3 / 16)
     r = runner.invoke(main, ["schedule", "gpt3-175b-3d.yaml", "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["p"] == 8
@@ -124,8 +145,10 @@ def test_cli_schedule(runner, tmp_path):
 
 
 def test_text_gantt_turns_coarse_when_blocks_outnumber_columns():
-    """Issue 15: at m=48, p=8 the numbered chart (two glyphs per block) was unreadable in 80 columns."""
+    """Issue 15: at m=48, p=8 the numbered chart (two glyphs per block) was unreadable in 80
+    columns."""
     from perfmodel.output.gantt import legend
+
     s = simulate(8, 48, 1, "1f1b")
     rows = text_rows(s, 80)
     assert all(len(r) <= 80 and set(r.split("|", 1)[1]) <= set("FB.") for r in rows)
@@ -137,7 +160,10 @@ def test_text_gantt_turns_coarse_when_blocks_outnumber_columns():
 
 def test_text_gantt_time_axis_ends_at_the_step_time():
     from perfmodel.output.gantt import time_axis
+
     s = simulate(4, 8, 1, "1f1b")
     ticks, labels = time_axis(s, 80)
     assert len(ticks) <= 80 and ticks.count("|") == 4 and labels.split()[0] == "0"
-    assert float(labels.split()[-1]) == pytest.approx(s.step_time, rel=0.01)  # 33 units at m=8, p=4 (SPEC 9)
+    assert float(labels.split()[-1]) == pytest.approx(
+        s.step_time, rel=0.01
+    )  # 33 units at m=8, p=4 (SPEC 9)

@@ -35,7 +35,10 @@ def test_results_multiply_out_to_the_gpu_count(gpt3):
     k = space.knobs
     assert ((k.tp * k.pp * k.dp * k.cp) == 512).all()
     assert ((1536 % (k.dp * k.micro_batch_size)) == 0).all()
-    assert set(k.cp) == {1, 2}  # fused attention (megatron-core): cp while each rank keeps >= 1,024 of 2,048 tokens
+    assert set(k.cp) == {
+        1,
+        2,
+    }  # fused attention (megatron-core): cp while each rank keeps >= 1,024 of 2,048 tokens
     assert (k.pp * k.vp <= 96).all()  # every chunk holds a layer
     assert (k.pp <= 96).all()  # uneven stages: any pp up to the layer count
     assert (96 % k.tp == 0).all() and (k.tp <= 8).all()
@@ -52,28 +55,32 @@ def test_every_search_result_multiplies_out(nodes, gbs_mult):
 
 
 def test_fixed_knobs_restrict_the_space(gpt3):
-    fixed = gpt3.model_copy(update={"parallel": gpt3.parallel.model_copy(update={"tp": 8, "recompute": "full"})})
+    fixed = gpt3.model_copy(
+        update={"parallel": gpt3.parallel.model_copy(update={"tp": 8, "recompute": "full"})}
+    )
     k = enumerate_space(fixed).knobs
     assert set(k.tp) == {8} and set(k.recompute) == {2}
 
 
 def test_contradicting_fixed_knobs(gpt3):
-    bad = gpt3.model_copy(update={"parallel": gpt3.parallel.model_copy(update={"vp": 2, "schedule": "1f1b"})})
+    bad = gpt3.model_copy(
+        update={"parallel": gpt3.parallel.model_copy(update={"vp": 2, "schedule": "1f1b"})}
+    )
     with pytest.raises(PerfModelError, match="contradict"):
         search(bad)
 
 
 def test_prime_gpu_count_has_no_configuration(gpt3):
-    """97 GPUs: tp must divide the heads (1), pp = 97 exceeds the 96 layers, and dp = 97 does not divide the
-    global batch of 1536."""
+    """97 GPUs: tp must divide the heads (1), pp = 97 exceeds the 96 layers, and dp = 97 does not
+    divide the global batch of 1536."""
     prime = gpt3.with_system(num_gpus=97, gpus_per_node=1)
     with pytest.raises(PerfModelError, match="no valid configuration for 97 GPUs"):
         search(prime)
 
 
 def test_seven_gpus_hold_seven_uneven_stages(gpt3):
-    """pp = 7 does not divide 96 layers: Megatron-Core runs it with an uneven layout (14 on each middle
-    stage, fewer on the ends that carry the embedding and the LM head)."""
+    """pp = 7 does not divide 96 layers: Megatron-Core runs it with an uneven layout (14 on each
+    middle stage, fewer on the ends that carry the embedding and the LM head)."""
     space = enumerate_space(gpt3.with_system(num_gpus=7, gpus_per_node=8).with_parallel(tp=1, pp=7))
     assert len(space.knobs) > 0 and (space.knobs.pp == 7).all()
 
@@ -90,17 +97,44 @@ def test_cli_plan_json(runner):
     d = json.loads(r.output)
     assert {"evaluated", "feasible", "rejected", "search_time_s", "results"} <= set(d)
     best = d["results"][0]
-    for key in ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
-                "hardware_tflops_per_gpu", "mfu", "hfu", "breakdown_s", "memory", "config", "warnings"):
+    for key in (
+        "step_time_s",
+        "tokens_per_s",
+        "tokens_per_s_per_gpu",
+        "model_tflops_per_gpu",
+        "hardware_tflops_per_gpu",
+        "mfu",
+        "hfu",
+        "breakdown_s",
+        "memory",
+        "config",
+        "warnings",
+    ):
         assert key in best
-    for key in ("tp", "pp", "dp", "vp", "micro_batch_size", "global_batch_size", "num_micro_batches",
-                "sequence_parallel", "recompute", "zero_stage", "schedule"):
+    for key in (
+        "tp",
+        "pp",
+        "dp",
+        "vp",
+        "micro_batch_size",
+        "global_batch_size",
+        "num_micro_batches",
+        "sequence_parallel",
+        "recompute",
+        "zero_stage",
+        "schedule",
+    ):
         assert key in best["config"]
 
 
 def test_cli_plan_text(runner):
     r = runner.invoke(main, ["plan", "gpt3-175b.yaml", "--gpus", "512", "--top", "3"])
-    assert r.exit_code == 0 and "Top 3" in r.output and "evaluated" in r.output and "rejected" in r.output
+    assert (
+        r.exit_code == 0
+        and "Top 3" in r.output
+        and "evaluated" in r.output
+        and "rejected" in r.output
+    )
 
 
 def test_cli_plan_sort_memory(runner):
@@ -109,12 +143,15 @@ def test_cli_plan_sort_memory(runner):
     assert mems == sorted(mems)
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--top", "0"], "--top"),
-    (["--gpus", "7", "--tp", "2"], "no valid configuration for 7 GPUs"),
-    (["--gpus", "13"], "not a multiple of gpus_per_node"),
-    (["--vp", "2", "--schedule", "1f1b"], "contradict"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--top", "0"], "--top"),
+        (["--gpus", "7", "--tp", "2"], "no valid configuration for 7 GPUs"),
+        (["--gpus", "13"], "not a multiple of gpus_per_node"),
+        (["--vp", "2", "--schedule", "1f1b"], "contradict"),
+    ],
+)
 def test_cli_plan_bad_input(runner, args, needle):
     r = runner.invoke(main, ["plan", "gpt3-175b.yaml"] + args)
     assert r.exit_code != 0 and needle in r.output and "Traceback" not in r.output
@@ -122,18 +159,25 @@ def test_cli_plan_bad_input(runner, args, needle):
 
 def test_global_batch_smaller_than_dp(runner, tmp_path):
     f = tmp_path / "p.yaml"
-    f.write_text("model: gpt3-175b\nsystem: {gpu: a100-80gb, num_gpus: 512, intra_node_link: nvlink3, "
-                 "inter_node_link: ib-hdr}\ntraining: {global_batch_size: 4}\nparallel: {tp: 8, pp: 8, cp: 1}\n")
+    f.write_text(
+        "model: gpt3-175b\nsystem: {gpu: a100-80gb, num_gpus: 512, intra_node_link: nvlink3,"
+        " inter_node_link: ib-hdr}\ntraining: {global_batch_size: 4}\nparallel: {tp: 8, pp: 8, cp:"
+        " 1}\n"
+    )
     r = runner.invoke(main, ["plan", str(f)])
     assert r.exit_code == 1 and "global batch not divisible by dp" in r.output
-    r = runner.invoke(main, ["estimate", str(f)])  # free knobs: estimate searches them, and says why it cannot
+    r = runner.invoke(
+        main, ["estimate", str(f)]
+    )  # free knobs: estimate searches them, and says why it cannot
     assert r.exit_code == 1 and "global batch not divisible by dp" in r.output
 
 
 @pytest.mark.parametrize("name", ["gpt3-175b.yaml", "llama3.1-405b-h100.yaml"])
 def test_simulated_step_never_below_the_search_bound(name):
-    """plan ranks by a lower bound on the simulated step (cost/pipeline.pipeline_lower_bound); it must hold for
-    every configuration, unequal stages and interleaving included, or --top K could miss the best."""
+    """plan ranks by a lower bound on the simulated step (cost/pipeline.pipeline_lower_bound); it
+    must hold for every configuration, unequal stages and interleaving included, or --top K could
+    miss the best.
+    """
     plan = load_plan(name)
     space = enumerate_space(plan)
     rng = np.random.default_rng(7)
@@ -165,7 +209,10 @@ def test_json_rejections_carry_stable_rule_ids():
 
     from perfmodel.review.check import RULES
     from perfmodel.cli import main
-    out = json.loads(CliRunner().invoke(main, ["plan", "gpt3-175b.yaml", "--gpus", "512", "--json"]).output)
+
+    out = json.loads(
+        CliRunner().invoke(main, ["plan", "gpt3-175b.yaml", "--gpus", "512", "--json"]).output
+    )
     rej = out["rejected"]
     assert rej and all(r["rule"] in RULES and r["count"] > 0 and r["reason"] for r in rej)
     assert {r["rule"] for r in rej} >= {"PM101", "PM103"}

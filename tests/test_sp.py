@@ -21,7 +21,9 @@ def test_shape_trace_peaks():  # seed 002: s=4096, h=4096, t=8 -> 33.6 MB vs 4.2
     assert sp.resident_peak_bytes(tp) == pytest.approx(33.6 * MB, rel=2e-3)
     assert sp.resident_peak_bytes(tsp) == pytest.approx(4.2 * MB, rel=2e-3)
     assert sp.resident_peak_bytes(tsp) * 8 == sp.resident_peak_bytes(tp)
-    assert sp.transient_peak_bytes(tsp) == sp.resident_peak_bytes(tp)  # g, row_out are full-size buffers
+    assert sp.transient_peak_bytes(tsp) == sp.resident_peak_bytes(
+        tp
+    )  # g, row_out are full-size buffers
 
 
 def test_sp_moves_the_same_bytes_with_twice_the_operations():  # seed 002, section 4
@@ -46,4 +48,6 @@ def test_tp_comm_compute_ratio():  # seed 000, 4.2: 8(t-1)P/(24 h BW) = 28.5% on
     assert ib == pytest.approx(9.4e-3 / 2.75e-3, rel=0.01)  # 9.4 ms of comm over 2.75 ms of compute
     layer_nv = 2.75e-3 + 0.87e-3
     layer_ib = 2.75e-3 + 2.75e-3 * ib
-    assert layer_ib == pytest.approx(12.2e-3, rel=0.01) and layer_ib / layer_nv == pytest.approx(3.4, abs=0.05)
+    assert layer_ib == pytest.approx(12.2e-3, rel=0.01) and layer_ib / layer_nv == pytest.approx(
+        3.4, abs=0.05
+    )

@@ -20,7 +20,9 @@ import time
 import torch
 
 CUDA = torch.cuda.is_available()
-DEV = "cuda" if CUDA else "cpu"  # cpu: a dry run of the script at toy sizes, no figures worth keeping
+DEV = (
+    "cuda" if CUDA else "cpu"
+)  # cpu: a dry run of the script at toy sizes, no figures worth keeping
 # one TP8 rank of Korthikanti 2022's 22B layer (micro-batch 4, s 2048, h 6144, V 51200)
 TOKENS, H, V_SHARD, LAYERS = (4 * 2048, 6144, 51200 // 8, 48) if CUDA else (64, 256, 512, 2)
 
@@ -51,9 +53,19 @@ def attempt(out: list, name: str, fn) -> None:
 
 
 def record(out: list, name: str, seconds: float, model_bytes: float, note: str = "") -> None:
-    out.append({"name": name, "s": seconds, "model_bytes": model_bytes, "bytes_per_s": model_bytes / seconds,
-                "note": note})
-    print(f"{name:44s} {seconds * 1e3:9.3f} ms  {model_bytes / seconds / 1e12:6.2f} TB/s  {note}", flush=True)
+    out.append(
+        {
+            "name": name,
+            "s": seconds,
+            "model_bytes": model_bytes,
+            "bytes_per_s": model_bytes / seconds,
+            "note": note,
+        }
+    )
+    print(
+        f"{name:44s} {seconds * 1e3:9.3f} ms  {model_bytes / seconds / 1e12:6.2f} TB/s  {note}",
+        flush=True,
+    )
 
 
 def layer_kernels(out: list) -> None:
@@ -71,16 +83,30 @@ def layer_kernels(out: list) -> None:
     def ln_bwd():
         o = ln(xg)
         torch.autograd.grad(o, (xg, ln.weight, ln.bias), dy)
+
     t_both = timed(ln_bwd)
     t_fwd = timed(lambda: ln(xg))
-    record(out, "layernorm backward (torch native)", t_both - t_fwd, 6 * E,
-           "bytes at the one-pass count 3 act; two-pass is 5 act")
+    record(
+        out,
+        "layernorm backward (torch native)",
+        t_both - t_fwd,
+        6 * E,
+        "bytes at the one-pass count 3 act; two-pass is 5 act",
+    )
 
     a, b = torch.randn_like(x), torch.randn_like(x)
-    record(out, "residual gradient add", timed(lambda: torch.add(a, b, out=y)), 6 * E, "model: 3 act")
+    record(
+        out, "residual gradient add", timed(lambda: torch.add(a, b, out=y)), 6 * E, "model: 3 act"
+    )
 
     g4 = torch.randn(TOKENS, 4 * H // 8, device=dev, dtype=bf)
-    record(out, "bias-gradient reduction (MLP up, TP8)", timed(lambda: g4.sum(0)), 2 * g4.numel(), "model: 1 act")
+    record(
+        out,
+        "bias-gradient reduction (MLP up, TP8)",
+        timed(lambda: g4.sum(0)),
+        2 * g4.numel(),
+        "model: 1 act",
+    )
     record(out, "bias-gradient reduction (full h)", timed(lambda: x.sum(0)), 2 * E, "model: 1 act")
 
     logits16 = torch.randn(TOKENS, V_SHARD, device=dev, dtype=bf)
@@ -94,13 +120,21 @@ def layer_kernels(out: list) -> None:
         s = lg.sum(dim=-1)
         lg.div_(s.unsqueeze(-1))
         return lg
-    record(out, "cross-entropy forward (Megatron passes)", timed(ce_forward), 38 * n, "model: 38 B per logit")
+
+    record(
+        out,
+        "cross-entropy forward (Megatron passes)",
+        timed(ce_forward),
+        38 * n,
+        "model: 38 B per logit",
+    )
     soft = ce_forward()
     go = torch.rand(TOKENS, device=dev)
 
     def ce_backward():
         soft.mul_(go.unsqueeze(-1))
         return soft.to(bf)
+
     record(out, "cross-entropy backward", timed(ce_backward), 14 * n, "model: 14 B per logit")
 
 
@@ -115,29 +149,68 @@ def attention_core(out: list) -> None:
     v = torch.randn(heads, s, d, device=DEV, dtype=bf)
     scores = torch.empty(heads, s, s, device=DEV, dtype=bf)
     n = scores.numel()
-    record(out, "QK^T (batched, K = head dim)", timed(lambda: torch.baddbmm(scores, q, k, beta=0.0, alpha=0.1,
-                                                                            out=scores)),
-           2 * n + 2 * 2 * heads * s * d, "model: max(compute, memory)")
-    record(out, "softmax over scores", timed(lambda: torch.softmax(scores, dim=-1)), 4 * n, "model: 2 act")
+    record(
+        out,
+        "QK^T (batched, K = head dim)",
+        timed(lambda: torch.baddbmm(scores, q, k, beta=0.0, alpha=0.1, out=scores)),
+        2 * n + 2 * 2 * heads * s * d,
+        "model: max(compute, memory)",
+    )
+    record(
+        out,
+        "softmax over scores",
+        timed(lambda: torch.softmax(scores, dim=-1)),
+        4 * n,
+        "model: 2 act",
+    )
     drop = torch.nn.Dropout(0.1)
-    record(out, "dropout over probabilities", timed(lambda: drop(scores)), 5 * n, "model: 2 act + 1")
-    record(out, "probabilities x V (batched)", timed(lambda: torch.bmm(scores, v)), 2 * n + 4 * heads * s * d,
-           "model: max(compute, memory)")
+    record(
+        out, "dropout over probabilities", timed(lambda: drop(scores)), 5 * n, "model: 2 act + 1"
+    )
+    record(
+        out,
+        "probabilities x V (batched)",
+        timed(lambda: torch.bmm(scores, v)),
+        2 * n + 4 * heads * s * d,
+        "model: max(compute, memory)",
+    )
 
     def whole_core():  # the forward that selective recompute repeats, context copy included
-        probs = drop(torch.softmax(torch.baddbmm(scores, q, k, beta=0.0, alpha=0.1, out=scores), dim=-1))
+        probs = drop(
+            torch.softmax(torch.baddbmm(scores, q, k, beta=0.0, alpha=0.1, out=scores), dim=-1)
+        )
         return torch.bmm(probs, v).permute(1, 0, 2).contiguous()
+
     # its time over perfmodel's roofline for the same GPU is unfused_attention_efficiency's inverse
-    record(out, "attention core forward (whole)", timed(whole_core), 13 * n, "A100, Table 4: 1.3 ms; roofline 1.08")
+    record(
+        out,
+        "attention core forward (whole)",
+        timed(whole_core),
+        13 * n,
+        "A100, Table 4: 1.3 ms; roofline 1.08",
+    )
 
 
 def optimizer_kernels(out: list) -> None:
-    """One rank's optimizer over layer-shaped tensors (22B, TP8: 48 layers of 4 weights + biases)."""
+    """One rank's optimizer over layer-shaped tensors (22B, TP8: 48 layers of 4 weights +
+    biases)."""
     dev = DEV
     shapes = []
     for _ in range(LAYERS):
-        shapes += [(3 * H // 8, H), (3 * H // 8,), (H, H // 8), (H,), (4 * H // 8, H), (4 * H // 8,),
-                   (H, 4 * H // 8), (H,), (H,), (H,), (H,), (H,)]
+        shapes += [
+            (3 * H // 8, H),
+            (3 * H // 8,),
+            (H, H // 8),
+            (H,),
+            (4 * H // 8, H),
+            (4 * H // 8,),
+            (H, 4 * H // 8),
+            (H,),
+            (H,),
+            (H,),
+            (H,),
+            (H,),
+        ]
     master = [torch.randn(s, device=dev) for s in shapes]
     grads = [torch.randn(s, device=dev) for s in shapes]
     exp_avg = [torch.zeros(s, device=dev) for s in shapes]
@@ -146,13 +219,38 @@ def optimizer_kernels(out: list) -> None:
     steps = [torch.tensor(1.0, device=dev) for _ in shapes]
     P = sum(t.numel() for t in master)
 
-    record(out, "grad norm (foreach, fp32)", timed(lambda: torch._foreach_norm(grads)), 4 * P, "model: 4 B/param")
+    record(
+        out,
+        "grad norm (foreach, fp32)",
+        timed(lambda: torch._foreach_norm(grads)),
+        4 * P,
+        "model: 4 B/param",
+    )
 
     def adam_fused():
-        torch._fused_adamw_(master, grads, exp_avg, exp_sq, [], steps, lr=1e-4, beta1=0.9, beta2=0.95,
-                            weight_decay=0.1, eps=1e-8, amsgrad=False, maximize=False)
-    attempt(out, "Adam update (torch fused)",
-            lambda: record(out, "Adam update (torch fused)", timed(adam_fused), 28 * P, "model: 24 states + 4 grad"))
+        torch._fused_adamw_(
+            master,
+            grads,
+            exp_avg,
+            exp_sq,
+            [],
+            steps,
+            lr=1e-4,
+            beta1=0.9,
+            beta2=0.95,
+            weight_decay=0.1,
+            eps=1e-8,
+            amsgrad=False,
+            maximize=False,
+        )
+
+    attempt(
+        out,
+        "Adam update (torch fused)",
+        lambda: record(
+            out, "Adam update (torch fused)", timed(adam_fused), 28 * P, "model: 24 states + 4 grad"
+        ),
+    )
 
     def adam_foreach():
         torch._foreach_mul_(exp_avg, 0.9)
@@ -162,11 +260,28 @@ def optimizer_kernels(out: list) -> None:
         denom = torch._foreach_sqrt(exp_sq)
         torch._foreach_add_(denom, 1e-8)
         torch._foreach_addcdiv_(master, exp_avg, denom, value=-1e-4)
-    record(out, "Adam update (torch foreach, unfused)", timed(adam_foreach), 28 * P,
-           "model: 28 B/param; this path moves more")
-    record(out, "master -> bf16 weights (foreach copy)", timed(lambda: torch._foreach_copy_(model, master)), 6 * P,
-           "model: 4 + 2 B/param")
-    record(out, "zero fp32 grads (foreach)", timed(lambda: torch._foreach_zero_(grads)), 4 * P, "model: 4 B/param")
+
+    record(
+        out,
+        "Adam update (torch foreach, unfused)",
+        timed(adam_foreach),
+        28 * P,
+        "model: 28 B/param; this path moves more",
+    )
+    record(
+        out,
+        "master -> bf16 weights (foreach copy)",
+        timed(lambda: torch._foreach_copy_(model, master)),
+        6 * P,
+        "model: 4 + 2 B/param",
+    )
+    record(
+        out,
+        "zero fp32 grads (foreach)",
+        timed(lambda: torch._foreach_zero_(grads)),
+        4 * P,
+        "model: 4 B/param",
+    )
     out.append({"name": "params", "value": P})
 
 

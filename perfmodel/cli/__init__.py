@@ -1,10 +1,11 @@
 """The `perfmodel` command group: one-line errors, and commands loaded when they are asked for.
 
-Library errors become one-line messages with exit code 1; usage errors exit 2; no traceback reaches a
-user for bad input. Each command lives in the module of its family (COMMANDS below) and is imported
-only when it runs or when `--help` lists it; those modules import the heavy parts (pydantic, numpy,
-rich) inside the command, so `perfmodel --help` starts in a fraction of a second. The command modules
-import perfmodel.cli.common, never this module: the group knows them by name, they do not know it.
+Library errors become one-line messages with exit code 1; usage errors exit 2; no traceback reaches
+a user for bad input. Each command lives in the module of its family (COMMANDS below) and is
+imported only when it runs or when `--help` lists it; those modules import the heavy parts
+(pydantic, numpy, rich) inside the command, so `perfmodel --help` starts in a fraction of a second.
+The command modules import perfmodel.cli.common, never this module: the group knows them by name,
+they do not know it.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def _user_error(e: Exception) -> str | None:
 
 
 class Group(click.Group):
-    """Loads commands by name and turns every user-facing failure into one line and a non-zero exit."""
+    """Loads commands by name and turns every user-facing failure into one line and a non-zero
+    exit."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
@@ -77,11 +79,18 @@ class Group(click.Group):
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
-        if "perfmodel.output.console" in sys.modules:  # --format markdown lasts one command (tests run many)
+        if (
+            "perfmodel.output.console" in sys.modules
+        ):  # --format markdown lasts one command (tests run many)
             sys.modules["perfmodel.output.console"].set_markdown(False)
         try:
             return super().invoke(ctx)
-        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, KeyboardInterrupt):
+        except (
+            click.ClickException,
+            click.exceptions.Exit,
+            click.exceptions.Abort,
+            KeyboardInterrupt,
+        ):
             raise
         except BrokenPipeError:  # `perfmodel presets | head`: the reader left; stop quietly
             sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (stays open until the process ends)
@@ -91,13 +100,19 @@ class Group(click.Group):
             message = _user_error(e)
             if message is not None:
                 raise click.ClickException(short(message)) from None
-            if os.environ.get("PERFMODEL_DEBUG"):  # a bug, not bad input: still no traceback unless asked
+            if os.environ.get(
+                "PERFMODEL_DEBUG"
+            ):  # a bug, not bad input: still no traceback unless asked
                 raise
-            raise click.ClickException(f"internal error ({e.__class__.__name__}: {e}); rerun with "
-                                       "PERFMODEL_DEBUG=1 for the traceback and please report it") from None
+            raise click.ClickException(
+                f"internal error ({e.__class__.__name__}: {e}); rerun with "
+                "PERFMODEL_DEBUG=1 for the traceback and please report it"
+            ) from None
 
 
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
 @click.version_option(package_name="perfmodel")
 def main() -> None:
     """perfmodel: an analytical performance model of distributed transformer training.

@@ -6,21 +6,42 @@ import click
 
 from perfmodel.cli.common import Finite, count, json_option, quantity
 
-# the dtypes a GPU can list a peak for (perfmodel.specs.precision.DTYPES; tests/test_cli.py keeps them equal)
+# the dtypes a GPU can list a peak for (perfmodel.specs.precision.DTYPES; tests/test_cli.py keeps
+# them equal)
 DTYPE_CHOICES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 
 @click.command()
-@click.option("-m", "--micro-batches", "m", type=count(), required=True, help="Micro-batches per step m.")
+@click.option(
+    "-m", "--micro-batches", "m", type=count(), required=True, help="Micro-batches per step m."
+)
 @click.option("-p", "--stages", "p", type=count(), required=True, help="Pipeline stages p.")
-@click.option("-v", "--virtual", "v", type=count(), default=1, show_default=True,
-              help="Virtual stages per GPU (interleaving).")
-@click.option("--target", type=Finite(1e-6, 1, high_open=True), default=0.10,
-              show_default=True, help="Wall-clock bubble to stay strictly below.")
+@click.option(
+    "-v",
+    "--virtual",
+    "v",
+    type=count(),
+    default=1,
+    show_default=True,
+    help="Virtual stages per GPU (interleaving).",
+)
+@click.option(
+    "--target",
+    type=Finite(1e-6, 1, high_open=True),
+    default=0.10,
+    show_default=True,
+    help="Wall-clock bubble to stay strictly below.",
+)
 @click.option("--sweep", is_flag=True, help="Also tabulate the bubble over a range of m.")
-@click.option("--plot", type=click.Path(dir_okay=False), help="Write bubble vs m to a PNG (needs perfmodel[plot]).")
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False),
+    help="Write bubble vs m to a PNG (needs perfmodel[plot]).",
+)
 @json_option
-def bubble(m: int, p: int, v: int, target: float, sweep: bool, plot: str | None, as_json: bool) -> None:
+def bubble(
+    m: int, p: int, v: int, target: float, sweep: bool, plot: str | None, as_json: bool
+) -> None:
     """Pipeline bubble under both denominators (Narayanan et al. 2021, Sec. 2.2; Huang et al. 2019).
 
     \b
@@ -39,10 +60,22 @@ def bubble(m: int, p: int, v: int, target: float, sweep: bool, plot: str | None,
 
 
 @click.command()
-@click.option("--mbs", type=count(), required=True, help="Micro-batch size in sequences; the GEMMs' rows are "
-              "M = mbs x seq-len tokens, so with the default --seq-len 1 it counts tokens.")
-@click.option("--seq-len", type=count(), default=1, show_default=True,
-              help="Tokens per sequence; M = mbs x seq-len.")
+@click.option(
+    "--mbs",
+    type=count(),
+    required=True,
+    help=(
+        "Micro-batch size in sequences; the GEMMs' rows are "
+        "M = mbs x seq-len tokens, so with the default --seq-len 1 it counts tokens."
+    ),
+)
+@click.option(
+    "--seq-len",
+    type=count(),
+    default=1,
+    show_default=True,
+    help="Tokens per sequence; M = mbs x seq-len.",
+)
 @click.option("--model", "model_name", help="Model preset (or file) for the layer shape.")
 @click.option("--hidden", type=count(), help="Hidden size h (default 4096 without --model).")
 @click.option("--ffn", type=count(), help="MLP inner size (default 4h).")
@@ -50,13 +83,35 @@ def bubble(m: int, p: int, v: int, target: float, sweep: bool, plot: str | None,
 @click.option("--tp", type=count(), default=8, show_default=True, help="TP degree.")
 @click.option("--gpu", "gpu_name", default="a100-80gb", show_default=True, help="GPU preset.")
 @click.option("--dtype", type=click.Choice(DTYPE_CHOICES), default="bf16", show_default=True)
-@click.option("--flash/--no-flash", default=True, show_default=True,
-              help="Attention as one fused kernel (FlashAttention), or as its two GEMMs with the scores in HBM.")
-@click.option("--plot", type=click.Path(dir_okay=False), help="Write the roofline to a PNG (needs perfmodel[plot]).")
+@click.option(
+    "--flash/--no-flash",
+    default=True,
+    show_default=True,
+    help=(
+        "Attention as one fused kernel (FlashAttention), or as its two GEMMs with the scores in"
+        " HBM."
+    ),
+)
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False),
+    help="Write the roofline to a PNG (needs perfmodel[plot]).",
+)
 @json_option
-def roofline(mbs: int, seq_len: int, model_name: str | None, hidden: int | None, ffn: int | None,
-             heads: int | None, tp: int, gpu_name: str, dtype: str, flash: bool, plot: str | None,
-             as_json: bool) -> None:
+def roofline(
+    mbs: int,
+    seq_len: int,
+    model_name: str | None,
+    hidden: int | None,
+    ffn: int | None,
+    heads: int | None,
+    tp: int,
+    gpu_name: str,
+    dtype: str,
+    flash: bool,
+    plot: str | None,
+    as_json: bool,
+) -> None:
     """Roofline of every GEMM of one transformer layer (Williams et al. 2009).
 
     \b
@@ -80,16 +135,37 @@ def roofline(mbs: int, seq_len: int, model_name: str | None, hidden: int | None,
 
 
 @click.command()
-@click.argument("collective", type=click.Choice(["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "p2p"]))
-@click.option("--size", required=True, callback=quantity("bytes"), help="Message size, e.g. 67.1MB or 64KiB.")
+@click.argument(
+    "collective",
+    type=click.Choice(["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "p2p"]),
+)
+@click.option(
+    "--size", required=True, callback=quantity("bytes"), help="Message size, e.g. 67.1MB or 64KiB."
+)
 @click.option("--ranks", type=count(), default=8, show_default=True, help="Ranks in the group.")
 @click.option("--link", "link_name", default="nvlink3", show_default=True, help="Link preset.")
-@click.option("--bandwidth", callback=quantity("bytes_per_s"), help="Override the link bandwidth, e.g. 25GB/s.")
-@click.option("--latency", callback=quantity("seconds"), help="Override the link latency, e.g. 2us.")
-@click.option("--efficiency", is_flag=True, help="Scale bandwidth by the link's achievable fraction.")
+@click.option(
+    "--bandwidth",
+    callback=quantity("bytes_per_s"),
+    help="Override the link bandwidth, e.g. 25GB/s.",
+)
+@click.option(
+    "--latency", callback=quantity("seconds"), help="Override the link latency, e.g. 2us."
+)
+@click.option(
+    "--efficiency", is_flag=True, help="Scale bandwidth by the link's achievable fraction."
+)
 @json_option
-def comm(collective: str, size: float, ranks: int, link_name: str, bandwidth: float | None,
-         latency: float | None, efficiency: bool, as_json: bool) -> None:
+def comm(
+    collective: str,
+    size: float,
+    ranks: int,
+    link_name: str,
+    bandwidth: float | None,
+    latency: float | None,
+    efficiency: bool,
+    as_json: bool,
+) -> None:
     """Alpha-beta time of one ring collective, latency and bandwidth apart (Thakur et al. 2005).
 
     \b
@@ -106,10 +182,20 @@ def comm(collective: str, size: float, ranks: int, link_name: str, bandwidth: fl
             raise click.BadParameter("must be positive", param_hint="--bandwidth")
         if latency is not None and latency < 0:
             raise click.BadParameter("must not be negative", param_hint="--latency")
-        update = {k: v for k, v in (("bandwidth_bytes_per_s", bandwidth), ("latency_s", latency)) if v is not None}
+        update = {
+            k: v
+            for k, v in (("bandwidth_bytes_per_s", bandwidth), ("latency_s", latency))
+            if v is not None
+        }
         lk = lk.model_copy(update=update)
-        lk = lk.model_copy(update={"name": f"{lk.bandwidth_bytes_per_s / 1e9:g} GB/s, {lk.latency_s * 1e6:g} us "
-                                           f"latency (--bandwidth/--latency; {link_name} otherwise)"})
+        lk = lk.model_copy(
+            update={
+                "name": (
+                    f"{lk.bandwidth_bytes_per_s / 1e9:g} GB/s, {lk.latency_s * 1e6:g} us "
+                    f"latency (--bandwidth/--latency; {link_name} otherwise)"
+                )
+            }
+        )
     if size <= 0:
         raise click.BadParameter("must be positive", param_hint="--size")
     r = calculators.comm_report(collective, size, ranks, lk, efficiency)
@@ -124,7 +210,8 @@ def comm(collective: str, size: float, ranks: int, link_name: str, bandwidth: fl
 @click.option("--layers", type=count(), default=1, show_default=True, help="Layers, for totals.")
 @json_option
 def sp(seq: int, hidden: int, tp: int, batch: int, layers: int, as_json: bool) -> None:
-    """TP vs TP+SP: shape trace, resident peaks and the equal communication (Korthikanti et al. 2022).
+    """TP vs TP+SP: shape trace, resident peaks and the equal communication (Korthikanti et al.
+    2022).
 
     \b
     Example:
@@ -138,7 +225,11 @@ def sp(seq: int, hidden: int, tp: int, batch: int, layers: int, as_json: bool) -
 
 
 @click.command("presets")
-@click.argument("kind", required=False, type=click.Choice(["hardware", "links", "models", "frameworks", "plans"]))
+@click.argument(
+    "kind",
+    required=False,
+    type=click.Choice(["hardware", "links", "models", "frameworks", "plans"]),
+)
 @json_option
 def presets_cmd(kind: str | None, as_json: bool) -> None:
     """List the bundled presets with their key figures.

@@ -1,7 +1,8 @@
-"""What the commands share: parameter types, the options several commands take, and the plan argument.
+"""What the commands share: parameter types, the options several commands take, and the plan
+argument.
 
-Imports only click and the standard library at module level, so `perfmodel --help` stays fast; what a
-command computes with is imported when it runs.
+Imports only click and the standard library at module level, so `perfmodel --help` stays fast; what
+a command computes with is imported when it runs.
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ if TYPE_CHECKING:
     from perfmodel.specs import Plan
 
 F = TypeVar("F", bound=Callable[..., Any])
-MAX_COUNT = 2**40  # any count a user passes (GPUs, micro-batches, sizes) stays a finite float in every formula
+# any count a user passes (GPUs, micro-batches, sizes) stays a finite float in every formula
+MAX_COUNT = 2**40
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output (stable keys).")
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Machine-readable output (stable keys)."
+)
 
 
 def _set_markdown(ctx: click.Context, param: click.Parameter, value: str) -> None:
@@ -28,9 +32,15 @@ def _set_markdown(ctx: click.Context, param: click.Parameter, value: str) -> Non
 
 
 format_option = click.option(
-    "--format", "output_format", type=click.Choice(["text", "markdown"]), default="text", show_default=True,
-    expose_value=False, callback=_set_markdown,
-    help="markdown: tables as GitHub Markdown, to paste into a design document or a pull request.")
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "markdown"]),
+    default="text",
+    show_default=True,
+    expose_value=False,
+    callback=_set_markdown,
+    help="markdown: tables as GitHub Markdown, to paste into a design document or a pull request.",
+)
 
 
 def count(min_value: int = 1, max_value: int = MAX_COUNT) -> click.IntRange:
@@ -46,7 +56,9 @@ class Finite(click.ParamType):
     def __init__(self, low: float, high: float, low_open: bool = False, high_open: bool = False):
         self.low, self.high, self.low_open, self.high_open = low, high, low_open, high_open
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
         try:
             x = float(value)
         except (TypeError, ValueError):
@@ -60,7 +72,9 @@ class Finite(click.ParamType):
         return x
 
 
-def quantity(dimension: str) -> Callable[[click.Context, click.Parameter, str | None], float | None]:
+def quantity(
+    dimension: str,
+) -> Callable[[click.Context, click.Parameter, str | None], float | None]:
     """click callback: '67.1MB' -> bytes (SI), with the field named on error."""
 
     def convert(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
@@ -84,7 +98,9 @@ def parallel_options(f: F) -> F:
         click.option("--dp", type=count(), help="Data-parallel replicas."),
         click.option("--vp", type=count(), help="Virtual stages per GPU (interleaving)."),
         click.option("--mbs", type=count(), help="Micro-batch size."),
-        click.option("--sp/--no-sp", "sequence_parallel", default=None, help="Sequence parallelism."),
+        click.option(
+            "--sp/--no-sp", "sequence_parallel", default=None, help="Sequence parallelism."
+        ),
         click.option("--recompute", type=click.Choice(["none", "selective", "full"])),
         click.option("--zero", "zero_stage", type=click.IntRange(0, 3), help="ZeRO stage."),
         click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"])),
@@ -97,10 +113,16 @@ def parallel_options(f: F) -> F:
 
 def launch_options(f: F) -> F:
     """For a Megatron-LM launch file or a NeMo recipe given where a plan is expected."""
-    f = click.option("--vocab-size", type=count(),
-                     help="Megatron or NeMo file: the vocabulary, where it has none.")(f)
-    return click.option("--gpu", "launch_gpu", help="Megatron or NeMo file given as the plan: the GPU preset "
-                        "(such files do not name it).")(f)
+    f = click.option(
+        "--vocab-size",
+        type=count(),
+        help="Megatron or NeMo file: the vocabulary, where it has none.",
+    )(f)
+    return click.option(
+        "--gpu",
+        "launch_gpu",
+        help="Megatron or NeMo file given as the plan: the GPU preset (such files do not name it).",
+    )(f)
 
 
 def overrides(kw: dict[str, Any]) -> dict[str, Any]:
@@ -117,15 +139,21 @@ def load_plan(source: str, kw: dict[str, Any], refuse_unused: bool = True) -> Pl
     --gpu and --vocab-size as given, the reading's notes on stderr, and the knob flags applied."""
     from perfmodel import inputs
 
-    loaded = inputs.load(source, gpu=kw.get("launch_gpu"), gpus=kw.get("gpus"),
-                         vocab_size=kw.get("vocab_size"), refuse_unused=refuse_unused)
+    loaded = inputs.load(
+        source,
+        gpu=kw.get("launch_gpu"),
+        gpus=kw.get("gpus"),
+        vocab_size=kw.get("vocab_size"),
+        refuse_unused=refuse_unused,
+    )
     for note in loaded.notes:
         click.echo(f"{source}: {note}", err=True)
     return loaded.plan.with_parallel(**overrides(kw))
 
 
 def write_text(path: str, text: str, what: str) -> None:
-    """Write a file a command produces, announced on stderr; an unwritable path is one clear line."""
+    """Write a file a command produces, announced on stderr; an unwritable path is one clear
+    line."""
     from perfmodel.errors import PerfModelError
 
     if not path.strip():

@@ -13,15 +13,37 @@ def import_group() -> None:
 
 
 def import_options(f):
-    """What every importer needs besides the file: the GPU (launch files do not name it), and the GPU count
-    and vocabulary where the file lacks them."""
-    for opt in reversed((
-            click.option("--gpu", "gpu_name", required=True, help="GPU preset (launch files do not name the GPU)."),
-            click.option("--gpus", type=count(), help="GPU count, where the file does not give it (torchrun's "
-                         "--nproc_per_node x --nnodes, or trainer.devices x trainer.num_nodes)."),
-            click.option("--vocab-size", type=count(), help="Vocabulary, where the file has none (the tokenizer's)."),
-            click.option("-o", "--output", type=click.Path(dir_okay=False),
-                         help="Write the plan here (default: print it)."))):
+    """What every importer needs besides the file: the GPU (launch files do not name it), and the
+    GPU count and vocabulary where the file lacks them."""
+    for opt in reversed(
+        (
+            click.option(
+                "--gpu",
+                "gpu_name",
+                required=True,
+                help="GPU preset (launch files do not name the GPU).",
+            ),
+            click.option(
+                "--gpus",
+                type=count(),
+                help=(
+                    "GPU count, where the file does not give it (torchrun's "
+                    "--nproc_per_node x --nnodes, or trainer.devices x trainer.num_nodes)."
+                ),
+            ),
+            click.option(
+                "--vocab-size",
+                type=count(),
+                help="Vocabulary, where the file has none (the tokenizer's).",
+            ),
+            click.option(
+                "-o",
+                "--output",
+                type=click.Path(dir_okay=False),
+                help="Write the plan here (default: print it).",
+            ),
+        )
+    ):
         f = opt(f)
     return f
 
@@ -30,12 +52,13 @@ def import_options(f):
 @click.argument("args_file", type=click.Path(dir_okay=False))
 @import_options
 def import_megatron(args_file, gpu_name, gpus, vocab_size, output):
-    """A plan from a Megatron-LM launch script or argument file (--num-layers, --tensor-model-parallel-size,
-    --sequence-parallel, --recompute-granularity, --use-distributed-optimizer, --fp8-format, ...).
+    """A plan from a Megatron-LM launch script or argument file (--num-layers,
+    --tensor-model-parallel-size, --sequence-parallel, --recompute-granularity,
+    --use-distributed-optimizer, --fp8-format, ...).
 
-    Arguments that do not change the cost are named as ignored, arguments perfmodel does not know are named
-    as not recognized, and arguments whose cost it cannot model are an error. `check`, `estimate` and
-    `compare` also take the file itself, with --gpu.
+    Arguments that do not change the cost are named as ignored, arguments perfmodel does not know
+    are named as not recognized, and arguments whose cost it cannot model are an error. `check`,
+    `estimate` and `compare` also take the file itself, with --gpu.
 
     \b
     Example:
@@ -52,13 +75,12 @@ def import_nemo(recipe_file, gpu_name, gpus, vocab_size, output):
     """A plan from a NeMo recipe YAML: a NeMo 1 Megatron config (trainer and model sections) or a
     Megatron-Bridge config dump (model, train, optimizer, ddp sections).
 
-    Keys that do not change the cost are named as ignored, keys perfmodel does not know as not recognized,
-    and keys whose cost it cannot model are an error. `check`, `estimate` and `compare` also take the
-    recipe itself, with --gpu.
+    Keys that do not change the cost are named as ignored, keys perfmodel does not know as not
+    recognized, and keys whose cost it cannot model are an error. `check`, `estimate` and `compare`
+    also take the recipe itself, with --gpu.
 
-    \b
-    Example:
-        perfmodel import nemo megatron_llama_config.yaml --gpu h100-sxm --vocab-size 32000 -o llama.yaml
+    \b Example: perfmodel import nemo megatron_llama_config.yaml --gpu h100-sxm --vocab-size 32000
+    -o llama.yaml
     """
     _write(recipe_file, "nemo", "a NeMo recipe", gpu_name, gpus, vocab_size, output)
 

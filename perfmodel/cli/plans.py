@@ -6,25 +6,54 @@ from typing import Any
 
 import click
 
-from perfmodel.cli.common import (Finite, count, format_option, json_option, launch_options, load_plan,
-                                  overrides, parallel_options, write_text)
+from perfmodel.cli.common import (
+    Finite,
+    count,
+    format_option,
+    json_option,
+    launch_options,
+    load_plan,
+    overrides,
+    parallel_options,
+    write_text,
+)
 
 
 @click.command("plan")
 @click.argument("plan_file")
 @parallel_options
-@click.option("--top", type=count(), default=5, show_default=True, help="How many configurations to list.")
-@click.option("--sort", type=click.Choice(["step_time", "memory"]), default="step_time", show_default=True)
+@click.option(
+    "--top", type=count(), default=5, show_default=True, help="How many configurations to list."
+)
+@click.option(
+    "--sort", type=click.Choice(["step_time", "memory"]), default="step_time", show_default=True
+)
 @click.option("--allow-cross-node-tp", is_flag=True, help="Let TP groups span nodes.")
-@click.option("--plot", type=click.Path(dir_okay=False), help="Step time vs memory of the feasible configurations.")
-@click.option("--emit", type=click.Choice(["megatron"]), help="Print only the best configuration, as Megatron-LM "
-              "arguments ready to paste.")
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False),
+    help="Step time vs memory of the feasible configurations.",
+)
+@click.option(
+    "--emit",
+    type=click.Choice(["megatron"]),
+    help="Print only the best configuration, as Megatron-LM arguments ready to paste.",
+)
 @launch_options
 @format_option
 @json_option
-def plan_cmd(plan_file: str, top: int, sort: str, allow_cross_node_tp: bool, plot: str | None,
-             emit: str | None, as_json: bool, **kw: Any) -> None:
-    """Search TP x PP x DP (and micro-batch, vp, SP, recompute, ZeRO) for the fastest plan that fits.
+def plan_cmd(
+    plan_file: str,
+    top: int,
+    sort: str,
+    allow_cross_node_tp: bool,
+    plot: str | None,
+    emit: str | None,
+    as_json: bool,
+    **kw: Any,
+) -> None:
+    """Search TP x PP x DP (and micro-batch, vp, SP, recompute, ZeRO) for the fastest plan that
+    fits.
 
     Knobs given in the plan's parallel section or as flags are fixed; the rest are searched.
 
@@ -41,7 +70,9 @@ def plan_cmd(plan_file: str, top: int, sort: str, allow_cross_node_tp: bool, plo
     plan = load_plan(plan_file, kw)
     bar = console.LazyProgress() if not as_json else None
     try:
-        result = srch.search(plan, top, sort, allow_cross_node_tp, bar, keep_points=plot is not None)
+        result = srch.search(
+            plan, top, sort, allow_cross_node_tp, bar, keep_points=plot is not None
+        )
     finally:
         if bar:
             bar.close()
@@ -71,16 +102,15 @@ def plan_cmd(plan_file: str, top: int, sort: str, allow_cross_node_tp: bool, plo
 @format_option
 @json_option
 def estimate(plan_file: str, per_layer: bool, strict: bool, as_json: bool, **kw: Any) -> None:
-    """Per-layer and per-iteration breakdown of one configuration (Narayanan et al. 2021; Korthikanti et al. 2022).
+    """Per-layer and per-iteration breakdown of one configuration (Narayanan et al. 2021;
+    Korthikanti et al. 2022).
 
     Knobs the plan and the flags leave free are chosen by the search (the fastest configuration that
     fits), and the first line says which; without a free knob the plan's configuration is estimated
     as it is, and a configuration that does not fit says so first.
 
-    \b
-    Example:
-        perfmodel estimate gpt3-175b-3d.yaml
-        perfmodel estimate gpt3-175b.yaml --tp 8 --pp 8 --mbs 1 --sp --recompute selective --per-layer
+    \b Example: perfmodel estimate gpt3-175b-3d.yaml perfmodel estimate gpt3-175b.yaml --tp 8 --pp 8
+    --mbs 1 --sp --recompute selective --per-layer
     """
     from perfmodel.engine import estimate as est_mod
     from perfmodel.engine import search as srch
@@ -100,8 +130,10 @@ def estimate(plan_file: str, per_layer: bool, strict: bool, as_json: bool, **kw:
         console.emit_json(out)
     else:
         if chosen:
-            console.line("free knobs chosen by the search (fastest that fits): "
-                         + ", ".join(f"{k}={v}" for k, v in chosen.items()))
+            console.line(
+                "free knobs chosen by the search (fastest that fits): "
+                + ", ".join(f"{k}={v}" for k, v in chosen.items())
+            )
         render.estimate(plan, est, ops)
     if strict and not est.values["fits"]:
         raise click.exceptions.Exit(1)
@@ -110,14 +142,26 @@ def estimate(plan_file: str, per_layer: bool, strict: bool, as_json: bool, **kw:
 @click.command()
 @click.argument("plan_file", required=False)
 @click.option("--model", "model_name", help="Quick case without a plan: model preset or file.")
-@click.option("--gpu", "gpu_name", default="a100-80gb", show_default=True, help="Quick case: GPU preset.")
+@click.option(
+    "--gpu", "gpu_name", default="a100-80gb", show_default=True, help="Quick case: GPU preset."
+)
 @click.option("--gbs", type=count(), help="Quick case: global batch (default dp x mbs).")
 @parallel_options
-@click.option("--plot", type=click.Path(dir_okay=False), help="Write stacked memory vs capacity to a PNG.")
+@click.option(
+    "--plot", type=click.Path(dir_okay=False), help="Write stacked memory vs capacity to a PNG."
+)
 @json_option
-def memory(plan_file: str | None, model_name: str | None, gpu_name: str, gbs: int | None, plot: str | None,
-           as_json: bool, **kw: Any) -> None:
-    """Memory budget per GPU by component, against HBM capacity (Rajbhandari et al. 2020; Korthikanti et al. 2022).
+def memory(
+    plan_file: str | None,
+    model_name: str | None,
+    gpu_name: str,
+    gbs: int | None,
+    plot: str | None,
+    as_json: bool,
+    **kw: Any,
+) -> None:
+    """Memory budget per GPU by component, against HBM capacity (Rajbhandari et al. 2020;
+    Korthikanti et al. 2022).
 
     \b
     Example:
@@ -133,7 +177,9 @@ def memory(plan_file: str | None, model_name: str | None, gpu_name: str, gbs: in
     elif model_name:
         plan = presets.quick_plan(model_name, gpu_name, kw.get("gpus"), gbs, overrides(kw))
     else:
-        raise click.UsageError("give a PLAN file (or bundled plan name), or --model for a quick case")
+        raise click.UsageError(
+            "give a PLAN file (or bundled plan name), or --model for a quick case"
+        )
     cfg = resolve_config(plan)
     est = estimate(plan, cfg)
     mem = est.to_json()["memory"]
@@ -141,33 +187,76 @@ def memory(plan_file: str | None, model_name: str | None, gpu_name: str, gbs: in
     if plot is not None:
         from perfmodel.output import plots
 
-        plots.memory_plot(mem, plot, f"{where}: tp={cfg.tp} pp={cfg.pp} dp={cfg.dp} "
-                          f"mbs={cfg.micro_batch_size} {cfg.recompute} recompute")
+        plots.memory_plot(
+            mem,
+            plot,
+            f"{where}: tp={cfg.tp} pp={cfg.pp} dp={cfg.dp} "
+            f"mbs={cfg.micro_batch_size} {cfg.recompute} recompute",
+        )
     if as_json:
         console.emit_json({**mem, "config": cfg.as_dict()})
     else:
-        render.memory(mem, f"Memory per GPU, most loaded stage: {where}; "
-                      + render.config_text(cfg.as_dict(), est.stage_layers))
+        render.memory(
+            mem,
+            f"Memory per GPU, most loaded stage: {where}; "
+            + render.config_text(cfg.as_dict(), est.stage_layers),
+        )
 
 
 @click.command("schedule")
 @click.argument("plan_file", required=False)
-@click.option("-m", "--micro-batches", "m", type=count(), help="Micro-batches m (default: the plan's).")
+@click.option(
+    "-m", "--micro-batches", "m", type=count(), help="Micro-batches m (default: the plan's)."
+)
 @click.option("-p", "--stages", "p", type=count(), help="Pipeline stages p (default: the plan's).")
 @click.option("-v", "--virtual", "v", type=count(), help="Virtual stages per GPU (interleaved).")
-@click.option("--schedule", "sched", type=click.Choice(["gpipe", "1f1b", "interleaved"]),
-              help="Default: interleaved when v > 1, else 1f1b (or the plan's).")
-@click.option("--tf", type=Finite(0, 1e12), default=1.0, show_default=True,
-              help="Forward time per stage without a plan (any unit).")
-@click.option("--tb", type=Finite(0, 1e12), default=2.0, show_default=True,
-              help="Backward time per stage without a plan.")
-@click.option("--latency", type=Finite(0, 1e12), default=0.0, show_default=True,
-              help="Point-to-point time between stages without a plan.")
-@click.option("--width", type=count(30, 1000), default=80, show_default=True, help="Gantt width in columns.")
-@click.option("--svg", "svg_file", type=click.Path(dir_okay=False), help="Also write the Gantt chart as SVG.")
+@click.option(
+    "--schedule",
+    "sched",
+    type=click.Choice(["gpipe", "1f1b", "interleaved"]),
+    help="Default: interleaved when v > 1, else 1f1b (or the plan's).",
+)
+@click.option(
+    "--tf",
+    type=Finite(0, 1e12),
+    default=1.0,
+    show_default=True,
+    help="Forward time per stage without a plan (any unit).",
+)
+@click.option(
+    "--tb",
+    type=Finite(0, 1e12),
+    default=2.0,
+    show_default=True,
+    help="Backward time per stage without a plan.",
+)
+@click.option(
+    "--latency",
+    type=Finite(0, 1e12),
+    default=0.0,
+    show_default=True,
+    help="Point-to-point time between stages without a plan.",
+)
+@click.option(
+    "--width", type=count(30, 1000), default=80, show_default=True, help="Gantt width in columns."
+)
+@click.option(
+    "--svg", "svg_file", type=click.Path(dir_okay=False), help="Also write the Gantt chart as SVG."
+)
 @json_option
-def schedule_cmd(plan_file: str | None, m: int | None, p: int | None, v: int | None, sched: str | None,
-                 tf: float, tb: float, latency: float, width: int, svg_file: str | None, as_json: bool) -> None:
+def schedule_cmd(
+    plan_file: str | None,
+    m: int | None,
+    p: int | None,
+    v: int | None,
+    sched: str | None,
+    tf: float,
+    tb: float,
+    latency: float,
+    width: int,
+    svg_file: str | None,
+    as_json: bool,
+) -> None:
     """Simulate a pipeline schedule and draw its Gantt chart (one row per stage).
 
     Without a plan the stages are equal (--tf, --tb). With a plan, the stage times come from
@@ -201,5 +290,9 @@ def schedule_cmd(plan_file: str | None, m: int | None, p: int | None, v: int | N
     if as_json:
         console.emit_json(sim.to_json())
     else:
-        render.schedule(sim, gantt.text_rows(sim, width) + gantt.time_axis(sim, width), gantt.legend(sim, width),
-                        title)
+        render.schedule(
+            sim,
+            gantt.text_rows(sim, width) + gantt.time_axis(sim, width),
+            gantt.legend(sim, width),
+            title,
+        )

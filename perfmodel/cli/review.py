@@ -7,21 +7,41 @@ from typing import Any
 
 import click
 
-from perfmodel.cli.common import (count, format_option, json_option, launch_options, load_plan,
-                                  parallel_options, write_text)
+from perfmodel.cli.common import (
+    count,
+    format_option,
+    json_option,
+    launch_options,
+    load_plan,
+    parallel_options,
+    write_text,
+)
 
 
 @click.command("check")
 @click.argument("plan_file", required=False)
-@click.option("--ignore", "ignored", multiple=True, help="Silence a rule ID (repeatable); plans may list `ignore:`.")
+@click.option(
+    "--ignore",
+    "ignored",
+    multiple=True,
+    help="Silence a rule ID (repeatable); plans may list `ignore:`.",
+)
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
-@click.option("--list-rules", is_flag=True, help="Print the rule catalogue and why each rule matters.")
+@click.option(
+    "--list-rules", is_flag=True, help="Print the rule catalogue and why each rule matters."
+)
 @parallel_options
 @launch_options
 @format_option
 @json_option
-def check_cmd(plan_file: str | None, ignored: tuple[str, ...], strict: bool, list_rules: bool, as_json: bool,
-              **kw: Any) -> None:
+def check_cmd(
+    plan_file: str | None,
+    ignored: tuple[str, ...],
+    strict: bool,
+    list_rules: bool,
+    as_json: bool,
+    **kw: Any,
+) -> None:
     """Review a plan like a reviewer would: each problem, its cost, the cheapest fix.
 
     Exit code 0 when there is no error, 1 when there is (with --strict, also on warnings), so the
@@ -37,8 +57,12 @@ def check_cmd(plan_file: str | None, ignored: tuple[str, ...], strict: bool, lis
 
     if list_rules:
         if as_json:
-            console.emit_json([{"rule": r.id, "severity": r.severity, "title": r.title, "why": r.why}
-                               for r in chk.RULES.values()])
+            console.emit_json(
+                [
+                    {"rule": r.id, "severity": r.severity, "title": r.title, "why": r.why}
+                    for r in chk.RULES.values()
+                ]
+            )
         else:
             render.rules(chk.RULES)
         return
@@ -60,8 +84,13 @@ def check_cmd(plan_file: str | None, ignored: tuple[str, ...], strict: bool, lis
 @launch_options
 @format_option
 @json_option
-def compare_cmd(plan_files: tuple[str, ...], gpus: int | None, launch_gpu: str | None, vocab_size: int | None,
-                as_json: bool) -> None:
+def compare_cmd(
+    plan_files: tuple[str, ...],
+    gpus: int | None,
+    launch_gpu: str | None,
+    vocab_size: int | None,
+    as_json: bool,
+) -> None:
     """Plans side by side: configuration, per-iteration breakdown, memory, MFU and check findings,
     each figure with its difference from the first plan, and what decides the difference.
 
@@ -81,27 +110,37 @@ def compare_cmd(plan_files: tuple[str, ...], gpus: int | None, launch_gpu: str |
     stems = [Path(f).stem for f in plan_files]
     labels = [s if stems.count(s) == 1 else f"{s} ({i + 1})" for i, s in enumerate(stems)]
     kw = {"gpus": gpus, "launch_gpu": launch_gpu, "vocab_size": vocab_size}
-    result = compare([(label, load_plan(f, kw, refuse_unused=False)) for label, f in zip(labels, plan_files)])
+    result = compare(
+        [(label, load_plan(f, kw, refuse_unused=False)) for label, f in zip(labels, plan_files)]
+    )
     console.emit_json(result.to_json()) if as_json else render.comparison(result)
 
 
 @click.command("sweep")
 @click.argument("plan_file")
-@click.option("--vary", required=True, help="FIELD=V1,V2,...: gpus, gbs, seq, gpu, framework, dtype, "
-              "inter_node_bandwidth, intra_node_bandwidth, or any section.field of the plan.")
-@click.option("--fixed", is_flag=True, help="Keep the plan's knobs at every value instead of searching.")
-@click.option("--plot", type=click.Path(dir_okay=False), help="Write the scaling curve (PNG, SVG or PDF).")
+@click.option(
+    "--vary",
+    required=True,
+    help=(
+        "FIELD=V1,V2,...: gpus, gbs, seq, gpu, framework, dtype, "
+        "inter_node_bandwidth, intra_node_bandwidth, or any section.field of the plan."
+    ),
+)
+@click.option(
+    "--fixed", is_flag=True, help="Keep the plan's knobs at every value instead of searching."
+)
+@click.option(
+    "--plot", type=click.Path(dir_okay=False), help="Write the scaling curve (PNG, SVG or PDF)."
+)
 @format_option
 @json_option
 def sweep_cmd(plan_file: str, vary: str, fixed: bool, plot: str | None, as_json: bool) -> None:
-    """What if: one field of the plan over several values; at each, the fastest configuration that fits
-    (or, with --fixed, the plan's own) with its step time, throughput, MFU and memory.
+    """What if: one field of the plan over several values; at each, the fastest configuration that
+    fits (or, with --fixed, the plan's own) with its step time, throughput, MFU and memory.
 
-    \b
-    Example:
-        perfmodel sweep gpt3-175b.yaml --vary gpus=256,512,1024
-        perfmodel sweep examples/clean-plan.yaml --vary inter_node_bandwidth="25 GB/s,12.5 GB/s" --fixed
-        perfmodel sweep gpt3-175b.yaml --vary gpu=a100-80gb,h100-sxm --json
+    \b Example: perfmodel sweep gpt3-175b.yaml --vary gpus=256,512,1024 perfmodel sweep
+    examples/clean-plan.yaml --vary inter_node_bandwidth="25 GB/s,12.5 GB/s" --fixed perfmodel sweep
+    gpt3-175b.yaml --vary gpu=a100-80gb,h100-sxm --json
     """
     from perfmodel.output import console, render
     from perfmodel.review import sweep as sw
@@ -113,14 +152,20 @@ def sweep_cmd(plan_file: str, vary: str, fixed: bool, plot: str | None, as_json:
     if plot is not None:
         from perfmodel.output import plots
 
-        plots.sweep_plot(result, f"{plan.model.name}, {plan.system.gpu.name}: tokens/s against {path}", plot)
+        plots.sweep_plot(
+            result, f"{plan.model.name}, {plan.system.gpu.name}: tokens/s against {path}", plot
+        )
     if all(p.est is None for p in result.points):
         raise click.exceptions.Exit(1)
 
 
 @click.command()
 @click.argument("cases", nargs=-1)
-@click.option("--breakdown", is_flag=True, help="Also print each run's per-iteration breakdown, as `estimate` does.")
+@click.option(
+    "--breakdown",
+    is_flag=True,
+    help="Also print each run's per-iteration breakdown, as `estimate` does.",
+)
 @json_option
 def validate(cases: tuple[str, ...], breakdown: bool, as_json: bool) -> None:
     """Predicted vs measured step times of the published runs (Narayanan 2021, Korthikanti 2022).
@@ -156,11 +201,14 @@ def validate(cases: tuple[str, ...], breakdown: bool, as_json: bool) -> None:
 @click.command("report")
 @click.argument("plan_file")
 @parallel_options
-@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="The HTML file to write.")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), required=True, help="The HTML file to write."
+)
 @launch_options
 def report_cmd(plan_file: str, output: str, **kw: Any) -> None:
-    """One self-contained HTML file to share: the plan, the best configurations, the breakdown, memory
-    against capacity, the pipeline Gantt chart, step time against memory, and the check findings.
+    """One self-contained HTML file to share: the plan, the best configurations, the breakdown,
+    memory against capacity, the pipeline Gantt chart, step time against memory, and the check
+    findings.
 
     \b
     Example:

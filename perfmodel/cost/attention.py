@@ -21,31 +21,89 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list:
     act, h = o.act_bytes, m.hidden
     M, t, tok = x.tokens, x.t, x.tok
     ln_bwd = layernorm_backward_bytes(act, o.persist_ln)
-    ops: list = tag([Pointwise("layernorm 1", M * h / tok, 2 * act, ln_bwd, 8, "tokens", m.norm_params,
-                               saved=act * M * h / tok)], "layernorm")
+    ops: list = tag(
+        [
+            Pointwise(
+                "layernorm 1",
+                M * h / tok,
+                2 * act,
+                ln_bwd,
+                8,
+                "tokens",
+                m.norm_params,
+                saved=act * M * h / tok,
+            )
+        ],
+        "layernorm",
+    )
     if m.kv_lora:
         ops += _mla_projections(m, o, x)
         first = "KV up-projection"
     else:
         qkv_n = m.q_dim + 2 * m.kv_dim
-        ops.append(Gemm("QKV projection", M, h, qkv_n / t, 1, "column", h * qkv_n + (qkv_n if m.bias else 0),
-                        saved=act * M * h / tok))
-        if m.bias and not o.bias_fused:  # output += bias after the GEMM; backward: bias gradient, a reduction
+        ops.append(
+            Gemm(
+                "QKV projection",
+                M,
+                h,
+                qkv_n / t,
+                1,
+                "column",
+                h * qkv_n + (qkv_n if m.bias else 0),
+                saved=act * M * h / tok,
+            )
+        )
+        if (
+            m.bias and not o.bias_fused
+        ):  # output += bias after the GEMM; backward: bias gradient, a reduction
             ops.append(Pointwise("QKV bias add", M * qkv_n / t, 2 * act, act, 1, "column"))
         if m.qk_norm:  # RMSNorm over each head's d channels of Q and of K (gamma: d each)
             qk_el = M * (m.q_dim + m.kv_dim) / t
-            ops.append(Pointwise("Q and K norms", qk_el, 2 * act, ln_bwd, 8, "heads", 2 * m.d, saved=act * qk_el))
+            ops.append(
+                Pointwise(
+                    "Q and K norms", qk_el, 2 * act, ln_bwd, 8, "heads", 2 * m.d, saved=act * qk_el
+                )
+            )
         first = "QKV projection"
     ops += attention_core(m, o, x)
     if not m.kv_lora:
-        # backward: the q, k, v gradients are concatenated into the fused QKV gradient (split's backward)
-        ops.append(Pointwise("QKV gradient concat", M * (m.q_dim + 2 * m.kv_dim) / t, 0.0, 2 * act, 0, "column"))
-    ops.append(Gemm("output projection", M, m.q_dim / t, h, 1, "row", m.q_dim * h + (h if m.bias else 0),
-                    saved=act * M * m.q_dim / t))
-    ops.append(_tp_collective("TP comm after attention", M * h * act, first, "output projection", o.tp_overlap_ub))
+        # backward: the q, k, v gradients are concatenated into the fused QKV gradient (split's
+        # backward)
+        ops.append(
+            Pointwise(
+                "QKV gradient concat", M * (m.q_dim + 2 * m.kv_dim) / t, 0.0, 2 * act, 0, "column"
+            )
+        )
+    ops.append(
+        Gemm(
+            "output projection",
+            M,
+            m.q_dim / t,
+            h,
+            1,
+            "row",
+            m.q_dim * h + (h if m.bias else 0),
+            saved=act * M * m.q_dim / t,
+        )
+    )
+    ops.append(
+        _tp_collective(
+            "TP comm after attention", M * h * act, first, "output projection", o.tp_overlap_ub
+        )
+    )
     if m.sandwich:  # Gemma 2: the attention output is normed before the residual add
-        ops.append(Pointwise("post-attention norm", M * h / tok, 2 * act, ln_bwd, 8, "tokens", m.norm_params,
-                             saved=act * M * h / tok))
+        ops.append(
+            Pointwise(
+                "post-attention norm",
+                M * h / tok,
+                2 * act,
+                ln_bwd,
+                8,
+                "tokens",
+                m.norm_params,
+                saved=act * M * h / tok,
+            )
+        )
     ops.append(_residual(m, o, "1", M * h / tok))
     # the residual branch point's two gradients (through the norm, and straight) are summed
     ops.append(Pointwise("residual gradient add 1", M * h / tok, 0.0, 3 * act, 1, "tokens"))
@@ -53,91 +111,220 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list:
 
 
 def _mla_projections(m: LayerShape, o: Options, x: Split) -> list:
-    """Multi-head latent attention (DeepSeek-V2, Sec. 2.1; Megatron-Core MLA): queries and keys/values
-    pass through low-rank latents. The down-projections are small and replicated over TP (each rank
-    runs them on all its tokens); the up-projections are column-parallel by heads. The keys' RoPE part
-    (qk_rope) is shared by all heads and comes straight from the KV down-projection."""
+    """Multi-head latent attention (DeepSeek-V2, Sec. 2.1; Megatron-Core MLA): queries and
+    keys/values pass through low-rank latents. The down-projections are small and replicated over TP
+    (each rank runs them on all its tokens); the up-projections are column-parallel by heads. The
+    keys' RoPE part (qk_rope) is shared by all heads and comes straight from the KV down-projection.
+    """
     act, h, a = o.act_bytes, m.hidden, m.heads
     M, t = x.tokens, x.t
     qk = m.qk_nope + m.qk_rope
     ops: list = []
     if m.q_lora:
-        ops += [Gemm("Q down-projection", M, h, m.q_lora, 1, "replicated", h * m.q_lora, saved=act * M * h),
-                Pointwise("Q norm", M * m.q_lora, 2 * act, 3 * act, 8, "replicated", m.q_lora,
-                          saved=act * M * m.q_lora),
-                Gemm("Q up-projection", M, m.q_lora, a * qk / t, 1, "column", m.q_lora * a * qk,
-                     saved=act * M * m.q_lora, modules=("mla_up_proj",))]
+        ops += [
+            Gemm(
+                "Q down-projection",
+                M,
+                h,
+                m.q_lora,
+                1,
+                "replicated",
+                h * m.q_lora,
+                saved=act * M * h,
+            ),
+            Pointwise(
+                "Q norm",
+                M * m.q_lora,
+                2 * act,
+                3 * act,
+                8,
+                "replicated",
+                m.q_lora,
+                saved=act * M * m.q_lora,
+            ),
+            Gemm(
+                "Q up-projection",
+                M,
+                m.q_lora,
+                a * qk / t,
+                1,
+                "column",
+                m.q_lora * a * qk,
+                saved=act * M * m.q_lora,
+                modules=("mla_up_proj",),
+            ),
+        ]
     else:
-        ops.append(Gemm("Q projection", M, h, a * qk / t, 1, "column", h * a * qk, saved=act * M * h))
+        ops.append(
+            Gemm("Q projection", M, h, a * qk / t, 1, "column", h * a * qk, saved=act * M * h)
+        )
     kv_down = m.kv_lora + m.qk_rope
-    ops += [Gemm("KV down-projection", M, h, kv_down, 1, "replicated", h * kv_down, saved=act * M * h),
-            Pointwise("KV norm", M * m.kv_lora, 2 * act, 3 * act, 8, "replicated", m.kv_lora,
-                      saved=act * M * m.kv_lora),
-            Gemm("KV up-projection", M, m.kv_lora, a * (m.qk_nope + m.v_head) / t, 1, "column",
-                 m.kv_lora * a * (m.qk_nope + m.v_head), saved=act * M * m.kv_lora, modules=("mla_up_proj",))]
+    ops += [
+        Gemm("KV down-projection", M, h, kv_down, 1, "replicated", h * kv_down, saved=act * M * h),
+        Pointwise(
+            "KV norm",
+            M * m.kv_lora,
+            2 * act,
+            3 * act,
+            8,
+            "replicated",
+            m.kv_lora,
+            saved=act * M * m.kv_lora,
+        ),
+        Gemm(
+            "KV up-projection",
+            M,
+            m.kv_lora,
+            a * (m.qk_nope + m.v_head) / t,
+            1,
+            "column",
+            m.kv_lora * a * (m.qk_nope + m.v_head),
+            saved=act * M * m.kv_lora,
+            modules=("mla_up_proj",),
+        ),
+    ]
     return ops
 
 
 def attention_core(m: LayerShape, o: Options, x: Split) -> list:
     """softmax(Q K^T / sqrt(d)) V over a/t heads per rank: the part selective recompute repeats.
 
-    Unfused (Megatron's CoreAttention): batched QK^T and attention x V GEMMs over the head dimension,
-    the fused scale-mask-softmax (reads and writes s^2 per head; backward reads y and dy, writes dx),
-    dropout on the probabilities (1-byte mask), and the context's permute + contiguous copy
-    [b a/t, s, d] -> [s, b, h/t]. Fused (flash): one kernel with the same GEMM FLOPs, the masked half
-    skipped when causal, that reads Q, K, V and writes the output (and keeps the fp32 softmax
-    statistics for its backward).
+    Unfused (Megatron's CoreAttention): batched QK^T and attention x V GEMMs over the head
+    dimension, the fused scale-mask-softmax (reads and writes s^2 per head; backward reads y and dy,
+    writes dx), dropout on the probabilities (1-byte mask), and the context's permute + contiguous
+    copy [b a/t, s, d] -> [s, b, h/t]. Fused (flash): one kernel with the same GEMM FLOPs, the
+    masked half skipped when causal, that reads Q, K, V and writes the output (and keeps the fp32
+    softmax statistics for its backward).
 
-    Context parallelism: each rank's queries are its s/cp tokens and its keys the whole sequence, met
-    chunk by chunk; with causal load balancing (each rank holds chunks i and 2cp-1-i) every rank does
-    1/cp of the work. The ring (p2p) variant passes K and V around the cp ranks in cp-1 steps, each
-    overlapped with the attention on the chunk at hand; the all-to-all (Ulysses) variant trades the
-    sequence split for a head split before the core and back after it (Jacobs et al. 2023)."""
+    Context parallelism: each rank's queries are its s/cp tokens and its keys the whole sequence,
+    met chunk by chunk; with causal load balancing (each rank holds chunks i and 2cp-1-i) every rank
+    does 1/cp of the work. The ring (p2p) variant passes K and V around the cp ranks in cp-1 steps,
+    each overlapped with the attention on the chunk at hand; the all-to-all (Ulysses) variant trades
+    the sequence split for a head split before the core and back after it (Jacobs et al. 2023)."""
     act, b, s, t, cp = o.act_bytes, x.b, x.s, x.t, x.cp
     qk_d = (m.qk_nope + m.qk_rope) if m.kv_lora else m.d
     v_d = m.v_head if m.kv_lora else m.d
-    k_width = m.heads * qk_d if m.kv_lora else m.kv_dim     # per-token width of K and of V
+    k_width = m.heads * qk_d if m.kv_lora else m.kv_dim  # per-token width of K and of V
     v_width = m.heads * v_d if m.kv_lora else m.kv_dim
     M = x.tokens
-    nb = b * m.heads / t                                    # independent (s x d)(d x s) products
+    nb = b * m.heads / t  # independent (s x d)(d x s) products
     sq = s / cp
-    q_bytes, k_bytes, v_bytes = act * M * m.heads * qk_d / t, act * M * k_width / t, act * M * v_width / t
-    scores = Gemm("attention scores QK^T", sq, qk_d, s, nb, "heads", attention_core=True,
-                  saved=q_bytes + k_bytes)
-    context = Gemm("attention x V", sq, s, v_d, nb, "heads", attention_core=True, saved=v_bytes,
-                   saved_core=act * nb * sq * s if o.dropout else 0.0)  # the dropout output (else the softmax's)
+    q_bytes, k_bytes, v_bytes = (
+        act * M * m.heads * qk_d / t,
+        act * M * k_width / t,
+        act * M * v_width / t,
+    )
+    scores = Gemm(
+        "attention scores QK^T",
+        sq,
+        qk_d,
+        s,
+        nb,
+        "heads",
+        attention_core=True,
+        saved=q_bytes + k_bytes,
+    )
+    context = Gemm(
+        "attention x V",
+        sq,
+        s,
+        v_d,
+        nb,
+        "heads",
+        attention_core=True,
+        saved=v_bytes,
+        saved_core=act * nb * sq * s if o.dropout else 0.0,
+    )  # the dropout output (else the softmax's)
     exchange = _cp_exchange(m, o, x, q_bytes + k_bytes + v_bytes, k_bytes + v_bytes)
     before, after = list(exchange[:1]), list(exchange[1:])
     if o.flash:
         io = act * M * (2 * m.heads * qk_d + 2 * v_width) / t
         lse = 4.0 * nb * sq  # fp32 log-sum-exp per query row and head
-        core = FusedAttention("attention core (flash)", (scores, context), io, m.executed_attention(s, o.causal),
-                              saved=q_bytes + k_bytes + v_bytes + lse)
+        core = FusedAttention(
+            "attention core (flash)",
+            (scores, context),
+            io,
+            m.executed_attention(s, o.causal),
+            saved=q_bytes + k_bytes + v_bytes + lse,
+        )
         return before + [core] + after
-    return before + [scores,
-                      Pointwise("softmax", nb * sq * s, 2 * act, 3 * act, 5, "heads", attention_core=True,
-                                saved_core=act * nb * sq * s),
-                      *([Pointwise("attention dropout", nb * sq * s, 2 * act + 1, 2 * act + 1, 1, "heads",
-                                   attention_core=True, saved_core=nb * sq * s)] if o.dropout else []),
-                      context,
-                      Pointwise("context transpose", M * m.q_dim / t, 2 * act, 2 * act, 0, "heads",
-                                attention_core=True)] + after
+    return (
+        before
+        + [
+            scores,
+            Pointwise(
+                "softmax",
+                nb * sq * s,
+                2 * act,
+                3 * act,
+                5,
+                "heads",
+                attention_core=True,
+                saved_core=act * nb * sq * s,
+            ),
+            *(
+                [
+                    Pointwise(
+                        "attention dropout",
+                        nb * sq * s,
+                        2 * act + 1,
+                        2 * act + 1,
+                        1,
+                        "heads",
+                        attention_core=True,
+                        saved_core=nb * sq * s,
+                    )
+                ]
+                if o.dropout
+                else []
+            ),
+            context,
+            Pointwise(
+                "context transpose",
+                M * m.q_dim / t,
+                2 * act,
+                2 * act,
+                0,
+                "heads",
+                attention_core=True,
+            ),
+        ]
+        + after
+    )
 
 
 def _cp_exchange(m: LayerShape, o: Options, x: Split, qkv_bytes, kv_bytes) -> tuple:
-    """(before the core, after it): the CP ring's K/V passes, or Ulysses' two all-to-alls. Empty lists'
-    worth of time at cp = 1 (a ring of one rank has no step; an all-to-all of one rank moves nothing)."""
+    """(before the core, after it): the CP ring's K/V passes, or Ulysses' two all-to-alls. Empty
+    lists' worth of time at cp = 1 (a ring of one rank has no step; an all-to-all of one rank moves
+    nothing).
+    """
     core = "attention core (flash)" if o.flash else "attention scores QK^T"
     if not np.any(x.cp > 1):
         return ()
     if o.cp_comm == "a2a":
         out_bytes = o.act_bytes * x.tokens * m.q_dim / x.t
-        return (Collective("CP all-to-all of Q, K, V", "cp", qkv_bytes, fwd=(Transfer("all-to-all"),),
-                           bwd=(Transfer("all-to-all"),)),
-                Collective("CP all-to-all of the output", "cp", out_bytes, fwd=(Transfer("all-to-all"),),
-                           bwd=(Transfer("all-to-all"),)))
+        return (
+            Collective(
+                "CP all-to-all of Q, K, V",
+                "cp",
+                qkv_bytes,
+                fwd=(Transfer("all-to-all"),),
+                bwd=(Transfer("all-to-all"),),
+            ),
+            Collective(
+                "CP all-to-all of the output",
+                "cp",
+                out_bytes,
+                fwd=(Transfer("all-to-all"),),
+                bwd=(Transfer("all-to-all"),),
+            ),
+        )
     steps = x.cp - 1
-    ring = Collective("CP ring exchange of K, V", "cp", kv_bytes,
-                      fwd=(Transfer("p2p", behind=(core, "fwd"), repeat=steps, share=1 / x.cp),),
-                      bwd=(Transfer("p2p", behind=(core, "bwd"), repeat=steps, share=1 / x.cp, scale=2.0),))
+    ring = Collective(
+        "CP ring exchange of K, V",
+        "cp",
+        kv_bytes,
+        fwd=(Transfer("p2p", behind=(core, "fwd"), repeat=steps, share=1 / x.cp),),
+        bwd=(Transfer("p2p", behind=(core, "bwd"), repeat=steps, share=1 / x.cp, scale=2.0),),
+    )
     return (ring,)

@@ -70,12 +70,14 @@ def group_spans_nodes(group_size, stride, gpus_per_node):
     return np.asarray(group_size) * np.asarray(stride) > gpus_per_node
 
 
-def all_to_all_time(size_bytes, n, ranks_per_node, intra_bw, intra_alpha, inter_bw, inter_alpha, inter_scale=1.0):
-    """Seconds of an all-to-all of ``size_bytes`` per rank over n ranks, ``ranks_per_node`` of them in
-    each node: every rank sends (n-1)/n of its data, 1/n to each peer (SPEC 3); the share for peers
-    in its own node goes over the intra-node link and the rest over the NIC at the same time, so
-    the slower part sets the time (NCCL's all-to-all posts every peer's send at once). ``inter_scale``
-    shrinks the bytes that cross nodes (node_dedup)."""
+def all_to_all_time(
+    size_bytes, n, ranks_per_node, intra_bw, intra_alpha, inter_bw, inter_alpha, inter_scale=1.0
+):
+    """Seconds of an all-to-all of ``size_bytes`` per rank over n ranks, ``ranks_per_node`` of them
+    in each node: every rank sends (n-1)/n of its data, 1/n to each peer (SPEC 3); the share for
+    peers in its own node goes over the intra-node link and the rest over the NIC at the same time,
+    so the slower part sets the time (NCCL's all-to-all posts every peer's send at once).
+    ``inter_scale`` shrinks the bytes that cross nodes (node_dedup)."""
     n = np.asarray(n, dtype=float)
     r = np.clip(np.asarray(ranks_per_node, dtype=float), 1.0, np.maximum(n, 1.0))
     per_peer = np.asarray(size_bytes, dtype=float) / np.maximum(n, 1.0)
@@ -85,8 +87,9 @@ def all_to_all_time(size_bytes, n, ranks_per_node, intra_bw, intra_alpha, inter_
 
 
 def node_dedup(n, ranks_per_node, k: int):
-    """Share of a token's k expert copies that must cross to remote nodes when each remote node receives
-    the token once and fans it out over NVLink (DeepEP, DeepSeek-V3 report Sec. 3.2.2): the expected
-    distinct nodes among k uniform picks of N = n / ranks_per_node, N (1 - (1 - 1/N)^k), over k."""
+    """Share of a token's k expert copies that must cross to remote nodes when each remote node
+    receives the token once and fans it out over NVLink (DeepEP, DeepSeek-V3 report Sec. 3.2.2): the
+    expected distinct nodes among k uniform picks of N = n / ranks_per_node, N (1 - (1 - 1/N)^k),
+    over k."""
     nodes = np.maximum(np.asarray(n, dtype=float) / np.maximum(ranks_per_node, 1), 1.0)
     return nodes * (1 - (1 - 1 / nodes) ** k) / k

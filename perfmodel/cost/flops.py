@@ -17,9 +17,9 @@ from .transformer import LayerShape, Options, decoder_layer, lm_head
 
 
 def layer_forward_flops(shape: LayerShape, b, s, moe: bool = False) -> dict[str, object]:
-    """Forward FLOPs of one whole layer (before any parallelism) for b sequences, by GEMM, read off the
-    layer's description (cost/transformer.decoder_layer; SPEC 5). A MoE layer counts the k experts
-    each token is routed to, the router and the shared experts: the active FLOPs."""
+    """Forward FLOPs of one whole layer (before any parallelism) for b sequences, by GEMM, read off
+    the layer's description (cost/transformer.decoder_layer; SPEC 5). A MoE layer counts the k
+    experts each token is routed to, the router and the shared experts: the active FLOPs."""
     block = decoder_layer(shape, Options(), b, s, 1, False, moe=moe)
     out: dict[str, object] = {}
     for g in block.gemms():
@@ -40,7 +40,9 @@ def _layers(shape: LayerShape, B, s, L, moe_layers):
 
 def model_flops(shape: LayerShape, B, s, L, moe_layers: int = 0):
     """Model FLOPs per step: 3 x forward (forward + 2x backward), no recompute, active experts only
-    (generalizes Korthikanti eq. 7; the attention core is counted over the whole s x s, as eq. 7 does)."""
+    (generalizes Korthikanti eq. 7; the attention core is counted over the whole s x s, as eq. 7
+    does).
+    """
     dense, moe, n_dense = _layers(shape, B, s, L, moe_layers)
     fwd = n_dense * dense.matmul_flops() + (moe_layers * moe.matmul_flops() if moe else 0.0)
     return 3.0 * (fwd + logits_forward_flops(shape, B, s))
@@ -75,13 +77,21 @@ def megatron_core_flops(shape: LayerShape, B, s, L, moe_layers: int = 0):
     if shape.kv_lora:
         qk = shape.qk_nope + shape.qk_rope
         q = shape.q_lora * (h + a * qk + 1) if shape.q_lora else h * a * qk
-        attn = (q + shape.kv_lora * (h + a * (shape.qk_nope + shape.v_head) + 1) + h * shape.qk_rope
-                + a * shape.v_head * h + s * a * qk / 2 + s * a * shape.v_head / 2)
+        attn = (
+            q
+            + shape.kv_lora * (h + a * (shape.qk_nope + shape.v_head) + 1)
+            + h * shape.qk_rope
+            + a * shape.v_head * h
+            + s * a * qk / 2
+            + s * a * shape.v_head / 2
+        )
     else:
         qd, kd = shape.heads * shape.d, shape.groups * shape.d
         attn = h * (qd + 2 * kd) + qd * s / 2 * 2 + qd * h
-    mlp = h * (shape.ffn * n * (L - moe_layers)
-               + (shape.moe_ffn * shape.top_k * n + shape.shared_ffn * n) * moe_layers)
+    mlp = h * (
+        shape.ffn * n * (L - moe_layers)
+        + (shape.moe_ffn * shape.top_k * n + shape.shared_ffn * n) * moe_layers
+    )
     return B * s * (6.0 * mlp + 6.0 * attn * L + 6.0 * h * V)
 
 
@@ -91,7 +101,8 @@ def korthikanti_model_flops(B, s, L, h, V):
 
 
 def narayanan_hardware_flops(B, s, L, h, V):
-    """96 B s L h^2 (1 + s/(6h) + V/(16hL)): Narayanan et al. 2021, eq. 3 (full recompute). FLOPs per step."""
+    """96 B s L h^2 (1 + s/(6h) + V/(16hL)): Narayanan et al. 2021, eq. 3 (full recompute). FLOPs
+    per step."""
     return 96.0 * B * s * L * h**2 * (1 + s / (6 * h) + V / (16 * h * L))
 
 

@@ -26,11 +26,11 @@ class Op:
     """One timed operation: forward FLOPs and HBM bytes (wire bytes per rank for comm), seconds."""
 
     name: str
-    kind: str            # gemm | attention | elementwise | comm
+    kind: str  # gemm | attention | elementwise | comm
     flops: np.ndarray
     bytes: np.ndarray
     fwd_s: np.ndarray
-    bwd_s: np.ndarray    # backward time on the critical path (exposed part for comm)
+    bwd_s: np.ndarray  # backward time on the critical path (exposed part for comm)
     attention_core: bool = False  # recomputed by selective recompute
     compute_bound: np.ndarray | None = None
 
@@ -39,35 +39,46 @@ class Op:
 class Hardware:
     """The numbers of a GPU the op times need (SI units), for one compute dtype."""
 
-    peak: float              # FLOP/s of the GEMM dtype
-    hbm_bw: float            # bytes/s
+    peak: float  # FLOP/s of the GEMM dtype
+    hbm_bw: float  # bytes/s
     num_sms: int
     gemm_eff: float
     k_overhead: float
     hbm_eff: float
-    attn_eff: float          # fused attention: fraction of peak
-    overhead_s: float        # per kernel
-    overlap_penalty: float   # fraction of overlapped comm time still paid (SM/HBM contention)
-    tail_waves: bool         # classic wave quantization (False: stream-K balanced tails)
-    core_eff: float          # unfused attention core: fraction of its roofline speed it reaches
-    attn_peak: float = 0.0   # FLOP/s of the attention core (BF16 even when the GEMMs run FP8); 0: peak
+    attn_eff: float  # fused attention: fraction of peak
+    overhead_s: float  # per kernel
+    overlap_penalty: float  # fraction of overlapped comm time still paid (SM/HBM contention)
+    tail_waves: bool  # classic wave quantization (False: stream-K balanced tails)
+    core_eff: float  # unfused attention core: fraction of its roofline speed it reaches
+    # FLOP/s of the attention core (BF16 even when the GEMMs run FP8); 0: peak
+    attn_peak: float = 0.0
     attn_gemm_eff: float = 0.0
 
     @classmethod
     def from_gpu(cls, gpu, dtype: str) -> "Hardware":
-        """FP8 GEMMs run at the FP8 peak and its efficiency; attention stays in BF16 (Transformer Engine)."""
+        """FP8 GEMMs run at the FP8 peak and its efficiency; attention stays in BF16 (Transformer
+        Engine)."""
         fp8 = dtype == "fp8"
         eff = (gpu.fp8_gemm_efficiency or gpu.gemm_efficiency) if fp8 else gpu.gemm_efficiency
         attn_dtype = "bf16" if fp8 else dtype
-        # a tile's prologue and epilogue take the same time at any dtype, so at twice the math rate they
-        # cost twice the K elements (GPU.gemm_k_overhead is measured in BF16)
+        # a tile's prologue and epilogue take the same time at any dtype, so at twice the math rate
+        # they cost twice the K elements (GPU.gemm_k_overhead is measured in BF16)
         k0 = gpu.gemm_k_overhead * (gpu.peak(dtype) / gpu.peak("bf16") if fp8 else 1.0)
-        return cls(peak=gpu.peak(dtype), hbm_bw=gpu.hbm_bandwidth_bytes_per_s, num_sms=gpu.num_sms,
-                   gemm_eff=eff, k_overhead=k0, hbm_eff=gpu.hbm_efficiency,
-                   attn_eff=gpu.attention_efficiency, overhead_s=gpu.kernel_overhead_s,
-                   overlap_penalty=gpu.comm_overlap_penalty, tail_waves=gpu.gemm_tail_waves,
-                   core_eff=gpu.unfused_attention_efficiency, attn_peak=gpu.peak(attn_dtype),
-                   attn_gemm_eff=gpu.gemm_efficiency)
+        return cls(
+            peak=gpu.peak(dtype),
+            hbm_bw=gpu.hbm_bandwidth_bytes_per_s,
+            num_sms=gpu.num_sms,
+            gemm_eff=eff,
+            k_overhead=k0,
+            hbm_eff=gpu.hbm_efficiency,
+            attn_eff=gpu.attention_efficiency,
+            overhead_s=gpu.kernel_overhead_s,
+            overlap_penalty=gpu.comm_overlap_penalty,
+            tail_waves=gpu.gemm_tail_waves,
+            core_eff=gpu.unfused_attention_efficiency,
+            attn_peak=gpu.peak(attn_dtype),
+            attn_gemm_eff=gpu.gemm_efficiency,
+        )
 
 
 @dataclass(frozen=True)
@@ -84,24 +95,39 @@ class Link:
     ranks_per_node: object = None
 
     def seconds(self, kind: str, message, n, dedup_k: int = 0):
-        """Time of one collective of ``message`` bytes over n ranks (SPEC 3). ``dedup_k``: the message
-        is k copies of each token, and a copy bound for a node the token already goes to stays off the
-        NIC (DeepEP's node-level dispatch)."""
+        """Time of one collective of ``message`` bytes over n ranks (SPEC 3). ``dedup_k``: the
+        message is k copies of each token, and a copy bound for a node the token already goes to
+        stays off the NIC (DeepEP's node-level dispatch)."""
         if kind == "all-to-all" and self.ranks_per_node is not None:
             scale = coll.node_dedup(n, self.ranks_per_node, dedup_k) if dedup_k else 1.0
-            return coll.all_to_all_time(message, n, self.ranks_per_node, self.intra_bandwidth, self.intra_latency,
-                                        self.bandwidth, self.latency, scale)
+            return coll.all_to_all_time(
+                message,
+                n,
+                self.ranks_per_node,
+                self.intra_bandwidth,
+                self.intra_latency,
+                self.bandwidth,
+                self.latency,
+                scale,
+            )
         return sum(coll.collective_time(kind, message, n, self.bandwidth, self.latency))
 
 
 def _gemm_time(hw: Hardware, M, K, N, dt, batch, core, attention: bool = False):
-    """Seconds of one GEMM at the roofline with the efficiency of its shape (the attention core's at the
-    attention dtype's peak)."""
+    """Seconds of one GEMM at the roofline with the efficiency of its shape (the attention core's at
+    the attention dtype's peak)."""
     peak = (hw.attn_peak or hw.peak) if attention else hw.peak
     base = (hw.attn_gemm_eff or hw.gemm_eff) if attention else hw.gemm_eff
     eff = gemm_efficiency(M, N, K, hw.num_sms, base, hw.k_overhead, batch, hw.tail_waves)
-    return kernel_time(gemm_flops(M, K, N, batch), gemm_bytes(M, K, N, dt, batch), peak, hw.hbm_bw,
-                       eff * core, hw.hbm_eff * core, hw.overhead_s)
+    return kernel_time(
+        gemm_flops(M, K, N, batch),
+        gemm_bytes(M, K, N, dt, batch),
+        peak,
+        hw.hbm_bw,
+        eff * core,
+        hw.hbm_eff * core,
+        hw.overhead_s,
+    )
 
 
 def _time_gemm(hw: Hardware, g: Gemm, dt: float):
@@ -116,7 +142,11 @@ def _time_gemm(hw: Hardware, g: Gemm, dt: float):
     wgrad = _gemm_time(hw, g.K, M, g.N, dt, g.batch, core, a)
     flops, nbytes = g.flops, g.bytes(dt)
     bound = ~is_memory_bound(flops, nbytes, hw.peak, hw.hbm_bw)
-    return Op(g.name, "gemm", flops, nbytes, fwd, dgrad + wgrad, g.attention_core, bound), dgrad, wgrad
+    return (
+        Op(g.name, "gemm", flops, nbytes, fwd, dgrad + wgrad, g.attention_core, bound),
+        dgrad,
+        wgrad,
+    )
 
 
 def _time_pointwise(hw: Hardware, p: Pointwise) -> Op:
@@ -128,9 +158,20 @@ def _time_pointwise(hw: Hardware, p: Pointwise) -> Op:
     def run(bytes_per_el):
         if not bytes_per_el:
             return np.zeros(el.shape)
-        return kernel_time(el * p.flops_per_el, el * bytes_per_el, hw.peak, hw.hbm_bw, 1.0, hbm_eff, hw.overhead_s)
-    return Op(p.name, "elementwise", el * p.flops_per_el, el * p.fwd_bytes_per_el, run(p.fwd_bytes_per_el),
-              run(p.bwd_bytes_per_el), p.attention_core, np.zeros(el.shape, dtype=bool))
+        return kernel_time(
+            el * p.flops_per_el, el * bytes_per_el, hw.peak, hw.hbm_bw, 1.0, hbm_eff, hw.overhead_s
+        )
+
+    return Op(
+        p.name,
+        "elementwise",
+        el * p.flops_per_el,
+        el * p.fwd_bytes_per_el,
+        run(p.fwd_bytes_per_el),
+        run(p.bwd_bytes_per_el),
+        p.attention_core,
+        np.zeros(el.shape, dtype=bool),
+    )
 
 
 def _time_fused_attention(hw: Hardware, fa: FusedAttention) -> Op:
@@ -142,7 +183,16 @@ def _time_fused_attention(hw: Hardware, fa: FusedAttention) -> Op:
     peak = hw.attn_peak or hw.peak
     fwd = kernel_time(run, io, peak, hw.hbm_bw, hw.attn_eff, hw.hbm_eff, hw.overhead_s)
     bwd = kernel_time(2.5 * run, 2 * io, peak, hw.hbm_bw, hw.attn_eff, hw.hbm_eff, hw.overhead_s)
-    return Op(fa.name, "attention", flops, io, fwd, bwd, True, ~is_memory_bound(flops, io, peak, hw.hbm_bw))
+    return Op(
+        fa.name,
+        "attention",
+        flops,
+        io,
+        fwd,
+        bwd,
+        True,
+        ~is_memory_bound(flops, io, peak, hw.hbm_bw),
+    )
 
 
 def overlapped(hw: Hardware, comm_s, window_s, overlap: bool):
@@ -152,10 +202,13 @@ def overlapped(hw: Hardware, comm_s, window_s, overlap: bool):
     return coll.overlapped_time(comm_s, window_s, hw.overlap_penalty) if overlap else comm_s
 
 
-def _time_collective(hw: Hardware, c: Collective, n, sp, link: Link, passes: dict, overlap: bool) -> Op:
-    """A group's transfers of each pass over its n ranks: all-reduce and its halves (a reduce-scatter or
-    an all-gather take the same ring time, SPEC 3), all-to-all, and point-to-point ring steps; each
-    runs when its condition holds, ``repeat`` times, each behind ``share`` of its op pass if any."""
+def _time_collective(
+    hw: Hardware, c: Collective, n, sp, link: Link, passes: dict, overlap: bool
+) -> Op:
+    """A group's transfers of each pass over its n ranks: all-reduce and its halves (a
+    reduce-scatter or an all-gather take the same ring time, SPEC 3), all-to-all, and point-to-point
+    ring steps; each runs when its condition holds, ``repeat`` times, each behind ``share`` of its
+    op pass if any."""
     sp = np.asarray(sp, dtype=bool)
     on = {"always": np.ones(sp.shape, dtype=bool), "sp": sp, "no_sp": ~sp}
 
@@ -176,20 +229,33 @@ def _time_collective(hw: Hardware, c: Collective, n, sp, link: Link, passes: dic
         if x.kind == "p2p":
             return x.repeat * c.message * x.scale
         return coll.bytes_per_rank(x.kind, c.message * x.scale, n)
+
     bytes_ = sum((np.where(on[x.when], wire(x), 0.0) for x in c.fwd), np.zeros(sp.shape))
     zero = np.zeros(np.shape(bytes_))
     return Op(c.name, "comm", zero, bytes_ + zero, total(c.fwd), total(c.bwd), c.attention_core)
 
 
-def time_block(hw: Hardware, block: Block, *, gemm_bytes: float, sizes: dict, sp, links: dict[str, Link],
-               overlap: bool = True) -> list[Op]:
+def time_block(
+    hw: Hardware,
+    block: Block,
+    *,
+    gemm_bytes: float,
+    sizes: dict,
+    sp,
+    links: dict[str, Link],
+    overlap: bool = True,
+) -> list[Op]:
     """Every op of ``block`` timed on one GPU, in the block's order. Compute is timed first, since a
-    collective may hide behind a later op's pass. ``sizes`` and ``links``: each group's degree and link."""
+    collective may hide behind a later op's pass. ``sizes`` and ``links``: each group's degree and
+    link.
+    """
     timed: dict[int, Op] = {}
     passes: dict[tuple[str, str], np.ndarray] = {}
     for i, op in enumerate(block.ops):
         if isinstance(op, Gemm):
-            timed[i], passes[(op.name, "dgrad")], passes[(op.name, "wgrad")] = _time_gemm(hw, op, gemm_bytes)
+            timed[i], passes[(op.name, "dgrad")], passes[(op.name, "wgrad")] = _time_gemm(
+                hw, op, gemm_bytes
+            )
         elif isinstance(op, FusedAttention):
             timed[i] = _time_fused_attention(hw, op)
         elif isinstance(op, Pointwise):
@@ -198,5 +264,7 @@ def time_block(hw: Hardware, block: Block, *, gemm_bytes: float, sizes: dict, sp
             passes[(op.name, "fwd")], passes[(op.name, "bwd")] = timed[i].fwd_s, timed[i].bwd_s
     for i, op in enumerate(block.ops):
         if isinstance(op, Collective):
-            timed[i] = _time_collective(hw, op, sizes[op.group], sp, links[op.group], passes, overlap)
+            timed[i] = _time_collective(
+                hw, op, sizes[op.group], sp, links[op.group], passes, overlap
+            )
     return [timed[i] for i in range(len(block.ops))]

@@ -50,14 +50,19 @@ def total_params(shape: LayerShape, L, s, moe_layers: int = 0):
     """All parameters of the model (Narayanan 2021: 12lh^2(1 + 13/(12h) + (V+s)/(12lh)) for GPT,
     plus the final norm's); a MoE layer counts every routed expert."""
     moe = decoder_layer(shape, Options(), 1, 1, 1, False, moe=True).params() if moe_layers else 0
-    return (L - moe_layers) * layer_params(shape) + moe_layers * moe + embedding_params(shape, s) + head_params(shape)
+    return (
+        (L - moe_layers) * layer_params(shape)
+        + moe_layers * moe
+        + embedding_params(shape, s)
+        + head_params(shape)
+    )
 
 
 def end_params(shape: LayerShape, s, tp, pp):
-    """(embedding, head) parameters per GPU on the stages that hold them (SPEC 6): the word embedding
-    (V h / t) and the learned positions (not split); the output layer (V h / t), a copy even when tied
-    if p > 1 (Megatron keeps it there and all-reduces its gradients), with the final norm counted as h
-    there."""
+    """(embedding, head) parameters per GPU on the stages that hold them (SPEC 6): the word
+    embedding (V h / t) and the learned positions (not split); the output layer (V h / t), a copy
+    even when tied if p > 1 (Megatron keeps it there and all-reduces its gradients), with the final
+    norm counted as h there."""
     tp, pp = np.asarray(tp, dtype=float), np.asarray(pp, dtype=float)
     word = shape.vocab * shape.hidden / tp
     positions = shape.hidden * s if shape.learned_positions else 0
@@ -74,14 +79,17 @@ def model_state_bytes(params, dp=1, zero_stage=0, precision: Precision = BF16_AD
     params = np.asarray(params, dtype=float)
     dp = np.asarray(dp, dtype=float)
     z = np.asarray(zero_stage)
-    weights = (precision.weight_bytes + precision.fp8_weight_bytes) * params / np.where(z >= 3, dp, 1.0)
+    weights = (
+        (precision.weight_bytes + precision.fp8_weight_bytes) * params / np.where(z >= 3, dp, 1.0)
+    )
     grads = precision.gradient_bytes * params / np.where(z >= 2, dp, 1.0)
     optim = precision.optimizer_bytes * params / np.where(z >= 1, dp, 1.0)
     return weights, grads, optim
 
 
 def activation_bytes_per_layer(s, b, h, a, t, sp, recompute):
-    """Activation bytes one layer keeps for backward, per micro-batch (Korthikanti 2022, Table 2)."""
+    """Activation bytes one layer keeps for backward, per micro-batch (Korthikanti 2022, Table
+    2)."""
     s = np.asarray(s, dtype=float)
     sbh = s * b * h
     t = np.asarray(t, dtype=float)
@@ -107,7 +115,9 @@ def activation_terms(s, b, h, a, V, t, sp, recompute):
     t = np.asarray(t, dtype=float)
     sbh = np.asarray(s, dtype=float) * b * h
     per_layer = activation_bytes_per_layer(s, b, h, a, t, sp, recompute)
-    working = np.where(np.asarray(recompute) == 2, activation_bytes_per_layer(s, b, h, a, t, sp, 0), 0.0)
+    working = np.where(
+        np.asarray(recompute) == 2, activation_bytes_per_layer(s, b, h, a, t, sp, 0), 0.0
+    )
     embed = sbh / np.where(np.asarray(sp, dtype=bool), t, 1.0)
     head = 4.0 * sbh / t + 4.0 * np.asarray(s, dtype=float) * b * V / t
     return per_layer, working, embed, head

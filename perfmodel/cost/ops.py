@@ -11,8 +11,8 @@ for its backward: ``saved`` bytes survive selective recompute, ``saved_core`` by
 softmax output, dropout mask and dropout output) are what selective recompute drops.
 
 Each op names the Megatron-Core recompute modules it belongs to (--recompute-modules: core_attn,
-layernorm, mlp, moe, moe_act, shared_experts, mla_up_proj); selective recompute repeats the forward of
-the ops of the modules chosen (core_attn by default, Korthikanti 2022's selective recompute).
+layernorm, mlp, moe, moe_act, shared_experts, mla_up_proj); selective recompute repeats the forward
+of the ops of the modules chosen (core_attn by default, Korthikanti 2022's selective recompute).
 
 Units: elements, FLOPs, bytes, seconds.
 """
@@ -111,7 +111,8 @@ class Transfer:
     """One collective of a pass: its kind; when it runs (always, only under sequence parallelism,
     or only without it); the op pass it overlaps, if any: (op name, "dgrad" | "wgrad" | "fwd" |
     "bwd"); ``repeat`` times in a row, each overlapping ``share`` of that pass (a ring's steps);
-    and a multiple of the message it moves (the backward of a ring moves K, V and their gradients)."""
+    and a multiple of the message it moves (the backward of a ring moves K, V and their gradients).
+    """
 
     kind: Literal["all-reduce", "reduce-scatter", "all-gather", "all-to-all", "p2p"]
     when: Literal["always", "sp", "no_sp"] = "always"
@@ -135,7 +136,7 @@ class Collective:
     saved: object = 0.0
     saved_core: object = 0.0
     modules: tuple[str, ...] = ()
-    dedup_k: int = 0              # DeepEP: a token's k copies cross to each remote node once (0: no dedup)
+    dedup_k: int = 0  # DeepEP: a token's k copies cross to each remote node once (0: no dedup)
 
 
 OpDesc = Gemm | FusedAttention | Pointwise | Collective
@@ -164,7 +165,9 @@ class Block:
         """Every GEMM, the fused attention's included (the roofline's rows)."""
         out: list[Gemm] = []
         for op in self.ops:
-            out.extend(op.gemms if isinstance(op, FusedAttention) else [op] if isinstance(op, Gemm) else [])
+            out.extend(
+                op.gemms if isinstance(op, FusedAttention) else [op] if isinstance(op, Gemm) else []
+            )
         return out
 
     def matmul_flops(self, attention_core_only: bool = False):

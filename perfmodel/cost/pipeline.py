@@ -14,7 +14,6 @@ import math
 
 import numpy as np
 
-
 # The design limit on the wall-clock bubble: "no more than ~15%" (seed 000, Q3); check rule PM202.
 BUBBLE_LIMIT = 0.15
 
@@ -72,11 +71,13 @@ def in_flight_microbatches(p, m, v, schedule):
 
 
 def pipeline_lower_bound(count, first_index, stage_time, m, v):
-    """A lower bound on a simulated pipeline step with per-stage times T_j (classes of identical stages:
-    ``count`` stages from ``first_index`` each, arrays configurations x classes): stage j cannot start before
-    the first micro-batch's forward has crossed the stages before it, then runs m micro-batches, and the
-    last backward must cross them again, so step >= max_j (sum_{i<j} T_i / v + m T_j) (with v chunks a
-    micro-batch crosses a stage's chunk in T/v). Exact for equal stages: (m + (p-1)/v) T (SPEC 7)."""
+    """A lower bound on a simulated pipeline step with per-stage times T_j (classes of identical
+    stages: ``count`` stages from ``first_index`` each, arrays configurations x classes): stage j
+    cannot start before the first micro-batch's forward has crossed the stages before it, then runs
+    m micro-batches, and the last backward must cross them again, so step >= max_j (sum_{i<j} T_i /
+    v + m T_j) (with v chunks a micro-batch crosses a stage's chunk in T/v). Exact for equal stages:
+    (m + (p-1)/v) T (SPEC 7).
+    """
     order = np.argsort(first_index, axis=1, kind="stable")
     cnt = np.take_along_axis(count, order, axis=1)
     t = np.take_along_axis(stage_time, order, axis=1)

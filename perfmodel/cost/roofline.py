@@ -44,17 +44,22 @@ def attainable_flops(ai, peak_flops_per_s, bandwidth_bytes_per_s):
 
 def roofline_time(flops, nbytes, peak_flops_per_s, bandwidth_bytes_per_s):
     """max(FLOPs / peak, bytes / BW), seconds."""
-    return np.maximum(np.asarray(flops, dtype=float) / peak_flops_per_s,
-                      np.asarray(nbytes, dtype=float) / bandwidth_bytes_per_s)
+    return np.maximum(
+        np.asarray(flops, dtype=float) / peak_flops_per_s,
+        np.asarray(nbytes, dtype=float) / bandwidth_bytes_per_s,
+    )
 
 
 def is_memory_bound(flops, nbytes, peak_flops_per_s, bandwidth_bytes_per_s):
     """True where AI is below the ridge point."""
-    return arithmetic_intensity(flops, nbytes) < ridge_point(peak_flops_per_s, bandwidth_bytes_per_s)
+    return arithmetic_intensity(flops, nbytes) < ridge_point(
+        peak_flops_per_s, bandwidth_bytes_per_s
+    )
 
 
 def tile_arithmetic_intensity(tile, dtype_bytes):
-    """AI of a TILE x TILE block: 2 T^2 K FLOPs over 2 T K dtype bytes = T / dtype (seed 000, 3.2)."""
+    """AI of a TILE x TILE block: 2 T^2 K FLOPs over 2 T K dtype bytes = T / dtype (seed 000,
+    3.2)."""
     return np.asarray(tile, dtype=float) / dtype_bytes
 
 
@@ -69,7 +74,11 @@ def wave_quantization(M, N, tile_m, tile_n, num_sms, blocks_per_sm=1, batch=1):
 
     utilization = tiles / (ceil(waves) * slots): the last, partial wave idles SMs.
     """
-    tiles = np.ceil(np.asarray(M, dtype=float) / tile_m) * np.ceil(np.asarray(N, dtype=float) / tile_n) * batch
+    tiles = (
+        np.ceil(np.asarray(M, dtype=float) / tile_m)
+        * np.ceil(np.asarray(N, dtype=float) / tile_n)
+        * batch
+    )
     slots = float(num_sms * blocks_per_sm)
     waves = tiles / slots
     utilization = tiles / (np.ceil(waves) * slots)
@@ -83,7 +92,8 @@ GEMM_TILES = ((256, 128, 1.00), (128, 256, 1.00), (128, 128, 0.92), (128, 64, 0.
 
 
 def gemm_efficiency(M, N, K, num_sms, base_efficiency, k_overhead, batch=1, tail_waves=True):
-    """Fraction of peak a GEMM reaches: base x best tile (wave quantization, edge padding) x K/(K+k0).
+    """Fraction of peak a GEMM reaches: base x best tile (wave quantization, edge padding) x
+    K/(K+k0).
 
     - wave quantization and partial tiles: a small M (tiny micro-batch) or a
       thin TP shard leaves SMs idle (seed 000, 3.2: 32 blocks on 108 SMs);
@@ -98,15 +108,36 @@ def gemm_efficiency(M, N, K, num_sms, base_efficiency, k_overhead, batch=1, tail
     for tm, tn, quality in GEMM_TILES:
         ntm, ntn = np.ceil(M / tm), np.ceil(N / tn)
         tiles = ntm * ntn * batch
-        util = (tiles / (np.ceil(tiles / num_sms) * num_sms) if tail_waves
-                else np.minimum(1.0, tiles / num_sms))
+        util = (
+            tiles / (np.ceil(tiles / num_sms) * num_sms)
+            if tail_waves
+            else np.minimum(1.0, tiles / num_sms)
+        )
         padding = (M / (ntm * tm)) * (N / (ntn * tn))
         best = np.maximum(best, quality * util * padding)
-    return base_efficiency * best * (np.asarray(K, dtype=float) / (np.asarray(K, dtype=float) + k_overhead))
+    return (
+        base_efficiency
+        * best
+        * (np.asarray(K, dtype=float) / (np.asarray(K, dtype=float) + k_overhead))
+    )
 
 
-def kernel_time(flops, nbytes, peak_flops_per_s, bandwidth_bytes_per_s, compute_efficiency,
-                memory_efficiency, overhead_s):
+def kernel_time(
+    flops,
+    nbytes,
+    peak_flops_per_s,
+    bandwidth_bytes_per_s,
+    compute_efficiency,
+    memory_efficiency,
+    overhead_s,
+):
     """Roofline time with achievable efficiencies, plus a fixed per-kernel overhead, seconds."""
-    return roofline_time(flops, nbytes, peak_flops_per_s * np.asarray(compute_efficiency),
-                         bandwidth_bytes_per_s * memory_efficiency) + overhead_s
+    return (
+        roofline_time(
+            flops,
+            nbytes,
+            peak_flops_per_s * np.asarray(compute_efficiency),
+            bandwidth_bytes_per_s * memory_efficiency,
+        )
+        + overhead_s
+    )

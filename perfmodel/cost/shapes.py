@@ -2,8 +2,8 @@
 configuration, and the kernels every layer part shares (TP collectives, residual adds, activations,
 FP8 casts): what transformer.py and attention.py build layers from.
 
-Shapes are per rank and per micro-batch of b sequences of s tokens, numpy arrays over configurations;
-transformer.py gives the conventions and their sources.
+Shapes are per rank and per micro-batch of b sequences of s tokens, numpy arrays over
+configurations; transformer.py gives the conventions and their sources.
 """
 
 from __future__ import annotations
@@ -20,53 +20,69 @@ from .ops import Collective, Gemm, Pointwise, Transfer
 class LayerShape:
     """The numbers of a model that its layers' shapes are made of (SPEC 2, SPEC 11)."""
 
-    hidden: int                  # h
-    heads: int                   # a
-    groups: int                  # g, key/value heads (GQA); = a for MHA
-    ffn: int                     # f, inner size of the dense MLP
-    vocab: int                   # V
-    gated: bool                  # SwiGLU/GeGLU: gate and up projections (3 MLP GEMMs), else 2
-    bias: bool                   # linear layers carry biases
+    hidden: int  # h
+    heads: int  # a
+    groups: int  # g, key/value heads (GQA); = a for MHA
+    ffn: int  # f, inner size of the dense MLP
+    vocab: int  # V
+    gated: bool  # SwiGLU/GeGLU: gate and up projections (3 MLP GEMMs), else 2
+    bias: bool  # linear layers carry biases
     norm: Literal["layernorm", "rmsnorm"]
-    learned_positions: bool      # learned position embedding (s h parameters), else RoPE
-    tied: bool                   # the LM head shares the word embedding
-    head_dim: int = 0            # d; 0: h / a
-    activation: str = ""         # gelu, squared-relu, swiglu, geglu ("": gelu or swiglu by `gated`)
-    experts: int = 0             # routed experts e (0: dense model)
+    learned_positions: bool  # learned position embedding (s h parameters), else RoPE
+    tied: bool  # the LM head shares the word embedding
+    head_dim: int = 0  # d; 0: h / a
+    activation: str = ""  # gelu, squared-relu, swiglu, geglu ("": gelu or swiglu by `gated`)
+    experts: int = 0  # routed experts e (0: dense model)
     top_k: int = 1
-    moe_ffn: int = 0             # f_e
-    shared_ffn: int = 0          # inner size of the shared experts, all together
-    imbalance: float = 1.0       # busiest expert rank's tokens over the mean
-    q_lora: int = 0              # MLA (DeepSeek-V2/V3); kv_lora > 0 means MLA
+    moe_ffn: int = 0  # f_e
+    shared_ffn: int = 0  # inner size of the shared experts, all together
+    imbalance: float = 1.0  # busiest expert rank's tokens over the mean
+    q_lora: int = 0  # MLA (DeepSeek-V2/V3); kv_lora > 0 means MLA
     kv_lora: int = 0
     qk_nope: int = 0
     qk_rope: int = 0
     v_head: int = 0
-    qk_norm: bool = False        # a norm on each head's queries and keys
-    sandwich: bool = False       # post-attention and post-MLP norms too (Gemma 2)
-    window: int = 0              # sliding-window keys (0: none)
-    window_share: float = 0.0    # share of the layers with the window
-    chunk: int = 0               # chunked attention (Llama 4): keys only within a chunk of this many tokens
+    qk_norm: bool = False  # a norm on each head's queries and keys
+    sandwich: bool = False  # post-attention and post-MLP norms too (Gemma 2)
+    window: int = 0  # sliding-window keys (0: none)
+    window_share: float = 0.0  # share of the layers with the window
+    chunk: int = 0  # chunked attention (Llama 4): keys only within a chunk of this many tokens
     chunk_share: float = 0.0
 
     @classmethod
     def of(cls, model) -> "LayerShape":
         """From a specs.Model (read by attribute, so cost/ stays free of the specs)."""
         moe = model.num_moe_experts is not None
-        return cls(hidden=model.hidden_size, heads=model.num_attention_heads, groups=model.groups,
-                   ffn=model.ffn, vocab=model.vocab_size, gated=model.gated, bias=model.has_bias,
-                   norm=model.norm, learned_positions=model.position_embedding == "learned",
-                   tied=model.tied_embeddings, head_dim=model.head_dim, activation=model.mlp,
-                   experts=model.num_moe_experts or 0, top_k=model.moe_router_topk if moe else 1,
-                   moe_ffn=(model.moe_ffn_hidden_size or model.ffn) if moe else 0,
-                   shared_ffn=(model.moe_shared_expert_intermediate_size or 0) if moe else 0,
-                   imbalance=model.moe_load_imbalance if moe else 1.0, q_lora=model.q_lora_rank or 0,
-                   kv_lora=model.kv_lora_rank or 0, qk_nope=model.qk_head_dim or 0,
-                   qk_rope=model.qk_pos_emb_head_dim or 0, v_head=model.v_head_dim or 0,
-                   qk_norm=model.qk_layernorm, sandwich=model.sandwich_norm, window=model.sliding_window or 0,
-                   window_share=model.sliding_window_fraction if model.sliding_window else 0.0,
-                   chunk=model.attention_chunk_size or 0,
-                   chunk_share=model.chunked_attention_fraction if model.attention_chunk_size else 0.0)
+        return cls(
+            hidden=model.hidden_size,
+            heads=model.num_attention_heads,
+            groups=model.groups,
+            ffn=model.ffn,
+            vocab=model.vocab_size,
+            gated=model.gated,
+            bias=model.has_bias,
+            norm=model.norm,
+            learned_positions=model.position_embedding == "learned",
+            tied=model.tied_embeddings,
+            head_dim=model.head_dim,
+            activation=model.mlp,
+            experts=model.num_moe_experts or 0,
+            top_k=model.moe_router_topk if moe else 1,
+            moe_ffn=(model.moe_ffn_hidden_size or model.ffn) if moe else 0,
+            shared_ffn=(model.moe_shared_expert_intermediate_size or 0) if moe else 0,
+            imbalance=model.moe_load_imbalance if moe else 1.0,
+            q_lora=model.q_lora_rank or 0,
+            kv_lora=model.kv_lora_rank or 0,
+            qk_nope=model.qk_head_dim or 0,
+            qk_rope=model.qk_pos_emb_head_dim or 0,
+            v_head=model.v_head_dim or 0,
+            qk_norm=model.qk_layernorm,
+            sandwich=model.sandwich_norm,
+            window=model.sliding_window or 0,
+            window_share=model.sliding_window_fraction if model.sliding_window else 0.0,
+            chunk=model.attention_chunk_size or 0,
+            chunk_share=model.chunked_attention_fraction if model.attention_chunk_size else 0.0,
+        )
 
     @property
     def d(self) -> int:
@@ -87,9 +103,10 @@ class LayerShape:
         return (2 if self.norm == "layernorm" else 1) * self.hidden
 
     def executed_attention(self, s: int, causal: bool) -> float:
-        """Share of the s x s score blocks a fused kernel runs: half under a causal mask; a causal window
-        of w keys runs w/s - w^2/(2 s^2) of them (every query sees min(position, w) keys); causal chunks
-        of c tokens run c/(2 s) of them. Averaged over the layers of each kind of attention."""
+        """Share of the s x s score blocks a fused kernel runs: half under a causal mask; a causal
+        window of w keys runs w/s - w^2/(2 s^2) of them (every query sees min(position, w) keys);
+        causal chunks of c tokens run c/(2 s) of them. Averaged over the layers of each kind of
+        attention."""
         if not causal:
             return 1.0
         w = min(self.window, s) if self.window else s
@@ -106,22 +123,24 @@ class LayerShape:
 
 @dataclass(frozen=True)
 class Options:
-    """Kernel choices that change the op list: byte widths, the framework's fusions, CP's exchange."""
+    """Kernel choices that change the op list: byte widths, the framework's fusions, CP's
+    exchange."""
 
-    gemm_bytes: int = 2              # bytes per GEMM operand element
-    act_bytes: int = 2               # stored activations and elementwise kernels (>= 16-bit)
-    flash: bool = False              # fused attention kernel
-    causal: bool = True              # a fused kernel skips the masked half of a causal attention
-    persist_ln: bool = True          # single-pass layernorm backward
-    grad_accum_bytes: float = 0.0    # bytes per weight of an unfused gradient accumulation, 0 if fused
+    gemm_bytes: int = 2  # bytes per GEMM operand element
+    act_bytes: int = 2  # stored activations and elementwise kernels (>= 16-bit)
+    flash: bool = False  # fused attention kernel
+    causal: bool = True  # a fused kernel skips the masked half of a causal attention
+    persist_ln: bool = True  # single-pass layernorm backward
+    # bytes per weight of an unfused gradient accumulation, 0 if fused
+    grad_accum_bytes: float = 0.0
     cp_comm: Literal["p2p", "a2a"] = "p2p"
     dispatcher: Literal["alltoall", "allgather", "deepep"] = "alltoall"
-    a2a_overlap: bool = False        # EP all-to-alls hidden under another micro-batch's expert GEMMs
-    dropout: bool = True             # hidden and attention dropout (GPT's 0.1; Llama-style runs use none)
-    bias_fused: bool = False         # biases added in the GEMM epilogue (Transformer Engine)
-    fused_ce: bool = False           # fused vocab-parallel cross-entropy on 16-bit logits
-    tp_overlap_ub: bool = False      # every TP collective under its GEMM (TE userbuffers)
-    fp8_param_gather: bool = False   # FP8 weights cast once per step, not per micro-batch
+    a2a_overlap: bool = False  # EP all-to-alls hidden under another micro-batch's expert GEMMs
+    dropout: bool = True  # hidden and attention dropout (GPT's 0.1; Llama-style runs use none)
+    bias_fused: bool = False  # biases added in the GEMM epilogue (Transformer Engine)
+    fused_ce: bool = False  # fused vocab-parallel cross-entropy on 16-bit logits
+    tp_overlap_ub: bool = False  # every TP collective under its GEMM (TE userbuffers)
+    fp8_param_gather: bool = False  # FP8 weights cast once per step, not per micro-batch
 
 
 @dataclass(frozen=True)
@@ -168,7 +187,9 @@ def grad_accumulation_bytes(act_bytes: int, fused: bool, gradient_bytes: int) ->
     return 0.0 if fused else act_bytes + 2 * gradient_bytes
 
 
-def _tp_collective(name: str, message, column_gemm: str, row_gemm: str = "", ub: bool = False) -> Collective:
+def _tp_collective(
+    name: str, message, column_gemm: str, row_gemm: str = "", ub: bool = False
+) -> Collective:
     """Forward g after a row-parallel GEMM, backward f at the column-parallel input, overlapped with
     that GEMM's weight gradient (Megatron's asynchronous TP all-reduce; Korthikanti 2022, Sec. 6.2).
     SP: reduce-scatter here and all-gather before the next GEMM; backward the gradient's all-gather
@@ -178,59 +199,84 @@ def _tp_collective(name: str, message, column_gemm: str, row_gemm: str = "", ub:
     under_row = (row_gemm, "fwd") if ub and row_gemm else None
     under_col = (column_gemm, "fwd") if ub else None
     under_dgrad = (row_gemm, "dgrad") if ub and row_gemm else None
-    return Collective(name, "tp", message,
-                      fwd=(Transfer("all-reduce", "no_sp", under_row), Transfer("reduce-scatter", "sp", under_row),
-                           Transfer("all-gather", "sp", under_col)),
-                      bwd=(Transfer("all-reduce", "no_sp", (column_gemm, "wgrad")),
-                           Transfer("all-gather", "sp", under_dgrad),
-                           Transfer("all-gather", "sp", (column_gemm, "dgrad")),
-                           Transfer("reduce-scatter", "sp", (column_gemm, "wgrad"))))
+    return Collective(
+        name,
+        "tp",
+        message,
+        fwd=(
+            Transfer("all-reduce", "no_sp", under_row),
+            Transfer("reduce-scatter", "sp", under_row),
+            Transfer("all-gather", "sp", under_col),
+        ),
+        bwd=(
+            Transfer("all-reduce", "no_sp", (column_gemm, "wgrad")),
+            Transfer("all-gather", "sp", under_dgrad),
+            Transfer("all-gather", "sp", (column_gemm, "dgrad")),
+            Transfer("reduce-scatter", "sp", (column_gemm, "wgrad")),
+        ),
+    )
 
 
 def _residual(m: LayerShape, o: Options, which: str, elements) -> Pointwise:
-    """The residual add after a block. With dropout, Megatron's fused bias-dropout-add: read x and the
-    residual, write the sum and a 1-byte mask; backward reads dy and the mask, writes dx (the residual's
-    gradient is dy itself), plus the bias-gradient reduction. Without dropout a plain add (read two,
-    write one) whose backward passes dy straight through."""
+    """The residual add after a block. With dropout, Megatron's fused bias-dropout-add: read x and
+    the residual, write the sum and a 1-byte mask; backward reads dy and the mask, writes dx (the
+    residual's gradient is dy itself), plus the bias-gradient reduction. Without dropout a plain add
+    (read two, write one) whose backward passes dy straight through."""
     act = o.act_bytes
     if not o.dropout:
         return Pointwise(f"residual add {which}", elements, 3 * act, 0.0, 1, "tokens")
     bwd = 2 * act + 1 + (act if m.bias and not o.bias_fused else 0)
-    return Pointwise(f"bias-dropout-add {which}", elements, 3 * act + 1, bwd, 3, "tokens", saved=elements)
+    return Pointwise(
+        f"bias-dropout-add {which}", elements, 3 * act + 1, bwd, 3, "tokens", saved=elements
+    )
 
 
 def _activation(m: LayerShape, act: int, name: str, elements, bias: bool, saved) -> Pointwise:
-    """The MLP's activation kernel on ``elements`` outputs of its first GEMM. Gated (SwiGLU, GeGLU): read
-    gate and up, write the product; backward reads both and dy, writes both gradients. GELU (fused
-    with the bias) and squared ReLU: read x, write y; backward reads dy and x, writes dx, plus the
-    bias-gradient reduction."""
+    """The MLP's activation kernel on ``elements`` outputs of its first GEMM. Gated (SwiGLU, GeGLU):
+    read gate and up, write the product; backward reads both and dy, writes both gradients. GELU
+    (fused with the bias) and squared ReLU: read x, write y; backward reads dy and x, writes dx,
+    plus the bias-gradient reduction."""
     if m.gated:
         return Pointwise(name or m.act_name, elements, 3 * act, 5 * act, 4, "column", saved=saved)
     label = name or ("bias-gelu" if m.act_name == "gelu" else m.act_name)
-    return Pointwise(label, elements, 2 * act, 3 * act + (act if bias else 0), 8, "column", saved=saved)
+    return Pointwise(
+        label, elements, 2 * act, 3 * act + (act if bias else 0), 8, "column", saved=saved
+    )
 
 
-# Transformer Engine fuses the FP8 cast of these GEMMs' inputs into the op before them (LayerNormLinear,
-# LayerNormMLP: the norm or the activation writes FP8 directly)
-_FP8_FUSED_INPUTS = {"QKV projection", "MLP up", "MLP gate+up", "MLP down", "Q down-projection",
-                     "KV down-projection", "shared expert up", "shared expert down"}
+# Transformer Engine fuses the FP8 cast of these GEMMs' inputs into the op before them
+# (LayerNormLinear, LayerNormMLP: the norm or the activation writes FP8 directly)
+_FP8_FUSED_INPUTS = {
+    "QKV projection",
+    "MLP up",
+    "MLP gate+up",
+    "MLP down",
+    "Q down-projection",
+    "KV down-projection",
+    "shared expert up",
+    "shared expert down",
+}
 
 
 def fp8_casts(ops: list, o: Options, x: Split) -> list:
-    """The memory-bound casts FP8 GEMMs need (Micikevicius et al. 2022; Transformer Engine): each GEMM
-    input not already written in FP8 by the op before it is read in 16-bit and written in FP8 with a
-    transposed copy for the weight gradient (2 + 1 + 1 B per element); in the backward every output
-    gradient is cast the same way; the weights are cast (with their transposes) once per micro-batch, or
-    once per step with the FP8 parameter gather. The router stays in 16/32-bit. Delayed scaling's amax
-    bookkeeping rides in these kernels."""
+    """The memory-bound casts FP8 GEMMs need (Micikevicius et al. 2022; Transformer Engine): each
+    GEMM input not already written in FP8 by the op before it is read in 16-bit and written in FP8
+    with a transposed copy for the weight gradient (2 + 1 + 1 B per element); in the backward every
+    output gradient is cast the same way; the weights are cast (with their transposes) once per
+    micro-batch, or once per step with the FP8 parameter gather. The router stays in 16/32-bit.
+    Delayed scaling's amax bookkeeping rides in these kernels."""
     weights = [g for g in ops if isinstance(g, Gemm) and g.params and g.shard != "tokens"]
     if not weights:
         return []
-    inputs = sum((g.M * g.K * g.batch for g in weights if g.name not in _FP8_FUSED_INPUTS), 0.0 * x.b)
+    inputs = sum(
+        (g.M * g.K * g.batch for g in weights if g.name not in _FP8_FUSED_INPUTS), 0.0 * x.b
+    )
     grads = sum((g.M * g.N * g.batch for g in weights), 0.0 * x.b)
     params = sum((g.K * g.N * g.batch for g in weights), 0.0 * x.b)
-    out = [Pointwise("FP8 cast of GEMM inputs", inputs, 4.0, 0.0, 1, "column"),
-           Pointwise("FP8 cast of output gradients", grads, 0.0, 4.0, 1, "column")]
+    out = [
+        Pointwise("FP8 cast of GEMM inputs", inputs, 4.0, 0.0, 1, "column"),
+        Pointwise("FP8 cast of output gradients", grads, 0.0, 4.0, 1, "column"),
+    ]
     if not o.fp8_param_gather:
         out.append(Pointwise("FP8 cast of weights", params, 4.0, 0.0, 1, "column"))
     return out

@@ -26,7 +26,8 @@ class TraceRow:
 
 
 def shape_trace(seq: int, hidden: int, tp: int, sequence_parallel: bool) -> list[TraceRow]:
-    """Activation shapes (s, h) through layernorm -> col-linear -> gelu -> row-linear -> dropout (seed 002)."""
+    """Activation shapes (s, h) through layernorm -> col-linear -> gelu -> row-linear -> dropout
+    (seed 002)."""
     s, h = seq, hidden
     rows: list[TraceRow] = []
     if not sequence_parallel:
@@ -58,21 +59,27 @@ def transient_peak_bytes(trace: list[TraceRow], batch: int = 1, dtype_bytes: int
 
 
 def norm_input_bytes(seq, hidden, batch, tp, sequence_parallel, dtype_bytes=2):
-    """Bytes of one LayerNorm input a layer keeps: b s h * dtype, / t with SP (seed 002 worked example)."""
+    """Bytes of one LayerNorm input a layer keeps: b s h * dtype, / t with SP (seed 002 worked
+    example)."""
     full = np.asarray(batch, dtype=float) * seq * hidden * dtype_bytes
     return np.where(sequence_parallel, full / tp, full)
 
 
 def block_comm(seq, hidden, batch, tp, sequence_parallel, dtype_bytes=2) -> dict:
-    """Forward TP communication of one block: operations and bytes per rank (seed 002, section 4)."""
+    """Forward TP communication of one block: operations and bytes per rank (seed 002, section
+    4)."""
     message = float(batch) * seq * hidden * dtype_bytes
     if sequence_parallel:
         ops = {"all-gather": 2, "reduce-scatter": 2}
     else:
         ops = {"all-reduce": 2}
     total = sum(n * float(bytes_per_rank(kind, message, tp)) for kind, n in ops.items())
-    return {"message_bytes": message, "operations": ops, "num_operations": sum(ops.values()),
-            "bytes_per_rank": total}
+    return {
+        "message_bytes": message,
+        "operations": ops,
+        "num_operations": sum(ops.values()),
+        "bytes_per_rank": total,
+    }
 
 
 def linear_layer_comm(c_in, c_out, batch) -> dict:
@@ -82,14 +89,24 @@ def linear_layer_comm(c_in, c_out, batch) -> dict:
     output" moves B C_in (in backward), "reduce output" B C_out (in forward).
     """
     dp = float(c_out) * c_in
-    return {"data_parallel": dp, "tp_partition_output": float(batch) * c_in,
-            "tp_reduce_output": float(batch) * c_out, "dp_over_tp": dp / (float(batch) * c_out)}
+    return {
+        "data_parallel": dp,
+        "tp_partition_output": float(batch) * c_in,
+        "tp_reduce_output": float(batch) * c_out,
+        "dp_over_tp": dp / (float(batch) * c_out),
+    }
 
 
 def tp_comm_compute_ratio(t, flops_per_s, hidden, bandwidth_bytes_per_s):
-    """8 (t-1) P / (24 h BW): TP all-reduce time over layer compute, independent of batch (seed 000, 4.2).
+    """8 (t-1) P / (24 h BW): TP all-reduce time over layer compute, independent of batch (seed 000,
+    4.2).
 
     Bandwidth term only: 4 (t-1)/t * b s h * 2 bytes over BW, against
     24 b s h^2 / (t P) seconds of GEMMs.
     """
-    return 8.0 * (np.asarray(t, dtype=float) - 1) * flops_per_s / (24.0 * hidden * bandwidth_bytes_per_s)
+    return (
+        8.0
+        * (np.asarray(t, dtype=float) - 1)
+        * flops_per_s
+        / (24.0 * hidden * bandwidth_bytes_per_s)
+    )

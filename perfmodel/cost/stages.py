@@ -1,4 +1,5 @@
-"""Pipeline stages as arrays: layers, time and memory per stage (SPEC 7-8; Narayanan 2021, Sec. 2.2).
+"""Pipeline stages as arrays: layers, time and memory per stage (SPEC 7-8; Narayanan 2021, Sec.
+2.2).
 
 Stages come in classes of identical stages, run-length encoded: for each configuration (row)
 and class (column), how many layers of each kind (dense, MoE) a stage of the class holds, how
@@ -35,12 +36,16 @@ class Stages:
     head: np.ndarray
 
     def total(self, per_layer, embedding, head):
-        """Per class: the layers of each kind times that kind's per-layer figure, plus the embedding's
-        and the head's share where held. ``per_layer`` is one per-configuration array per kind (None for a
-        kind the model does not have)."""
+        """Per class: the layers of each kind times that kind's per-layer figure, plus the
+        embedding's and the head's share where held. ``per_layer`` is one per-configuration array
+        per kind (None for a kind the model does not have)."""
         col = lambda x: np.asarray(x, dtype=float)[..., None] if np.ndim(x) else x  # noqa: E731
         out = sum(self.layers[..., k] * col(x) for k, x in enumerate(per_layer) if x is not None)
-        return out + np.where(self.embedding, col(embedding), 0.0) + np.where(self.head, col(head), 0.0)
+        return (
+            out
+            + np.where(self.embedding, col(embedding), 0.0)
+            + np.where(self.head, col(head), 0.0)
+        )
 
     def slowest(self, per_class) -> np.ndarray:
         """Index of the largest present class per configuration (ties: the earlier class)."""
@@ -71,9 +76,11 @@ class Stages:
 
 
 def split_layers(L, pp, vp, first, last, t_layer, t_first_extra, t_last_extra):
-    """(first, last) stage layer counts per configuration. Given (> 0) counts are kept; otherwise the
-    split is even when p divides L (Megatron's default), and else the one that minimizes the slowest stage, max(f t + e_first, l t + e_last, ceil(rest/(p-2)) t),
-    over every f, l (the search's "uneven stages"); the middle stages share the rest as evenly as it goes."""
+    """(first, last) stage layer counts per configuration. Given (> 0) counts are kept; otherwise
+    the split is even when p divides L (Megatron's default), and else the one that minimizes the
+    slowest stage, max(f t + e_first, l t + e_last, ceil(rest/(p-2)) t), over every f, l (the
+    search's "uneven stages"); the middle stages share the rest as evenly as it goes.
+    """
     pp = np.asarray(pp, dtype=np.int64)
     first, last = np.asarray(first, dtype=np.int64), np.asarray(last, dtype=np.int64)
     even = L % np.maximum(pp, 1) == 0
@@ -82,17 +89,24 @@ def split_layers(L, pp, vp, first, last, t_layer, t_first_extra, t_last_extra):
     l_out = np.where(last > 0, last, np.where(even, q, 0))
     todo = ~even & (first == 0) & (last == 0) & (pp > 1)
     if todo.any():
-        # the best split depends on p and on the ends' extra time in layers only: solve each distinct
-        # (p, extras to 1/1000 of a layer) once
+        # the best split depends on p and on the ends' extra time in layers only: solve each
+        # distinct (p, extras to 1/1000 of a layer) once
         t = np.maximum(np.asarray(t_layer, float)[todo], 1e-30)
-        keys = np.stack([pp[todo], np.round(np.asarray(t_first_extra, float)[todo] / t, 3),
-                         np.round(np.asarray(t_last_extra, float)[todo] / t, 3)], axis=1)
+        keys = np.stack(
+            [
+                pp[todo],
+                np.round(np.asarray(t_first_extra, float)[todo] / t, 3),
+                np.round(np.asarray(t_last_extra, float)[todo] / t, 3),
+            ],
+            axis=1,
+        )
         uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
         f_u, l_u = np.zeros(len(uniq), np.int64), np.zeros(len(uniq), np.int64)
         for p_value in np.unique(uniq[:, 0]):
             rows = np.flatnonzero(uniq[:, 0] == p_value)
-            f_u[rows], l_u[rows] = _balanced(L, uniq[rows, 0].astype(np.int64), np.ones(len(rows)),
-                                             uniq[rows, 1], uniq[rows, 2])
+            f_u[rows], l_u[rows] = _balanced(
+                L, uniq[rows, 0].astype(np.int64), np.ones(len(rows)), uniq[rows, 1], uniq[rows, 2]
+            )
         f_out, l_out = f_out.copy(), l_out.copy()
         f_out[todo], l_out[todo] = f_u[inverse.ravel()], l_u[inverse.ravel()]
     # one of first/last given: the other takes an even share of what is left
@@ -114,11 +128,17 @@ def _balanced(L, pp, t, e_first, e_last):
     rest = L - f - lc
     mid = np.where(p > 2, -(-rest // np.maximum(p - 2, 1)), 0)
     ok = np.where(p > 2, rest >= p - 2, rest == 0) & (f >= 1) & (lc >= 1)
-    span = np.maximum(np.maximum(f * t[:, None, None] + e_first[:, None, None],
-                                 lc * t[:, None, None] + e_last[:, None, None]), mid * t[:, None, None])
+    span = np.maximum(
+        np.maximum(
+            f * t[:, None, None] + e_first[:, None, None],
+            lc * t[:, None, None] + e_last[:, None, None],
+        ),
+        mid * t[:, None, None],
+    )
     span = np.where(ok, span, np.inf)
     flat = span.reshape(len(pp), -1)
-    # among equal spans prefer the split closest to even (largest f + l), so ties never starve a stage
+    # among equal spans prefer the split closest to even (largest f + l), so ties never starve a
+    # stage
     bonus = np.broadcast_to(f + lc, span.shape).reshape(len(pp), -1) / max(L, 1)
     score = np.where(np.isfinite(flat), flat * (1 - 1e-12 * bonus), np.inf)
     best = np.argmin(score, axis=1)
@@ -126,9 +146,9 @@ def _balanced(L, pp, t, e_first, e_last):
 
 
 def build_stages(L, moe_pattern, pp, first, last) -> Stages:
-    """Stage classes for first/last layer counts: first (embedding), middle stages with one layer more,
-    middle stages with one layer less, last (LM head); with p = 1 the one stage holds both ends.
-    ``moe_pattern`` marks each layer MoE (1) or dense (0)."""
+    """Stage classes for first/last layer counts: first (embedding), middle stages with one layer
+    more, middle stages with one layer less, last (LM head); with p = 1 the one stage holds both
+    ends. ``moe_pattern`` marks each layer MoE (1) or dense (0)."""
     pp = np.asarray(pp, dtype=np.int64)
     n = pp.shape[0]
     first, last = np.asarray(first, dtype=np.int64), np.asarray(last, dtype=np.int64)
@@ -140,7 +160,9 @@ def build_stages(L, moe_pattern, pp, first, last) -> Stages:
     count = np.stack([np.ones(n), r, middles - r, np.where(single, 0, 1)], axis=1).astype(float)
     sizes = np.stack([first, q + 1, q, last], axis=1)
     starts = np.stack([np.zeros(n, np.int64), first, first + r * (q + 1), L - last], axis=1)
-    first_index = np.stack([np.zeros(n), np.ones(n), 1 + r, np.where(single, 0, pp - 1)], axis=1).astype(float)
+    first_index = np.stack(
+        [np.zeros(n), np.ones(n), 1 + r, np.where(single, 0, pp - 1)], axis=1
+    ).astype(float)
     moe_cum = np.concatenate([[0], np.cumsum(np.asarray(moe_pattern, dtype=float))])
     span = np.stack([sizes[:, 0], r * (q + 1), (middles - r) * q, sizes[:, 3]], axis=1)
     moe_in = moe_cum[np.clip(starts + span, 0, L)] - moe_cum[np.clip(starts, 0, L)]

@@ -14,10 +14,11 @@ from . import collectives as coll
 def layer_recompute(fwd_compute, fwd_comm, selective_compute, recompute, selective_comm=0.0):
     """(compute, comm) seconds one layer spends recomputing in backward (Korthikanti 2022, Sec. 5).
 
-    Full recompute repeats the whole forward, its collectives included; selective repeats the forward of
-    the chosen modules: by default the attention core (scores, softmax, dropout, attention x V), which
-    has no collective (Megatron-Core --recompute-modules may add, e.g., the MoE layer and its
-    all-to-alls). ``recompute`` is a code of RECOMPUTE_CODES (array or scalar): 0 none, 1 selective, 2 full.
+    Full recompute repeats the whole forward, its collectives included; selective repeats the
+    forward of the chosen modules: by default the attention core (scores, softmax, dropout,
+    attention x V), which has no collective (Megatron-Core --recompute-modules may add, e.g., the
+    MoE layer and its all-to-alls). ``recompute`` is a code of RECOMPUTE_CODES (array or scalar): 0
+    none, 1 selective, 2 full.
     """
     rc = np.asarray(recompute)
     compute = np.where(rc == 2, fwd_compute, np.where(rc == 1, selective_compute, 0.0))
@@ -28,9 +29,13 @@ def p2p_time(message, tp, sp, pp_link, tp_link):
     """One pipeline crossing of a b s h activation (``message`` bytes) with the scatter/gather
     optimization (Narayanan 2021, Sec. 4.1): each TP rank sends 1/t of it to the next stage, which
     all-gathers it over the TP link. Under SP each rank already holds its s/t slice and sends it as
-    is: no all-gather (Megatron-LM p2p_communication.py skips scatter/gather with sequence_parallel)."""
+    is: no all-gather (Megatron-LM p2p_communication.py skips scatter/gather with
+    sequence_parallel).
+    """
     send = sum(coll.collective_time("p2p", message / tp, 2, pp_link.bandwidth, pp_link.latency))
-    gather = sum(coll.collective_time("all-gather", message, tp, tp_link.bandwidth, tp_link.latency))
+    gather = sum(
+        coll.collective_time("all-gather", message, tp, tp_link.bandwidth, tp_link.latency)
+    )
     return send + np.where(sp, 0.0, gather)
 
 
@@ -43,10 +48,10 @@ def pipeline_comm(p2p_s, pp, m, vp):
 
 @dataclass(frozen=True)
 class Windows:
-    """Compute that data-parallel traffic can hide behind, seconds: the last micro-batch's backward (the
-    gradient reduction's), the first micro-batch's forward (the next step's parameter gather), one
-    micro-batch's backward (ZeRO-2's per-micro-batch reduce-scatter), and one layer's forward and
-    backward (ZeRO-3's per-layer traffic)."""
+    """Compute that data-parallel traffic can hide behind, seconds: the last micro-batch's backward
+    (the gradient reduction's), the first micro-batch's forward (the next step's parameter gather),
+    one micro-batch's backward (ZeRO-2's per-micro-batch reduce-scatter), and one layer's forward
+    and backward (ZeRO-3's per-layer traffic)."""
 
     last_backward: object
     first_forward: object
@@ -57,8 +62,8 @@ class Windows:
 
 @dataclass(frozen=True)
 class Overlap:
-    """How the framework runs data-parallel traffic (specs/framework.py flags) and the SM/HBM contention
-    share an overlapped collective still costs (GPU.comm_overlap_penalty)."""
+    """How the framework runs data-parallel traffic (specs/framework.py flags) and the SM/HBM
+    contention share an overlapped collective still costs (GPU.comm_overlap_penalty)."""
 
     grad_reduce: bool
     param_gather: bool
@@ -71,80 +76,113 @@ def _ring(kind, nbytes, n, link):
     return sum(coll.collective_time(kind, nbytes, n, link.bandwidth, link.latency))
 
 
-def data_parallel_comm(groups, zero, m, recompute, layers, w: Windows, ov: Overlap, precision: Precision):
-    """(exposed DP gradient and parameter traffic per step, exposed ZeRO-3 per-layer traffic per step), s.
+def data_parallel_comm(
+    groups, zero, m, recompute, layers, w: Windows, ov: Overlap, precision: Precision
+):
+    """(exposed DP gradient and parameter traffic per step, exposed ZeRO-3 per-layer traffic per
+    step), s.
 
-    ``groups``: (parameters on this GPU, group size, Link) for each set of parameters reduced over its own
-    data-parallel group: the dense ones over dp x cp, the routed experts' over the expert-data-parallel
-    ranks (Megatron-Core). Gradients (``precision.gradient_bytes`` each), ring collectives (SPEC 3):
-    - ZeRO-0: an all-reduce per step; ZeRO-1 (Megatron's distributed optimizer): a reduce-scatter, then the
-      updated 16-bit parameters all-gathered (Rajbhandari et al. 2020). Bucketed and overlapped with the
-      last micro-batch's backward, they expose max(0, comm - window) plus the contention share, plus the
-      last bucket, which only starts when the backward ends; the parameter all-gather, overlapped with the
-      next step's first forward, likewise exposes what that forward cannot hide plus the first bucket.
-    - ZeRO-2: gradients are sharded as they are produced, a reduce-scatter for every micro-batch under its
-      backward (DeepSpeed stage 2).
-    - ZeRO-3 / FSDP (``layers`` on the stage): every layer's parameters are all-gathered one layer ahead of
-      its forward, again for its backward when resharded after the forward (and for the recomputation of
-      full recompute), and its gradients reduce-scattered under the backward: per layer max(0, comm -
-      compute) plus the contention share, plus the first layer's gather, for every micro-batch."""
+    ``groups``: (parameters on this GPU, group size, Link) for each set of parameters reduced over
+    its own
+    data-parallel group: the dense ones over dp x cp, the routed experts' over the
+    expert-data-parallel ranks (Megatron-Core). Gradients (``precision.gradient_bytes`` each), ring
+    collectives (SPEC 3):
+    - ZeRO-0: an all-reduce per step; ZeRO-1 (Megatron's distributed optimizer): a reduce-scatter,
+      then the updated 16-bit parameters all-gathered (Rajbhandari et al. 2020). Bucketed and
+      overlapped with the last micro-batch's backward, they expose max(0, comm - window) plus the
+      contention share, plus the last bucket, which only starts when the backward ends; the
+      parameter all-gather, overlapped with the next step's first forward, likewise exposes what
+      that forward cannot hide plus the first bucket.
+    - ZeRO-2: gradients are sharded as they are produced, a reduce-scatter for every micro-batch
+      under its backward (DeepSpeed stage 2).
+    - ZeRO-3 / FSDP (``layers`` on the stage): every layer's parameters are all-gathered one layer
+      ahead of its forward, again for its backward when resharded after the forward (and for the
+      recomputation of full recompute), and its gradients reduce-scattered under the backward: per
+      layer max(0, comm - compute) plus the contention share, plus the first layer's gather, for
+      every micro-batch."""
     reduce, gather, zero3 = 0.0, 0.0, 0.0
     for params, n, link in groups:
         active = (n > 1) & (params > 0)
         grads, weights = params * precision.gradient_bytes, params * precision.weight_bytes
         t_ar, t_rs = _ring("all-reduce", grads, n, link), _ring("reduce-scatter", grads, n, link)
         t_ag = _ring("all-gather", weights, n, link)
-        last = np.minimum(1.0, ov.bucket_params / np.maximum(params, 1.0))  # the last (first) bucket's share
+        last = np.minimum(
+            1.0, ov.bucket_params / np.maximum(params, 1.0)
+        )  # the last (first) bucket's share
         step_reduce = np.where(zero >= 1, t_rs, t_ar)
         if ov.grad_reduce:
-            step_reduce = coll.overlapped_time(step_reduce, w.last_backward, ov.penalty) + last * step_reduce
+            step_reduce = (
+                coll.overlapped_time(step_reduce, w.last_backward, ov.penalty) + last * step_reduce
+            )
         per_mb_rs = coll.overlapped_time(t_rs, w.backward, ov.penalty) if ov.grad_reduce else t_rs
-        reduce = reduce + np.where(active, np.where(zero == 2, m * per_mb_rs,
-                                                    np.where(zero >= 3, 0.0, step_reduce)), 0.0)
-        t_gather = (coll.overlapped_time(t_ag, w.first_forward, ov.penalty) + last * t_ag) if ov.param_gather \
+        reduce = reduce + np.where(
+            active, np.where(zero == 2, m * per_mb_rs, np.where(zero >= 3, 0.0, step_reduce)), 0.0
+        )
+        t_gather = (
+            (coll.overlapped_time(t_ag, w.first_forward, ov.penalty) + last * t_ag)
+            if ov.param_gather
             else t_ag
+        )
         gather = gather + np.where(active & (zero >= 1) & (zero <= 2), t_gather, 0.0)
         per_layer = params / np.maximum(layers, 1.0)
         ag = _ring("all-gather", per_layer * precision.weight_bytes, n, link)
         rs = _ring("reduce-scatter", per_layer * precision.gradient_bytes, n, link)
         bwd = rs + (ag if ov.reshard_after_forward else 0.0) + np.where(recompute == 2, ag, 0.0)
-        per_mb = layers * (coll.overlapped_time(ag, w.layer_forward, ov.penalty)
-                           + coll.overlapped_time(bwd, w.layer_backward, ov.penalty)) + ag
+        per_mb = (
+            layers
+            * (
+                coll.overlapped_time(ag, w.layer_forward, ov.penalty)
+                + coll.overlapped_time(bwd, w.layer_backward, ov.penalty)
+            )
+            + ag
+        )
         zero3 = zero3 + np.where(active & (zero >= 3), m * per_mb, 0.0)
     return reduce + gather, zero3
 
 
 def optimizer_step_bytes(p: Precision, fp8_param_gather: bool = False) -> float:
-    """HBM bytes per parameter of one optimizer step, as Megatron-LM's mixed-precision optimizer runs
-    it (megatron/optimizer/optimizer.py, apex multi-tensor kernels), each pass a separate kernel:
-    16-bit gradients are first copied into fp32 main gradients (2 + 4); fp16 unscales them and
-    checks for inf/nan in place (4 + 4); the global grad norm reads them (4); the update reads
+    """HBM bytes per parameter of one optimizer step, as Megatron-LM's mixed-precision optimizer
+    runs it (megatron/optimizer/optimizer.py, apex multi-tensor kernels), each pass a separate
+    kernel: 16-bit gradients are first copied into fp32 main gradients (2 + 4); fp16 unscales them
+    and checks for inf/nan in place (4 + 4); the global grad norm reads them (4); the update reads
     them (4) and reads and writes the fp32 states; the fp32 master is copied to the 16-bit weights
-    (4 + 2); the gradient buffer is zeroed (its width). fp32 training has no master copy.
-    Before all that, the data-parallel reduction divides the whole gradient buffer by the DP size in
-    its own pass, read and write at the buffer's width, even at dp = 1 (megatron/model/distributed.py,
+    (4 + 2); the gradient buffer is zeroed (its width). fp32 training has no master copy. Before all
+    that, the data-parallel reduction divides the whole gradient buffer by the DP size in its own
+    pass, read and write at the buffer's width, even at dp = 1 (megatron/model/distributed.py,
     allreduce_gradients: `buffer_.data /= dp`; Megatron Core scales each bucket the same way unless
-    the collective averages; PyTorch DDP fuses the division into its copy into the buckets). With FP8
-    parameter gather the weights' FP8 copies (and transposes) are written once here, 2 + 2 B a parameter."""
+    the collective averages; PyTorch DDP fuses the division into its copy into the buckets). With
+    FP8 parameter gather the weights' FP8 copies (and transposes) are written once here, 2 + 2 B a
+    parameter.
+    """
     grad = float(p.gradient_bytes)
     dp_scale = 2 * grad
     copy_in = 6.0 if grad == 2 else 0.0
     unscale = 8.0 if p.loss_scaling else 0.0
     master_out = 4.0 + p.weight_bytes if p.master_weights else 0.0
     states = 2 * p.optimizer_bytes  # read and write every fp32 state
-    fp8 = 2.0 + p.fp8_weight_bytes if p.fp8_weight_bytes and fp8_param_gather else 0.0  # one cast a step
-    return dp_scale + states + copy_in + unscale + 4.0 + 4.0 + master_out + grad + fp8  # grad: zeroing
+    # one cast a step
+    fp8 = 2.0 + p.fp8_weight_bytes if p.fp8_weight_bytes and fp8_param_gather else 0.0
+    return (
+        dp_scale + states + copy_in + unscale + 4.0 + 4.0 + master_out + grad + fp8
+    )  # grad: zeroing
 
 
-def optimizer_time(local_params, p: Precision, hbm_bandwidth: float, hbm_efficiency: float,
-                   fp8_param_gather: bool = False):
+def optimizer_time(
+    local_params,
+    p: Precision,
+    hbm_bandwidth: float,
+    hbm_efficiency: float,
+    fp8_param_gather: bool = False,
+):
     """The optimizer step over this GPU's shard: HBM-bound, seconds."""
-    return local_params * optimizer_step_bytes(p, fp8_param_gather) / (hbm_bandwidth * hbm_efficiency)
+    return (
+        local_params * optimizer_step_bytes(p, fp8_param_gather) / (hbm_bandwidth * hbm_efficiency)
+    )
 
 
 def fixed_overheads(per_step, per_microbatch, per_hop, m, pp, vp):
-    """Fixed costs a framework adds outside the kernels, on the critical path, seconds per step: once per
-    step, once per micro-batch, and once per pipeline chunk pass (each micro-batch's forward and backward
-    through each of the v chunks of a stage, when p > 1). The values are a profile's, fitted on published
-    runs (benchmarks/calibrate_overheads.py)."""
+    """Fixed costs a framework adds outside the kernels, on the critical path, seconds per step:
+    once per step, once per micro-batch, and once per pipeline chunk pass (each micro-batch's
+    forward and backward through each of the v chunks of a stage, when p > 1). The values are a
+    profile's, fitted on published runs (benchmarks/calibrate_overheads.py)."""
     return per_step + m * per_microbatch + np.where(np.asarray(pp) > 1, 2.0 * m * vp * per_hop, 0.0)

@@ -27,39 +27,92 @@ from dataclasses import replace
 
 from .attention import attention_ops
 from .ops import Block, Collective, Gemm, Pointwise, Transfer, tag
-from .shapes import (LayerShape, Options, Split, _activation, _residual, _tp_collective, fp8_casts,
-                     grad_accumulation_bytes, layernorm_backward_bytes)
+from .shapes import (
+    LayerShape,
+    Options,
+    Split,
+    _activation,
+    _residual,
+    _tp_collective,
+    fp8_casts,
+    grad_accumulation_bytes,
+    layernorm_backward_bytes,
+)
 
-__all__ = ["LayerShape", "Options", "Split", "decoder_layer", "embedding", "grad_accumulation_bytes",
-           "layernorm_backward_bytes", "lm_head"]
+__all__ = [
+    "LayerShape",
+    "Options",
+    "Split",
+    "decoder_layer",
+    "embedding",
+    "grad_accumulation_bytes",
+    "layernorm_backward_bytes",
+    "lm_head",
+]
 
 
-def decoder_layer(m: LayerShape, o: Options, b, s: int, t, sp, cp=1, ep=1, etp=1, moe: bool = False) -> Block:
-    """One transformer layer on one rank for a micro-batch of b sequences (SPEC 5): attention (MHA/GQA
-    or MLA) and a dense MLP, or a mixture-of-experts FFN when ``moe``."""
+def decoder_layer(
+    m: LayerShape, o: Options, b, s: int, t, sp, cp=1, ep=1, etp=1, moe: bool = False
+) -> Block:
+    """One transformer layer on one rank for a micro-batch of b sequences (SPEC 5): attention
+    (MHA/GQA or MLA) and a dense MLP, or a mixture-of-experts FFN when ``moe``."""
     x = Split.of(b, s, t, sp, cp, ep, etp)
     act, h = o.act_bytes, m.hidden
     M, tok = x.tokens, x.tok
     ops = attention_ops(m, o, x)
-    ops += tag([Pointwise("layernorm 2", M * h / tok, 2 * act, layernorm_backward_bytes(act, o.persist_ln), 8,
-                          "tokens", m.norm_params, saved=act * M * h / tok)], "layernorm")
+    ops += tag(
+        [
+            Pointwise(
+                "layernorm 2",
+                M * h / tok,
+                2 * act,
+                layernorm_backward_bytes(act, o.persist_ln),
+                8,
+                "tokens",
+                m.norm_params,
+                saved=act * M * h / tok,
+            )
+        ],
+        "layernorm",
+    )
     ops += moe_ops(m, o, x) if moe else tag(mlp_ops(m, o, x), "mlp")
     if m.sandwich:
-        ops.append(Pointwise("post-MLP norm", M * h / tok, 2 * act, layernorm_backward_bytes(act, o.persist_ln), 8,
-                             "tokens", m.norm_params, saved=act * M * h / tok))
+        ops.append(
+            Pointwise(
+                "post-MLP norm",
+                M * h / tok,
+                2 * act,
+                layernorm_backward_bytes(act, o.persist_ln),
+                8,
+                "tokens",
+                m.norm_params,
+                saved=act * M * h / tok,
+            )
+        )
     ops.append(_residual(m, o, "2", M * h / tok))
     ops.append(Pointwise("residual gradient add 2", M * h / tok, 0.0, 3 * act, 1, "tokens"))
     if o.gemm_bytes == 1:
-        # Transformer Engine keeps the FP8 copy of each weight GEMM's input for its weight gradient: 1 B an
-        # element, not 2
-        ops = [replace(op, saved=op.saved * 0.5) if isinstance(op, Gemm) and op.params and op.shard != "tokens"
-               else op for op in ops]
+        # Transformer Engine keeps the FP8 copy of each weight GEMM's input for its weight gradient:
+        # 1 B an element, not 2
+        ops = [
+            (
+                replace(op, saved=op.saved * 0.5)
+                if isinstance(op, Gemm) and op.params and op.shard != "tokens"
+                else op
+            )
+            for op in ops
+        ]
         ops += fp8_casts(ops, o, x)
     if o.grad_accum_bytes:
         # unfused weight-gradient accumulation: main_grad += grad over every weight of the layer,
         # once per micro-batch in backward (read the new gradient and the buffer, write the buffer)
-        weights = sum(op.K * op.N * op.batch for op in ops if isinstance(op, Gemm) and op.params) + 0 * x.b
-        ops.append(Pointwise("weight-gradient accumulation", weights, 0.0, o.grad_accum_bytes, 1, "column"))
+        weights = (
+            sum(op.K * op.N * op.batch for op in ops if isinstance(op, Gemm) and op.params)
+            + 0 * x.b
+        )
+        ops.append(
+            Pointwise("weight-gradient accumulation", weights, 0.0, o.grad_accum_bytes, 1, "column")
+        )
     return Block("MoE layer" if moe else "decoder layer", tuple(ops), input_bytes=act * M * h / tok)
 
 
@@ -70,16 +123,20 @@ def mlp_ops(m: LayerShape, o: Options, x: Split) -> list:
     M, t, tok = x.tokens, x.t, x.tok
     n = (2 if m.gated else 1) * f
     up = "MLP gate+up" if m.gated else "MLP up"
-    return [Gemm(up, M, h, n / t, 1, "column", h * n + (n if m.bias else 0), saved=act * M * h / tok),
-            _activation(m, act, "", M * f / t, m.bias, saved=act * M * n / t),
-            Gemm("MLP down", M, f / t, h, 1, "row", f * h + (h if m.bias else 0), saved=act * M * f / t),
-            _tp_collective("TP comm after MLP", M * h * act, up, "MLP down", o.tp_overlap_ub)]
+    return [
+        Gemm(up, M, h, n / t, 1, "column", h * n + (n if m.bias else 0), saved=act * M * h / tok),
+        _activation(m, act, "", M * f / t, m.bias, saved=act * M * n / t),
+        Gemm(
+            "MLP down", M, f / t, h, 1, "row", f * h + (h if m.bias else 0), saved=act * M * f / t
+        ),
+        _tp_collective("TP comm after MLP", M * h * act, up, "MLP down", o.tp_overlap_ub),
+    ]
 
 
 def moe_ops(m: LayerShape, o: Options, x: Split) -> list:
-    """Mixture-of-experts FFN (Megatron-Core MoE with the all-to-all dispatcher; SPEC 11): a router GEMM
-    h x e on the rank's tokens (s/t of them under SP, which Megatron requires for MoE with TP), the
-    tokens permuted by expert and sent to their k experts by an all-to-all over the EP group
+    """Mixture-of-experts FFN (Megatron-Core MoE with the all-to-all dispatcher; SPEC 11): a router
+    GEMM h x e on the rank's tokens (s/t of them under SP, which Megatron requires for MoE with TP),
+    the tokens permuted by expert and sent to their k experts by an all-to-all over the EP group
     ((ep-1)/ep of them leave the rank), the local experts' grouped GEMMs, and the way back. With
     balanced routing every expert rank receives as many token copies as it sends; the busiest rank
     gets ``imbalance`` times that, which sets the pace of its GEMMs and of the all-to-all. Expert TP
@@ -88,85 +145,186 @@ def moe_ops(m: LayerShape, o: Options, x: Split) -> list:
     group's tokens (Megatron's allgather dispatcher), or send each token once per node (DeepEP)."""
     act, h, E, k, fe = o.act_bytes, m.hidden, m.experts, m.top_k, m.moe_ffn
     M, t, tok, ep, etp = x.tokens, x.t, x.tok, x.ep, x.etp
-    n_loc = M / tok                                     # this rank's tokens
-    copies = n_loc * k                                  # token copies it dispatches (= receives, balanced)
+    n_loc = M / tok  # this rank's tokens
+    copies = n_loc * k  # token copies it dispatches (= receives, balanced)
     imb = m.imbalance
     n_e = (2 if m.gated else 1) * fe
-    rows = copies * etp * ep / E                        # rows per local expert, mean
+    rows = copies * etp * ep / E  # rows per local expert, mean
     local = E / ep
-    if o.dispatcher == "allgather":  # every EP rank gathers all the group's tokens, keeps its experts' share
-        dispatch = Collective("EP dispatch (all-gather)", "ep", act * n_loc * ep * h * imb,
-                              fwd=(Transfer("all-gather"),), bwd=(Transfer("reduce-scatter"),))
-        combine = Collective("EP combine (reduce-scatter)", "ep", act * n_loc * ep * h * imb,
-                             fwd=(Transfer("reduce-scatter"),), bwd=(Transfer("all-gather"),))
+    if (
+        o.dispatcher == "allgather"
+    ):  # every EP rank gathers all the group's tokens, keeps its experts' share
+        dispatch = Collective(
+            "EP dispatch (all-gather)",
+            "ep",
+            act * n_loc * ep * h * imb,
+            fwd=(Transfer("all-gather"),),
+            bwd=(Transfer("reduce-scatter"),),
+        )
+        combine = Collective(
+            "EP combine (reduce-scatter)",
+            "ep",
+            act * n_loc * ep * h * imb,
+            fwd=(Transfer("reduce-scatter"),),
+            bwd=(Transfer("all-gather"),),
+        )
     else:
         k_dedup = k if o.dispatcher == "deepep" else 0
         fc1 = "expert fc1 (grouped)"
-        # overlapped (Megatron-Core's EP overlap): each all-to-all hides under the expert GEMMs of the
-        # micro-batch it is interleaved with, forward under a forward, backward under a backward
+        # overlapped (Megatron-Core's EP overlap): each all-to-all hides under the expert GEMMs of
+        # the micro-batch it is interleaved with, forward under a forward, backward under a backward
         fwd = (Transfer("all-to-all", behind=(fc1, "fwd") if o.a2a_overlap else None),)
         bwd = (Transfer("all-to-all", behind=(fc1, "bwd") if o.a2a_overlap else None),)
-        dispatch = Collective("EP dispatch (all-to-all)", "ep", act * copies * h * imb, fwd=fwd, bwd=bwd,
-                              dedup_k=k_dedup)
-        combine = Collective("EP combine (all-to-all)", "ep", act * copies * h * imb, fwd=fwd, bwd=bwd,
-                             dedup_k=k_dedup)
-    ops: list = [Gemm("router", n_loc, h, E, 1, "tokens", h * E, saved=act * n_loc * h + 4.0 * n_loc * E),
-                 Pointwise("token permute", copies * h * imb, 2 * act, 2 * act, 0, "experts"), dispatch]
-    expert_act = tag([_activation(m, act, "expert " + m.act_name, rows * local * fe / etp * imb, False,
-                                  saved=act * rows * local * n_e / etp)], "moe_act")
+        dispatch = Collective(
+            "EP dispatch (all-to-all)",
+            "ep",
+            act * copies * h * imb,
+            fwd=fwd,
+            bwd=bwd,
+            dedup_k=k_dedup,
+        )
+        combine = Collective(
+            "EP combine (all-to-all)",
+            "ep",
+            act * copies * h * imb,
+            fwd=fwd,
+            bwd=bwd,
+            dedup_k=k_dedup,
+        )
+    ops: list = [
+        Gemm("router", n_loc, h, E, 1, "tokens", h * E, saved=act * n_loc * h + 4.0 * n_loc * E),
+        Pointwise("token permute", copies * h * imb, 2 * act, 2 * act, 0, "experts"),
+        dispatch,
+    ]
+    expert_act = tag(
+        [
+            _activation(
+                m,
+                act,
+                "expert " + m.act_name,
+                rows * local * fe / etp * imb,
+                False,
+                saved=act * rows * local * n_e / etp,
+            )
+        ],
+        "moe_act",
+    )
     gathered = act * copies * etp * h * imb
-    etp_in = Collective("ETP all-gather of expert tokens", "etp", gathered, fwd=(Transfer("all-gather"),),
-                        bwd=(Transfer("reduce-scatter"),))
-    etp_out = Collective("ETP reduce-scatter of expert outputs", "etp", gathered,
-                         fwd=(Transfer("reduce-scatter"),), bwd=(Transfer("all-gather"),))
-    ops += [etp_in,
-            Gemm("expert fc1 (grouped)", rows, h, n_e / etp, local, "experts", E * h * n_e,
-                 saved=act * rows * local * h, time_rows=rows * imb),
-            *expert_act,
-            Gemm("expert fc2 (grouped)", rows, fe / etp, h, local, "experts", E * fe * h,
-                 saved=act * rows * local * fe / etp, time_rows=rows * imb),
-            etp_out, combine,
-            Pointwise("token unpermute", copies * h * imb, 2 * act, 2 * act, 1, "experts")]
+    etp_in = Collective(
+        "ETP all-gather of expert tokens",
+        "etp",
+        gathered,
+        fwd=(Transfer("all-gather"),),
+        bwd=(Transfer("reduce-scatter"),),
+    )
+    etp_out = Collective(
+        "ETP reduce-scatter of expert outputs",
+        "etp",
+        gathered,
+        fwd=(Transfer("reduce-scatter"),),
+        bwd=(Transfer("all-gather"),),
+    )
+    ops += [
+        etp_in,
+        Gemm(
+            "expert fc1 (grouped)",
+            rows,
+            h,
+            n_e / etp,
+            local,
+            "experts",
+            E * h * n_e,
+            saved=act * rows * local * h,
+            time_rows=rows * imb,
+        ),
+        *expert_act,
+        Gemm(
+            "expert fc2 (grouped)",
+            rows,
+            fe / etp,
+            h,
+            local,
+            "experts",
+            E * fe * h,
+            saved=act * rows * local * fe / etp,
+            time_rows=rows * imb,
+        ),
+        etp_out,
+        combine,
+        Pointwise("token unpermute", copies * h * imb, 2 * act, 2 * act, 1, "experts"),
+    ]
     ops = tag(ops, "moe")
     if m.shared_ffn:
         fs, n_s = m.shared_ffn, (2 if m.gated else 1) * m.shared_ffn
-        ops += tag([Gemm("shared expert up", M, h, n_s / t, 1, "column", h * n_s, saved=act * M * h / tok),
-                    _activation(m, act, "shared expert " + m.act_name, M * fs / t, False, saved=act * M * n_s / t),
-                    Gemm("shared expert down", M, fs / t, h, 1, "row", fs * h, saved=act * M * fs / t),
-                    _tp_collective("TP comm of the shared expert", M * h * act, "shared expert up")],
-                   "shared_experts")
+        ops += tag(
+            [
+                Gemm(
+                    "shared expert up", M, h, n_s / t, 1, "column", h * n_s, saved=act * M * h / tok
+                ),
+                _activation(
+                    m,
+                    act,
+                    "shared expert " + m.act_name,
+                    M * fs / t,
+                    False,
+                    saved=act * M * n_s / t,
+                ),
+                Gemm("shared expert down", M, fs / t, h, 1, "row", fs * h, saved=act * M * fs / t),
+                _tp_collective("TP comm of the shared expert", M * h * act, "shared expert up"),
+            ],
+            "shared_experts",
+        )
     return ops
 
 
 def lm_head(m: LayerShape, o: Options, b, s: int, t, sp, cp=1) -> Block:
-    """Last stage: final norm, the TP collective at the logits input, logits GEMM 2bshV/t and the fp32
-    vocab-parallel loss. The logits GEMM is a column-parallel linear (Megatron-LM parallel_lm_logits):
-    without SP its input gradient is all-reduced over TP in the backward, behind the weight gradient;
-    under SP its input is all-gathered in the forward (exposed) and, in the backward, gathered again
-    behind the input-gradient GEMM and reduce-scattered behind the weight gradient."""
+    """Last stage: final norm, the TP collective at the logits input, logits GEMM 2bshV/t and the
+    fp32 vocab-parallel loss. The logits GEMM is a column-parallel linear (Megatron-LM
+    parallel_lm_logits): without SP its input gradient is all-reduced over TP in the backward,
+    behind the weight gradient; under SP its input is all-gathered in the forward (exposed) and, in
+    the backward, gathered again behind the input-gradient GEMM and reduce-scattered behind the
+    weight gradient."""
     x = Split.of(b, s, t, sp, cp)
     act, h, V = o.act_bytes, m.hidden, m.vocab
     M, t, tok = x.tokens, x.t, x.tok
     logits = Gemm("logits", M, h, V / t, 1, "column", 0 if m.tied else V * h)
-    comm = Collective("TP comm at the logits input", "tp", M * h * act,
-                      fwd=(Transfer("all-gather", "sp"),),
-                      bwd=(Transfer("all-gather", "sp", (logits.name, "dgrad")),
-                           Transfer("reduce-scatter", "sp", (logits.name, "wgrad")),
-                           Transfer("all-reduce", "no_sp", (logits.name, "wgrad"))))
-    return Block("LM head", (
-        Pointwise("final layernorm", M * h / tok, 2 * act, layernorm_backward_bytes(act, o.persist_ln), 8,
-                  "tokens", m.norm_params),
-        comm, logits,
-        _cross_entropy(o, M * V / t)))
+    comm = Collective(
+        "TP comm at the logits input",
+        "tp",
+        M * h * act,
+        fwd=(Transfer("all-gather", "sp"),),
+        bwd=(
+            Transfer("all-gather", "sp", (logits.name, "dgrad")),
+            Transfer("reduce-scatter", "sp", (logits.name, "wgrad")),
+            Transfer("all-reduce", "no_sp", (logits.name, "wgrad")),
+        ),
+    )
+    return Block(
+        "LM head",
+        (
+            Pointwise(
+                "final layernorm",
+                M * h / tok,
+                2 * act,
+                layernorm_backward_bytes(act, o.persist_ln),
+                8,
+                "tokens",
+                m.norm_params,
+            ),
+            comm,
+            logits,
+            _cross_entropy(o, M * V / t),
+        ),
+    )
 
 
 def _cross_entropy(o: Options, logits) -> Pointwise:
-    """Vocab-parallel cross-entropy over the [b s, V/t] logits. Unfused, on fp32 logits as Megatron-LM
-    runs it (gpt_model: output.float(); mpu/cross_entropy.py): forward cast 2+4, max 4, sub_ 4+4, exp 4+4,
-    sum 4, div_ 4+4 = 38 B per logit; backward mul_ 4+4 and the cast's backward 4+2 = 14 B per logit.
-    Fused (Megatron-Core --cross-entropy-loss-fusion): the forward reads the 16-bit logits once (max,
-    sum of exponentials and the target in registers), the backward reads them again and writes the
-    gradient: 2 and 4 B per logit."""
+    """Vocab-parallel cross-entropy over the [b s, V/t] logits. Unfused, on fp32 logits as
+    Megatron-LM runs it (gpt_model: output.float(); mpu/cross_entropy.py): forward cast 2+4, max 4,
+    sub_ 4+4, exp 4+4, sum 4, div_ 4+4 = 38 B per logit; backward mul_ 4+4 and the cast's backward
+    4+2 = 14 B per logit. Fused (Megatron-Core --cross-entropy-loss-fusion): the forward reads the
+    16-bit logits once (max, sum of exponentials and the target in registers), the backward reads
+    them again and writes the gradient: 2 and 4 B per logit."""
     if o.fused_ce:
         return Pointwise("cross-entropy (fused)", logits, 2.0, 4.0, 6, "column")
     return Pointwise("cross-entropy (fp32)", logits, 38.0, 14.0, 6, "column")
@@ -174,19 +332,25 @@ def _cross_entropy(o: Options, logits) -> Pointwise:
 
 def embedding(m: LayerShape, o: Options, b, s: int, t, sp, cp=1) -> Block:
     """First stage: the vocab-parallel lookup, its TP reduction, dropout (memory-bound), backward
-    scatter-add. Each rank looks up only its vocabulary shard and zeroes the other rows, so the b s h
-    output is summed over TP: an all-reduce in the forward (its backward is the identity), or under
-    SP a reduce-scatter whose backward is an all-gather (Megatron-LM VocabParallelEmbedding and
-    language_model.Embedding). Parameters: V h word embedding, plus s h learned positions."""
+    scatter-add. Each rank looks up only its vocabulary shard and zeroes the other rows, so the b s
+    h output is summed over TP: an all-reduce in the forward (its backward is the identity), or
+    under SP a reduce-scatter whose backward is an all-gather (Megatron-LM VocabParallelEmbedding
+    and language_model.Embedding). Parameters: V h word embedding, plus s h learned positions."""
     x = Split.of(b, s, t, sp, cp)
     act, h = o.act_bytes, m.hidden
     M, tok = x.tokens, x.tok
-    comm = Collective("TP reduction of the embedding", "tp", M * h * act,
-                      fwd=(Transfer("all-reduce", "no_sp"), Transfer("reduce-scatter", "sp")),
-                      bwd=(Transfer("all-gather", "sp"),))
+    comm = Collective(
+        "TP reduction of the embedding",
+        "tp",
+        M * h * act,
+        fwd=(Transfer("all-reduce", "no_sp"), Transfer("reduce-scatter", "sp")),
+        bwd=(Transfer("all-gather", "sp"),),
+    )
     params = m.vocab * h + (s * h if m.learned_positions else 0)
     if o.dropout:
-        lookup = Pointwise("embedding + dropout", M * h / tok, 3 * act + 1, 3 * act + 1, 1, "tokens", params)
+        lookup = Pointwise(
+            "embedding + dropout", M * h / tok, 3 * act + 1, 3 * act + 1, 1, "tokens", params
+        )
     else:  # read the rows, write the output; backward: scatter-add into the table's gradient
         lookup = Pointwise("embedding", M * h / tok, 2 * act, 3 * act, 1, "tokens", params)
     return Block("embedding", (comm, lookup))

@@ -32,7 +32,9 @@ def bubble_report(p: int, m: int, v: int = 1, target: float = 0.10, sweep: bool 
     if not 0 < target < 1:
         raise PerfModelError(f"--target must lie strictly between 0 and 1, got {target}")
     out = {
-        "p": p, "m": m, "v": v,
+        "p": p,
+        "m": m,
+        "v": v,
         "bubble_over_ideal": _f(pipe.bubble_over_ideal(p, m, v)),
         "bubble_over_step": _f(pipe.bubble_over_step(p, m, v)),
         "utilization": _f(pipe.utilization(p, m, v)),
@@ -42,29 +44,52 @@ def bubble_report(p: int, m: int, v: int = 1, target: float = 0.10, sweep: bool 
     }
     if sweep:
         ms = sorted({1, 2, 4, 8, 16, 32, 48, 64, 128, 256, m, out["min_m_for_target"]})
-        if v > 1:  # the interleaved schedule runs m a multiple of p only (Narayanan 2021, Sec. 2.2.2)
+        if (
+            v > 1
+        ):  # the interleaved schedule runs m a multiple of p only (Narayanan 2021, Sec. 2.2.2)
             ms = sorted({k for k in ms if k % p == 0} | {p * j for j in (1, 2, 4, 8, 16, 32)})
-        out["sweep"] = [{"m": k, "bubble_over_ideal": _f(pipe.bubble_over_ideal(p, k, v)),
-                         "bubble_over_step": _f(pipe.bubble_over_step(p, k, v)),
-                         "utilization": _f(pipe.utilization(p, k, v))} for k in ms]
+        out["sweep"] = [
+            {
+                "m": k,
+                "bubble_over_ideal": _f(pipe.bubble_over_ideal(p, k, v)),
+                "bubble_over_step": _f(pipe.bubble_over_step(p, k, v)),
+                "utilization": _f(pipe.utilization(p, k, v)),
+            }
+            for k in ms
+        ]
     return out
 
 
 _SHARD_LABEL = {"column": " (column-parallel)", "row": " (row-parallel)"}
 
 
-def layer_gemms(shape: LayerShape, tp: int, mbs: int, seq: int, flash: bool = False, ep: int = 1) -> list[Gemm]:
-    """Every forward GEMM of one layer on one TP rank (SPEC 4-5), read off the layer's description: a
-    MoE layer's (router, grouped experts at ep) for a mixture-of-experts shape. Which tp a model admits
-    is rule PM103's business (perfmodel/rules.py), not this function's."""
-    return decoder_layer(shape, Options(flash=flash), mbs, seq, tp, tp > 1 and shape.experts > 0, 1, ep, 1,
-                         moe=shape.experts > 0).gemms()
+def layer_gemms(
+    shape: LayerShape, tp: int, mbs: int, seq: int, flash: bool = False, ep: int = 1
+) -> list[Gemm]:
+    """Every forward GEMM of one layer on one TP rank (SPEC 4-5), read off the layer's description:
+    a MoE layer's (router, grouped experts at ep) for a mixture-of-experts shape. Which tp a model
+    admits is rule PM103's business (perfmodel/rules.py), not this function's."""
+    return decoder_layer(
+        shape,
+        Options(flash=flash),
+        mbs,
+        seq,
+        tp,
+        tp > 1 and shape.experts > 0,
+        1,
+        ep,
+        1,
+        moe=shape.experts > 0,
+    ).gemms()
 
 
-def roofline_shape(model: Model | None, hidden: int | None, ffn: int | None, heads: int | None,
-                   tp: int) -> LayerShape:
-    """The layer `roofline` draws: the model's shape (any of hidden, ffn, heads given override it), or
-    h = 4096, f = 4h, h/128 heads without a model; every split must divide by tp (Megatron's rule)."""
+def roofline_shape(
+    model: Model | None, hidden: int | None, ffn: int | None, heads: int | None, tp: int
+) -> LayerShape:
+    """The layer `roofline` draws: the model's shape (any of hidden, ffn, heads given override it),
+    or h = 4096, f = 4h, h/128 heads without a model; every split must divide by tp (Megatron's
+    rule).
+    """
     gated, groups = False, None
     if model is not None:
         hidden, ffn = hidden or model.hidden_size, ffn or model.ffn
@@ -78,20 +103,44 @@ def roofline_shape(model: Model | None, hidden: int | None, ffn: int | None, hea
         raise PerfModelError(f"--hidden({hidden}) is not divisible by --heads({heads})")
     for name, value in (("--heads", heads), ("--ffn", ffn)):
         if value % tp:
-            raise PerfModelError(f"{name}({value}) is not divisible by --tp({tp}); pick tp dividing it")
+            raise PerfModelError(
+                f"{name}({value}) is not divisible by --tp({tp}); pick tp dividing it"
+            )
     if groups % tp and tp % groups:
-        raise PerfModelError(f"the model's {groups} query groups and --tp({tp}) do not divide one another")
-    return LayerShape(hidden=hidden, heads=heads, groups=groups, ffn=ffn, vocab=1, gated=gated, bias=False,
-                      norm="layernorm", learned_positions=False, tied=True)
+        raise PerfModelError(
+            f"the model's {groups} query groups and --tp({tp}) do not divide one another"
+        )
+    return LayerShape(
+        hidden=hidden,
+        heads=heads,
+        groups=groups,
+        ffn=ffn,
+        vocab=1,
+        gated=gated,
+        bias=False,
+        norm="layernorm",
+        learned_positions=False,
+        tied=True,
+    )
 
 
-def roofline_report(gpu: GPU, dtype: str, shape: LayerShape, tp: int, mbs: int, seq: int, ep: int = 1,
-                    flash: bool = False) -> dict:
+def roofline_report(
+    gpu: GPU,
+    dtype: str,
+    shape: LayerShape,
+    tp: int,
+    mbs: int,
+    seq: int,
+    ep: int = 1,
+    flash: bool = False,
+) -> dict:
     """Each GEMM's FLOPs, bytes, AI, bound, attainable FLOP/s and time on the data-sheet roofline
     (SPEC 4): bound is AI against the ridge point peak / bandwidth (cost/roofline.is_memory_bound).
 
-    With ``flash`` the two attention GEMMs are one fused kernel (Dao et al. 2022, FlashAttention): the same
-    FLOPs, but HBM traffic of Q, K, V and the output only, the s x s scores never leaving the chip."""
+    With ``flash`` the two attention GEMMs are one fused kernel (Dao et al. 2022, FlashAttention):
+    the same FLOPs, but HBM traffic of Q, K, V and the output only, the s x s scores never leaving
+    the chip.
+    """
     peak, bw = gpu.peak(dtype), gpu.hbm_bandwidth_bytes_per_s
     dt = DTYPE_BYTES[dtype]
     gemms = []
@@ -102,44 +151,84 @@ def roofline_report(gpu: GPU, dtype: str, shape: LayerShape, tp: int, mbs: int, 
         if flash and g in attention:
             if g is not attention[0]:
                 continue
-            scores = attention[0]  # M = s, K = d, N = s, batch = b heads/t: Q, K, V, O read or written once
+            scores = attention[
+                0
+            ]  # M = s, K = d, N = s, batch = b heads/t: Q, K, V, O read or written once
             flops = sum(a.flops for a in attention)
             nbytes = scores.batch * (2 * scores.M * scores.K + 2 * scores.N * scores.K) * dt
             g = dataclasses.replace(g, name="fused attention (flash)")
         ai = rl.arithmetic_intensity(flops, nbytes)
-        tiles, slots, waves, util = rl.wave_quantization(g.M, g.N, 128, 128, gpu.num_sms, 1, g.batch)
-        gemms.append({
-            "name": g.name + _SHARD_LABEL.get(g.shard, ""), "shard": g.shard,
-            "M": _f(g.M), "K": _f(g.K), "N": _f(g.N), "batch": _f(g.batch),
-            "flops": _f(flops), "bytes": _f(nbytes), "arithmetic_intensity": _f(ai),
-            "bound": "memory" if bool(rl.is_memory_bound(flops, nbytes, peak, bw)) else "compute",
-            "attainable_flops_per_s": _f(rl.attainable_flops(ai, peak, bw)),
-            "time_s": _f(rl.roofline_time(flops, nbytes, peak, bw)),
-            "waves_128x128": _f(waves), "wave_utilization": _f(util),
-        })
-    return {"gpu": gpu.name, "dtype": dtype, "peak_flops_per_s": peak, "hbm_bandwidth_bytes_per_s": bw,
-            "ridge_point": _f(rl.ridge_point(peak, bw)), "tokens": mbs * seq, "tp": tp, "hidden": shape.hidden,
-            "ffn": shape.ffn, "heads": shape.heads, "flash_attention": flash, "gemms": gemms}
+        tiles, slots, waves, util = rl.wave_quantization(
+            g.M, g.N, 128, 128, gpu.num_sms, 1, g.batch
+        )
+        gemms.append(
+            {
+                "name": g.name + _SHARD_LABEL.get(g.shard, ""),
+                "shard": g.shard,
+                "M": _f(g.M),
+                "K": _f(g.K),
+                "N": _f(g.N),
+                "batch": _f(g.batch),
+                "flops": _f(flops),
+                "bytes": _f(nbytes),
+                "arithmetic_intensity": _f(ai),
+                "bound": (
+                    "memory" if bool(rl.is_memory_bound(flops, nbytes, peak, bw)) else "compute"
+                ),
+                "attainable_flops_per_s": _f(rl.attainable_flops(ai, peak, bw)),
+                "time_s": _f(rl.roofline_time(flops, nbytes, peak, bw)),
+                "waves_128x128": _f(waves),
+                "wave_utilization": _f(util),
+            }
+        )
+    return {
+        "gpu": gpu.name,
+        "dtype": dtype,
+        "peak_flops_per_s": peak,
+        "hbm_bandwidth_bytes_per_s": bw,
+        "ridge_point": _f(rl.ridge_point(peak, bw)),
+        "tokens": mbs * seq,
+        "tp": tp,
+        "hidden": shape.hidden,
+        "ffn": shape.ffn,
+        "heads": shape.heads,
+        "flash_attention": flash,
+        "gemms": gemms,
+    }
 
 
-def comm_report(kind: str, size_bytes: float, ranks: int, link: Link, use_efficiency: bool = False) -> dict:
+def comm_report(
+    kind: str, size_bytes: float, ranks: int, link: Link, use_efficiency: bool = False
+) -> dict:
     """Alpha-beta time of one collective, latency and bandwidth terms apart (SPEC 3)."""
     if kind not in coll.COLLECTIVES:
-        raise PerfModelError(f"unknown collective {kind!r}; use one of {', '.join(coll.COLLECTIVES)}")
+        raise PerfModelError(
+            f"unknown collective {kind!r}; use one of {', '.join(coll.COLLECTIVES)}"
+        )
     if ranks < 1:
         raise PerfModelError("--ranks must be at least 1")
     if kind == "p2p" and ranks != 2:
         ranks = 2
     bw = link.bandwidth_bytes_per_s * (link.efficiency if use_efficiency else 1.0)
     lat, band = coll.collective_time(kind, size_bytes, ranks, bw, link.latency_s)
-    return {"collective": kind, "size_bytes": size_bytes, "ranks": ranks, "link": link.name,
-            "bandwidth_bytes_per_s": bw, "latency_per_step_s": link.latency_s,
-            "steps": _f(coll.ring_steps(kind, ranks)),
-            "bytes_per_rank": _f(coll.bytes_per_rank(kind, size_bytes, ranks)),
-            "latency_s": _f(lat), "bandwidth_s": _f(band), "time_s": _f(lat + band)}
+    return {
+        "collective": kind,
+        "size_bytes": size_bytes,
+        "ranks": ranks,
+        "link": link.name,
+        "bandwidth_bytes_per_s": bw,
+        "latency_per_step_s": link.latency_s,
+        "steps": _f(coll.ring_steps(kind, ranks)),
+        "bytes_per_rank": _f(coll.bytes_per_rank(kind, size_bytes, ranks)),
+        "latency_s": _f(lat),
+        "bandwidth_s": _f(band),
+        "time_s": _f(lat + band),
+    }
 
 
-def sp_report(seq: int, hidden: int, tp: int, batch: int = 1, layers: int = 1, dtype_bytes: int = 2) -> dict:
+def sp_report(
+    seq: int, hidden: int, tp: int, batch: int = 1, layers: int = 1, dtype_bytes: int = 2
+) -> dict:
     """TP vs TP+SP shape trace, resident and transient peaks, and communication (seed 002)."""
     if seq % tp or hidden % tp:
         raise PerfModelError(f"--seq({seq}) and --hidden({hidden}) must be divisible by --tp({tp})")
@@ -147,13 +236,28 @@ def sp_report(seq: int, hidden: int, tp: int, batch: int = 1, layers: int = 1, d
     for label, on in (("tp_only", False), ("tp_sp", True)):
         trace = spc.shape_trace(seq, hidden, tp, on)
         out[label] = {
-            "trace": [{"region": r.region, "s": r.s, "h": r.h, "resident": r.resident,
-                       "bytes": batch * r.s * r.h * dtype_bytes} for r in trace],
+            "trace": [
+                {
+                    "region": r.region,
+                    "s": r.s,
+                    "h": r.h,
+                    "resident": r.resident,
+                    "bytes": batch * r.s * r.h * dtype_bytes,
+                }
+                for r in trace
+            ],
             "resident_peak_bytes": spc.resident_peak_bytes(trace, batch, dtype_bytes),
             "transient_peak_bytes": spc.transient_peak_bytes(trace, batch, dtype_bytes),
-            "norm_input_bytes_per_layer": _f(spc.norm_input_bytes(seq, hidden, batch, tp, on, dtype_bytes)),
-            "norm_input_bytes_all_layers": _f(spc.norm_input_bytes(seq, hidden, batch, tp, on, dtype_bytes)) * layers,
+            "norm_input_bytes_per_layer": _f(
+                spc.norm_input_bytes(seq, hidden, batch, tp, on, dtype_bytes)
+            ),
+            "norm_input_bytes_all_layers": (
+                _f(spc.norm_input_bytes(seq, hidden, batch, tp, on, dtype_bytes)) * layers
+            ),
             "comm": spc.block_comm(seq, hidden, batch, tp, on, dtype_bytes),
         }
-    out["same_bytes"] = abs(out["tp_only"]["comm"]["bytes_per_rank"] - out["tp_sp"]["comm"]["bytes_per_rank"]) < 1e-6
+    out["same_bytes"] = (
+        abs(out["tp_only"]["comm"]["bytes_per_rank"] - out["tp_sp"]["comm"]["bytes_per_rank"])
+        < 1e-6
+    )
     return out

@@ -17,14 +17,29 @@ from perfmodel.cost.layer import Op
 from perfmodel.cost.transformer import decoder_layer
 from perfmodel.errors import PerfModelError
 from perfmodel.cost.memory import RECOMPUTE_CODES
-from perfmodel.engine.evaluate import BREAKDOWN_KEYS, MEMORY_KEYS, BlockCost, Setting, block_ops, evaluate
+from perfmodel.engine.evaluate import (
+    BREAKDOWN_KEYS,
+    MEMORY_KEYS,
+    BlockCost,
+    Setting,
+    block_ops,
+    evaluate,
+)
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.mesh import Mesh
 from perfmodel.engine.rules import config_problems
 from perfmodel.specs import Config, Plan
 from perfmodel.specs.parallel import Parallel
 
-__all__ = ["Estimate", "Knobs", "estimate", "evaluate", "per_layer_ops", "resolve_config", "validate_config"]
+__all__ = [
+    "Estimate",
+    "Knobs",
+    "estimate",
+    "evaluate",
+    "per_layer_ops",
+    "resolve_config",
+    "validate_config",
+]
 
 
 def resolve_config(plan: Plan, **overrides) -> Config:
@@ -43,8 +58,10 @@ def resolve_config(plan: Plan, **overrides) -> Config:
         dp = par.dp
     elif n % (tp * pp * cp):
         cps = f" * cp({cp})" if cp > 1 else ""
-        raise PerfModelError(f"num_gpus({n}) is not divisible by tp({tp}) * pp({pp}){cps} = {tp * pp * cp}; "
-                             "pick tp and pp whose product divides the GPU count")
+        raise PerfModelError(
+            f"num_gpus({n}) is not divisible by tp({tp}) * pp({pp}){cps} = {tp * pp * cp}; "
+            "pick tp and pp whose product divides the GPU count"
+        )
     else:
         dp = n // (tp * pp * cp)
     vp = par.vp or 1
@@ -52,11 +69,24 @@ def resolve_config(plan: Plan, **overrides) -> Config:
     sp = par.sequence_parallel
     if sp is None:
         sp = plan.model.is_moe and tp > 1
-    return Config(tp, pp, dp, vp, par.micro_batch_size or 1, plan.training.global_batch_size, bool(sp),
-                  par.recompute or "none", par.zero_stage or 0, schedule, cp=cp, ep=par.ep or 1, etp=par.etp or 1,
-                  cp_comm_type=par.cp_comm_type or "p2p",
-                  first_stage_layers=par.decoder_first_pipeline_num_layers or 0,
-                  last_stage_layers=par.decoder_last_pipeline_num_layers or 0)
+    return Config(
+        tp,
+        pp,
+        dp,
+        vp,
+        par.micro_batch_size or 1,
+        plan.training.global_batch_size,
+        bool(sp),
+        par.recompute or "none",
+        par.zero_stage or 0,
+        schedule,
+        cp=cp,
+        ep=par.ep or 1,
+        etp=par.etp or 1,
+        cp_comm_type=par.cp_comm_type or "p2p",
+        first_stage_layers=par.decoder_first_pipeline_num_layers or 0,
+        last_stage_layers=par.decoder_last_pipeline_num_layers or 0,
+    )
 
 
 def validate_config(plan: Plan, cfg: Config) -> None:
@@ -73,49 +103,71 @@ class Estimate:
     config: Config
     values: dict[str, float]
     warnings: list[str] = field(default_factory=list)
-    stage_fwd_s: list[float] = field(default_factory=list)   # forward seconds per micro-batch, each stage
-    stage_bwd_s: list[float] = field(default_factory=list)   # backward (recompute and TP comm included)
+    stage_fwd_s: list[float] = field(
+        default_factory=list
+    )  # forward seconds per micro-batch, each stage
+    stage_bwd_s: list[float] = field(
+        default_factory=list
+    )  # backward (recompute and TP comm included)
     stage_layers: list[float] = field(default_factory=list)  # layers on each stage
     framework: str = ""
-    assumed: list[str] = field(default_factory=list)          # what the figures rest on that no one checked
-    band: object = None                                       # uncertainty.Band: the expected error, if attached
-    slower_link_step_s: float | None = None                   # with the inter-node link 20% slower (plan)
-    equivalent_to_best: bool | None = None                    # inside the best's band (plan)
+    assumed: list[str] = field(default_factory=list)  # what the figures rest on that no one checked
+    band: object = None  # uncertainty.Band: the expected error, if attached
+    slower_link_step_s: float | None = None  # with the inter-node link 20% slower (plan)
+    equivalent_to_best: bool | None = None  # inside the best's band (plan)
 
     def to_json(self) -> dict:
         v = self.values
         return {
-            "step_time_s": v["step_time_s"], "tokens_per_s": v["tokens_per_s"],
+            "step_time_s": v["step_time_s"],
+            "tokens_per_s": v["tokens_per_s"],
             "tokens_per_s_per_gpu": v["tokens_per_s_per_gpu"],
             "model_tflops_per_gpu": v["model_tflops_per_gpu"],
-            "hardware_tflops_per_gpu": v["hardware_tflops_per_gpu"], "mfu": v["mfu"], "hfu": v["hfu"],
+            "hardware_tflops_per_gpu": v["hardware_tflops_per_gpu"],
+            "mfu": v["mfu"],
+            "hfu": v["hfu"],
             "flop_convention": flop_convention(self.config.recompute),
             "breakdown_s": {key: v[key] for key in BREAKDOWN_KEYS},
-            "bubble_over_step": v["bubble_over_step"], "bubble_over_ideal": v["bubble_over_ideal"],
+            "bubble_over_step": v["bubble_over_step"],
+            "bubble_over_ideal": v["bubble_over_ideal"],
             "bubble_share_of_step": v["bubble_share_of_step"],
             "bubble_simulated_over_step": v["bubble_simulated_over_step"],
             "closed_form_step_time_s": v["closed_form_step_time_s"],
             "slowest_stage": ("first", "middle", "middle", "last")[int(v["slowest_stage_class"])],
-            "stage_time_s": {"first": v["stage_time_first_s"], "middle": v["stage_time_middle_s"],
-                             "last": v["stage_time_last_s"]},
-            "memory": {key: (bool(v[key]) if key == "fits" else v[key]) for key in MEMORY_KEYS},
+            "stage_time_s": {
+                "first": v["stage_time_first_s"],
+                "middle": v["stage_time_middle_s"],
+                "last": v["stage_time_last_s"],
+            },
+            "memory": {key: bool(v[key]) if key == "fits" else v[key] for key in MEMORY_KEYS},
             "config": self.config.as_dict(),
             "stage_layers": list(self.stage_layers),
             "framework": self.framework,
             "assumed": list(self.assumed),
             "slower_link_step_time_s": self.slower_link_step_s,
             "equivalent_to_best": self.equivalent_to_best,
-            "expected_error": None if self.band is None else {
-                **self.band.to_json(), "step_time_range_s": [v["step_time_s"] * (1 - self.band.mean),
-                                                             v["step_time_s"] * (1 + self.band.mean)]},
+            "expected_error": (
+                None
+                if self.band is None
+                else {
+                    **self.band.to_json(),
+                    "step_time_range_s": [
+                        v["step_time_s"] * (1 - self.band.mean),
+                        v["step_time_s"] * (1 + self.band.mean),
+                    ],
+                }
+            ),
             "warnings": list(self.warnings),
         }
 
 
 def flop_convention(recompute: str) -> str:
     """How MFU and HFU count FLOPs (SPEC 5)."""
-    hw = {"full": "Narayanan 2021 eq. 3 (4x forward)", "selective": "Korthikanti 2022 eq. 8",
-          "none": "= model FLOPs"}[recompute]
+    hw = {
+        "full": "Narayanan 2021 eq. 3 (4x forward)",
+        "selective": "Korthikanti 2022 eq. 8",
+        "none": "= model FLOPs",
+    }[recompute]
     return f"MFU: model FLOPs, Korthikanti 2022 eq. 7 (3x forward, no recompute); HFU: {hw}"
 
 
@@ -125,37 +177,64 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
     validate_config(plan, cfg)
     raw = evaluate(plan, Knobs.from_configs([cfg]))
     stages = raw.pop("stages")
-    values = {key: (bool(val[0]) if val.dtype == bool else float(val[0])) for key, val in raw.items()}
+    values = {key: bool(val[0]) if val.dtype == bool else float(val[0]) for key, val in raw.items()}
     values["closed_form_step_time_s"] = values["step_time_s"]
     values["bubble_simulated_over_step"] = values["bubble_over_step"]
     tf, tb = stages.per_stage(0)
     notes = []
     if simulate and cfg.pp > 1:
         from perfmodel.engine.schedule import MAX_BLOCKS
+
         if cfg.pp * cfg.num_micro_batches * cfg.vp <= MAX_BLOCKS:
             _refine_with_simulation(cfg, values, tf, tb, not plan.training.p2p_overlap)
         else:
-            notes.append(f"pipeline not simulated (p x m x v = {cfg.pp * cfg.num_micro_batches * cfg.vp:,} blocks): "
-                         "the bubble is the closed form's")
+            notes.append(
+                f"pipeline not simulated (p x m x v = {cfg.pp * cfg.num_micro_batches * cfg.vp:,}"
+                " blocks): the bubble is the closed form's"
+            )
     _check_finite(values)
-    return Estimate(cfg, values, notes + _warnings(plan, cfg, values), tf, tb, stages.stages.layer_counts(0),
-                    plan.training.framework, assumptions(plan))
+    return Estimate(
+        cfg,
+        values,
+        notes + _warnings(plan, cfg, values),
+        tf,
+        tb,
+        stages.stages.layer_counts(0),
+        plan.training.framework,
+        assumptions(plan),
+    )
 
 
 def pipeline(plan: Plan, est: Estimate):
-    """One simulated step of an estimate's pipeline (its schedule, per-stage times and p2p time), blocks kept
-    for a Gantt chart: what `schedule PLAN` draws and the report shows."""
+    """One simulated step of an estimate's pipeline (its schedule, per-stage times and p2p time),
+    blocks kept for a Gantt chart: what `schedule PLAN` draws and the report shows."""
     from perfmodel.engine.schedule import simulate
+
     c = est.config
-    return simulate(c.pp, c.num_micro_batches, c.vp, c.schedule, est.stage_fwd_s, est.stage_bwd_s,
-                    est.values["p2p_s"], blocking=not plan.training.p2p_overlap)
+    return simulate(
+        c.pp,
+        c.num_micro_batches,
+        c.vp,
+        c.schedule,
+        est.stage_fwd_s,
+        est.stage_bwd_s,
+        est.values["p2p_s"],
+        blocking=not plan.training.p2p_overlap,
+    )
 
 
-def plan_pipeline(plan: Plan, m: int | None = None, pp: int | None = None, vp: int | None = None,
-                  schedule: str | None = None):
-    """`schedule PLAN`: the plan's pipeline simulated, with m, pp, vp or the schedule changed where given
-    (m changes the global batch: m x dp x micro-batch)."""
-    over = {k: val for k, val in (("pp", pp), ("vp", vp), ("schedule", schedule)) if val is not None}
+def plan_pipeline(
+    plan: Plan,
+    m: int | None = None,
+    pp: int | None = None,
+    vp: int | None = None,
+    schedule: str | None = None,
+):
+    """`schedule PLAN`: the plan's pipeline simulated, with m, pp, vp or the schedule changed where
+    given (m changes the global batch: m x dp x micro-batch)."""
+    over = {
+        k: val for k, val in (("pp", pp), ("vp", vp), ("schedule", schedule)) if val is not None
+    }
     cfg = resolve_config(plan, **over)
     if m is not None:
         cfg = replace(cfg, global_batch_size=m * cfg.dp * cfg.micro_batch_size)
@@ -164,12 +243,15 @@ def plan_pipeline(plan: Plan, m: int | None = None, pp: int | None = None, vp: i
 
 
 def _check_finite(values: dict) -> None:
-    """A figure that overflows is an error naming what to look at, never NaN or Infinity in the output."""
+    """A figure that overflows is an error naming what to look at, never NaN or Infinity in the
+    output."""
     bad = sorted(k for k, v in values.items() if isinstance(v, float) and not np.isfinite(v))
     if bad:
-        raise PerfModelError(f"the estimate overflows ({', '.join(bad[:4])} not finite): check the link bandwidths and "
-                             "latencies, the GPU's peak and HBM figures and the batch for values off by orders of "
-                             "magnitude")
+        raise PerfModelError(
+            f"the estimate overflows ({', '.join(bad[:4])} not finite): check the link bandwidths"
+            " and latencies, the GPU's peak and HBM figures and the batch for values off by orders"
+            " of magnitude"
+        )
 
 
 def assumptions(plan: Plan) -> list[str]:
@@ -180,25 +262,38 @@ def assumptions(plan: Plan) -> list[str]:
     if tr.profile_flags:
         out.append(f"framework {tr.framework}: its defaults for {', '.join(tr.profile_flags)}")
     if gpu.efficiency_source.split()[0] == "assumed":
-        out.append(f"{gpu.name}: efficiencies assumed (carried over, not measured or fitted on this GPU)")
+        out.append(
+            f"{gpu.name}: efficiencies assumed (carried over, not measured or fitted on this GPU)"
+        )
     if tr.dtype == "fp8" and gpu.fp8_gemm_efficiency is None:
         out.append(f"{gpu.name}: FP8 GEMM efficiency taken as the BF16 one (not measured)")
     return out
 
 
-def _refine_with_simulation(cfg: Config, v: dict, tf: list[float], tb: list[float], blocking: bool) -> None:
+def _refine_with_simulation(
+    cfg: Config, v: dict, tf: list[float], tb: list[float], blocking: bool
+) -> None:
     """Replace the closed-form bubble and p2p terms by a simulated step of the schedule."""
     from perfmodel.engine.schedule import simulate as run
+
     m = cfg.num_micro_batches
     ideal = run(cfg.pp, m, cfg.vp, cfg.schedule, tf, tb, 0.0, keep_blocks=False)
-    real = run(cfg.pp, m, cfg.vp, cfg.schedule, tf, tb, v["p2p_s"], keep_blocks=False, blocking=blocking)
+    real = run(
+        cfg.pp, m, cfg.vp, cfg.schedule, tf, tb, v["p2p_s"], keep_blocks=False, blocking=blocking
+    )
     old = v["bubble"] + v["pp_comm"]
     v["bubble"] = max(0.0, ideal.step_time - m * v["slowest_stage_s"])
     v["pp_comm"] = real.step_time - ideal.step_time
     scale = v["step_time_s"] / (v["step_time_s"] - old + v["bubble"] + v["pp_comm"])
     v["step_time_s"] /= scale
-    for key in ("tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu",
-                "mfu", "hfu"):
+    for key in (
+        "tokens_per_s",
+        "tokens_per_s_per_gpu",
+        "model_tflops_per_gpu",
+        "hardware_tflops_per_gpu",
+        "mfu",
+        "hfu",
+    ):
         v[key] *= scale
     v["bubble_simulated_over_step"] = ideal.bubble_over_step
     v["bubble_share_of_step"] = v["bubble"] / v["step_time_s"]
@@ -208,11 +303,15 @@ def _warnings(plan: Plan, cfg: Config, v: dict) -> list[str]:
     out = []
     mesh = Mesh(cfg.tp, cfg.pp, cfg.dp, plan.system)
     if mesh.crossing("tp") != "intra":
-        out.append(f"TP group of {cfg.tp} crosses the node boundary ({plan.system.gpus_per_node} GPUs per node): "
-                   f"TP collectives run on {plan.system.inter_node_link.name}")
+        out.append(
+            f"TP group of {cfg.tp} crosses the node boundary ({plan.system.gpus_per_node} GPUs per"
+            f" node): TP collectives run on {plan.system.inter_node_link.name}"
+        )
     if not v["fits"]:
-        out.append(f"does not fit: {v['total_bytes'] / 1e9:.1f} GB needed, "
-                   f"{v['capacity_bytes'] / 1e9:.1f} GB of HBM")
+        out.append(
+            f"does not fit: {v['total_bytes'] / 1e9:.1f} GB needed, "
+            f"{v['capacity_bytes'] / 1e9:.1f} GB of HBM"
+        )
     if v["bubble_over_step"] > pipe.BUBBLE_LIMIT:
         out.append(f"pipeline bubble is {100 * v['bubble_over_step']:.1f}% of the step")
     return out
@@ -226,9 +325,18 @@ def layer_kind(plan: Plan) -> str:
 
 def _layer(plan: Plan, cfg: Config, kind: str | None):
     f = lambda x: np.asarray(float(x))  # noqa: E731
-    return block_ops(Setting.of(plan), decoder_layer, f(cfg.tp), f(cfg.micro_batch_size),
-                     np.asarray(cfg.sequence_parallel), f(cfg.cp), f(cfg.ep), f(cfg.etp), cfg.cp_comm_type,
-                     moe=(kind or layer_kind(plan)) == "moe")
+    return block_ops(
+        Setting.of(plan),
+        decoder_layer,
+        f(cfg.tp),
+        f(cfg.micro_batch_size),
+        np.asarray(cfg.sequence_parallel),
+        f(cfg.cp),
+        f(cfg.ep),
+        f(cfg.etp),
+        cfg.cp_comm_type,
+        moe=(kind or layer_kind(plan)) == "moe",
+    )
 
 
 def per_layer_ops(plan: Plan, cfg: Config, kind: str | None = None) -> list[Op]:
@@ -241,7 +349,9 @@ def layer_seconds(plan: Plan, cfg: Config, recompute: str | None = None, kind: s
     """(forward, backward) seconds of one layer for one micro-batch under ``cfg``, TP communication
     and the recompute of ``recompute`` (default: the configuration's) included."""
     ops, block = _layer(plan, cfg, kind)
-    cost = BlockCost.of(ops, block, float(cfg.tp), float(cfg.ep), float(cfg.etp), plan.training.recompute_modules)
+    cost = BlockCost.of(
+        ops, block, float(cfg.tp), float(cfg.ep), float(cfg.etp), plan.training.recompute_modules
+    )
     fwd, bwd = cost.seconds(RECOMPUTE_CODES[recompute or cfg.recompute])
     return float(fwd), float(bwd)
 
@@ -250,8 +360,21 @@ def ops_json(ops: list[Op]) -> list[dict]:
     """The per-layer operations as JSON rows (one configuration)."""
     rows = []
     for o in ops:
-        bound = "link" if o.kind == "comm" else ("compute" if bool(np.all(o.compute_bound)) else "memory")
-        rows.append({"name": o.name, "kind": o.kind, "flops": float(np.sum(o.flops)),
-                     "bytes": float(np.sum(o.bytes)), "bound": bound, "forward_s": float(np.sum(o.fwd_s)),
-                     "backward_s": float(np.sum(o.bwd_s)), "recomputed_by_selective": o.attention_core})
+        bound = (
+            "link"
+            if o.kind == "comm"
+            else ("compute" if bool(np.all(o.compute_bound)) else "memory")
+        )
+        rows.append(
+            {
+                "name": o.name,
+                "kind": o.kind,
+                "flops": float(np.sum(o.flops)),
+                "bytes": float(np.sum(o.bytes)),
+                "bound": bound,
+                "forward_s": float(np.sum(o.fwd_s)),
+                "backward_s": float(np.sum(o.bwd_s)),
+                "recomputed_by_selective": o.attention_core,
+            }
+        )
     return rows

@@ -47,13 +47,20 @@ class Knobs:
         col = {f.name: [getattr(c, f.name) for c in cfgs] for f in fields(cls)}
         for name, codes in CODES.items():
             col[name] = [codes[v] for v in col[name]]
-        out = {k: np.array(v, dtype=bool if k == "sequence_parallel" else np.int64) for k, v in col.items()}
+        out = {
+            k: np.array(v, dtype=bool if k == "sequence_parallel" else np.int64)
+            for k, v in col.items()
+        }
         return cls(**out)
 
     @classmethod
     def empty(cls) -> "Knobs":
-        return cls(**{f.name: np.zeros(0, dtype=bool if f.name == "sequence_parallel" else np.int64)
-                      for f in fields(cls)})
+        return cls(
+            **{
+                f.name: np.zeros(0, dtype=bool if f.name == "sequence_parallel" else np.int64)
+                for f in fields(cls)
+            }
+        )
 
     def take(self, idx) -> "Knobs":
         return Knobs(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
@@ -63,6 +70,8 @@ class Knobs:
 
     def config(self, i: int, global_batch_size: int) -> Config:
         v = {f.name: getattr(self, f.name)[i] for f in fields(self)}
-        out = {k: (NAMES[k][int(x)] if k in NAMES else bool(x) if k == "sequence_parallel" else int(x))
-               for k, x in v.items()}
+        out = {
+            k: NAMES[k][int(x)] if k in NAMES else bool(x) if k == "sequence_parallel" else int(x)
+            for k, x in v.items()
+        }
         return Config(global_batch_size=global_batch_size, **out)

@@ -21,11 +21,11 @@ from perfmodel.cost import collectives as coll
 from perfmodel.cost.layer import Link
 
 DIMS = ("tp", "cp", "ep", "etp", "dp", "pp")
-# System.placement -> the rank order of the dense part, innermost first (Megatron-Core's "tp-cp-ep-dp-pp"
-# with EP folded out of it: parallel_state.py builds a separate expert mesh)
+# System.placement -> the rank order of the dense part, innermost first (Megatron-Core's
+# "tp-cp-ep-dp-pp" with EP folded out of it: parallel_state.py builds a separate expert mesh)
 ORDERS = {"tp-dp-pp": ("tp", "cp", "dp", "pp"), "tp-pp-dp": ("tp", "cp", "pp", "dp")}
-# MoE parallel folding (Megatron-Core 0.10+, parallel_state.py, expert order "tp-ep-dp-pp" with tp read
-# as the expert TP): the expert layers lay the same tp x cp x dp ranks out as etp x ep x edp
+# MoE parallel folding (Megatron-Core 0.10+, parallel_state.py, expert order "tp-ep-dp-pp" with tp
+# read as the expert TP): the expert layers lay the same tp x cp x dp ranks out as etp x ep x edp
 EXPERT_ORDER = ("etp", "ep", "edp")
 
 
@@ -71,12 +71,14 @@ class Mesh:
         return coll.group_spans_nodes(n, self.stride(dim), self.system.gpus_per_node)
 
     def crossing(self, dim: str) -> str:
-        """'intra' (inside a node), 'hierarchical' (spans nodes with several ranks in each: a ring is
-        costed on the inter-node link, its bottleneck; an all-to-all splits its bytes between the
+        """'intra' (inside a node), 'hierarchical' (spans nodes with several ranks in each: a ring
+        is costed on the inter-node link, its bottleneck; an all-to-all splits its bytes between the
         links) or 'inter' (one rank per node), for one configuration."""
         if not bool(np.all(self.crosses_nodes(dim))):
             return "intra"
-        return "hierarchical" if int(np.max(self.stride(dim))) < self.system.gpus_per_node else "inter"
+        return (
+            "hierarchical" if int(np.max(self.stride(dim))) < self.system.gpus_per_node else "inter"
+        )
 
     def link(self, dim: str, size=None, efficiency: bool = True) -> Link:
         """Bandwidth and latency of a group's collectives: the inter-node link as soon as it spans
@@ -85,12 +87,22 @@ class Mesh:
         s = self.system
         n = self.size(dim) if size is None else np.asarray(size)
         spans = self.crosses_nodes(dim, size)
-        bw_in = s.intra_node_link.bandwidth_bytes_per_s * (s.intra_node_link.efficiency if efficiency else 1.0)
-        bw_out = s.inter_node_link.bandwidth_bytes_per_s * (s.inter_node_link.efficiency if efficiency else 1.0)
-        per_node = np.where(spans, np.maximum(s.gpus_per_node // np.maximum(self.stride(dim), 1), 1), n)
-        return Link(np.where(spans, bw_out, bw_in), np.where(spans, s.inter_node_link.latency_s,
-                                                             s.intra_node_link.latency_s),
-                    bw_in, s.intra_node_link.latency_s, per_node)
+        bw_in = s.intra_node_link.bandwidth_bytes_per_s * (
+            s.intra_node_link.efficiency if efficiency else 1.0
+        )
+        bw_out = s.inter_node_link.bandwidth_bytes_per_s * (
+            s.inter_node_link.efficiency if efficiency else 1.0
+        )
+        per_node = np.where(
+            spans, np.maximum(s.gpus_per_node // np.maximum(self.stride(dim), 1), 1), n
+        )
+        return Link(
+            np.where(spans, bw_out, bw_in),
+            np.where(spans, s.inter_node_link.latency_s, s.intra_node_link.latency_s),
+            bw_in,
+            s.intra_node_link.latency_s,
+            per_node,
+        )
 
     def link_spec(self, dim: str):
         """The Link spec (name and figures) a group of ``dim`` uses, one configuration."""

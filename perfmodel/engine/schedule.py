@@ -1,4 +1,5 @@
-"""Event simulator of pipeline schedules: GPipe, 1F1B and interleaved 1F1B (issue 6; seed 000, 2.4 and 6).
+"""Event simulator of pipeline schedules: GPipe, 1F1B and interleaved 1F1B (issue 6; seed 000, 2.4
+and 6).
 
 Each stage runs its operations in the order its schedule prescribes; an
 operation starts when its stage is free and its input has arrived:
@@ -20,7 +21,7 @@ from perfmodel.errors import PerfModelError
 @dataclass(frozen=True)
 class Block:
     stage: int
-    kind: str      # "F" or "B"
+    kind: str  # "F" or "B"
     micro_batch: int
     chunk: int
     start: float
@@ -34,8 +35,10 @@ class Simulation:
     v: int
     schedule: str
     step_time: float
-    busy: np.ndarray                 # per stage
-    peak_in_flight: np.ndarray       # per stage: micro-batches (chunk passes / v) whose activations are held
+    busy: np.ndarray  # per stage
+    peak_in_flight: (
+        np.ndarray
+    )  # per stage: micro-batches (chunk passes / v) whose activations are held
     blocks: list[Block] = field(default_factory=list)
 
     @property
@@ -53,11 +56,19 @@ class Simulation:
         return float(np.mean(self.idle) / np.mean(self.busy))
 
     def to_json(self) -> dict:
-        return {"p": self.p, "m": self.m, "v": self.v, "schedule": self.schedule, "step_time": self.step_time,
-                "busy": self.busy.tolist(), "idle": self.idle.tolist(),
-                "bubble_per_stage": (self.idle / self.step_time).tolist(),
-                "bubble_over_step": self.bubble_over_step, "bubble_over_ideal": self.bubble_over_ideal,
-                "peak_in_flight": self.peak_in_flight.tolist()}
+        return {
+            "p": self.p,
+            "m": self.m,
+            "v": self.v,
+            "schedule": self.schedule,
+            "step_time": self.step_time,
+            "busy": self.busy.tolist(),
+            "idle": self.idle.tolist(),
+            "bubble_per_stage": (self.idle / self.step_time).tolist(),
+            "bubble_over_step": self.bubble_over_step,
+            "bubble_over_ideal": self.bubble_over_ideal,
+            "peak_in_flight": self.peak_in_flight.tolist(),
+        }
 
 
 def _orders(p: int, m: int, v: int, schedule: str) -> list[list[tuple[str, int, int]]]:
@@ -72,7 +83,9 @@ def _orders(p: int, m: int, v: int, schedule: str) -> list[list[tuple[str, int, 
             for i in range(m - warm):
                 seq += [("F", warm + i, 0), ("B", i, 0)]
             seq += [("B", i, 0) for i in range(m - warm, m)]
-        else:  # interleaved 1F1B, Megatron's order (schedules.py, forward_backward_pipelining_with_interleaving)
+        # interleaved 1F1B, Megatron's order (schedules.py,
+        # forward_backward_pipelining_with_interleaving)
+        else:
             total = m * v
             warm = min((p - s - 1) * 2 + (v - 1) * p, total)
 
@@ -81,6 +94,7 @@ def _orders(p: int, m: int, v: int, schedule: str) -> list[list[tuple[str, int, 
 
             def bwd(k):
                 return ("B", (k // (p * v)) * p + k % p, v - 1 - (k // p) % v)
+
             seq = [fwd(k) for k in range(warm)]
             for k in range(total - warm):
                 seq += [fwd(warm + k), bwd(k)]
@@ -90,14 +104,17 @@ def _orders(p: int, m: int, v: int, schedule: str) -> list[list[tuple[str, int, 
 
 
 def _per_virtual(x, p: int, v: int, name: str) -> np.ndarray:
-    """Times per virtual stage (p v entries): a scalar, p per-stage times (split evenly over chunks), or p v."""
+    """Times per virtual stage (p v entries): a scalar, p per-stage times (split evenly over
+    chunks), or p v."""
     a = np.atleast_1d(np.asarray(x, dtype=float))
     if a.size == 1:
         a = np.full(p, float(a[0]))
     if a.size == p:
-        a = np.tile(a / v, v)      # virtual stage u = c p + s
+        a = np.tile(a / v, v)  # virtual stage u = c p + s
     if a.size != p * v:
-        raise PerfModelError(f"{name}: give one time, {p} per-stage times or {p * v} per-chunk times; got {a.size}")
+        raise PerfModelError(
+            f"{name}: give one time, {p} per-stage times or {p * v} per-chunk times; got {a.size}"
+        )
     if (a < 0).any() or not np.isfinite(a).all():
         raise PerfModelError(f"{name}: times must be finite and non-negative")
     return a
@@ -118,20 +135,34 @@ def _check_arguments(p: int, m: int, v: int, schedule: str, latency: float) -> N
         if v == 1:
             raise PerfModelError("the interleaved schedule needs v > 1 (use 1f1b for v = 1)")
         if m % p:
-            raise PerfModelError(f"the interleaved schedule needs m({m}) to be a multiple of p({p})")
+            raise PerfModelError(
+                f"the interleaved schedule needs m({m}) to be a multiple of p({p})"
+            )
     elif v != 1:
         raise PerfModelError(f"v({v}) > 1 needs the interleaved schedule")
     if not latency >= 0 or not np.isfinite(latency):  # also refuses nan
         raise PerfModelError("latency must be a finite, non-negative number")
     if p * m * v > MAX_BLOCKS:
-        raise PerfModelError(f"p({p}) x m({m}) x v({v}) = {p * m * v:,} blocks exceed the simulator's {MAX_BLOCKS:,}; "
-                             "simulate fewer micro-batches (the bubble fraction depends only on p, m and v: "
-                             "`perfmodel bubble` gives it for any m)")
+        raise PerfModelError(
+            f"p({p}) x m({m}) x v({v}) = {p * m * v:,} blocks exceed the simulator's"
+            f" {MAX_BLOCKS:,}; simulate fewer micro-batches (the bubble fraction depends only on p,"
+            " m and v: `perfmodel bubble` gives it for any m)"
+        )
 
 
-def simulate(p: int, m: int, v: int = 1, schedule: str = "1f1b", t_f=1.0, t_b=2.0, latency: float = 0.0,
-             keep_blocks: bool = True, blocking: bool = False) -> Simulation:
-    """Simulate one step of a p-stage pipeline over m micro-batches (v chunks per stage when interleaved).
+def simulate(
+    p: int,
+    m: int,
+    v: int = 1,
+    schedule: str = "1f1b",
+    t_f=1.0,
+    t_b=2.0,
+    latency: float = 0.0,
+    keep_blocks: bool = True,
+    blocking: bool = False,
+) -> Simulation:
+    """Simulate one step of a p-stage pipeline over m micro-batches (v chunks per stage when
+    interleaved).
 
     ``latency`` is the point-to-point time between stages. With ``blocking`` the sender is occupied
     for it too (Megatron's synchronous send/recv before overlapped p2p); otherwise it only delays
@@ -195,7 +226,15 @@ def simulate(p: int, m: int, v: int = 1, schedule: str = "1f1b", t_f=1.0, t_b=2.
                     held[s] -= 1
                     dur = tb[u]
                 if keep_blocks:
-                    start = end - dur - (send_time if (kind == "F" and u != last) or (kind == "B" and u != 0) else 0.0)
+                    start = (
+                        end
+                        - dur
+                        - (
+                            send_time
+                            if (kind == "F" and u != last) or (kind == "B" and u != 0)
+                            else 0.0
+                        )
+                    )
                     blocks.append(Block(s, kind, i, c, start, start + dur))
                 busy[s] += dur
                 t = end
@@ -205,4 +244,6 @@ def simulate(p: int, m: int, v: int = 1, schedule: str = "1f1b", t_f=1.0, t_b=2.
             pos[s], clock[s] = k, t
         if not progressed:  # cannot happen for the orders above; guards against a bad order
             raise PerfModelError("the schedule deadlocked")
-    return Simulation(p, m, v, schedule, max(clock), np.array(busy), np.array(peak, dtype=float) / v, blocks)
+    return Simulation(
+        p, m, v, schedule, max(clock), np.array(busy), np.array(peak, dtype=float) / v, blocks
+    )

@@ -31,7 +31,8 @@ CHUNK = 65536
 
 
 def divisors(n: int) -> list[int]:
-    """The divisors of n, ascending, from its prime factors (trial division stops once the rest is prime)."""
+    """The divisors of n, ascending, from its prime factors (trial division stops once the rest is
+    prime)."""
     factors: dict[int, int] = {}
     rest, d = n, 2
     while d * d <= rest:
@@ -79,18 +80,34 @@ def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
 
     Candidates are built stage by stage as arrays (tp; (tp, cp, pp); (ep, etp); (mbs, vp); then SP,
     recompute, ZeRO and schedule), and each stage drops what the rules (perfmodel/rules.py) reject,
-    counted by reason in that stage's unit. The rest hold by construction: dp is num_gpus / (tp cp pp),
-    SP only with tp > 1 (and always with MoE and tp > 1), ZeRO only with dp > 1, interleaving only with
-    vp > 1. cp is searched when attention is fused (Megatron-Core's CP needs it) while each rank keeps
-    CP_MIN_TOKENS tokens; ep and etp (1 or tp) only for mixture-of-experts models."""
+    counted by reason in that stage's unit. The rest hold by construction: dp is num_gpus / (tp cp
+    pp), SP only with tp > 1 (and always with MoE and tp > 1), ZeRO only with dp > 1, interleaving
+    only with vp > 1. cp is searched when attention is fused (Megatron-Core's CP needs it) while
+    each rank keeps CP_MIN_TOKENS tokens; ep and etp (1 or tp) only for mixture-of-experts models.
+    """
     fx, model, tr = plan.parallel, plan.model, plan.training
     _fixed_contradictions(fx)
     n, gbs, L, seq = plan.system.num_gpus, tr.global_batch_size, model.num_layers, plan.seq_length
     counts: dict[str, int] = {}
 
     def facts_of(c: dict) -> object:
-        knobs = {k: c[k] for k in ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "micro_batch_size",
-                                   "first_stage_layers", "last_stage_layers", "zero_stage") if k in c}
+        knobs = {
+            k: c[k]
+            for k in (
+                "tp",
+                "pp",
+                "dp",
+                "cp",
+                "ep",
+                "etp",
+                "vp",
+                "micro_batch_size",
+                "first_stage_layers",
+                "last_stage_layers",
+                "zero_stage",
+            )
+            if k in c
+        }
         return facts(model, plan.system, gbs, seq, tr, cp_comm=fx.cp_comm_type or "p2p", **knobs)
 
     def fixed(values, knob):
@@ -98,10 +115,20 @@ def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
         return np.asarray([x for x in values if v is None or x == v], dtype=np.int64)
 
     def masked(c, stage, unit, **kw):
-        return _keep(c, apply_masks(stage, facts_of(c), np.ones(c["tp"].size, bool), counts, unit, **kw))
+        return _keep(
+            c, apply_masks(stage, facts_of(c), np.ones(c["tp"].size, bool), counts, unit, **kw)
+        )
 
-    c = masked({"tp": fixed(divisors(n), "tp")}, "tp", "tp values", cross_node_tp=allow_cross_node_tp)
-    cps = [fx.cp] if fx.cp else [d for d in divisors(n) if d == 1 or (tr.flash_attention and seq // d >= CP_MIN_TOKENS)]
+    c = masked(
+        {"tp": fixed(divisors(n), "tp")}, "tp", "tp values", cross_node_tp=allow_cross_node_tp
+    )
+    cps = (
+        [fx.cp]
+        if fx.cp
+        else [
+            d for d in divisors(n) if d == 1 or (tr.flash_attention and seq // d >= CP_MIN_TOKENS)
+        ]
+    )
     c = _expand(_expand(c, "cp", cps), "pp", fixed(divisors(n), "pp"))
     c = _keep(c, n % (c["tp"] * c["cp"] * c["pp"]) == 0)
     c["dp"] = n // (c["tp"] * c["cp"] * c["pp"])
@@ -111,9 +138,13 @@ def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
     c = _keep(c, (fx.dp is None) | (c["dp"] == (fx.dp or 0)))
     c = masked(c, "batch", "(tp, cp, pp) combinations")
     experts = model.num_moe_experts or 0
-    c = _expand(c, "ep", fixed(divisors(experts) if experts else [1], "ep") if fx.ep is None else [fx.ep])
+    c = _expand(
+        c, "ep", fixed(divisors(experts) if experts else [1], "ep") if fx.ep is None else [fx.ep]
+    )
     c = _expand(c, "etp", [fx.etp] if fx.etp is not None else [1, 0] if experts else [1])
-    c["etp"] = np.where(c["etp"] == 0, c["tp"], c["etp"])  # 0 stands for "etp = tp", Megatron's default
+    c["etp"] = np.where(
+        c["etp"] == 0, c["tp"], c["etp"]
+    )  # 0 stands for "etp = tp", Megatron's default
     c = _dedupe_etp(c)
     c = masked(c, "expert", "(ep, etp) pairs")
     # mbs divides global_batch / dp (by construction)
@@ -123,7 +154,12 @@ def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
     c = _expand(c, "vp", fixed(range(1, L + 1), "vp"))
     near = (L // c["pp"]) % c["vp"] == 0
     near |= (-(-L // c["pp"])) % c["vp"] == 0
-    c = _keep(c, (c["vp"] == 1) | (near & (c["pp"] * c["vp"] <= L)) | ((fx.vp is not None) & (c["vp"] == (fx.vp or 0))))
+    c = _keep(
+        c,
+        (c["vp"] == 1)
+        | (near & (c["pp"] * c["vp"] <= L))
+        | ((fx.vp is not None) & (c["vp"] == (fx.vp or 0))),
+    )
     c = masked(c, "micro", "(mbs, vp) pairs")
     return Space(Knobs(**_categorical(c, fx, experts > 0, facts_of, counts)), Counter(counts))
 
@@ -138,8 +174,8 @@ def _dedupe_etp(c: dict) -> dict:
 
 
 def _categorical(c: dict, fx, moe: bool, facts_of, counts: dict) -> dict:
-    """Expand SP, recompute, ZeRO and schedule over the combinations, keeping what is runnable (each mask
-    right after its expansion, so the arrays never hold the discarded products)."""
+    """Expand SP, recompute, ZeRO and schedule over the combinations, keeping what is runnable (each
+    mask right after its expansion, so the arrays never hold the discarded products)."""
     c = _expand(c, "sequence_parallel", np.array([False, True]))
     sp = c["sequence_parallel"].astype(bool)
     ok = (c["tp"] > 1) | ~sp
@@ -148,10 +184,19 @@ def _categorical(c: dict, fx, moe: bool, facts_of, counts: dict) -> dict:
     elif moe:
         ok &= sp | (c["tp"] == 1)  # Megatron requires SP for MoE with TP
     c = _keep(c, ok)
-    c = _expand(c, "recompute", np.array([RECOMPUTE_CODES[fx.recompute]] if fx.recompute else [0, 1, 2]))
-    c = _expand(c, "zero_stage", np.asarray([z for z in (0, 1, 2, 3) if fx.zero_stage in (None, z)]))
+    c = _expand(
+        c, "recompute", np.array([RECOMPUTE_CODES[fx.recompute]] if fx.recompute else [0, 1, 2])
+    )
+    c = _expand(
+        c, "zero_stage", np.asarray([z for z in (0, 1, 2, 3) if fx.zero_stage in (None, z)])
+    )
     c = _keep(c, (c["dp"] * c["cp"] > 1) | (c["zero_stage"] == 0))
-    c = _keep(c, apply_masks("framework", facts_of(c), np.ones(c["tp"].size, bool), counts, "configurations"))
+    c = _keep(
+        c,
+        apply_masks(
+            "framework", facts_of(c), np.ones(c["tp"].size, bool), counts, "configurations"
+        ),
+    )
     c = _expand(c, "schedule", np.array(sorted(SCHEDULE_CODES.values())))
     ok = (c["vp"] > 1) == (c["schedule"] == SCHEDULE_CODES["interleaved"])
     if fx.schedule is not None:
@@ -165,8 +210,9 @@ def _categorical(c: dict, fx, moe: bool, facts_of, counts: dict) -> dict:
 KEEP = ("step_time_s", "total_bytes", "fits", "simulated_step_lower_bound_s")
 
 
-def evaluate_chunked(plan: Plan, knobs: Knobs, progress: Callable[[int, int], None] | None = None,
-                     chunk: int = CHUNK) -> dict[str, np.ndarray]:
+def evaluate_chunked(
+    plan: Plan, knobs: Knobs, progress: Callable[[int, int], None] | None = None, chunk: int = CHUNK
+) -> dict[str, np.ndarray]:
     """evaluate() over chunks of configurations, keeping only what ranking needs."""
     n = len(knobs)
     out = {k: np.empty(n, dtype=bool if k == "fits" else float) for k in KEEP}
@@ -188,20 +234,33 @@ class SearchResult:
     search_time_s: float
     results: list[Estimate]
     hint: str = ""
-    points: dict[str, np.ndarray] | None = None  # step time and memory of feasible configurations (plots)
+    # step time and memory of feasible configurations (plots)
+    points: dict[str, np.ndarray] | None = None
 
     def to_json(self) -> dict:
-        out = {"evaluated": self.evaluated, "feasible": self.feasible,
-               "rejected": [{"rule": getattr(k, "rule", None), "reason": str(k), "count": v}
-                            for k, v in self.rejected.items()],
-               "search_time_s": self.search_time_s, "results": [r.to_json() for r in self.results]}
+        out = {
+            "evaluated": self.evaluated,
+            "feasible": self.feasible,
+            "rejected": [
+                {"rule": getattr(k, "rule", None), "reason": str(k), "count": v}
+                for k, v in self.rejected.items()
+            ],
+            "search_time_s": self.search_time_s,
+            "results": [r.to_json() for r in self.results],
+        }
         if self.hint:
             out["hint"] = self.hint
         return out
 
 
-def search(plan: Plan, top: int = 5, sort: str = "step_time", allow_cross_node_tp: bool = False,
-           progress: Callable[[int, int], None] | None = None, keep_points: bool = False) -> SearchResult:
+def search(
+    plan: Plan,
+    top: int = 5,
+    sort: str = "step_time",
+    allow_cross_node_tp: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    keep_points: bool = False,
+) -> SearchResult:
     """Rank every feasible configuration by step time (or memory) and detail the top ones."""
     if top < 1:
         raise PerfModelError(f"--top must be at least 1, got {top}")
@@ -216,8 +275,10 @@ def search(plan: Plan, top: int = 5, sort: str = "step_time", allow_cross_node_t
     res = evaluate_chunked(plan, knobs, progress)
     finite = np.isfinite(res["step_time_s"]) & np.isfinite(res["total_bytes"])
     if not finite.any():
-        raise PerfModelError("every configuration's estimate overflows: check the link bandwidths and latencies, the "
-                             "GPU's peak and HBM figures and the batch for values off by orders of magnitude")
+        raise PerfModelError(
+            "every configuration's estimate overflows: check the link bandwidths and latencies, the"
+            " GPU's peak and HBM figures and the batch for values off by orders of magnitude"
+        )
     fits = res["fits"] & finite
     n_fail = int((~fits).sum())
     if n_fail:
@@ -232,16 +293,23 @@ def search(plan: Plan, top: int = 5, sort: str = "step_time", allow_cross_node_t
         results = [estimate(plan, knobs.config(int(i), gbs)) for i in order]
     else:
         results = _exact_top(plan, knobs, res, idx, top)
-    points = ({"step_time_s": res["step_time_s"][idx], "total_bytes": res["total_bytes"][idx]}
-              if keep_points else None)
-    return SearchResult(len(knobs), int(idx.size), rejected, time.perf_counter() - t0, results, "", points)
+    points = (
+        {"step_time_s": res["step_time_s"][idx], "total_bytes": res["total_bytes"][idx]}
+        if keep_points
+        else None
+    )
+    return SearchResult(
+        len(knobs), int(idx.size), rejected, time.perf_counter() - t0, results, "", points
+    )
 
 
 def _exact_top(plan: Plan, knobs: Knobs, res: dict, idx: np.ndarray, top: int) -> list[Estimate]:
-    """The top configurations by simulated step time, exactly, whatever ``top`` is (so the best is the same
-    for --top 1 and --top 50). The simulation only replaces the pipeline terms, and evaluate() gives a
-    lower bound on the simulated step (cost/pipeline.pipeline_lower_bound, exact for equal stages):
-    candidates are simulated in the order of that bound until the bound passes the top-th best found."""
+    """The top configurations by simulated step time, exactly, whatever ``top`` is (so the best is
+    the same for --top 1 and --top 50). The simulation only replaces the pipeline terms, and
+    evaluate() gives a lower bound on the simulated step (cost/pipeline.pipeline_lower_bound, exact
+    for equal stages): candidates are simulated in the order of that bound until the bound passes
+    the top-th best found.
+    """
     gbs = plan.training.global_batch_size
     bound = res["simulated_step_lower_bound_s"][idx]
     closed = res["step_time_s"][idx]
@@ -252,7 +320,7 @@ def _exact_top(plan: Plan, knobs: Knobs, res: dict, idx: np.ndarray, top: int) -
             break
         found.append(estimate(plan, knobs.config(int(idx[j]), gbs)))
         found.sort(key=lambda e: e.values["step_time_s"])
-        del found[max(top, 1) * 4:]  # keep a margin; only the first `top` are returned
+        del found[max(top, 1) * 4 :]  # keep a margin; only the first `top` are returned
     return found[:top]
 
 
@@ -260,14 +328,17 @@ SLOWER_LINK = 0.8  # robustness probe: the inter-node link at 80% of its bandwid
 
 
 def annotate(plan: Plan, result: SearchResult, band) -> None:
-    """Attach to each result the expected-error band and its step time with a 20% slower inter-node link,
-    and mark the results whose step time lies inside the best one's band as equivalent to it: the model
-    cannot tell them apart, so memory and robustness decide (issue 14)."""
+    """Attach to each result the expected-error band and its step time with a 20% slower inter-node
+    link, and mark the results whose step time lies inside the best one's band as equivalent to it:
+    the model cannot tell them apart, so memory and robustness decide (issue 14)."""
     if not result.results:
         return
     link = plan.system.inter_node_link
-    slower = plan.with_system(inter_node_link=link.model_copy(
-        update={"bandwidth_bytes_per_s": link.bandwidth_bytes_per_s * SLOWER_LINK}))
+    slower = plan.with_system(
+        inter_node_link=link.model_copy(
+            update={"bandwidth_bytes_per_s": link.bandwidth_bytes_per_s * SLOWER_LINK}
+        )
+    )
     best = result.results[0].values["step_time_s"]
     for e in result.results:
         e.band = band
@@ -278,44 +349,70 @@ def annotate(plan: Plan, result: SearchResult, band) -> None:
 def _no_valid_space(plan: Plan, rejected: dict) -> str:
     n = plan.system.num_gpus
     why = "; ".join(f"{k}: {v}" for k, v in rejected.items()) or "the fixed knobs leave nothing"
-    return (f"no valid configuration for {n} GPUs ({why}). Use a GPU count that tp x pp x dp can fill "
-            f"(e.g. a multiple of {plan.system.gpus_per_node}) or relax the fixed knobs")
+    return (
+        f"no valid configuration for {n} GPUs ({why}). Use a GPU count that tp x pp x dp can fill "
+        f"(e.g. a multiple of {plan.system.gpus_per_node}) or relax the fixed knobs"
+    )
 
 
 def _nothing_fits(plan: Plan, knobs: Knobs, res: dict) -> str:
     i = int(np.argmin(res["total_bytes"]))
     need, cap = res["total_bytes"][i], plan.system.gpu.hbm_capacity_bytes
     cfg = knobs.config(i, plan.training.global_batch_size)
-    msg = (f"nothing fits in {cap / 1e9:.0f} GB of HBM: the leanest configuration (tp={cfg.tp} pp={cfg.pp} "
-           f"dp={cfg.dp} mbs={cfg.micro_batch_size} sp={cfg.sequence_parallel} recompute={cfg.recompute} "
-           f"zero={cfg.zero_stage}) needs {need / 1e9:.1f} GB")
+    msg = (
+        f"nothing fits in {cap / 1e9:.0f} GB of HBM: the leanest configuration (tp={cfg.tp}"
+        f" pp={cfg.pp} dp={cfg.dp} mbs={cfg.micro_batch_size} sp={cfg.sequence_parallel}"
+        f" recompute={cfg.recompute} zero={cfg.zero_stage}) needs {need / 1e9:.1f} GB"
+    )
     n = plan.system.num_gpus
     gpn = plan.system.gpus_per_node
-    lean = {k: v for k, v in (("micro_batch_size", 1), ("recompute", "full")) if getattr(plan.parallel, k) is None}
+    lean = {
+        k: v
+        for k, v in (("micro_batch_size", 1), ("recompute", "full"))
+        if getattr(plan.parallel, k) is None
+    }
     for factor in (2, 4, 8, 16):
         if n * factor > gpn and (n * factor) % gpn:
             continue  # not whole nodes
-        # memory only falls with a smaller micro-batch and full recompute: try the leanest of those alone
+        # memory only falls with a smaller micro-batch and full recompute: try the leanest of those
+        # alone
         bigger = plan.with_system(num_gpus=n * factor).with_parallel(**lean)
         space = enumerate_space(bigger)
         if len(space.knobs) and evaluate_chunked(bigger, space.knobs)["fits"].any():
-            return msg + f"; the smallest change that fits: {n * factor} GPUs (x{factor}), or a GPU with more HBM"
+            return (
+                msg
+                + f"; the smallest change that fits: {n * factor} GPUs (x{factor}), or a GPU with"
+                " more HBM"
+            )
     return msg + "; even 16x the GPUs does not fit: use a GPU with more HBM or a shorter sequence"
 
 
-FREE = ("tp", "pp", "vp", "micro_batch_size", "sequence_parallel", "recompute", "zero_stage", "cp", "ep", "etp")
+FREE = (
+    "tp",
+    "pp",
+    "vp",
+    "micro_batch_size",
+    "sequence_parallel",
+    "recompute",
+    "zero_stage",
+    "cp",
+    "ep",
+    "etp",
+)
 
 
 def estimate_or_search(plan: Plan) -> tuple[Estimate, dict]:
-    """The plan's configuration, or, where it leaves knobs free, the search's best with them: (estimate,
-    {knob: the value chosen}). A TP degree the plan fixes is taken as given even across nodes (check
-    PM201 says what it costs); only a free one is kept inside a node."""
+    """The plan's configuration, or, where it leaves knobs free, the search's best with them:
+    (estimate, {knob: the value chosen}). A TP degree the plan fixes is taken as given even across
+    nodes (check PM201 says what it costs); only a free one is kept inside a node."""
     free = [k for k in FREE if getattr(plan.parallel, k) is None]
     relevant = [k for k in free if not (k in ("ep", "etp") and not plan.model.is_moe)]
     if not relevant:
         return estimate(plan, resolve_config(plan)), {}
     result = search(plan, top=1, allow_cross_node_tp=plan.parallel.tp is not None)
     if not result.results:
-        raise PerfModelError(f"with {', '.join(relevant)} free: {result.hint or 'no configuration fits'}")
+        raise PerfModelError(
+            f"with {', '.join(relevant)} free: {result.hint or 'no configuration fits'}"
+        )
     best = result.results[0]
     return best, {k: getattr(best.config, k) for k in relevant}

@@ -14,15 +14,34 @@ from typing import Any
 
 from perfmodel.errors import PerfModelError
 
-GATED = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3",
-         "gemma", "gemma2", "llama4_text"}
+GATED = {
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "deepseek_v2",
+    "deepseek_v3",
+    "gemma",
+    "gemma2",
+    "llama4_text",
+}
 UNGATED = {"gpt2", "nemotron"}
 FAMILIES = GATED | UNGATED
 # perfmodel's field -> the config.json key it came from, for error messages
-KEY_OF_FIELD = {"num_query_groups": "num_key_value_heads", "ffn_hidden_size": "intermediate_size",
-                "kv_channels": "head_dim", "num_moe_experts": "num_experts", "moe_router_topk": "num_experts_per_tok",
-                "moe_ffn_hidden_size": "moe_intermediate_size", "moe_layer_freq": "decoder_sparse_step",
-                "num_layers": "num_hidden_layers", "seq_length": "max_position_embeddings"}
+KEY_OF_FIELD = {
+    "num_query_groups": "num_key_value_heads",
+    "ffn_hidden_size": "intermediate_size",
+    "kv_channels": "head_dim",
+    "num_moe_experts": "num_experts",
+    "moe_router_topk": "num_experts_per_tok",
+    "moe_ffn_hidden_size": "moe_intermediate_size",
+    "moe_layer_freq": "decoder_sparse_step",
+    "num_layers": "num_hidden_layers",
+    "seq_length": "max_position_embeddings",
+}
 # tie_word_embeddings when the file does not say (the default of each transformers Config class)
 TIED_BY_DEFAULT = {"gemma", "gemma2", "gpt2"}
 
@@ -58,20 +77,30 @@ def _unwrap(cfg: dict, label: str) -> dict:
 def _refuse(cfg: dict, family: str, label: str) -> None:
     """Keys whose cost perfmodel does not model: one error naming the key."""
     if cfg.get("num_nextn_predict_layers"):
-        raise PerfModelError(f"{label}: num_nextn_predict_layers={cfg['num_nextn_predict_layers']}: multi-token "
-                             "prediction layers are not modelled; set it to 0 to plan the main model without them")
+        raise PerfModelError(
+            f"{label}: num_nextn_predict_layers={cfg['num_nextn_predict_layers']}: multi-token "
+            "prediction layers are not modelled; set it to 0 to plan the main model without them"
+        )
     for key in ("ssm_state_size", "mamba_d_state", "linear_attn_config", "hybrid_override_pattern"):
         if key in cfg:
-            raise PerfModelError(f"{label}: {key}: state-space / linear-attention layers are not modelled")
+            raise PerfModelError(
+                f"{label}: {key}: state-space / linear-attention layers are not modelled"
+            )
     layer_types = cfg.get("layer_types") or []
     if not isinstance(layer_types, list) or not all(isinstance(x, str) for x in layer_types):
-        raise PerfModelError(f"{label}: layer_types must be a list of layer kinds such as \"full_attention\"")
+        raise PerfModelError(
+            f'{label}: layer_types must be a list of layer kinds such as "full_attention"'
+        )
     kinds = set(layer_types)
     if kinds - {"full_attention", "sliding_attention"}:
-        raise PerfModelError(f"{label}: layer_types holds {sorted(kinds - {'full_attention', 'sliding_attention'})}, "
-                             "layer kinds perfmodel does not model")
+        raise PerfModelError(
+            f"{label}: layer_types holds {sorted(kinds - {'full_attention', 'sliding_attention'})},"
+            " layer kinds perfmodel does not model"
+        )
     if family not in ("deepseek_v2", "deepseek_v3") and cfg.get("kv_lora_rank"):
-        raise PerfModelError(f"{label}: kv_lora_rank (latent attention) in a {family} config is not modelled")
+        raise PerfModelError(
+            f"{label}: kv_lora_rank (latent attention) in a {family} config is not modelled"
+        )
 
 
 def _moe(cfg: dict, family: str, L: int, label: str) -> dict:
@@ -93,7 +122,9 @@ def _moe(cfg: dict, family: str, L: int, label: str) -> dict:
         step = _opt_int(cfg, "decoder_sparse_step", label) or 1
         dense = cfg.get("mlp_only_layers") or []
         if not isinstance(dense, list) or not all(isinstance(i, int) and 0 <= i < L for i in dense):
-            raise PerfModelError(f"{label}: mlp_only_layers must be a list of layer indices below {L}")
+            raise PerfModelError(
+                f"{label}: mlp_only_layers must be a list of layer indices below {L}"
+            )
         out["moe_layer_freq"] = [0 if i in dense or (i + 1) % step else 1 for i in range(L)]
     elif family in ("deepseek_v2", "deepseek_v3") and cfg.get("n_routed_experts"):
         out["num_moe_experts"] = _need_int(cfg, "n_routed_experts", label)
@@ -107,8 +138,10 @@ def _moe(cfg: dict, family: str, L: int, label: str) -> dict:
     else:
         for key in ("num_local_experts", "num_experts", "n_routed_experts"):
             if cfg.get(key):
-                raise PerfModelError(f"{label}: {key} in a {family} config: perfmodel reads experts only from "
-                                     "mixtral, qwen2_moe, qwen3_moe, deepseek_v2/v3 and llama4 configs")
+                raise PerfModelError(
+                    f"{label}: {key} in a {family} config: perfmodel reads experts only from "
+                    "mixtral, qwen2_moe, qwen3_moe, deepseek_v2/v3 and llama4 configs"
+                )
         return out
     if "num_experts_per_tok" in cfg:
         out["moe_router_topk"] = _need_int(cfg, "num_experts_per_tok", label)
@@ -118,8 +151,13 @@ def _moe(cfg: dict, family: str, L: int, label: str) -> dict:
 def _mla(cfg: dict, label: str) -> dict:
     if not cfg.get("kv_lora_rank"):
         return {}
-    keys = {"q_lora_rank": "q_lora_rank", "kv_lora_rank": "kv_lora_rank", "qk_nope_head_dim": "qk_head_dim",
-            "qk_rope_head_dim": "qk_pos_emb_head_dim", "v_head_dim": "v_head_dim"}
+    keys = {
+        "q_lora_rank": "q_lora_rank",
+        "kv_lora_rank": "kv_lora_rank",
+        "qk_nope_head_dim": "qk_head_dim",
+        "qk_rope_head_dim": "qk_pos_emb_head_dim",
+        "v_head_dim": "v_head_dim",
+    }
     out = {}
     for key, field in keys.items():
         if key == "q_lora_rank" and cfg.get(key) is None:
@@ -131,7 +169,12 @@ def _mla(cfg: dict, label: str) -> dict:
 
 
 def _activation(cfg: dict, family: str, label: str) -> str:
-    act = str(cfg.get("hidden_activation") or cfg.get("hidden_act") or cfg.get("activation_function") or "gelu").lower()
+    act = str(
+        cfg.get("hidden_activation")
+        or cfg.get("hidden_act")
+        or cfg.get("activation_function")
+        or "gelu"
+    ).lower()
     if family in GATED:
         if act in ("silu", "swish", "swiglu"):
             return "swiglu"
@@ -141,7 +184,9 @@ def _activation(cfg: dict, family: str, label: str) -> str:
         return "gelu"
     elif act in ("relu2", "squared_relu", "squared-relu"):
         return "squared-relu"
-    raise PerfModelError(f"{label}: hidden_act {act!r} in a {family} config is not an MLP perfmodel models")
+    raise PerfModelError(
+        f"{label}: hidden_act {act!r} in a {family} config is not an MLP perfmodel models"
+    )
 
 
 def model_fields(raw: Any, label: str = "config.json") -> dict:
@@ -151,35 +196,51 @@ def model_fields(raw: Any, label: str = "config.json") -> dict:
     cfg = _unwrap(raw, label)
     family = str(cfg.get("model_type", "")).lower()
     if family not in FAMILIES:
-        raise PerfModelError(f"{label}: model_type {family or '(missing)'!r} is not one perfmodel reads; it reads "
-                             f"{', '.join(sorted(FAMILIES))}. Write the model as a YAML mapping instead")
+        raise PerfModelError(
+            f"{label}: model_type {family or '(missing)'!r} is not one perfmodel reads; it reads "
+            f"{', '.join(sorted(FAMILIES))}. Write the model as a YAML mapping instead"
+        )
     need = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
     if family == "gpt2":
-        cfg = {**cfg, "hidden_size": cfg.get("n_embd", cfg.get("hidden_size")),
-               "num_hidden_layers": cfg.get("n_layer", cfg.get("num_hidden_layers")),
-               "num_attention_heads": cfg.get("n_head", cfg.get("num_attention_heads")),
-               "max_position_embeddings": cfg.get("n_positions", cfg.get("max_position_embeddings", 1024)),
-               "intermediate_size": cfg.get("n_inner", cfg.get("intermediate_size"))}
+        cfg = {
+            **cfg,
+            "hidden_size": cfg.get("n_embd", cfg.get("hidden_size")),
+            "num_hidden_layers": cfg.get("n_layer", cfg.get("num_hidden_layers")),
+            "num_attention_heads": cfg.get("n_head", cfg.get("num_attention_heads")),
+            "max_position_embeddings": cfg.get(
+                "n_positions", cfg.get("max_position_embeddings", 1024)
+            ),
+            "intermediate_size": cfg.get("n_inner", cfg.get("intermediate_size")),
+        }
     missing = [k for k in need if cfg.get(k) is None]
     if missing:
-        raise PerfModelError(f"{label}: missing {', '.join(missing)}; is this a transformer config.json?")
+        raise PerfModelError(
+            f"{label}: missing {', '.join(missing)}; is this a transformer config.json?"
+        )
     _refuse(cfg, family, label)
     L = _need_int(cfg, "num_hidden_layers", label)
     data: dict[str, Any] = {
         "name": cfg.get("_name_or_path") or family,
-        "num_layers": L, "hidden_size": _need_int(cfg, "hidden_size", label),
+        "num_layers": L,
+        "hidden_size": _need_int(cfg, "hidden_size", label),
         "num_attention_heads": _need_int(cfg, "num_attention_heads", label),
         "num_query_groups": _opt_int(cfg, "num_key_value_heads", label),
         "kv_channels": _opt_int(cfg, "head_dim", label),
-        "ffn_hidden_size": (_opt_int(cfg, "intermediate_size_mlp", label) if family == "llama4_text"
-                            else _opt_int(cfg, "intermediate_size", label)),
+        "ffn_hidden_size": (
+            _opt_int(cfg, "intermediate_size_mlp", label)
+            if family == "llama4_text"
+            else _opt_int(cfg, "intermediate_size", label)
+        ),
         "vocab_size": _need_int(cfg, "vocab_size", label),
         "seq_length": _opt_int(cfg, "max_position_embeddings", label) or 2048,
         "mlp": _activation(cfg, family, label),
         "tied_embeddings": _bool(cfg, "tie_word_embeddings", label, family in TIED_BY_DEFAULT),
         "position_embedding": "learned" if family == "gpt2" else "rope",
-        "add_bias_linear": (_bool(cfg, "attention_bias", label, False) if "attention_bias" in cfg
-                            else True if family == "gpt2" else False),
+        "add_bias_linear": (
+            _bool(cfg, "attention_bias", label, False)
+            if "attention_bias" in cfg
+            else True if family == "gpt2" else False
+        ),
         "normalization": "layernorm" if family in ("gpt2", "nemotron") else "rmsnorm",
         "qk_layernorm": family == "qwen3" or family == "qwen3_moe",
         "sandwich_norm": family == "gemma2",
@@ -188,14 +249,20 @@ def model_fields(raw: Any, label: str = "config.json") -> dict:
     if family == "gemma2" and cfg.get("sliding_window"):
         data["sliding_window"] = _need_int(cfg, "sliding_window", label)
         data["sliding_window_fraction"] = 0.5  # Gemma 2 alternates local and global layers
-    elif family in ("mistral", "mixtral", "qwen2", "qwen3") and cfg.get("sliding_window") and \
-            cfg.get("use_sliding_window", family in ("mistral", "mixtral")):
+    elif (
+        family in ("mistral", "mixtral", "qwen2", "qwen3")
+        and cfg.get("sliding_window")
+        and cfg.get("use_sliding_window", family in ("mistral", "mixtral"))
+    ):
         data["sliding_window"] = _need_int(cfg, "sliding_window", label)
     if family == "llama4_text" and cfg.get("attention_chunk_size"):
         data["attention_chunk_size"] = _need_int(cfg, "attention_chunk_size", label)
-        # no_rope_layers marks each layer 1 (RoPE, chunked attention) or 0 (NoPE, global): 3 of 4 chunked
+        # no_rope_layers marks each layer 1 (RoPE, chunked attention) or 0 (NoPE, global): 3 of 4
+        # chunked
         flags = cfg.get("no_rope_layers") or []
-        data["chunked_attention_fraction"] = (sum(1 for x in flags if x) / len(flags)) if flags else 0.75
+        data["chunked_attention_fraction"] = (
+            (sum(1 for x in flags if x) / len(flags)) if flags else 0.75
+        )
     data.update(_moe(cfg, family, L, label))
     data.update(_mla(cfg, label))
     return data

@@ -31,7 +31,11 @@ from perfmodel.specs import Plan
 Kind = Literal["plan", "megatron", "nemo"]
 MEGATRON_SUFFIXES = (".sh", ".bash", ".args")
 _ARGUMENT = re.compile(r"(?:^|\s)--[a-z][a-z0-9_-]+", re.MULTILINE)
-KIND_NAMES = {"megatron": "a Megatron-LM launch file", "nemo": "a NeMo recipe", "plan": "a perfmodel plan"}
+KIND_NAMES = {
+    "megatron": "a Megatron-LM launch file",
+    "nemo": "a NeMo recipe",
+    "plan": "a perfmodel plan",
+}
 
 
 @dataclass
@@ -44,16 +48,24 @@ class Loaded:
     imported: Imported | None = None
 
 
-def load(source: str, *, gpu: str | None = None, gpus: int | None = None, vocab_size: int | None = None,
-         refuse_unused: bool = True) -> Loaded:
+def load(
+    source: str,
+    *,
+    gpu: str | None = None,
+    gpus: int | None = None,
+    vocab_size: int | None = None,
+    refuse_unused: bool = True,
+) -> Loaded:
     """Read ``source`` (a file, or a bundled plan's name) into a Plan on ``gpus`` GPUs (default: the
-    file's own count). ``gpu`` and ``vocab_size`` are for launch files, which do not carry them: given
-    for a perfmodel plan they are an error, unless ``refuse_unused`` is off (`compare` passes them for
-    whichever of its files are launch files)."""
+    file's own count). ``gpu`` and ``vocab_size`` are for launch files, which do not carry them:
+    given for a perfmodel plan they are an error, unless ``refuse_unused`` is off (`compare` passes
+    them for whichever of its files are launch files)."""
     path = Path(source)
     if not source.strip():
-        raise PerfModelError("the plan argument is empty: give a plan file or a bundled plan's name "
-                             "(`perfmodel presets plans` lists them)")
+        raise PerfModelError(
+            "the plan argument is empty: give a plan file or a bundled plan's name "
+            "(`perfmodel presets plans` lists them)"
+        )
     if path.is_dir():
         raise PerfModelError(f"{source}: is a directory, not a plan file")
     if path.exists() and not path.is_file():
@@ -65,19 +77,36 @@ def load(source: str, *, gpu: str | None = None, gpus: int | None = None, vocab_
             data = presets.bundled_plan(path.name)
         except PerfModelError as e:
             raise PerfModelError(f"{source}: no such file, and {e}") from None
-        return _as_plan(data, f"plan {path.name}", None, gpu if refuse_unused else None, gpus,
-                        vocab_size if refuse_unused else None)
+        return _as_plan(
+            data,
+            f"plan {path.name}",
+            None,
+            gpu if refuse_unused else None,
+            gpus,
+            vocab_size if refuse_unused else None,
+        )
     text = presets.read_text(source, source)
     kind, data = kind_of(path, text)
     if kind == "plan":
-        return _as_plan(data, source, path.parent, gpu if refuse_unused else None, gpus,
-                        vocab_size if refuse_unused else None)
+        return _as_plan(
+            data,
+            source,
+            path.parent,
+            gpu if refuse_unused else None,
+            gpus,
+            vocab_size if refuse_unused else None,
+        )
     if gpu is None:
-        raise PerfModelError(f"{source} is {KIND_NAMES[kind]}: give the GPU with --gpu NAME (the file does "
-                             f"not name it), or convert it first with `perfmodel import {kind} {source} "
-                             f"--gpu NAME -o plan.yaml`")
-    imp = (read_args(text, gpu, gpus, vocab_size) if kind == "megatron"
-           else read_recipe(data, gpu, gpus, vocab_size))
+        raise PerfModelError(
+            f"{source} is {KIND_NAMES[kind]}: give the GPU with --gpu NAME (the file does "
+            f"not name it), or convert it first with `perfmodel import {kind} {source} "
+            "--gpu NAME -o plan.yaml`"
+        )
+    imp = (
+        read_args(text, gpu, gpus, vocab_size)
+        if kind == "megatron"
+        else read_recipe(data, gpu, gpus, vocab_size)
+    )
     return Loaded(_launch_plan(imp, source, gpu), kind, notes(imp), imp)
 
 
@@ -93,8 +122,10 @@ def kind_of(path: Path, text: str) -> tuple[Kind, Any]:
     if suffix in MEGATRON_SUFFIXES:
         return "megatron", None
     if suffix == ".json":
-        raise PerfModelError(f"{label} is a Hugging Face config.json: a model, not a plan; name it in a "
-                             f"plan (model: {label}) beside a system and a training section")
+        raise PerfModelError(
+            f"{label} is a Hugging Face config.json: a model, not a plan; name it in a "
+            f"plan (model: {label}) beside a system and a training section"
+        )
     try:
         data = presets.parse_yaml(text, label)
     except PerfModelError:
@@ -103,8 +134,11 @@ def kind_of(path: Path, text: str) -> tuple[Kind, Any]:
         raise
     if isinstance(data, dict):
         model = data.get("model")
-        if "trainer" in data or "train" in data or (
-                isinstance(model, dict) and "tensor_model_parallel_size" in model):
+        if (
+            "trainer" in data
+            or "train" in data
+            or (isinstance(model, dict) and "tensor_model_parallel_size" in model)
+        ):
             return "nemo", data
         return "plan", data
     if _ARGUMENT.search(text):
@@ -112,15 +146,25 @@ def kind_of(path: Path, text: str) -> tuple[Kind, Any]:
     return "plan", data  # not a mapping: the plan reader says what a plan is
 
 
-def _as_plan(data: Any, label: str, base_dir: Path | None, gpu: str | None, gpus: int | None,
-             vocab_size: int | None) -> Loaded:
+def _as_plan(
+    data: Any,
+    label: str,
+    base_dir: Path | None,
+    gpu: str | None,
+    gpus: int | None,
+    vocab_size: int | None,
+) -> Loaded:
     if gpu is not None:
-        raise PerfModelError(f"{label} is a perfmodel plan, whose system.gpu names its GPU: --gpu is for "
-                             "Megatron-LM launch files and NeMo recipes (edit the plan, or compare GPUs "
-                             "with `perfmodel sweep PLAN --vary gpu=a100-80gb,h100-sxm`)")
+        raise PerfModelError(
+            f"{label} is a perfmodel plan, whose system.gpu names its GPU: --gpu is for "
+            "Megatron-LM launch files and NeMo recipes (edit the plan, or compare GPUs "
+            "with `perfmodel sweep PLAN --vary gpu=a100-80gb,h100-sxm`)"
+        )
     if vocab_size is not None:
-        raise PerfModelError(f"{label} is a perfmodel plan, whose model gives the vocabulary: --vocab-size "
-                             "is for Megatron-LM launch files and NeMo recipes")
+        raise PerfModelError(
+            f"{label} is a perfmodel plan, whose model gives the vocabulary: --vocab-size "
+            "is for Megatron-LM launch files and NeMo recipes"
+        )
     plan = presets.plan_from_mapping(data, label, base_dir)
     if gpus:
         try:
@@ -130,9 +174,11 @@ def _as_plan(data: Any, label: str, base_dir: Path | None, gpu: str | None, gpus
     return Loaded(plan, "plan")
 
 
-def read_launch(path: str, kind: Kind, gpu: str, gpus: int | None = None,
-                vocab_size: int | None = None) -> Imported:
-    """A launch file read as ``kind`` (for `perfmodel import`, which names the kind), links filled in."""
+def read_launch(
+    path: str, kind: Kind, gpu: str, gpus: int | None = None, vocab_size: int | None = None
+) -> Imported:
+    """A launch file read as ``kind`` (for `perfmodel import`, which names the kind), links filled
+    in."""
     text = presets.read_text(path, path)
     if kind == "megatron":
         imp = read_args(text, gpu, gpus, vocab_size)
@@ -148,9 +194,11 @@ def _with_links(imp: Imported, path: str, gpu: str) -> Imported:
     imp.plan["model"]["name"] = Path(path).stem
     links = presets.default_links(gpu)
     imp.plan["system"].update(links)
-    imp.assumed.append(f"links {links['intra_node_link']} inside a node and {links['inter_node_link']} "
-                       f"across nodes (the usual ones for {gpu}; edit the plan's system section if yours "
-                       "differ)")
+    imp.assumed.append(
+        f"links {links['intra_node_link']} inside a node and {links['inter_node_link']} "
+        f"across nodes (the usual ones for {gpu}; edit the plan's system section if yours "
+        "differ)"
+    )
     return imp
 
 
@@ -164,17 +212,21 @@ def plan_of(imp: Imported, path: str) -> Plan:
     try:
         validate_config(plan, resolve_config(plan))
     except PerfModelError as e:
-        raise PerfModelError(f"{path}: {e} (on {plan.system.num_gpus} GPUs; --gpus N sets another "
-                             "count)") from None
+        raise PerfModelError(
+            f"{path}: {e} (on {plan.system.num_gpus} GPUs; --gpus N sets another count)"
+        ) from None
     return plan
 
 
 def notes(imp: Imported) -> list[str]:
-    """What the reader should know: the arguments ignored or not recognized, and what was assumed."""
+    """What the reader should know: the arguments ignored or not recognized, and what was
+    assumed."""
     out = []
     if imp.ignored:
         out.append(f"ignored (no effect on the cost): {', '.join(imp.ignored)}")
     if imp.unrecognized:
-        out.append("not recognized, ignored (check they do not change the cost): "
-                   + ", ".join(imp.unrecognized))
+        out.append(
+            "not recognized, ignored (check they do not change the cost): "
+            + ", ".join(imp.unrecognized)
+        )
     return out + [f"assumed: {a}" for a in imp.assumed]

@@ -56,8 +56,8 @@ def read_text(path: str, label: str) -> str:
 
 
 def parse_yaml(text: str, label: str) -> Any:
-    """YAML text -> Python data under YAML 1.2's core schema (yaml12.py); a syntax error names the line
-    and column, and duplicate keys, runaway aliases and deep nesting are errors."""
+    """YAML text -> Python data under YAML 1.2's core schema (yaml12.py); a syntax error names the
+    line and column, and duplicate keys, runaway aliases and deep nesting are errors."""
     try:
         return yaml12.load(text)
     except yaml12.YamlError as e:
@@ -109,7 +109,9 @@ def _lookup(kind: str, name: str) -> dict:
 
 def _build(cls: type[BaseModel], data: Any, label: str):
     if not isinstance(data, dict):
-        raise PerfModelError(f"{label}: expected a mapping of keys to values, got {type(data).__name__}")
+        raise PerfModelError(
+            f"{label}: expected a mapping of keys to values, got {type(data).__name__}"
+        )
     try:
         return cls.model_validate(data)
     except ValidationError as e:
@@ -118,11 +120,14 @@ def _build(cls: type[BaseModel], data: Any, label: str):
 
 # ---------------------------------------------------------------- public resolvers
 
+
 def _hardware(kind: str, cls, value, label: str):
     if isinstance(value, dict):
         return _build(cls, value, label)
     if not isinstance(value, str):
-        raise PerfModelError(f"{label}: give a {cls.__name__} preset name or a mapping, got {value!r}")
+        raise PerfModelError(
+            f"{label}: give a {cls.__name__} preset name or a mapping, got {value!r}"
+        )
     return _build(cls, _lookup(kind, value), f"{cls.__name__} preset {value}")
 
 
@@ -141,13 +146,17 @@ def model(value: str | dict, label: str = "model", base_dir: Path | None = None)
     if isinstance(value, dict):
         return _build(Model, value, label)
     if not isinstance(value, str):
-        raise PerfModelError(f"{label}: give a model preset name, a file, or a mapping; got {value!r}")
+        raise PerfModelError(
+            f"{label}: give a model preset name, a file, or a mapping; got {value!r}"
+        )
     path = Path(value)
     if base_dir is not None and not path.is_absolute():
         path = base_dir / path
     if path.suffix in (".json", ".yaml", ".yml") and path.is_file():
         if path.suffix == ".json":
-            return model_from_hf_config(_parse_json(_read_text(path, str(path)), str(path)), str(path))
+            return model_from_hf_config(
+                _parse_json(_read_text(path, str(path)), str(path)), str(path)
+            )
         return _build(Model, _load_yaml(path, str(path)), str(path))
     if path.suffix in (".json", ".yaml", ".yml"):
         raise PerfModelError(f"{label}: no such file {str(path)!r}")
@@ -158,7 +167,9 @@ def _parse_json(text: str, label: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise PerfModelError(f"{label}: JSON syntax error at line {e.lineno}, column {e.colno}: {e.msg}") from None
+        raise PerfModelError(
+            f"{label}: JSON syntax error at line {e.lineno}, column {e.colno}: {e.msg}"
+        ) from None
 
 
 def model_from_hf_config(cfg: Any, label: str = "config.json") -> Model:
@@ -175,8 +186,10 @@ def model_from_hf_config(cfg: Any, label: str = "config.json") -> Model:
 
 def _system(data: Any, label: str) -> System:
     if not isinstance(data, dict):
-        raise PerfModelError(f"{label}: expected a mapping with gpu, num_gpus, gpus_per_node, "
-                             "intra_node_link, inter_node_link")
+        raise PerfModelError(
+            f"{label}: expected a mapping with gpu, num_gpus, gpus_per_node, "
+            "intra_node_link, inter_node_link"
+        )
     data = dict(data)
     for key, resolver in (("gpu", gpu), ("intra_node_link", link), ("inter_node_link", link)):
         if key in data:
@@ -185,30 +198,52 @@ def _system(data: Any, label: str) -> System:
 
 
 # The interconnect each GPU generation ships with, for quick cases without a plan file.
-_LINKS_FOR = {"a100": ("nvlink3", "ib-hdr"), "h100": ("nvlink4", "ib-ndr"), "h200": ("nvlink4", "ib-ndr"),
-              "b200": ("nvlink5", "ib-ndr"), "mi300x": ("infinity-fabric", "roce-400g"), "v100": ("nvlink2", "ib-hdr")}
+_LINKS_FOR = {
+    "a100": ("nvlink3", "ib-hdr"),
+    "h100": ("nvlink4", "ib-ndr"),
+    "h200": ("nvlink4", "ib-ndr"),
+    "b200": ("nvlink5", "ib-ndr"),
+    "mi300x": ("infinity-fabric", "roce-400g"),
+    "v100": ("nvlink2", "ib-hdr"),
+}
 
 
 def default_links(gpu_name: str) -> dict[str, str]:
-    """intra_node_link and inter_node_link presets for a GPU preset name (NVLink3/HDR when unknown)."""
+    """intra_node_link and inter_node_link presets for a GPU preset name (NVLink3/HDR when
+    unknown)."""
     key = _norm(gpu_name)
-    intra, inter = next((v for k, v in _LINKS_FOR.items() if key.startswith(k)), ("nvlink3", "ib-hdr"))
+    intra, inter = next(
+        (v for k, v in _LINKS_FOR.items() if key.startswith(k)), ("nvlink3", "ib-hdr")
+    )
     return {"intra_node_link": intra, "inter_node_link": inter}
 
 
-def quick_plan(model_name: str, gpu_name: str, gpus: int | None, gbs: int | None,
-               parallel: dict[str, Any]) -> Plan:
-    """`memory --model NAME`: a plan from a model and a GPU, with the usual links, on tp x pp x dp GPUs
-    (or ``gpus``) and a global batch of dp x mbs x pp sequences unless ``gbs`` is given."""
+def quick_plan(
+    model_name: str, gpu_name: str, gpus: int | None, gbs: int | None, parallel: dict[str, Any]
+) -> Plan:
+    """`memory --model NAME`: a plan from a model and a GPU, with the usual links, on tp x pp x dp
+    GPUs (or ``gpus``) and a global batch of dp x mbs x pp sequences unless ``gbs`` is given."""
     tp, pp = parallel.get("tp") or 1, parallel.get("pp") or 1
     n = gpus or tp * pp * (parallel.get("dp") or 1)
     dp = n // (tp * pp) or 1
-    return plan_from_mapping({
-        "model": model_name,
-        "system": {"gpu": gpu_name, "num_gpus": n, "gpus_per_node": min(8, n), **default_links(gpu_name)},
-        "training": {"global_batch_size": gbs or dp * (parallel.get("micro_batch_size") or 1) * max(1, pp)},
-        "parallel": parallel,
-    }, "command line")
+    return plan_from_mapping(
+        {
+            "model": model_name,
+            "system": {
+                "gpu": gpu_name,
+                "num_gpus": n,
+                "gpus_per_node": min(8, n),
+                **default_links(gpu_name),
+            },
+            "training": {
+                "global_batch_size": (
+                    gbs or dp * (parallel.get("micro_batch_size") or 1) * max(1, pp)
+                )
+            },
+            "parallel": parallel,
+        },
+        "command line",
+    )
 
 
 PLAN_KEYS = ("model", "system", "training", "parallel", "ignore", "description")
@@ -217,11 +252,17 @@ PLAN_KEYS = ("model", "system", "training", "parallel", "ignore", "description")
 def plan_from_mapping(data: Any, label: str, base_dir: Path | None = None) -> Plan:
     """A Plan from parsed YAML: presets resolved, every error one line."""
     if not isinstance(data, dict):
-        raise PerfModelError(f"{label}: a plan is a mapping with keys model, system, training, parallel")
+        raise PerfModelError(
+            f"{label}: a plan is a mapping with keys model, system, training, parallel"
+        )
     for key in data:
         if key not in PLAN_KEYS:
             close = difflib.get_close_matches(str(key), PLAN_KEYS, n=1, cutoff=0.5)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; allowed keys: {', '.join(PLAN_KEYS)}"
+            hint = (
+                f"; did you mean {close[0]!r}?"
+                if close
+                else f"; allowed keys: {', '.join(PLAN_KEYS)}"
+            )
             raise PerfModelError(f"{label}: unknown key {key!r}{hint}")
     for key in ("model", "system", "training"):
         if key not in data:
@@ -237,7 +278,8 @@ def plan_from_mapping(data: Any, label: str, base_dir: Path | None = None) -> Pl
 
 
 def bundled_plan(name: str) -> dict:
-    """The raw mapping of a bundled plan (configs/plans/NAME.yaml); an unknown name suggests close ones."""
+    """The raw mapping of a bundled plan (configs/plans/NAME.yaml); an unknown name suggests close
+    ones."""
     return _lookup("plans", name)
 
 
@@ -245,14 +287,21 @@ VALIDATION_KEYS = ("source", "table", "searched", "knobs_from", "measured", "not
 
 
 def validation_cases() -> list[dict]:
-    """The bundled published runs (configs/validation): plan, measured values, source, convention."""
+    """The bundled published runs (configs/validation): plan, measured values, source,
+    convention."""
     out = []
     for name in preset_names("validation"):
         raw = dict(_bundled("validation")[name])
         meta = {k: raw.pop(k) for k in VALIDATION_KEYS if k in raw}
         label = f"configs/validation/{name}.yaml"
-        out.append({"name": name, "plan": plan_from_mapping(raw, label), **meta,
-                    "description": raw.get("description", "")})
+        out.append(
+            {
+                "name": name,
+                "plan": plan_from_mapping(raw, label),
+                **meta,
+                "description": raw.get("description", ""),
+            }
+        )
     return out
 
 
@@ -268,39 +317,77 @@ def describe(kind: str) -> list[dict]:
     if kind == "hardware":
         for name in preset_names("gpus"):
             g = gpu(name)
-            rows.append({"name": name, "gpu": g.name, "bf16_tflops": g.peak("bf16") / 1e12,
-                         "hbm_gb": g.hbm_capacity_bytes / 1e9,
-                         "hbm_bandwidth_gb_per_s": g.hbm_bandwidth_bytes_per_s / 1e9, "sms": g.num_sms})
+            rows.append(
+                {
+                    "name": name,
+                    "gpu": g.name,
+                    "bf16_tflops": g.peak("bf16") / 1e12,
+                    "hbm_gb": g.hbm_capacity_bytes / 1e9,
+                    "hbm_bandwidth_gb_per_s": g.hbm_bandwidth_bytes_per_s / 1e9,
+                    "sms": g.num_sms,
+                }
+            )
     elif kind == "links":
         for name in preset_names("links"):
             lk = link(name)
-            rows.append({"name": name, "link": lk.name, "bandwidth_gb_per_s": lk.bandwidth_bytes_per_s / 1e9,
-                         "latency_us": lk.latency_s * 1e6})
+            rows.append(
+                {
+                    "name": name,
+                    "link": lk.name,
+                    "bandwidth_gb_per_s": lk.bandwidth_bytes_per_s / 1e9,
+                    "latency_us": lk.latency_s * 1e6,
+                }
+            )
     elif kind == "models":
         from perfmodel.cost.memory import total_params
         from perfmodel.cost.transformer import LayerShape
         import re
+
         for name in preset_names("models"):
             m = model(name)
             p = total_params(LayerShape.of(m), m.num_layers, m.seq_length, sum(m.moe_pattern()))
-            experts = (f"{m.num_moe_experts}x{m.moe_ffn_hidden_size or m.ffn} top{m.moe_router_topk}"
-                       if m.is_moe else "-")
-            rows.append({"family": re.match(r"[a-z]+", name).group(0), "name": name, "params_b": p / 1e9,
-                         "layers": m.num_layers, "hidden": m.hidden_size, "heads": m.num_attention_heads,
-                         "kv_heads": m.groups, "ffn": m.ffn, "experts": experts, "vocab": m.vocab_size,
-                         "seq": m.seq_length, "mlp": m.mlp})
+            experts = (
+                f"{m.num_moe_experts}x{m.moe_ffn_hidden_size or m.ffn} top{m.moe_router_topk}"
+                if m.is_moe
+                else "-"
+            )
+            rows.append(
+                {
+                    "family": re.match(r"[a-z]+", name).group(0),
+                    "name": name,
+                    "params_b": p / 1e9,
+                    "layers": m.num_layers,
+                    "hidden": m.hidden_size,
+                    "heads": m.num_attention_heads,
+                    "kv_heads": m.groups,
+                    "ffn": m.ffn,
+                    "experts": experts,
+                    "vocab": m.vocab_size,
+                    "seq": m.seq_length,
+                    "mlp": m.mlp,
+                }
+            )
         rows.sort(key=lambda r: (r["family"], r["params_b"]))  # by family, then size
     elif kind == "frameworks":
         from perfmodel.specs.framework import FLAGS, PROFILES
+
         for name, prof in PROFILES.items():
             on = [k for k in FLAGS if prof.get(k) is True]
-            rows.append({"name": name, "zero_stages": ",".join(str(z) for z in prof["zero_stages"]),
-                         "uneven_stages": prof["uneven_stages"], "cp_ep": prof["context_parallel"],
-                         "flags_on": " ".join(on) or "-"})
+            rows.append(
+                {
+                    "name": name,
+                    "zero_stages": ",".join(str(z) for z in prof["zero_stages"]),
+                    "uneven_stages": prof["uneven_stages"],
+                    "cp_ep": prof["context_parallel"],
+                    "flags_on": " ".join(on) or "-",
+                }
+            )
     elif kind == "plans":
         for name in preset_names("plans"):
             data = _bundled("plans")[name]
             rows.append({"name": name, "description": str(data.get("description", ""))})
     else:
-        raise PerfModelError(f"unknown preset kind {kind!r}; use hardware, links, models, frameworks or plans")
+        raise PerfModelError(
+            f"unknown preset kind {kind!r}; use hardware, links, models, frameworks or plans"
+        )
     return rows

@@ -1,10 +1,12 @@
-"""A safe YAML loader for plan files: YAML 1.2's core schema, no duplicate keys, bounded aliases and depth.
+"""A safe YAML loader for plan files: YAML 1.2's core schema, no duplicate keys, bounded aliases and
+depth.
 
 PyYAML implements YAML 1.1, which reads ``yes``/``on`` as true, ``01000`` as octal 512, ``8:32`` as
-base 60 and ``0b1000000000`` as binary; YAML 1.2 reads all of them as strings (and so perfmodel rejects
-them where a number or a boolean belongs). A repeated key silently wins in PyYAML; here it is an error.
-An alias (``*a``) that would expand a document past MAX_NODES values (the "billion laughs") and nesting
-deeper than MAX_DEPTH are errors too, found before anything formats the expanded value.
+base 60 and ``0b1000000000`` as binary; YAML 1.2 reads all of them as strings (and so perfmodel
+rejects them where a number or a boolean belongs). A repeated key silently wins in PyYAML; here it
+is an error. An alias (``*a``) that would expand a document past MAX_NODES values (the "billion
+laughs") and nesting deeper than MAX_DEPTH are errors too, found before anything formats the
+expanded value.
 """
 
 from __future__ import annotations
@@ -28,17 +30,33 @@ class _Loader(yaml.SafeLoader):
 # YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution): only these forms are
 # booleans and numbers; anything else is a string
 _Loader.yaml_implicit_resolvers = {
-    k: [(tag, rx) for tag, rx in v if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int",
-                                                 "tag:yaml.org,2002:float", "tag:yaml.org,2002:timestamp")]
-    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-                              list("tTfF"))
-_Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
-                              list("-+0123456789"))
+    k: [
+        (tag, rx)
+        for tag, rx in v
+        if tag not in (
+            "tag:yaml.org,2002:bool",
+            "tag:yaml.org,2002:int",
+            "tag:yaml.org,2002:float",
+            "tag:yaml.org,2002:timestamp",
+        )
+    ]
+    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:int",
+    re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
+    list("-+0123456789"),
+)
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
-    re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
-    list("-+0123456789."))
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
 
 
 def _int(loader, node):
@@ -49,8 +67,15 @@ def _int(loader, node):
 
 
 def _float(loader, node):
-    return float(loader.construct_scalar(node).replace(".inf", "inf").replace(".Inf", "inf").replace(".INF", "inf")
-                 .replace(".nan", "nan").replace(".NaN", "nan").replace(".NAN", "nan"))
+    return float(
+        loader.construct_scalar(node)
+        .replace(".inf", "inf")
+        .replace(".Inf", "inf")
+        .replace(".INF", "inf")
+        .replace(".nan", "nan")
+        .replace(".NaN", "nan")
+        .replace(".NAN", "nan")
+    )
 
 
 def _mapping(loader, node, deep=False):
@@ -60,10 +85,14 @@ def _mapping(loader, node, deep=False):
         try:
             duplicate = key in keys
         except TypeError:
-            raise YamlError(f"line {key_node.start_mark.line + 1}: a mapping key must be a plain value") from None
+            raise YamlError(
+                f"line {key_node.start_mark.line + 1}: a mapping key must be a plain value"
+            ) from None
         if duplicate:
-            raise YamlError(f"line {key_node.start_mark.line + 1}: key {str(key)[:60]!r} appears twice in one "
-                            "mapping; keep one")
+            raise YamlError(
+                f"line {key_node.start_mark.line + 1}: key {str(key)[:60]!r} appears twice in one "
+                "mapping; keep one"
+            )
         keys.add(key)
     return yaml.SafeLoader.construct_mapping(loader, node, deep)
 
@@ -81,14 +110,18 @@ def _measure(node, depth: int, memo: dict) -> int:
     if key in memo:
         return memo[key]
     if isinstance(node, yaml.MappingNode):
-        n = 1 + sum(_measure(k, depth + 1, memo) + _measure(v, depth + 1, memo) for k, v in node.value)
+        n = 1 + sum(
+            _measure(k, depth + 1, memo) + _measure(v, depth + 1, memo) for k, v in node.value
+        )
     elif isinstance(node, yaml.SequenceNode):
         n = 1 + sum(_measure(v, depth + 1, memo) for v in node.value)
     else:
         n = 1
     if n > MAX_NODES:
-        raise YamlError(f"line {node.start_mark.line + 1}: the document expands to more than {MAX_NODES:,} values "
-                        "(aliases reused many times?); write the values out")
+        raise YamlError(
+            f"line {node.start_mark.line + 1}: the document expands to more than {MAX_NODES:,}"
+            " values (aliases reused many times?); write the values out"
+        )
     memo[key] = n
     return n
 
@@ -105,6 +138,8 @@ def load(text: str):
         _measure(node, 0, {})
         return loader.construct_document(node)
     except RecursionError:
-        raise YamlError(f"nesting deeper than the parser can follow (limit {MAX_DEPTH} levels)") from None
+        raise YamlError(
+            f"nesting deeper than the parser can follow (limit {MAX_DEPTH} levels)"
+        ) from None
     finally:
         loader.dispose()

@@ -2,7 +2,8 @@
 pipes, GitHub Markdown with --format markdown, JSON for scripts.
 
 Imports nothing heavy at module level (rich and numpy load when a table or a numpy value is
-printed), so the CLI starts fast. Units are always printed; sizes use decimal units (GB = 1e9 bytes).
+printed), so the CLI starts fast. Units are always printed; sizes use decimal units (GB = 1e9
+bytes).
 """
 
 from __future__ import annotations
@@ -30,10 +31,13 @@ def emit_json(obj: Any) -> None:
 
 def _console():
     from rich.console import Console
+
     return Console(highlight=False, soft_wrap=False)
 
 
-MARKDOWN = {"on": False}  # set by --format markdown: tables as GitHub Markdown, for design documents
+MARKDOWN = {
+    "on": False
+}  # set by --format markdown: tables as GitHub Markdown, for design documents
 
 
 def set_markdown(on: bool) -> None:
@@ -54,10 +58,13 @@ def line(text: str = "") -> None:
 
 
 def _markdown_line(text: str) -> None:
-    """Indented lines become list items (two levels), others paragraphs; a list ends with a blank line."""
+    """Indented lines become list items (two levels), others paragraphs; a list ends with a blank
+    line."""
     indent = len(text) - len(text.lstrip())
     if indent and text.strip():
-        sys.stdout.write(("  " if indent > 2 else "") + "- " + text.strip().replace("`", "'") + "\n")
+        sys.stdout.write(
+            ("  " if indent > 2 else "") + "- " + text.strip().replace("`", "'") + "\n"
+        )
         MARKDOWN["in_list"] = True
         return
     if MARKDOWN.get("in_list"):
@@ -71,29 +78,41 @@ def _strip_markup(text: str) -> str:
     return re.sub(r"\[/?[a-z ]+\]", "", text)
 
 
-def table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]], right: Sequence[bool] | None = None,
-          caption: str | None = None) -> None:
+def table(
+    title: str,
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    right: Sequence[bool] | None = None,
+    caption: str | None = None,
+) -> None:
     """A rich table on a terminal wide enough for it; aligned plain text otherwise (pipes too)."""
     rows = [[str(c) for c in r] for r in rows]
     right = list(right) if right is not None else [i > 0 for i in range(len(headers))]
     if MARKDOWN["on"]:
         _markdown_table(title, headers, rows, right, caption)
         return
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
     if is_terminal():
         console = _console()
         wide = sum(widths) + 3 * len(widths) + 1 > console.width
         text_cols = [i for i, r in enumerate(right) if not r]
         # too wide: the widest text column wraps inside its cell; numbers (right-aligned) never wrap
         fold = max(text_cols, key=lambda i: widths[i]) if wide and text_cols else None
-        if not wide or (fold is not None and sum(widths) - widths[fold] + 3 * len(widths) + 16 <= console.width):
+        if not wide or (
+            fold is not None and sum(widths) - widths[fold] + 3 * len(widths) + 16 <= console.width
+        ):
             from rich import box
             from rich.table import Table
+
             for ln in wrap_keeping_units(title, console.width):
                 console.print(ln, highlight=False, markup=False)
             t = Table(box=box.SIMPLE_HEAD)
             for i, (h, r) in enumerate(zip(headers, right)):
-                t.add_column(h, justify="right" if r else "left", no_wrap=i != fold, overflow="fold")
+                t.add_column(
+                    h, justify="right" if r else "left", no_wrap=i != fold, overflow="fold"
+                )
             for r in rows:
                 t.add_row(*r)
             console.print(t)
@@ -101,8 +120,9 @@ def table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]], rig
                 for part in wrap_keeping_units(ln, console.width):
                     console.print(part, highlight=False, markup=False, style="dim")
             return
-    fmt = lambda cells: "  ".join(c.rjust(w) if r else c.ljust(w)  # noqa: E731
-                                  for c, w, r in zip(cells, widths, right)).rstrip()
+    fmt = lambda cells: "  ".join(
+        c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)  # noqa: E731
+    ).rstrip()
     out = [title, fmt(headers), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows]
     if caption:
         out.append(caption)
@@ -115,15 +135,24 @@ _UNIT = re.compile(r"(\d) (?=(?:s|ms|us|GB|MB|TB|KB|B|TFLOP/s|GB/s|Gb/s|FLOP/B|F
 def wrap_keeping_units(text: str, width: int) -> list[str]:
     """Wrap at spaces, never between a number and its unit ("1.38 s" stays on one line)."""
     import textwrap
+
     glued = _UNIT.sub("\\1\x00", _strip_markup(text))
-    return [ln.replace("\x00", " ") for ln in textwrap.wrap(glued, max(20, width), break_long_words=False,
-                                                            break_on_hyphens=False)] or [""]
+    return [
+        ln.replace("\x00", " ")
+        for ln in textwrap.wrap(
+            glued, max(20, width), break_long_words=False, break_on_hyphens=False
+        )
+    ] or [""]
 
 
 def _markdown_table(title, headers, rows, right, caption) -> None:
     cell = lambda c: str(c).replace("|", "\\|") or " "  # noqa: E731
-    out = [f"**{_strip_markup(title)}**", "", "| " + " | ".join(cell(h) or " " for h in headers) + " |",
-           "|" + "|".join("---:" if r else "---" for r in right) + "|"]
+    out = [
+        f"**{_strip_markup(title)}**",
+        "",
+        "| " + " | ".join(cell(h) or " " for h in headers) + " |",
+        "|" + "|".join("---:" if r else "---" for r in right) + "|",
+    ]
     out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
     if caption:
         out += ["", f"*{_strip_markup(caption)}*"]
@@ -143,17 +172,26 @@ def tflops(x: float) -> str:
 
 
 class LazyProgress:
-    """A rich progress bar that appears only on a terminal and only once a search has run for a second."""
+    """A rich progress bar that appears only on a terminal and only once a search has run for a
+    second."""
 
     def __init__(self, label: str = "evaluating configurations"):
         import time
-        self._t0, self._time, self._label, self._bar, self._task = time.perf_counter(), time.perf_counter, label, None, None
+
+        self._t0, self._time, self._label, self._bar, self._task = (
+            time.perf_counter(),
+            time.perf_counter,
+            label,
+            None,
+            None,
+        )
 
     def __call__(self, done: int, total: int) -> None:
         if self._bar is None:
             if not is_terminal() or self._time() - self._t0 < 1.0:
                 return
             from rich.progress import Progress
+
             self._bar = Progress(transient=True)
             self._bar.start()
             self._task = self._bar.add_task(self._label, total=total)

@@ -1,9 +1,10 @@
-"""A shareable report (issue 15, item 5): one self-contained HTML file, no scripts, no network, no external
-assets: the plan, the best configurations, the breakdown as a stacked bar, memory against capacity, the
-pipeline Gantt chart, the Pareto scatter of step time against memory, and the check findings.
+"""A shareable report (issue 15, item 5): one self-contained HTML file, no scripts, no network, no
+external assets: the plan, the best configurations, the breakdown as a stacked bar, memory against
+capacity, the pipeline Gantt chart, the Pareto scatter of step time against memory, and the check
+findings.
 
-Every figure is the search's, `estimate`'s, the simulator's or `check`'s; this module only draws them
-(SVG written by hand, so the report needs no plotting library)."""
+Every figure is the search's, `estimate`'s, the simulator's or `check`'s; this module only draws
+them (SVG written by hand, so the report needs no plotting library)."""
 
 from __future__ import annotations
 
@@ -13,78 +14,150 @@ import numpy as np
 
 from perfmodel.units import fmt_bytes, fmt_time
 
-COLORS = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
-          "#bab0ac"]
-BREAKDOWN = {"forward": "forward", "backward": "backward", "recompute": "recompute", "bubble": "pipeline bubble",
-             "tp_comm": "TP comm", "pp_comm": "PP point-to-point", "dp_comm": "DP grad sync",
-             "zero_comm": "ZeRO-3 gathers", "optimizer": "optimizer step", "overhead": "framework overheads"}
-MEMORY = {"weights_bytes": "weights", "gradients_bytes": "gradients", "optimizer_bytes": "optimizer states",
-          "activations_bytes": "activations", "other_bytes": "other"}
-MAX_SCATTER = 4000   # points drawn in the Pareto scatter (an even subsample beyond, the front always whole)
+COLORS = [
+    "#4c78a8",
+    "#f58518",
+    "#e45756",
+    "#72b7b2",
+    "#54a24b",
+    "#eeca3b",
+    "#b279a2",
+    "#ff9da6",
+    "#9d755d",
+    "#bab0ac",
+]
+BREAKDOWN = {
+    "forward": "forward",
+    "backward": "backward",
+    "recompute": "recompute",
+    "bubble": "pipeline bubble",
+    "tp_comm": "TP comm",
+    "pp_comm": "PP point-to-point",
+    "dp_comm": "DP grad sync",
+    "zero_comm": "ZeRO-3 gathers",
+    "optimizer": "optimizer step",
+    "overhead": "framework overheads",
+}
+MEMORY = {
+    "weights_bytes": "weights",
+    "gradients_bytes": "gradients",
+    "optimizer_bytes": "optimizer states",
+    "activations_bytes": "activations",
+    "other_bytes": "other",
+}
+# points drawn in the Pareto scatter (an even subsample beyond, the front always whole)
+MAX_SCATTER = 4000
 CSS = """body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;color:#222}
-table{border-collapse:collapse;margin:.5em 0}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}
-td:first-child,th:first-child,td.t,th.t{text-align:left}h2{margin-top:1.6em;border-bottom:2px solid #4c78a8}
+table{border-collapse:collapse;margin:.5em 0}
+td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}
+td:first-child,th:first-child,td.t,th.t{text-align:left}
+h2{margin-top:1.6em;border-bottom:2px solid #4c78a8}
 .error{color:#b00}.warning{color:#a60}.info{color:#06a}.note{color:#666;font-size:90%}"""
 
 
-def _bar(title: str, parts: list[tuple[str, float, str]], total_label: str, line_at: float | None = None,
-         line_label: str = "") -> str:
+def _bar(
+    title: str,
+    parts: list[tuple[str, float, str]],
+    total_label: str,
+    line_at: float | None = None,
+    line_label: str = "",
+) -> str:
     """A horizontal stacked bar with a legend: parts are (label, value, shown value)."""
     width, left, height = 900, 10, 70 + 18 * len(parts)
     full = max(sum(v for _, v, _ in parts), line_at or 0) or 1.0
     scale = (width - 2 * left) / full
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-size="12" role="img">'
-           f'<title>{escape(title)}</title>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-size="12"'
+        f' role="img"><title>{escape(title)}</title>'
+    ]
     x = left
     for i, (label, v, shown) in enumerate(parts):
         w = v * scale
-        out.append(f'<rect x="{x:.1f}" y="10" width="{max(w, 0):.1f}" height="30" fill="{COLORS[i % 10]}">'
-                   f'<title>{escape(label)}: {escape(shown)}</title></rect>')
-        out.append(f'<rect x="{left}" y="{52 + 18 * i}" width="12" height="12" fill="{COLORS[i % 10]}"/>'
-                   f'<text x="{left + 18}" y="{62 + 18 * i}">{escape(label)}: {escape(shown)}</text>')
+        out.append(
+            f'<rect x="{x:.1f}" y="10" width="{max(w, 0):.1f}" height="30" fill="{COLORS[i % 10]}">'
+            f"<title>{escape(label)}: {escape(shown)}</title></rect>"
+        )
+        out.append(
+            f'<rect x="{left}" y="{52 + 18 * i}" width="12" height="12" fill="{COLORS[i % 10]}"/>'
+            f'<text x="{left + 18}" y="{62 + 18 * i}">{escape(label)}: {escape(shown)}</text>'
+        )
         x += w
     if line_at is not None:
         lx = left + line_at * scale
-        out.append(f'<line x1="{lx:.1f}" y1="4" x2="{lx:.1f}" y2="46" stroke="#b00" stroke-width="2"/>'
-                   f'<text x="{min(lx + 4, width - 200):.1f}" y="{height - 6}" fill="#b00">{escape(line_label)}</text>')
-    out.append(f'<text x="{width - left}" y="{62}" text-anchor="end">{escape(total_label)}</text></svg>')
+        out.append(
+            f'<line x1="{lx:.1f}" y1="4" x2="{lx:.1f}" y2="46" stroke="#b00"'
+            f' stroke-width="2"/><text x="{min(lx + 4, width - 200):.1f}" y="{height - 6}"'
+            f' fill="#b00">{escape(line_label)}</text>'
+        )
+    out.append(
+        f'<text x="{width - left}" y="{62}" text-anchor="end">{escape(total_label)}</text></svg>'
+    )
     return "".join(out)
 
 
 def _scatter(points: dict, best: tuple[float, float], capacity: float) -> str:
-    """Step time against memory of the feasible configurations, the Pareto front, the best and the HBM line."""
+    """Step time against memory of the feasible configurations, the Pareto front, the best and the
+    HBM line."""
     from perfmodel.output.plots import pareto_front
-    t, mem = np.asarray(points["step_time_s"], float), np.asarray(points["total_bytes"], float) / 1e9
+
+    t, mem = (
+        np.asarray(points["step_time_s"], float),
+        np.asarray(points["total_bytes"], float) / 1e9,
+    )
     front = pareto_front(t, mem)
     shown = np.flatnonzero(t <= 3 * t.min())  # the interesting range: up to 3x the fastest
-    keep = shown if shown.size <= MAX_SCATTER else shown[np.linspace(0, shown.size - 1, MAX_SCATTER).astype(int)]
+    keep = (
+        shown
+        if shown.size <= MAX_SCATTER
+        else shown[np.linspace(0, shown.size - 1, MAX_SCATTER).astype(int)]
+    )
     front = front[t[front] <= 3 * t.min()]
     w, h, pad = 900, 420, 60
     xmax, tmin, tmax = max(mem.max(), capacity / 1e9) * 1.05, t.min() * 0.95, t[shown].max() * 1.02
     sx = lambda x: pad + (x / xmax) * (w - pad - 20)  # noqa: E731
     sy = lambda y: h - pad + 20 - (y - tmin) / (tmax - tmin or 1) * (h - pad - 10)  # noqa: E731
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-size="12" role="img">'
-           f'<title>step time against memory per GPU</title>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-size="12"'
+        ' role="img"><title>step time against memory per GPU</title>'
+    ]
     for i in keep:
-        out.append(f'<circle cx="{sx(mem[i]):.1f}" cy="{sy(t[i]):.1f}" r="2" fill="#4c78a8" fill-opacity="0.35"/>')
+        out.append(
+            f'<circle cx="{sx(mem[i]):.1f}" cy="{sy(t[i]):.1f}" r="2" fill="#4c78a8"'
+            ' fill-opacity="0.35"/>'
+        )
     order = front[np.argsort(mem[front])]
-    out.append('<polyline fill="none" stroke="#e45756" stroke-width="2" points="'
-               + " ".join(f"{sx(mem[i]):.1f},{sy(t[i]):.1f}" for i in order) + '"/>')
+    out.append(
+        '<polyline fill="none" stroke="#e45756" stroke-width="2" points="'
+        + " ".join(f"{sx(mem[i]):.1f},{sy(t[i]):.1f}" for i in order)
+        + '"/>'
+    )
     bx, by = sx(best[1] / 1e9), sy(best[0])
-    out.append(f'<circle cx="{bx:.1f}" cy="{by:.1f}" r="7" fill="none" stroke="#000" stroke-width="2"/>'
-               f'<text x="{bx + 10:.1f}" y="{by - 8:.1f}">best: {fmt_time(best[0])}, {fmt_bytes(best[1])}</text>')
+    out.append(
+        f'<circle cx="{bx:.1f}" cy="{by:.1f}" r="7" fill="none" stroke="#000"'
+        f' stroke-width="2"/><text x="{bx + 10:.1f}" y="{by - 8:.1f}">best: {fmt_time(best[0])},'
+        f" {fmt_bytes(best[1])}</text>"
+    )
     cx = sx(capacity / 1e9)
-    out.append(f'<line x1="{cx:.1f}" y1="10" x2="{cx:.1f}" y2="{h - pad + 20}" stroke="#b00" stroke-dasharray="5,3"/>'
-               f'<text x="{cx - 4:.1f}" y="22" text-anchor="end" fill="#b00">HBM {fmt_bytes(capacity)}</text>')
+    out.append(
+        f'<line x1="{cx:.1f}" y1="10" x2="{cx:.1f}" y2="{h - pad + 20}" stroke="#b00"'
+        f' stroke-dasharray="5,3"/><text x="{cx - 4:.1f}" y="22" text-anchor="end" fill="#b00">HBM'
+        f" {fmt_bytes(capacity)}</text>"
+    )
     for k in range(6):  # axes with ticks
         xv, yv = xmax * k / 5, tmin + (tmax - tmin) * k / 5
-        out.append(f'<text x="{sx(xv):.1f}" y="{h - pad + 38}" text-anchor="middle">{xv:.0f}</text>'
-                   f'<text x="{pad - 6}" y="{sy(yv) + 4:.1f}" text-anchor="end">{yv:.3g}</text>')
-    out.append(f'<text x="{w / 2}" y="{h - 4}" text-anchor="middle">memory per GPU (GB)</text>'
-               f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">step time (s)'
-               f'</text><text x="{pad + 6}" y="{h - pad + 8}">{t.size:,} feasible configurations, '
-               f'{t.size - shown.size:,} slower than 3x the fastest not drawn (closed-form bubble; the best\'s is '
-               f'simulated); red: the Pareto front</text></svg>')
+        out.append(
+            f'<text x="{sx(xv):.1f}" y="{h - pad + 38}" text-anchor="middle">{xv:.0f}</text>'
+            f'<text x="{pad - 6}" y="{sy(yv) + 4:.1f}" text-anchor="end">{yv:.3g}</text>'
+        )
+    out.append(
+        f'<text x="{w / 2}" y="{h - 4}" text-anchor="middle">memory per GPU (GB)</text>'
+        f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">step'
+        " time (s)"
+        f'</text><text x="{pad + 6}" y="{h - pad + 8}">{t.size:,} feasible configurations, '
+        f"{t.size - shown.size:,} slower than 3x the fastest not drawn (closed-form bubble; the"
+        " best's is "
+        "simulated); red: the Pareto front</text></svg>"
+    )
     return "".join(out)
 
 
@@ -93,62 +166,140 @@ def html(plan, result, findings, gantt_svg: str | None, note: str = "") -> str:
     best = result.results[0]
     j = best.to_json()
     title = f"{plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}"
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>perfmodel: {escape(title)}"
-             f"</title><style>{CSS}</style></head><body><h1>perfmodel report: {escape(title)}</h1>"]
-    parts.append(_table("The plan", ["", ""], [
-        ("model", f"{plan.model.name}: {plan.model.num_layers} layers, hidden {plan.model.hidden_size}, "
-                  f"{plan.model.num_attention_heads} heads" + (f", {plan.model.num_moe_experts} experts"
-                                                               if plan.model.is_moe else "")),
-        ("system", f"{plan.system.num_gpus} x {plan.system.gpu.name}, {plan.system.gpus_per_node} per node; "
-                   f"{plan.system.intra_node_link.name} inside, {plan.system.inter_node_link.name} across"),
-        ("training", f"global batch {plan.training.global_batch_size}, sequence {plan.seq_length}, "
-                     f"{plan.training.dtype}, framework {plan.training.framework}")]))
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>perfmodel:"
+        f" {escape(title)}</title><style>{CSS}</style></head><body><h1>perfmodel report:"
+        f" {escape(title)}</h1>"
+    ]
+    parts.append(
+        _table(
+            "The plan",
+            ["", ""],
+            [
+                (
+                    "model",
+                    f"{plan.model.name}: {plan.model.num_layers} layers, hidden"
+                    f" {plan.model.hidden_size}, {plan.model.num_attention_heads} heads"
+                    + (f", {plan.model.num_moe_experts} experts" if plan.model.is_moe else ""),
+                ),
+                (
+                    "system",
+                    (
+                        f"{plan.system.num_gpus} x {plan.system.gpu.name},"
+                        f" {plan.system.gpus_per_node} per node; {plan.system.intra_node_link.name}"
+                        f" inside, {plan.system.inter_node_link.name} across"
+                    ),
+                ),
+                (
+                    "training",
+                    (
+                        f"global batch {plan.training.global_batch_size}, sequence"
+                        f" {plan.seq_length}, {plan.training.dtype}, framework"
+                        f" {plan.training.framework}"
+                    ),
+                ),
+            ],
+        )
+    )
     rows = []
     for i, e in enumerate(result.results, 1):
         c, v = e.config, e.values
-        rows.append((str(i), f"tp {c.tp}, pp {c.pp}, dp {c.dp}" + (f", cp {c.cp}" if c.cp > 1 else "")
-                     + (f", ep {c.ep}" if c.ep > 1 else "") + f", vp {c.vp}, mbs {c.micro_batch_size}, "
-                     f"SP {'on' if c.sequence_parallel else 'off'}, {c.recompute}, ZeRO {c.zero_stage}",
-                     fmt_time(v["step_time_s"]), f"{100 * v['mfu']:.1f}%", fmt_bytes(v["total_bytes"])))
-    parts.append(_table(f"Best configurations ({result.feasible:,} feasible of {result.evaluated:,})",
-                        ["#", "configuration", "step time", "MFU", "memory/GPU"], rows))
+        rows.append(
+            (
+                str(i),
+                f"tp {c.tp}, pp {c.pp}, dp {c.dp}"
+                + (f", cp {c.cp}" if c.cp > 1 else "")
+                + (f", ep {c.ep}" if c.ep > 1 else "")
+                + f", vp {c.vp}, mbs {c.micro_batch_size}, "
+                f"SP {'on' if c.sequence_parallel else 'off'}, {c.recompute}, ZeRO {c.zero_stage}",
+                fmt_time(v["step_time_s"]),
+                f"{100 * v['mfu']:.1f}%",
+                fmt_bytes(v["total_bytes"]),
+            )
+        )
+    parts.append(
+        _table(
+            f"Best configurations ({result.feasible:,} feasible of {result.evaluated:,})",
+            ["#", "configuration", "step time", "MFU", "memory/GPU"],
+            rows,
+        )
+    )
     bd = [(BREAKDOWN[k], val, fmt_time(val)) for k, val in j["breakdown_s"].items() if val > 0]
-    parts.append("<h2>Where the step goes (best configuration)</h2>"
-                 + _bar("per-iteration breakdown", bd, f"step {fmt_time(j['step_time_s'])}"))
+    parts.append(
+        "<h2>Where the step goes (best configuration)</h2>"
+        + _bar("per-iteration breakdown", bd, f"step {fmt_time(j['step_time_s'])}")
+    )
     m = j["memory"]
     mem = [(MEMORY[k], m[k], fmt_bytes(m[k])) for k in MEMORY if m[k] > 0]
-    parts.append(f"<h2>Memory per GPU against capacity: {'fits' if m['fits'] else 'does NOT fit'}</h2>"
-                 + _bar("memory", mem, f"total {fmt_bytes(m['total_bytes'])}", m["capacity_bytes"],
-                        f"HBM {fmt_bytes(m['capacity_bytes'])}"))
-    parts.append("<h2>Pipeline schedule (best configuration)</h2>"
-                 + (gantt_svg or f"<p class='note'>{escape(note)}</p>"))
+    parts.append(
+        f"<h2>Memory per GPU against capacity: {'fits' if m['fits'] else 'does NOT fit'}</h2>"
+        + _bar(
+            "memory",
+            mem,
+            f"total {fmt_bytes(m['total_bytes'])}",
+            m["capacity_bytes"],
+            f"HBM {fmt_bytes(m['capacity_bytes'])}",
+        )
+    )
+    parts.append(
+        "<h2>Pipeline schedule (best configuration)</h2>"
+        + (gantt_svg or f"<p class='note'>{escape(note)}</p>")
+    )
     if result.points is not None and len(result.points["step_time_s"]):
-        parts.append("<h2>Step time against memory</h2>"
-                     + _scatter(result.points, (j["step_time_s"], m["total_bytes"]), m["capacity_bytes"]))
+        parts.append(
+            "<h2>Step time against memory</h2>"
+            + _scatter(result.points, (j["step_time_s"], m["total_bytes"]), m["capacity_bytes"])
+        )
     parts.append("<h2>Design review (check)</h2>")
     if findings:
-        parts.append("<ul>" + "".join(f"<li class='{f.severity}'><b>{f.rule} {f.severity}</b>: {escape(f.message)}"
-                                      f"<br><i>fix</i>: {escape(f.fix)}</li>" for f in findings) + "</ul>")
+        parts.append(
+            "<ul>"
+            + "".join(
+                f"<li class='{f.severity}'><b>{f.rule} {f.severity}</b>: {escape(f.message)}"
+                f"<br><i>fix</i>: {escape(f.fix)}</li>"
+                for f in findings
+            )
+            + "</ul>"
+        )
     else:
         parts.append("<p>No findings.</p>")
-    parts.append("<p class='note'>" + "<br>".join(escape(a) for a in ["assumed: " + x for x in best.assumed]
-                                                  + ["warning: " + w for w in best.warnings]) + "</p>")
-    parts.append("<p class='note'>Written by perfmodel; every figure is a model prediction.</p></body></html>")
+    parts.append(
+        "<p class='note'>"
+        + "<br>".join(
+            escape(a)
+            for a in ["assumed: " + x for x in best.assumed] + [
+                "warning: " + w for w in best.warnings
+            ]
+        )
+        + "</p>"
+    )
+    parts.append(
+        "<p class='note'>Written by perfmodel; every figure is a model"
+        " prediction.</p></body></html>"
+    )
     return "\n".join(parts) + "\n"
 
 
 def _table(title: str, headers: list[str], rows) -> str:
     """Numbers right-aligned, text (any cell with a letter beyond its unit) left-aligned."""
-    text = [any(sum(ch.isalpha() for ch in str(r[i])) > 3 for r in rows) for i in range(len(headers))]
-    head = "".join(f"<th{' class=t' if tx else ''}>{escape(h)}</th>" for h, tx in zip(headers, text))
-    body = "".join("<tr>" + "".join(f"<td{' class=t' if tx else ''}>{escape(str(c))}</td>" for c, tx in zip(r, text))
-                   + "</tr>" for r in rows)
+    text = [
+        any(sum(ch.isalpha() for ch in str(r[i])) > 3 for r in rows) for i in range(len(headers))
+    ]
+    head = "".join(
+        f"<th{' class=t' if tx else ''}>{escape(h)}</th>" for h, tx in zip(headers, text)
+    )
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td{' class=t' if tx else ''}>{escape(str(c))}</td>" for c, tx in zip(r, text))
+        + "</tr>"
+        for r in rows
+    )
     return f"<h2>{escape(title)}</h2><table><tr>{head}</tr>{body}</table>"
 
 
 def report(plan) -> str:
-    """`perfmodel report`: search the plan, simulate the best configuration's pipeline, check it, and
-    draw it all as one page."""
+    """`perfmodel report`: search the plan, simulate the best configuration's pipeline, check it,
+    and draw it all as one page."""
     from perfmodel.engine import search as srch
     from perfmodel.engine.estimate import pipeline
     from perfmodel.engine.schedule import MAX_GANTT_BLOCKS
@@ -165,8 +316,16 @@ def report(plan) -> str:
     sim_svg, note = None, ""
     blocks = 2 * c.pp * c.num_micro_batches * c.vp
     if c.pp > 1 and blocks <= MAX_GANTT_BLOCKS:
-        sim_svg = gantt.svg(pipeline(plan, best), f"{plan.model.name}, best configuration", max_width=960)
+        sim_svg = gantt.svg(
+            pipeline(plan, best), f"{plan.model.name}, best configuration", max_width=960
+        )
     else:
-        note = ("no pipeline (pp = 1)" if c.pp == 1 else f"{blocks:,} blocks: too many to draw (limit "
-                f"{MAX_GANTT_BLOCKS:,}); `perfmodel schedule` simulates it")
+        note = (
+            "no pipeline (pp = 1)"
+            if c.pp == 1
+            else (
+                f"{blocks:,} blocks: too many to draw (limit "
+                f"{MAX_GANTT_BLOCKS:,}); `perfmodel schedule` simulates it"
+            )
+        )
     return html(plan, result, check(fixed), sim_svg, note)

@@ -20,6 +20,7 @@ def _pyplot():
         raise PerfModelError("plotting needs matplotlib: pip install 'perfmodel[plot]'") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -27,8 +28,10 @@ def _save(fig, path: str) -> None:
     """Write the figure where asked, in the format its extension names, and say so on stderr."""
     import os
     import sys
+
     if not os.path.splitext(path)[1] or not os.path.basename(path):
         import matplotlib.pyplot as plt
+
         plt.close(fig)
         raise PerfModelError(f"--plot {path!r}: give the file an extension (.png, .svg or .pdf)")
     try:
@@ -37,30 +40,60 @@ def _save(fig, path: str) -> None:
     except OSError as e:
         raise PerfModelError(f"cannot write {path}: {e.strerror}") from None
     except ValueError as e:  # matplotlib: an extension it has no writer for
-        raise PerfModelError(f"--plot {path}: {str(e).splitlines()[0][:160]}; use a .png, .svg or .pdf name") from None
+        raise PerfModelError(
+            f"--plot {path}: {str(e).splitlines()[0][:160]}; use a .png, .svg or .pdf name"
+        ) from None
     finally:
         import matplotlib.pyplot as plt
+
         plt.close(fig)
 
 
 def roofline_plot(gpu, dtype, shape, tp, seq, path: str, mbs: int = 1) -> None:
-    """The roofline with each GEMM of the layer as a point, for GEMM rows M from 16 to 16,384 tokens and the
-    requested M = mbs x seq marked (Williams et al. 2009)."""
+    """The roofline with each GEMM of the layer as a point, for GEMM rows M from 16 to 16,384 tokens
+    and the requested M = mbs x seq marked (Williams et al. 2009)."""
     from perfmodel.engine.calculators import roofline_report
+
     plt = _pyplot()
     peak, bw = gpu.peak(dtype), gpu.hbm_bandwidth_bytes_per_s
     ai = np.logspace(-1, 4, 200)
     fig, ax = plt.subplots(figsize=(8, 5))
-    ax.loglog(ai, rl.attainable_flops(ai, peak, bw) / 1e12, "k-", label=f"{gpu.name} {dtype} roofline")
-    ax.axvline(rl.ridge_point(peak, bw), color="grey", ls=":", label=f"ridge {rl.ridge_point(peak, bw):.0f} FLOP/B")
+    ax.loglog(
+        ai, rl.attainable_flops(ai, peak, bw) / 1e12, "k-", label=f"{gpu.name} {dtype} roofline"
+    )
+    ax.axvline(
+        rl.ridge_point(peak, bw),
+        color="grey",
+        ls=":",
+        label=f"ridge {rl.ridge_point(peak, bw):.0f} FLOP/B",
+    )
     for tokens, marker in zip((16, 64, 256, 1024, 4096, 16384), "os^vD<"):
-        rows = [r for r in roofline_report(gpu, dtype, shape, tp, tokens, 1)["gemms"] if "attention" not in r["name"]]
-        ax.scatter([r["arithmetic_intensity"] for r in rows], [r["attainable_flops_per_s"] / 1e12 for r in rows],
-                   marker=marker, alpha=0.6, label=f"M = {tokens:,} tokens")
-    rows = [r for r in roofline_report(gpu, dtype, shape, tp, mbs, seq)["gemms"] if "attention" not in r["name"]]
-    ax.scatter([r["arithmetic_intensity"] for r in rows], [r["attainable_flops_per_s"] / 1e12 for r in rows],
-               s=120, facecolors="none", edgecolors="red", linewidths=2,
-               label=f"requested: mbs {mbs} x seq {seq} = {mbs * seq:,} tokens")
+        rows = [
+            r
+            for r in roofline_report(gpu, dtype, shape, tp, tokens, 1)["gemms"]
+            if "attention" not in r["name"]
+        ]
+        ax.scatter(
+            [r["arithmetic_intensity"] for r in rows],
+            [r["attainable_flops_per_s"] / 1e12 for r in rows],
+            marker=marker,
+            alpha=0.6,
+            label=f"M = {tokens:,} tokens",
+        )
+    rows = [
+        r
+        for r in roofline_report(gpu, dtype, shape, tp, mbs, seq)["gemms"]
+        if "attention" not in r["name"]
+    ]
+    ax.scatter(
+        [r["arithmetic_intensity"] for r in rows],
+        [r["attainable_flops_per_s"] / 1e12 for r in rows],
+        s=120,
+        facecolors="none",
+        edgecolors="red",
+        linewidths=2,
+        label=f"requested: mbs {mbs} x seq {seq} = {mbs * seq:,} tokens",
+    )
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("attainable TFLOP/s")
     ax.set_title(f"Layer GEMMs on {gpu.name} ({dtype}): h={shape.hidden}, f={shape.ffn}, TP={tp}")
@@ -69,22 +102,36 @@ def roofline_plot(gpu, dtype, shape, tp, seq, path: str, mbs: int = 1) -> None:
 
 
 def bubble_plot(report: dict, path: str) -> None:
-    """Bubble vs m for several p, under both denominators (Narayanan et al. 2021, Sec. 2.2), the request marked."""
+    """Bubble vs m for several p, under both denominators (Narayanan et al. 2021, Sec. 2.2), the
+    request marked."""
     plt = _pyplot()
     v = report["v"]
     m = np.arange(1, max(257, 2 * report["m"]))
     fig, ax = plt.subplots(figsize=(8, 5))
     for p in sorted({2, 4, 8, 16, report["p"]}):
-        line, = ax.plot(m, 100 * pipe.bubble_over_step(p, m, v), label=f"p={p}, bubble / step")
-        ax.plot(m, 100 * np.minimum(pipe.bubble_over_ideal(p, m, v), 1.5), ls="--", color=line.get_color(),
-                label=f"p={p}, bubble / ideal")
-    ax.axhline(100 * report["target"], color="grey", ls=":", label=f"target {100 * report['target']:.0f}%")
+        (line,) = ax.plot(m, 100 * pipe.bubble_over_step(p, m, v), label=f"p={p}, bubble / step")
+        ax.plot(
+            m,
+            100 * np.minimum(pipe.bubble_over_ideal(p, m, v), 1.5),
+            ls="--",
+            color=line.get_color(),
+            label=f"p={p}, bubble / ideal",
+        )
+    ax.axhline(
+        100 * report["target"], color="grey", ls=":", label=f"target {100 * report['target']:.0f}%"
+    )
     ax.set_xscale("log")
     ax.set_ylim(0, 100)
     ax.set_xlabel("micro-batches m")
     ax.set_ylabel("bubble (%)")
     m0, p0 = report["m"], report["p"]
-    ax.plot([m0], [100 * pipe.bubble_over_step(p0, m0, v)], "ro", ms=9, label=f"requested: m={m0}, p={p0}")
+    ax.plot(
+        [m0],
+        [100 * pipe.bubble_over_step(p0, m0, v)],
+        "ro",
+        ms=9,
+        label=f"requested: m={m0}, p={p0}",
+    )
     ax.set_title(f"Pipeline bubble against micro-batches, v={v} (requested m={m0}, p={p0})")
     ax.legend(fontsize=7, ncol=2)
     _save(fig, path)
@@ -93,17 +140,33 @@ def bubble_plot(report: dict, path: str) -> None:
 def memory_plot(mem: dict, path: str, title: str = "") -> None:
     """Stacked memory components against HBM capacity, the plan and verdict in the title."""
     plt = _pyplot()
-    parts = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "other_bytes")
+    parts = (
+        "weights_bytes",
+        "gradients_bytes",
+        "optimizer_bytes",
+        "activations_bytes",
+        "other_bytes",
+    )
     fig, ax = plt.subplots(figsize=(5, 6))
     bottom = 0.0
     for key in parts:
-        ax.bar(["most loaded GPU"], [mem[key] / 1e9], bottom=bottom, label=key.replace("_bytes", ""))
+        ax.bar(
+            ["most loaded GPU"], [mem[key] / 1e9], bottom=bottom, label=key.replace("_bytes", "")
+        )
         bottom += mem[key] / 1e9
-    ax.axhline(mem["capacity_bytes"] / 1e9, color="red", ls="--", label=f"HBM {mem['capacity_bytes'] / 1e9:.0f} GB")
+    ax.axhline(
+        mem["capacity_bytes"] / 1e9,
+        color="red",
+        ls="--",
+        label=f"HBM {mem['capacity_bytes'] / 1e9:.0f} GB",
+    )
     ax.set_ylabel("GB")
     verdict = "fits" if mem["fits"] else "does NOT fit"
-    ax.set_title(f"{title}\n{mem['total_bytes'] / 1e9:.1f} of {mem['capacity_bytes'] / 1e9:.1f} GB: {verdict}",
-                 fontsize=9)
+    ax.set_title(
+        f"{title}\n{mem['total_bytes'] / 1e9:.1f} of {mem['capacity_bytes'] / 1e9:.1f} GB:"
+        f" {verdict}",
+        fontsize=9,
+    )
     ax.legend(fontsize=8)
     _save(fig, path)
 
@@ -119,18 +182,31 @@ def pareto_front(step_time, memory) -> np.ndarray:
     return np.array(front, dtype=int)
 
 
-def pareto_plot(points: dict, path: str, title: str = "", best: tuple[float, float] | None = None,
-                capacity: float | None = None) -> None:
-    """Step time vs memory of every feasible configuration, the Pareto front, the best one and the HBM line."""
+def pareto_plot(
+    points: dict,
+    path: str,
+    title: str = "",
+    best: tuple[float, float] | None = None,
+    capacity: float | None = None,
+) -> None:
+    """Step time vs memory of every feasible configuration, the Pareto front, the best one and the
+    HBM line."""
     plt = _pyplot()
     t, mem = np.asarray(points["step_time_s"]), np.asarray(points["total_bytes"]) / 1e9
     front = pareto_front(t, mem)
     fig, ax = plt.subplots(figsize=(8, 5))
-    ax.scatter(mem, t, s=4, alpha=0.3, label=f"{t.size:,} feasible configurations (closed-form bubble)")
+    ax.scatter(
+        mem, t, s=4, alpha=0.3, label=f"{t.size:,} feasible configurations (closed-form bubble)"
+    )
     ax.plot(mem[front], t[front], "r.-", label="Pareto front")
     if best is not None:
-        ax.plot([best[1] / 1e9], [best[0]], "k*", ms=14,
-                label=f"best, pipeline simulated: {best[0]:.3g} s, {best[1] / 1e9:.1f} GB")
+        ax.plot(
+            [best[1] / 1e9],
+            [best[0]],
+            "k*",
+            ms=14,
+            label=f"best, pipeline simulated: {best[0]:.3g} s, {best[1] / 1e9:.1f} GB",
+        )
     if capacity is not None:
         ax.axvline(capacity / 1e9, color="red", ls="--", label=f"HBM {capacity / 1e9:.1f} GB")
     ax.set_xlabel("memory per GPU (GB)")
@@ -142,7 +218,8 @@ def pareto_plot(points: dict, path: str, title: str = "", best: tuple[float, flo
 
 
 def sweep_plot(result, title: str, path: str) -> None:
-    """Throughput against the swept value, with the ideal (linear in GPUs) line when GPUs are swept."""
+    """Throughput against the swept value, with the ideal (linear in GPUs) line when GPUs are
+    swept."""
     plt = _pyplot()
     ok = [p for p in result.points if p.est is not None]
     if not ok:
@@ -162,12 +239,19 @@ def sweep_plot(result, title: str, path: str) -> None:
 
 
 def pareto_or_note(plan, result, path: str) -> None:
-    """`plan --plot`: step time against memory of every feasible configuration, or a note that none fits."""
+    """`plan --plot`: step time against memory of every feasible configuration, or a note that none
+    fits."""
     import click
 
     if result.points is None or not len(result.points["step_time_s"]):
         click.echo(f"--plot {path}: nothing fits, no plot written", err=True)
         return
     best = result.results[0].values
-    pareto_plot(result.points, path, f"{plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}: "
-                "step time against memory", (best["step_time_s"], best["total_bytes"]), best["capacity_bytes"])
+    pareto_plot(
+        result.points,
+        path,
+        f"{plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}: "
+        "step time against memory",
+        (best["step_time_s"], best["total_bytes"]),
+        best["capacity_bytes"],
+    )

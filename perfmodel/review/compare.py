@@ -1,6 +1,7 @@
 """Plans side by side (issue 15, item 1): each plan's configuration, per-iteration breakdown, memory
 by component, MFU and check findings, every figure beside its difference from the first plan, and a
-verdict naming the components that decide it ("B is 14% faster than A: bubble -2.1 s, TP comm +0.6 s").
+verdict naming the components that decide it ("B is 14% faster than A: bubble -2.1 s, TP comm +0.6
+s").
 
 The figures are `estimate`'s (free knobs chosen by the search, as `estimate` does) and the findings
 `check`'s on the configuration compared; nothing here computes a cost of its own."""
@@ -18,14 +19,42 @@ from perfmodel.specs import Plan
 from perfmodel.units import fmt_bytes, fmt_time
 
 # Breakdown components, as `estimate` names them.
-COMPONENTS = {"forward": "forward", "backward": "backward", "recompute": "recompute", "bubble": "bubble",
-              "tp_comm": "TP comm", "pp_comm": "PP p2p", "dp_comm": "DP grad sync", "zero_comm": "ZeRO-3 gathers",
-              "optimizer": "optimizer", "overhead": "overheads"}
-MEMORY = {"weights_bytes": "weights", "gradients_bytes": "gradients", "optimizer_bytes": "optimizer states",
-          "activations_bytes": "activations", "other_bytes": "other", "total_bytes": "total"}
-CONFIG = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch_size", "num_micro_batches", "sequence_parallel",
-          "recompute", "zero_stage", "schedule")
-DECISIVE_SHARE = 0.01  # a component is named in the verdict when it moves by 1% of the first plan's step or more
+COMPONENTS = {
+    "forward": "forward",
+    "backward": "backward",
+    "recompute": "recompute",
+    "bubble": "bubble",
+    "tp_comm": "TP comm",
+    "pp_comm": "PP p2p",
+    "dp_comm": "DP grad sync",
+    "zero_comm": "ZeRO-3 gathers",
+    "optimizer": "optimizer",
+    "overhead": "overheads",
+}
+MEMORY = {
+    "weights_bytes": "weights",
+    "gradients_bytes": "gradients",
+    "optimizer_bytes": "optimizer states",
+    "activations_bytes": "activations",
+    "other_bytes": "other",
+    "total_bytes": "total",
+}
+CONFIG = (
+    "tp",
+    "pp",
+    "dp",
+    "cp",
+    "ep",
+    "vp",
+    "micro_batch_size",
+    "num_micro_batches",
+    "sequence_parallel",
+    "recompute",
+    "zero_stage",
+    "schedule",
+)
+# a component is named in the verdict when it moves by 1% of the first plan's step or more
+DECISIVE_SHARE = 0.01
 
 
 @dataclass
@@ -35,31 +64,46 @@ class Side:
     label: str
     plan: Plan
     est: Estimate
-    chosen: dict                 # knobs the plan left free, as the search chose them
+    chosen: dict  # knobs the plan left free, as the search chose them
     findings: list[Finding] = field(default_factory=list)
 
 
 @dataclass
 class Comparison:
     sides: list[Side]
-    verdicts: list[str]          # one per plan after the first, against the first
+    verdicts: list[str]  # one per plan after the first, against the first
 
     def to_json(self) -> dict:
         base = self.sides[0].est.to_json()
         plans = []
         for s in self.sides:
             j = s.est.to_json()
-            plans.append({
-                "label": s.label, "model": s.plan.model.name, "gpu": s.plan.system.gpu.name,
-                "num_gpus": s.plan.system.num_gpus, "searched": s.chosen, "config": j["config"],
-                "step_time_s": j["step_time_s"], "mfu": j["mfu"], "tokens_per_s_per_gpu": j["tokens_per_s_per_gpu"],
-                "breakdown_s": j["breakdown_s"], "memory": j["memory"],
-                "findings": [f.to_json() for f in s.findings],
-                "delta_vs_first": {
-                    "step_time_s": j["step_time_s"] - base["step_time_s"],
-                    "breakdown_s": {k: j["breakdown_s"][k] - base["breakdown_s"][k] for k in BREAKDOWN_KEYS},
-                    "memory_total_bytes": j["memory"]["total_bytes"] - base["memory"]["total_bytes"],
-                    "mfu": j["mfu"] - base["mfu"]}})
+            plans.append(
+                {
+                    "label": s.label,
+                    "model": s.plan.model.name,
+                    "gpu": s.plan.system.gpu.name,
+                    "num_gpus": s.plan.system.num_gpus,
+                    "searched": s.chosen,
+                    "config": j["config"],
+                    "step_time_s": j["step_time_s"],
+                    "mfu": j["mfu"],
+                    "tokens_per_s_per_gpu": j["tokens_per_s_per_gpu"],
+                    "breakdown_s": j["breakdown_s"],
+                    "memory": j["memory"],
+                    "findings": [f.to_json() for f in s.findings],
+                    "delta_vs_first": {
+                        "step_time_s": j["step_time_s"] - base["step_time_s"],
+                        "breakdown_s": {
+                            k: j["breakdown_s"][k] - base["breakdown_s"][k] for k in BREAKDOWN_KEYS
+                        },
+                        "memory_total_bytes": (
+                            j["memory"]["total_bytes"] - base["memory"]["total_bytes"]
+                        ),
+                        "mfu": j["mfu"] - base["mfu"],
+                    },
+                }
+            )
         return {"plans": plans, "verdicts": self.verdicts}
 
 
@@ -77,19 +121,24 @@ def compare(named: list[tuple[str, Plan]]) -> Comparison:
 
 
 def verdict(a: Side, b: Side) -> str:
-    """Which plan is faster, by how much, and the components that decide it, largest change first; a plan
-    that does not fit in HBM is said first, since its speed is moot."""
+    """Which plan is faster, by how much, and the components that decide it, largest change first; a
+    plan that does not fit in HBM is said first, since its speed is moot."""
     va, vb = a.est.values, b.est.values
     unfit = [s for s in (a, b) if not s.est.values["fits"]]
-    prefix = "".join(f"{s.label} does not fit ({fmt_bytes(s.est.values['total_bytes'])} of "
-                     f"{fmt_bytes(s.est.values['capacity_bytes'])}); " for s in unfit)
+    prefix = "".join(
+        f"{s.label} does not fit ({fmt_bytes(s.est.values['total_bytes'])} of "
+        f"{fmt_bytes(s.est.values['capacity_bytes'])}); "
+        for s in unfit
+    )
     ta, tb = va["step_time_s"], vb["step_time_s"]
     if abs(tb - ta) <= 1e-9 * ta:
         return f"{prefix}{b.label} and {a.label} take the same time ({fmt_time(ta)} per step)"
     faster = "faster" if tb < ta else "slower"
     pct = abs(tb - ta) / ta * 100
-    moved = sorted(((vb[k] - va[k], k) for k in BREAKDOWN_KEYS if abs(vb[k] - va[k]) >= DECISIVE_SHARE * ta),
-                   key=lambda d: -abs(d[0]))
+    moved = sorted(
+        ((vb[k] - va[k], k) for k in BREAKDOWN_KEYS if abs(vb[k] - va[k]) >= DECISIVE_SHARE * ta),
+        key=lambda d: -abs(d[0]),
+    )
     why = ", ".join(f"{COMPONENTS[k]} {signed_time(d)}" for d, k in moved[:3])
     return f"{prefix}{b.label} is {pct:.0f}% {faster} than {a.label}" + (f": {why}" if why else "")
 
@@ -104,8 +153,9 @@ def signed_bytes(x: float) -> str:
 
 
 def rows(c: Comparison) -> list[tuple[str, list[str]]]:
-    """(row label, one cell per plan) for the table: the configuration, the breakdown, throughput, memory
-    and findings; figures after the first plan's carry their difference from it in brackets."""
+    """(row label, one cell per plan) for the table: the configuration, the breakdown, throughput,
+    memory and findings; figures after the first plan's carry their difference from it in brackets.
+    """
     first = c.sides[0].est.to_json()
     js = [s.est.to_json() for s in c.sides]
 
@@ -117,22 +167,56 @@ def rows(c: Comparison) -> list[tuple[str, list[str]]]:
             cells.append(cell if i == 0 or delta == 0 else f"{cell} ({dfmt(delta)})")
         return cells
 
-    out = [("GPUs", [f"{s.plan.system.num_gpus} x {s.plan.system.gpu.name}" for s in c.sides]),
-           ("model", [s.plan.model.name for s in c.sides]),
-           ("framework", [s.est.framework for s in c.sides])]
+    out = [
+        ("GPUs", [f"{s.plan.system.num_gpus} x {s.plan.system.gpu.name}" for s in c.sides]),
+        ("model", [s.plan.model.name for s in c.sides]),
+        ("framework", [s.est.framework for s in c.sides]),
+    ]
     for key in CONFIG:
-        out.append((key.replace("_", " "), [str(j["config"][key]) + (" (searched)" if key in s.chosen else "")
-                                            for j, s in zip(js, c.sides)]))
+        out.append(
+            (
+                key.replace("_", " "),
+                [
+                    str(j["config"][key]) + (" (searched)" if key in s.chosen else "")
+                    for j, s in zip(js, c.sides)
+                ],
+            )
+        )
     out.append(("step time", figure(lambda j: j["step_time_s"], fmt_time, signed_time)))
     for key, name in COMPONENTS.items():
         if any(j["breakdown_s"][key] for j in js):
-            out.append((f"  {name}", figure(lambda j, k=key: j["breakdown_s"][k], fmt_time, signed_time)))
-    out.append(("MFU", figure(lambda j: j["mfu"], lambda x: f"{100 * x:.1f}%", lambda d: f"{100 * d:+.1f} pt")))
-    out.append(("tokens/s per GPU", figure(lambda j: j["tokens_per_s_per_gpu"], lambda x: f"{x:,.0f}",
-                                           lambda d: f"{d:+,.0f}")))
+            out.append(
+                (f"  {name}", figure(lambda j, k=key: j["breakdown_s"][k], fmt_time, signed_time))
+            )
+    out.append(
+        (
+            "MFU",
+            figure(lambda j: j["mfu"], lambda x: f"{100 * x:.1f}%", lambda d: f"{100 * d:+.1f} pt"),
+        )
+    )
+    out.append(
+        (
+            "tokens/s per GPU",
+            figure(
+                lambda j: j["tokens_per_s_per_gpu"], lambda x: f"{x:,.0f}", lambda d: f"{d:+,.0f}"
+            ),
+        )
+    )
     for key, name in MEMORY.items():
-        out.append((f"memory: {name}", figure(lambda j, k=key: j["memory"][k], fmt_bytes, signed_bytes)))
-    out.append(("fits in HBM", [("yes" if j["memory"]["fits"] else "NO") + f" ({fmt_bytes(j['memory']['capacity_bytes'])})"
-                                for j in js]))
-    out.append(("check findings", [", ".join(f.rule for f in s.findings) or "none" for s in c.sides]))
+        out.append(
+            (f"memory: {name}", figure(lambda j, k=key: j["memory"][k], fmt_bytes, signed_bytes))
+        )
+    out.append(
+        (
+            "fits in HBM",
+            [
+                ("yes" if j["memory"]["fits"] else "NO")
+                + f" ({fmt_bytes(j['memory']['capacity_bytes'])})"
+                for j in js
+            ],
+        )
+    )
+    out.append(
+        ("check findings", [", ".join(f.rule for f in s.findings) or "none" for s in c.sides])
+    )
     return out

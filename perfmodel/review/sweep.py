@@ -1,10 +1,12 @@
 """What-if sweeps (issue 15, item 2): one field of a plan varied over values, and at each value the
 fastest configuration that fits (or, fixed, the plan's own), with its figures.
 
-A field is a dotted path into the plan (``system.inter_node_link.bandwidth_bytes_per_s``) or one of the
-short names below. Each value is validated as the plan file's would be, so "25 GB/s", a GPU preset's
-name or a framework profile are accepted where the field takes them, and a bad one is an error naming
-the field. Nothing here computes a cost: each point is `search` or `estimate` on the changed plan."""
+A field is a dotted path into the plan (``system.inter_node_link.bandwidth_bytes_per_s``) or one of
+the short names below. Each value is validated as the plan file's would be, so "25 GB/s", a GPU
+preset's name or a framework profile are accepted where the field takes them, and a bad one is an
+error naming the field. Nothing here computes a cost: each point is `search` or `estimate` on the
+changed plan.
+"""
 
 from __future__ import annotations
 
@@ -19,12 +21,20 @@ from perfmodel.engine.search import estimate_or_search, search
 from perfmodel.specs import Plan
 from perfmodel.specs.base import format_validation_error
 
-SHORT = {"gpus": "system.num_gpus", "num_gpus": "system.num_gpus", "gpu": "system.gpu",
-         "gbs": "training.global_batch_size", "global_batch_size": "training.global_batch_size",
-         "seq": "training.seq_length", "seq_length": "training.seq_length", "framework": "training.framework",
-         "dtype": "training.dtype", "inter_node_bandwidth": "system.inter_node_link.bandwidth_bytes_per_s",
-         "intra_node_bandwidth": "system.intra_node_link.bandwidth_bytes_per_s",
-         "gpus_per_node": "system.gpus_per_node"}
+SHORT = {
+    "gpus": "system.num_gpus",
+    "num_gpus": "system.num_gpus",
+    "gpu": "system.gpu",
+    "gbs": "training.global_batch_size",
+    "global_batch_size": "training.global_batch_size",
+    "seq": "training.seq_length",
+    "seq_length": "training.seq_length",
+    "framework": "training.framework",
+    "dtype": "training.dtype",
+    "inter_node_bandwidth": "system.inter_node_link.bandwidth_bytes_per_s",
+    "intra_node_bandwidth": "system.intra_node_link.bandwidth_bytes_per_s",
+    "gpus_per_node": "system.gpus_per_node",
+}
 SECTIONS = ("model", "system", "training", "parallel")
 
 
@@ -39,10 +49,17 @@ class Point:
         if self.est is None:
             return {"value": self.value, "num_gpus": self.num_gpus, "error": self.error}
         j = self.est.to_json()
-        return {"value": self.value, "config": j["config"], "step_time_s": j["step_time_s"],
-                "tokens_per_s": j["tokens_per_s"], "tokens_per_s_per_gpu": j["tokens_per_s_per_gpu"], "mfu": j["mfu"],
-                "memory_total_bytes": j["memory"]["total_bytes"], "fits": j["memory"]["fits"],
-                "num_gpus": self.num_gpus}
+        return {
+            "value": self.value,
+            "config": j["config"],
+            "step_time_s": j["step_time_s"],
+            "tokens_per_s": j["tokens_per_s"],
+            "tokens_per_s_per_gpu": j["tokens_per_s_per_gpu"],
+            "mfu": j["mfu"],
+            "memory_total_bytes": j["memory"]["total_bytes"],
+            "fits": j["memory"]["fits"],
+            "num_gpus": self.num_gpus,
+        }
 
 
 @dataclass
@@ -52,7 +69,11 @@ class Sweep:
     points: list[Point]
 
     def to_json(self) -> dict:
-        return {"field": self.field, "fixed": self.fixed, "points": [p.to_json() for p in self.points]}
+        return {
+            "field": self.field,
+            "fixed": self.fixed,
+            "points": [p.to_json() for p in self.points],
+        }
 
 
 def parse_vary(text: str) -> tuple[str, list[str]]:
@@ -60,22 +81,31 @@ def parse_vary(text: str) -> tuple[str, list[str]]:
     name, sep, values = text.partition("=")
     vals = [v.strip() for v in values.split(",") if v.strip()]
     if not sep or not name.strip() or not vals:
-        raise PerfModelError(f"--vary {text!r}: write FIELD=V1,V2,... (e.g. --vary gpus=256,512,1024)")
+        raise PerfModelError(
+            f"--vary {text!r}: write FIELD=V1,V2,... (e.g. --vary gpus=256,512,1024)"
+        )
     path = SHORT.get(name.strip(), name.strip())
     if path.split(".")[0] not in SECTIONS or "." not in path:
-        raise PerfModelError(f"--vary {name.strip()!r}: name a field as section.field ({', '.join(SECTIONS)}) "
-                             f"or one of {', '.join(sorted(SHORT))}")
+        raise PerfModelError(
+            f"--vary {name.strip()!r}: name a field as section.field ({', '.join(SECTIONS)}) "
+            f"or one of {', '.join(sorted(SHORT))}"
+        )
     return path, vals
 
 
 def changed(plan: Plan, path: str, value: str) -> Plan:
-    """A copy of the plan with the field at ``path`` set to ``value`` (a string, parsed as YAML would be),
-    validated as a plan file is."""
+    """A copy of the plan with the field at ``path`` set to ``value`` (a string, parsed as YAML
+    would be), validated as a plan file is."""
     section, *rest = path.split(".")
     parsed = presets.parse_yaml(value, f"--vary {path}={value}")
     if rest == ["gpu"] and section == "system" and isinstance(parsed, str):
         parsed = presets.gpu(parsed)
-    elif section == "system" and rest[0].endswith("_link") and len(rest) == 1 and isinstance(parsed, str):
+    elif (
+        section == "system"
+        and rest[0].endswith("_link")
+        and len(rest) == 1
+        and isinstance(parsed, str)
+    ):
         parsed = presets.link(parsed)
     if section == "model":
         return plan.model_copy(update={"model": _set(plan.model, rest, parsed, path)})
@@ -95,18 +125,23 @@ def _set(obj: BaseModel, keys: list[str], value, path: str) -> BaseModel:
     try:
         return type(obj).model_validate({**dict(obj), keys[0]: inner})
     except ValidationError as e:
-        raise PerfModelError(format_validation_error(e, path.rsplit(".", len(keys))[0], type(obj))) from None
+        raise PerfModelError(
+            format_validation_error(e, path.rsplit(".", len(keys))[0], type(obj))
+        ) from None
 
 
 def sweep(plan: Plan, path: str, values: list[str], fixed: bool = False) -> Sweep:
-    """Each value: the changed plan's fastest configuration that fits (``fixed``: the plan's own knobs,
-    free ones chosen as `estimate` does). A value that cannot run is a row with its reason."""
+    """Each value: the changed plan's fastest configuration that fits (``fixed``: the plan's own
+    knobs, free ones chosen as `estimate` does). A value that cannot run is a row with its reason.
+    """
     points = []
     for v in values:
         try:  # a bad value stops the sweep: it is the user's error, not a result
             p = changed(plan, path, v)
         except PerfModelError as e:
-            raise PerfModelError(f"--vary {path}={v}: {e}".replace(f": --vary {path}: ", ": ")) from None
+            raise PerfModelError(
+                f"--vary {path}={v}: {e}".replace(f": --vary {path}: ", ": ")
+            ) from None
         try:
             if fixed:
                 est = estimate_or_search(p)[0]
@@ -119,4 +154,3 @@ def sweep(plan: Plan, path: str, values: list[str], fixed: bool = False) -> Swee
         except PerfModelError as e:
             points.append(Point(v, p.system.num_gpus, None, str(e)))
     return Sweep(path, fixed, points)
-

@@ -30,20 +30,31 @@ TABLE_TITLES = {
     "korthikanti2022-table5": "Korthikanti et al. 2022, Table 5 (full recompute vs SP + selective)",
     "nemo2407-fp8": "NeMo 24.07 FP8 pre-training on DGX-H100 (megatron-core defaults)",
     "moezoo-qwen3-235b": "Megatron-Core MoE model zoo: Qwen3-235B-A22B on 256 H100 (EP/PP layouts)",
-    "moezoo-long-context": "Megatron-Core MoE model zoo: Qwen3-235B-A22B long context on 256 H100 (CP)",
+    "moezoo-long-context": (
+        "Megatron-Core MoE model zoo: Qwen3-235B-A22B long context on 256 H100 (CP)"
+    ),
 }
 CONVENTIONS = ("narayanan-eq3", "korthikanti-eq7", "megatron-core")
 
 
 def measured_step_time(plan: Plan, measured: dict) -> float:
-    """Seconds per iteration, from the iteration time or from TFLOP/s with the source's convention."""
+    """Seconds per iteration, from the iteration time or from TFLOP/s with the source's
+    convention."""
     if "iteration_time_s" in measured:
         return float(measured["iteration_time_s"])
-    if "tokens_per_s_per_gpu" in measured:  # step = tokens per step / (tokens per second per GPU x GPUs)
+    if (
+        "tokens_per_s_per_gpu" in measured
+    ):  # step = tokens per step / (tokens per second per GPU x GPUs)
         tokens = plan.training.global_batch_size * plan.seq_length
         return tokens / (float(measured["tokens_per_s_per_gpu"]) * plan.system.num_gpus)
     m = plan.model
-    B, s, L, h, V = plan.training.global_batch_size, plan.seq_length, m.num_layers, m.hidden_size, m.vocab_size
+    B, s, L, h, V = (
+        plan.training.global_batch_size,
+        plan.seq_length,
+        m.num_layers,
+        m.hidden_size,
+        m.vocab_size,
+    )
     conv = measured.get("flop_convention")
     if conv == "narayanan-eq3":
         total = fl.narayanan_hardware_flops(B, s, L, h, V)
@@ -52,7 +63,9 @@ def measured_step_time(plan: Plan, measured: dict) -> float:
     elif conv == "megatron-core":
         total = fl.megatron_core_flops(LayerShape.of(m), B, s, L, sum(m.moe_pattern()))
     else:
-        raise PerfModelError(f"unknown flop_convention {conv!r}; use one of {', '.join(CONVENTIONS)}")
+        raise PerfModelError(
+            f"unknown flop_convention {conv!r}; use one of {', '.join(CONVENTIONS)}"
+        )
     return total / (float(measured["tflops_per_gpu"]) * 1e12 * plan.system.num_gpus)
 
 
@@ -67,7 +80,8 @@ class CaseResult:
     searched: list[str]
     source: str
     knobs_from: str
-    plan: Plan  # the plan the case ran (searched knobs left free; the estimate's config holds the choice)
+    # the plan the case ran (searched knobs left free; the estimate's config holds the choice)
+    plan: Plan
 
     @property
     def error_pct(self) -> float:
@@ -75,14 +89,25 @@ class CaseResult:
 
     def to_json(self) -> dict:
         c = self.estimate.config
-        return {"case": self.name, "table": self.table, "description": self.description,
-                "measured_step_time_s": self.measured_s, "predicted_step_time_s": self.predicted_s,
-                "error_pct": self.error_pct, "searched": self.searched,
-                "chosen": {k: getattr(c, k) for k in KNOBS if k in self.searched
-                           or (k == "schedule" and "vp" in self.searched)},
-                "knobs": {k: getattr(c, k) for k in KNOBS}, "knobs_from": self.knobs_from,
-                "predicted_mfu": self.estimate.values["mfu"], "predicted_hfu": self.estimate.values["hfu"],
-                "source": self.source}
+        return {
+            "case": self.name,
+            "table": self.table,
+            "description": self.description,
+            "measured_step_time_s": self.measured_s,
+            "predicted_step_time_s": self.predicted_s,
+            "error_pct": self.error_pct,
+            "searched": self.searched,
+            "chosen": {
+                k: getattr(c, k)
+                for k in KNOBS
+                if k in self.searched or (k == "schedule" and "vp" in self.searched)
+            },
+            "knobs": {k: getattr(c, k) for k in KNOBS},
+            "knobs_from": self.knobs_from,
+            "predicted_mfu": self.estimate.values["mfu"],
+            "predicted_hfu": self.estimate.values["hfu"],
+            "source": self.source,
+        }
 
 
 def run_case(case: dict) -> CaseResult:
@@ -92,8 +117,10 @@ def run_case(case: dict) -> CaseResult:
         # knobs the source leaves unstated are free for the search, whatever the plan says
         unknown = [k for k in searched if k not in Parallel.model_fields]
         if unknown:
-            raise PerfModelError(f"{case['name']}: searched knob(s) {', '.join(unknown)} unknown; "
-                                 f"use parallel fields such as micro_batch_size, vp, schedule")
+            raise PerfModelError(
+                f"{case['name']}: searched knob(s) {', '.join(unknown)} unknown; "
+                "use parallel fields such as micro_batch_size, vp, schedule"
+            )
         plan = plan.with_parallel(**{k: None for k in searched})
         best = search(plan, top=1)
         if not best.results:
@@ -101,9 +128,18 @@ def run_case(case: dict) -> CaseResult:
         est = best.results[0]
     else:
         est = estimate(plan, resolve_config(plan))
-    return CaseResult(case["name"], case["table"], case.get("description", ""),
-                      measured_step_time(plan, case["measured"]), est.values["step_time_s"], est, searched,
-                      case.get("source", ""), case.get("knobs_from", ""), plan)
+    return CaseResult(
+        case["name"],
+        case["table"],
+        case.get("description", ""),
+        measured_step_time(plan, case["measured"]),
+        est.values["step_time_s"],
+        est,
+        searched,
+        case.get("source", ""),
+        case.get("knobs_from", ""),
+        plan,
+    )
 
 
 @dataclass
@@ -114,21 +150,35 @@ class Report:
     per_layer: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"cases": [c.to_json() for c in self.cases], "tables": self.tables, "sp_gain": self.sp_gain,
-                "per_layer": self.per_layer}
+        return {
+            "cases": [c.to_json() for c in self.cases],
+            "tables": self.tables,
+            "sp_gain": self.sp_gain,
+            "per_layer": self.per_layer,
+        }
 
 
 def _per_layer(case: dict) -> list[dict]:
-    """Korthikanti Table 4: one layer's forward and backward (recompute included) vs measured, ms."""
+    """Korthikanti Table 4: one layer's forward and backward (recompute included) vs measured,
+    ms."""
     plan: Plan = case["plan"]
     rows = []
     for variant, m in case["per_layer_ms"].items():
-        cfg = resolve_config(plan, sequence_parallel=m["sequence_parallel"], recompute=m["recompute"])
+        cfg = resolve_config(
+            plan, sequence_parallel=m["sequence_parallel"], recompute=m["recompute"]
+        )
         fwd, bwd = layer_seconds(plan, cfg)
-        rows.append({"variant": variant, "measured_fwd_ms": m["fwd"], "predicted_fwd_ms": 1e3 * fwd,
-                     "measured_bwd_ms": m["bwd"], "predicted_bwd_ms": 1e3 * bwd,
-                     "fwd_error_pct": 100 * (1e3 * fwd - m["fwd"]) / m["fwd"],
-                     "bwd_error_pct": 100 * (1e3 * bwd - m["bwd"]) / m["bwd"]})
+        rows.append(
+            {
+                "variant": variant,
+                "measured_fwd_ms": m["fwd"],
+                "predicted_fwd_ms": 1e3 * fwd,
+                "measured_bwd_ms": m["bwd"],
+                "predicted_bwd_ms": 1e3 * bwd,
+                "fwd_error_pct": 100 * (1e3 * fwd - m["fwd"]) / m["fwd"],
+                "bwd_error_pct": 100 * (1e3 * bwd - m["bwd"]) / m["bwd"],
+            }
+        )
     return rows
 
 
@@ -138,31 +188,46 @@ def validate(names: list[str] | None = None) -> Report:
     if names:
         unknown = [n for n in names if not any(n.lower() in c["name"] for c in cases)]
         if unknown:
-            raise PerfModelError(f"no validation case matches {', '.join(unknown)}; cases: "
-                                 + ", ".join(c["name"] for c in cases))
+            raise PerfModelError(
+                f"no validation case matches {', '.join(unknown)}; cases: "
+                + ", ".join(c["name"] for c in cases)
+            )
         cases = [c for c in cases if any(n.lower() in c["name"] for n in names)]
     # in each table, smallest model first (as the papers print them), then full recompute before SP
-    timed = sorted((c for c in cases if "measured" in c),
-                   key=lambda c: (c["table"], c["plan"].model.num_layers * c["plan"].model.hidden_size ** 2,
-                                  c["plan"].seq_length, c["name"]))
+    timed = sorted(
+        (c for c in cases if "measured" in c),
+        key=lambda c: (
+            c["table"],
+            c["plan"].model.num_layers * c["plan"].model.hidden_size ** 2,
+            c["plan"].seq_length,
+            c["name"],
+        ),
+    )
     results = [run_case(c) for c in timed]
     report = Report(results)
     for table in sorted({r.table for r in results}):
         signed = np.array([r.error_pct for r in results if r.table == table])
         errs = np.abs(signed)
         # the signed mean says which way the model leans (negative: predictions too fast)
-        report.tables[table] = {"title": TABLE_TITLES.get(table, table), "cases": int(errs.size),
-                                "mean_abs_error_pct": float(errs.mean()), "max_abs_error_pct": float(errs.max()),
-                                "mean_error_pct": float(signed.mean()),
-                                "runs_predicted_fast": int((signed < 0).sum())}
+        report.tables[table] = {
+            "title": TABLE_TITLES.get(table, table),
+            "cases": int(errs.size),
+            "mean_abs_error_pct": float(errs.mean()),
+            "max_abs_error_pct": float(errs.max()),
+            "mean_error_pct": float(signed.mean()),
+            "runs_predicted_fast": int((signed < 0).sum()),
+        }
     by_name = {r.name: r for r in results}
     for r in results:
         if r.name.endswith("-full") and r.name.replace("-full", "-sp-sel") in by_name:
             sel = by_name[r.name.replace("-full", "-sp-sel")]
-            report.sp_gain.append({
-                "model": r.name.removesuffix("-full"),
-                "measured_gain_pct": 100 * (r.measured_s / sel.measured_s - 1),
-                "predicted_gain_pct": 100 * (r.predicted_s / sel.predicted_s - 1)})
+            report.sp_gain.append(
+                {
+                    "model": r.name.removesuffix("-full"),
+                    "measured_gain_pct": 100 * (r.measured_s / sel.measured_s - 1),
+                    "predicted_gain_pct": 100 * (r.predicted_s / sel.predicted_s - 1),
+                }
+            )
     for c in cases:
         if "per_layer_ms" in c:
             report.per_layer.extend(_per_layer(c))

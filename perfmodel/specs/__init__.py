@@ -16,10 +16,21 @@ if TYPE_CHECKING:
     from perfmodel.specs.plan import Config, Plan
     from perfmodel.specs.precision import DTYPE_BYTES, DTYPES, Precision
 
-_WHERE = {"GPU": "hardware", "Link": "hardware", "System": "hardware", "Model": "model",
-          "Parallel": "parallel", "Training": "parallel", "RECOMPUTE": "parallel", "SCHEDULES": "parallel",
-          "Config": "plan", "Plan": "plan", "Precision": "precision", "DTYPE_BYTES": "precision",
-          "DTYPES": "precision"}
+_WHERE = {
+    "GPU": "hardware",
+    "Link": "hardware",
+    "System": "hardware",
+    "Model": "model",
+    "Parallel": "parallel",
+    "Training": "parallel",
+    "RECOMPUTE": "parallel",
+    "SCHEDULES": "parallel",
+    "Config": "plan",
+    "Plan": "plan",
+    "Precision": "precision",
+    "DTYPE_BYTES": "precision",
+    "DTYPES": "precision",
+}
 __all__ = sorted(_WHERE)
 
 

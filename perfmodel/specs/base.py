@@ -18,10 +18,10 @@ def _quantity(dimension: str):
     return BeforeValidator(parse)
 
 
-# Positive quantities, converted to SI once on load (STYLE.md "Names"), in ranges where every formula stays
-# finite: at least a byte, a byte per second and a FLOP per second, at most a day of latency.
-# Bounds on counts a user gives: beyond any machine (16.7M GPUs) or batch (10^12 sequences), small enough
-# that products of counts and sizes stay exact in int64.
+# Positive quantities, converted to SI once on load (STYLE.md "Names"), in ranges where every
+# formula stays finite: at least a byte, a byte per second and a FLOP per second, at most a day of
+# latency. Bounds on counts a user gives: beyond any machine (16.7M GPUs) or batch (10^12
+# sequences), small enough that products of counts and sizes stay exact in int64.
 MAX_GPUS = 2**24
 MAX_BATCH = 2**40
 Bytes = Annotated[float, _quantity("bytes"), Field(ge=1, le=1e18)]
@@ -32,8 +32,9 @@ Fraction = Annotated[float, Field(gt=0, le=1)]
 
 
 class Spec(BaseModel):
-    """Base of every spec: immutable, unknown keys rejected, aliases accepted, and no boolean taken for a
-    number (pydantic's lax mode reads true as 1; a plan's `tp: true` is a mistake, not a 1)."""
+    """Base of every spec: immutable, unknown keys rejected, aliases accepted, and no boolean taken
+    for a number (pydantic's lax mode reads true as 1; a plan's `tp: true` is a mistake, not a 1).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -45,7 +46,9 @@ class Spec(BaseModel):
         for name, fld in cls.model_fields.items():
             if not _numeric(fld.annotation):
                 continue
-            keys = [name] + [c for c in getattr(fld.validation_alias, "choices", []) if isinstance(c, str)]
+            keys = [name] + [
+                c for c in getattr(fld.validation_alias, "choices", []) if isinstance(c, str)
+            ]
             for key in keys:
                 if isinstance(data.get(key), bool):
                     raise ValueError(f"{key}: expected a number, got {data[key]!r} (a boolean)")
@@ -72,7 +75,9 @@ def _known_keys(cls: type[BaseModel]) -> list[str]:
     return keys
 
 
-def format_validation_error(e: ValidationError, label: str, cls: type[BaseModel] | None = None) -> str:
+def format_validation_error(
+    e: ValidationError, label: str, cls: type[BaseModel] | None = None
+) -> str:
     """pydantic errors -> one line: where, what, and the fix (did-you-mean for unknown keys)."""
     parts = []
     for err in e.errors():
@@ -80,7 +85,9 @@ def format_validation_error(e: ValidationError, label: str, cls: type[BaseModel]
         if err["type"] == "extra_forbidden":
             key = str(err["loc"][-1])
             owner = _owner(cls, err["loc"][:-1]) if cls else None
-            close = difflib.get_close_matches(key, _known_keys(owner), n=1, cutoff=0.5) if owner else []
+            close = (
+                difflib.get_close_matches(key, _known_keys(owner), n=1, cutoff=0.5) if owner else []
+            )
             hint = f"; did you mean {close[0]!r}?" if close else ""
             parts.append(f"unknown key {loc!r}{hint}")
         elif err["type"] == "missing":
@@ -104,5 +111,7 @@ def _owner(cls: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
             return None
         ann = fld.annotation
         candidates = [ann, *getattr(ann, "__args__", ())]
-        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        current = next(
+            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
+        )
     return current

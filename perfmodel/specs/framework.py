@@ -17,16 +17,26 @@ FRAMEWORKS = ("megatron-core", "megatron-2022", "megatron-2021", "deepspeed")
 # flag -> what it means (shown by `perfmodel presets frameworks`)
 FLAGS = {
     "flash_attention": "fused attention kernel (flash / cuDNN); no s x s tensor in HBM",
-    "tp_comm_overlap": "asynchronous TP all-reduce: the backward collective hides behind the weight gradient",
-    "tp_comm_overlap_ub": "every TP collective overlapped with its GEMM (Transformer Engine userbuffers)",
-    "grad_accumulation_fusion": "weight-gradient GEMMs accumulate into the gradient buffer (no extra pass)",
+    "tp_comm_overlap": (
+        "asynchronous TP all-reduce: the backward collective hides behind the weight gradient"
+    ),
+    "tp_comm_overlap_ub": (
+        "every TP collective overlapped with its GEMM (Transformer Engine userbuffers)"
+    ),
+    "grad_accumulation_fusion": (
+        "weight-gradient GEMMs accumulate into the gradient buffer (no extra pass)"
+    ),
     "persist_layer_norm": "single-pass layernorm backward",
     "p2p_overlap": "pipeline sends overlap compute",
     "overlap_grad_reduce": "gradient reduction overlaps the last micro-batch's backward (bucketed)",
-    "overlap_param_gather": "distributed optimizer's parameter all-gather overlaps the next forward",
+    "overlap_param_gather": (
+        "distributed optimizer's parameter all-gather overlaps the next forward"
+    ),
     "bias_gemm_fusion": "biases added in the GEMM epilogue, not in a separate kernel",
     "fused_cross_entropy": "vocab-parallel cross-entropy in one fused kernel on 16-bit logits",
-    "fp8_param_gather": "FP8 weights cast once per step (with the parameter all-gather), not per micro-batch",
+    "fp8_param_gather": (
+        "FP8 weights cast once per step (with the parameter all-gather), not per micro-batch"
+    ),
     "step_overhead_s": "fixed time per optimizer step outside the model (s, fitted)",
     "microbatch_overhead_s": "fixed host time per micro-batch on the critical path (s, fitted)",
     "hop_overhead_s": "fixed time per pipeline chunk pass, forward or backward (s, fitted)",
@@ -35,20 +45,29 @@ FLAGS = {
 PROFILES: dict[str, dict] = {
     "megatron-2021": {
         "flash_attention": False,  # flash attention came in 2022 (Dao et al.)
-        "tp_comm_overlap": False,  # the asynchronous TP all-reduce arrived late 2021 (Korthikanti 2022, 6.2)
+        "tp_comm_overlap": (
+            False
+        ),  # the asynchronous TP all-reduce arrived late 2021 (Korthikanti 2022, 6.2)
         "tp_comm_overlap_ub": False,
         "grad_accumulation_fusion": False,  # fused wgrad arrived with the async all-reduce
-        "persist_layer_norm": False,  # apex's persistent layernorm became Megatron's default late 2021
+        "persist_layer_norm": (
+            False
+        ),  # apex's persistent layernorm became Megatron's default late 2021
         "p2p_overlap": False,  # blocking send/recv (p2p_communication.py of 2021)
         "overlap_grad_reduce": False,  # --DDP-impl local: the all-reduce after the backward
         "overlap_param_gather": False,
         "bias_gemm_fusion": False,  # F.linear adds the QKV bias in its own kernel on a 3-D input
         "fused_cross_entropy": False,  # _VocabParallelCrossEntropy on fp32 logits, one pass per op
         "fp8_param_gather": False,
-        # fitted on Narayanan 2021 Table 1 (benchmarks/calibrate_overheads.py --profile megatron-2021): the
-        # timers' torch.cuda.synchronize() and the Python schedule of 2021 cost ~4 ms a micro-batch
-        "step_overhead_s": 0.2, "microbatch_overhead_s": 4e-3, "hop_overhead_s": 0.0,
-        "grad_bucket_params": 12.5e6,  # torch DDP's 25 MB buckets of 16-bit gradients (--DDP-impl torch)
+        # fitted on Narayanan 2021 Table 1 (benchmarks/calibrate_overheads.py --profile
+        # megatron-2021): the timers' torch.cuda.synchronize() and the Python schedule of 2021 cost
+        # ~4 ms a micro-batch
+        "step_overhead_s": 0.2,
+        "microbatch_overhead_s": 4e-3,
+        "hop_overhead_s": 0.0,
+        "grad_bucket_params": (
+            12.5e6
+        ),  # torch DDP's 25 MB buckets of 16-bit gradients (--DDP-impl torch)
         "zero_stages": (0,),  # no distributed optimizer in 2021 Megatron-LM
         "uneven_stages": False,  # layers must divide evenly (megatron/model/transformer.py, 2021)
         "context_parallel": False,  # CP and EP came with Megatron-Core (2023)
@@ -61,13 +80,18 @@ PROFILES: dict[str, dict] = {
         "grad_accumulation_fusion": True,
         "persist_layer_norm": True,
         "p2p_overlap": False,
-        "overlap_grad_reduce": False,  # Korthikanti's runs are dp = 1 or report iteration time as such
+        "overlap_grad_reduce": (
+            False
+        ),  # Korthikanti's runs are dp = 1 or report iteration time as such
         "overlap_param_gather": False,
         "bias_gemm_fusion": False,
         "fused_cross_entropy": False,
         "fp8_param_gather": False,
-        # fitted on Korthikanti 2022 Table 5 (benchmarks/calibrate_overheads.py --profile megatron-2022)
-        "step_overhead_s": 0.05, "microbatch_overhead_s": 0.0, "hop_overhead_s": 0.0,
+        # fitted on Korthikanti 2022 Table 5 (benchmarks/calibrate_overheads.py --profile
+        # megatron-2022)
+        "step_overhead_s": 0.05,
+        "microbatch_overhead_s": 0.0,
+        "hop_overhead_s": 0.0,
         "grad_bucket_params": 12.5e6,
         "zero_stages": (0, 1),  # the distributed optimizer (ZeRO-1) landed in Megatron-LM in 2022
         "uneven_stages": False,
@@ -75,7 +99,9 @@ PROFILES: dict[str, dict] = {
         "expert_parallel": False,
     },
     "megatron-core": {
-        "flash_attention": True,  # TE DotProductAttention (flash / cuDNN fused) is the default backend
+        "flash_attention": (
+            True
+        ),  # TE DotProductAttention (flash / cuDNN fused) is the default backend
         "tp_comm_overlap": True,  # async TP all-reduce / SP overlap in TE linear layers
         "tp_comm_overlap_ub": False,  # --tp-comm-overlap (userbuffers) is opt-in
         "grad_accumulation_fusion": True,  # --gradient-accumulation-fusion default on
@@ -84,18 +110,33 @@ PROFILES: dict[str, dict] = {
         "overlap_grad_reduce": True,  # distributed optimizer recipes set --overlap-grad-reduce
         "overlap_param_gather": True,  # ... and --overlap-param-gather
         "bias_gemm_fusion": True,  # TE Linear adds the bias in the GEMM epilogue
-        "fused_cross_entropy": True,  # NeMo 2 / Megatron-Bridge recipes set cross_entropy_loss_fusion
+        "fused_cross_entropy": (
+            True
+        ),  # NeMo 2 / Megatron-Bridge recipes set cross_entropy_loss_fusion
         "fp8_param_gather": False,  # --fp8-param-gather is opt-in
-        # fitted on NeMo 24.07 FP8 and the MoE zoo's long-context runs: no fixed overhead improves them
-        "step_overhead_s": 0.0, "microbatch_overhead_s": 0.0, "hop_overhead_s": 0.0,
-        "grad_bucket_params": 40e6,  # DistributedDataParallelConfig: max(40M, 1M x dp) parameters per bucket
-        "zero_stages": (0, 1, 3),  # distributed optimizer (ZeRO-1); Megatron-FSDP for ZeRO-3 (pp = 1)
-        "uneven_stages": True,  # --decoder-first/last-pipeline-num-layers, --pipeline-model-parallel-layout
+        # fitted on NeMo 24.07 FP8 and the MoE zoo's long-context runs: no fixed overhead improves
+        # them
+        "step_overhead_s": 0.0,
+        "microbatch_overhead_s": 0.0,
+        "hop_overhead_s": 0.0,
+        "grad_bucket_params": (
+            40e6
+        ),  # DistributedDataParallelConfig: max(40M, 1M x dp) parameters per bucket
+        "zero_stages": (
+            0,
+            1,
+            3,
+        ),  # distributed optimizer (ZeRO-1); Megatron-FSDP for ZeRO-3 (pp = 1)
+        "uneven_stages": (
+            True
+        ),  # --decoder-first/last-pipeline-num-layers, --pipeline-model-parallel-layout
         "context_parallel": True,
         "expert_parallel": True,
     },
     "deepspeed": {
-        "flash_attention": True,  # models run under ZeRO use FlashAttention-2 (transformers' attn_implementation)
+        "flash_attention": (
+            True
+        ),  # models run under ZeRO use FlashAttention-2 (transformers' attn_implementation)
         "tp_comm_overlap": False,
         "tp_comm_overlap_ub": False,
         "grad_accumulation_fusion": False,
@@ -106,17 +147,32 @@ PROFILES: dict[str, dict] = {
         "bias_gemm_fusion": False,
         "fused_cross_entropy": False,
         "fp8_param_gather": False,
-        "step_overhead_s": 0.0, "microbatch_overhead_s": 0.0, "hop_overhead_s": 0.0,  # no published runs to fit
+        "step_overhead_s": 0.0,
+        "microbatch_overhead_s": 0.0,
+        "hop_overhead_s": 0.0,  # no published runs to fit
         "grad_bucket_params": 5e8,  # reduce_bucket_size / allgather_bucket_size defaults (elements)
-        "zero_stages": (0, 1, 2, 3),  # ZeRO-2/3 only without pipeline parallelism (PipelineEngine asserts
-                                      # zero_optimization_stage < 2)
-        "uneven_stages": True,  # PipelineModule partition_method="parameters" balances unequal stages
+        "zero_stages": (
+            0,
+            1,
+            2,
+            3,
+        ),  # ZeRO-2/3 only without pipeline parallelism (PipelineEngine asserts
+        # zero_optimization_stage < 2)
+        "uneven_stages": (
+            True
+        ),  # PipelineModule partition_method="parameters" balances unequal stages
         "context_parallel": True,  # DeepSpeed-Ulysses sequence parallelism (all-to-all)
         "expert_parallel": True,  # DeepSpeed-MoE expert parallelism
     },
 }
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
-FACTS = ("zero_stages", "uneven_stages", "context_parallel", "expert_parallel", "grad_bucket_params")
+FACTS = (
+    "zero_stages",
+    "uneven_stages",
+    "context_parallel",
+    "expert_parallel",
+    "grad_bucket_params",
+)
 
 
 def defaults(framework: str) -> dict:

@@ -19,46 +19,82 @@ class GPU(Spec):
 
     name: str
     peak_flops_per_s: dict[str, FlopsPerSecond] = Field(
-        description="Dense peak FLOP/s per dtype (fp32, tf32, bf16, fp16, fp8).")
+        description="Dense peak FLOP/s per dtype (fp32, tf32, bf16, fp16, fp8)."
+    )
     hbm_capacity_bytes: Bytes = Field(description="HBM capacity, bytes (GB = 1e9).")
     hbm_bandwidth_bytes_per_s: BytesPerSecond = Field(description="HBM bandwidth, bytes/s.")
     num_sms: int = Field(gt=0, le=2**20, description="Streaming multiprocessors (compute units).")
     l2_bytes: Bytes = Field(description="L2 cache size, bytes.")
     # --- achievable-efficiency model (calibrated once per GPU type; issue 4) ---
     gemm_efficiency: Fraction = Field(
-        0.80, description="Fraction of peak a large, well-shaped GEMM reaches.")
+        0.80, description="Fraction of peak a large, well-shaped GEMM reaches."
+    )
     gemm_tail_waves: bool = Field(
-        True, description="The last, partial wave of tiles idles SMs (classic tiled GEMMs, A100's cuBLAS). "
-        "False where the library spreads the work evenly over the SMs (stream-K; Hopper's cuBLAS): "
-        "then only a GEMM with fewer tiles than SMs loses efficiency.")
+        True,
+        description=(
+            "The last, partial wave of tiles idles SMs (classic tiled GEMMs, A100's cuBLAS). False"
+            " where the library spreads the work evenly over the SMs (stream-K; Hopper's cuBLAS):"
+            " then only a GEMM with fewer tiles than SMs loses efficiency."
+        ),
+    )
     gemm_k_overhead: float = Field(
-        64.0, ge=0, le=2**20, description="K (elements) lost to each tile's prologue/epilogue: "
-        "efficiency falls as K / (K + k0) for thin reductions.")
+        64.0,
+        ge=0,
+        le=2**20,
+        description=(
+            "K (elements) lost to each tile's prologue/epilogue: "
+            "efficiency falls as K / (K + k0) for thin reductions."
+        ),
+    )
     fp8_gemm_efficiency: Fraction | None = Field(
-        None, description="Fraction of the FP8 peak a large FP8 GEMM reaches (Transformer Engine, cuBLASLt); "
-        "None: the BF16 gemm_efficiency. FP8 GEMMs run their tiles at twice the rate but feed them from the same "
-        "HBM and L2 and scale per tensor, so they reach a smaller fraction of their peak.")
+        None,
+        description=(
+            "Fraction of the FP8 peak a large FP8 GEMM reaches (Transformer Engine, cuBLASLt);"
+            " None: the BF16 gemm_efficiency. FP8 GEMMs run their tiles at twice the rate but feed"
+            " them from the same HBM and L2 and scale per tensor, so they reach a smaller fraction"
+            " of their peak."
+        ),
+    )
     efficiency_source: str = Field(
-        "assumed", description="Where the efficiency figures come from: measured (a device run of "
-        "benchmarks/device/), fitted (on published runs, named) or assumed (carried over, not checked on this "
-        "GPU). Results that rest on assumed figures say so.")
+        "assumed",
+        description=(
+            "Where the efficiency figures come from: measured (a device run of benchmarks/device/),"
+            " fitted (on published runs, named) or assumed (carried over, not checked on this GPU)."
+            " Results that rest on assumed figures say so."
+        ),
+    )
     hbm_efficiency: Fraction = Field(
-        0.85, description="Fraction of HBM bandwidth a streaming kernel reaches.")
+        0.85, description="Fraction of HBM bandwidth a streaming kernel reaches."
+    )
     attention_efficiency: Fraction = Field(
-        0.60, description="Fraction of peak a fused (flash) attention kernel reaches.")
+        0.60, description="Fraction of peak a fused (flash) attention kernel reaches."
+    )
     unfused_attention_efficiency: Fraction = Field(
-        1.0, description="Fraction of its roofline speed (at the GEMM and HBM fractions above) that the "
-        "unfused attention core reaches: Megatron's batched QK^T and AV GEMMs over the head dimension, fused "
-        "softmax, dropout and context copy. 1.0 unless measured; Korthikanti 2022 Table 4's selective-recompute "
-        "rows time this core on A100 (benchmarks/calibrate_a100.py --design core-joint).")
+        1.0,
+        description=(
+            "Fraction of its roofline speed (at the GEMM and HBM fractions above) that the unfused"
+            " attention core reaches: Megatron's batched QK^T and AV GEMMs over the head dimension,"
+            " fused softmax, dropout and context copy. 1.0 unless measured; Korthikanti 2022 Table"
+            " 4's selective-recompute rows time this core on A100 (benchmarks/calibrate_a100.py"
+            " --design core-joint)."
+        ),
+    )
     comm_overlap_penalty: float = Field(
-        0.4, ge=0, le=1, description="Fraction of a collective overlapped with compute that is still paid: "
-        "NCCL's thread blocks take SMs and HBM bandwidth from the kernels they hide behind (default: the "
-        "A100 fit on Korthikanti 2022 Table 4).")
+        0.4,
+        ge=0,
+        le=1,
+        description=(
+            "Fraction of a collective overlapped with compute that is still paid: NCCL's thread"
+            " blocks take SMs and HBM bandwidth from the kernels they hide behind (default: the"
+            " A100 fit on Korthikanti 2022 Table 4)."
+        ),
+    )
     kernel_overhead_s: Seconds = Field(
-        4e-6, description="Launch and tail time per kernel, seconds.")
+        4e-6, description="Launch and tail time per kernel, seconds."
+    )
     reserved_bytes: Bytes = Field(
-        2e9, description="CUDA context, allocator fragmentation and workspaces, bytes.")
+        2e9, description="CUDA context, allocator fragmentation and workspaces, bytes."
+    )
     source: str = Field("", description="Where the figures come from.")
 
     @field_validator("peak_flops_per_s")
@@ -79,8 +115,11 @@ class GPU(Spec):
         if twin in self.peak_flops_per_s:
             return self.peak_flops_per_s[twin]
         from ..errors import PerfModelError
-        raise PerfModelError(f"GPU {self.name} has no peak FLOP/s for dtype {dtype!r}; "
-                             f"it lists {sorted(self.peak_flops_per_s)}")
+
+        raise PerfModelError(
+            f"GPU {self.name} has no peak FLOP/s for dtype {dtype!r}; "
+            f"it lists {sorted(self.peak_flops_per_s)}"
+        )
 
 
 class Link(Spec):
@@ -90,7 +129,8 @@ class Link(Spec):
     bandwidth_bytes_per_s: BytesPerSecond = Field(description="Unidirectional, per GPU, bytes/s.")
     latency_s: Seconds = Field(description="Per-message latency alpha, seconds.")
     efficiency: Fraction = Field(
-        0.85, description="Fraction of the bandwidth collectives reach (NCCL bus bandwidth).")
+        0.85, description="Fraction of the bandwidth collectives reach (NCCL bus bandwidth)."
+    )
     source: str = ""
 
 
@@ -99,16 +139,24 @@ class System(Spec):
 
     gpu: GPU
     num_gpus: int = Field(gt=0, le=MAX_GPUS, description="GPUs in the job (up to 16,777,216).")
-    gpus_per_node: int = Field(8, gt=0, le=MAX_GPUS, description="GPUs sharing the intra-node link.")
+    gpus_per_node: int = Field(
+        8, gt=0, le=MAX_GPUS, description="GPUs sharing the intra-node link."
+    )
     intra_node_link: Link
     inter_node_link: Link
     placement: Literal["tp-dp-pp", "tp-pp-dp"] = Field(
-        "tp-dp-pp", description="Rank order, innermost first: TP on consecutive GPUs of a node, "
-        "then DP, then PP outermost (Megatron-LM's rank order), or PP before DP.")
+        "tp-dp-pp",
+        description=(
+            "Rank order, innermost first: TP on consecutive GPUs of a node, "
+            "then DP, then PP outermost (Megatron-LM's rank order), or PP before DP."
+        ),
+    )
 
     @model_validator(mode="after")
     def _nodes(self) -> "System":
         if self.num_gpus > self.gpus_per_node and self.num_gpus % self.gpus_per_node:
-            raise ValueError(f"num_gpus({self.num_gpus}) is not a multiple of gpus_per_node"
-                             f"({self.gpus_per_node}); use whole nodes")
+            raise ValueError(
+                f"num_gpus({self.num_gpus}) is not a multiple of gpus_per_node"
+                f"({self.gpus_per_node}); use whole nodes"
+            )
         return self

@@ -72,7 +72,8 @@ class Config:
     ep: int = 1
     etp: int = 1
     cp_comm_type: str = "p2p"
-    first_stage_layers: int = 0   # 0: chosen (even split, or balanced when pp does not divide the layers)
+    # 0: chosen (even split, or balanced when pp does not divide the layers)
+    first_stage_layers: int = 0
     last_stage_layers: int = 0
 
     @property

@@ -32,31 +32,40 @@ OPTIMIZER_STATE_BYTES = {"adam": 12.0, "sgd": 8.0}
 class Precision:
     """Bytes per element of each role, and the dtype MFU's peak is read for."""
 
-    compute: str                 # dtype of the GEMM inputs; its peak FLOP/s times the GEMMs
-    gemm_bytes: int              # bytes per GEMM operand element
-    activation_bytes: int        # stored activations, attention core, elementwise kernels
-    weight_bytes: int            # the copy of the weights forward and backward read
-    gradient_bytes: int          # the gradient buffer (accumulation dtype)
-    optimizer_bytes: float       # fp32 optimizer states, including the master weights
-    mfu_peak: str                # the dtype whose peak MFU and HFU are measured against
-    master_weights: bool         # an fp32 master copy exists (16-bit training)
-    loss_scaling: bool           # fp16: gradients are unscaled and checked for inf/nan
-    fp8_weight_bytes: int = 0    # the FP8 copy of the weights kept beside the 16-bit ones between micro-batches
+    compute: str  # dtype of the GEMM inputs; its peak FLOP/s times the GEMMs
+    gemm_bytes: int  # bytes per GEMM operand element
+    activation_bytes: int  # stored activations, attention core, elementwise kernels
+    weight_bytes: int  # the copy of the weights forward and backward read
+    gradient_bytes: int  # the gradient buffer (accumulation dtype)
+    optimizer_bytes: float  # fp32 optimizer states, including the master weights
+    mfu_peak: str  # the dtype whose peak MFU and HFU are measured against
+    master_weights: bool  # an fp32 master copy exists (16-bit training)
+    loss_scaling: bool  # fp16: gradients are unscaled and checked for inf/nan
+    # the FP8 copy of the weights kept beside the 16-bit ones between micro-batches
+    fp8_weight_bytes: int = 0
 
     @classmethod
-    def of(cls, dtype: str, grad_accum_fp32: bool, optimizer: str, mfu_peak: str | None = None) -> "Precision":
-        """The mixed-precision recipe of Megatron-LM for a compute dtype (see the module docstring). FP8
-        (Transformer Engine): GEMM operands in FP8, everything else BF16, the weights kept in BF16 with an
-        FP8 copy (its transpose is made for each backward GEMM); MFU against the BF16 peak unless
-        ``mfu_peak`` says otherwise."""
+    def of(
+        cls, dtype: str, grad_accum_fp32: bool, optimizer: str, mfu_peak: str | None = None
+    ) -> "Precision":
+        """The mixed-precision recipe of Megatron-LM for a compute dtype (see the module docstring).
+        FP8 (Transformer Engine): GEMM operands in FP8, everything else BF16, the weights kept in
+        BF16 with an FP8 copy (its transpose is made for each backward GEMM); MFU against the BF16
+        peak unless ``mfu_peak`` says otherwise."""
         if dtype not in TRAINING_DTYPES:
-            raise ValueError(f"unknown training dtype {dtype!r}; use one of {', '.join(TRAINING_DTYPES)}")
+            raise ValueError(
+                f"unknown training dtype {dtype!r}; use one of {', '.join(TRAINING_DTYPES)}"
+            )
         half = dtype != "fp32"
-        return cls(compute=dtype, gemm_bytes=DTYPE_BYTES[dtype],
-                   activation_bytes=max(DTYPE_BYTES[dtype], 2),
-                   weight_bytes=2 if half else 4,
-                   gradient_bytes=4 if (grad_accum_fp32 or not half) else 2,
-                   optimizer_bytes=OPTIMIZER_STATE_BYTES[optimizer],
-                   mfu_peak=mfu_peak or ("bf16" if dtype == "fp8" else dtype),
-                   master_weights=half, loss_scaling=dtype == "fp16",
-                   fp8_weight_bytes=1 if dtype == "fp8" else 0)
+        return cls(
+            compute=dtype,
+            gemm_bytes=DTYPE_BYTES[dtype],
+            activation_bytes=max(DTYPE_BYTES[dtype], 2),
+            weight_bytes=2 if half else 4,
+            gradient_bytes=4 if (grad_accum_fp32 or not half) else 2,
+            optimizer_bytes=OPTIMIZER_STATE_BYTES[optimizer],
+            mfu_peak=mfu_peak or ("bf16" if dtype == "fp8" else dtype),
+            master_weights=half,
+            loss_scaling=dtype == "fp16",
+            fp8_weight_bytes=1 if dtype == "fp8" else 0,
+        )
