@@ -12,7 +12,6 @@ import time
 
 import numpy as np
 
-from perfmodel.inputs import presets
 from perfmodel.engine.estimate import estimate
 from perfmodel.engine.search import enumerate_space, evaluate_chunked, search
 from perfmodel.inputs import load_plan

@@ -11,7 +11,7 @@ the slowest by a loop, the mean by a sum. It covers dense models without context
 from __future__ import annotations
 
 from perfmodel.cost.transformer import decoder_layer, embedding, lm_head
-from perfmodel.engine.evaluate import Setting, block_ops
+from perfmodel.engine.blocks import Setting, block_ops
 
 
 def _block(plan, builder, cfg) -> dict:

@@ -49,7 +49,6 @@ def test_allreduce_is_reduce_scatter_plus_all_gather():  # SPEC 3 identity used 
 def test_group_spanning_nodes_uses_inter_node_link():
     import numpy as np
 
-    from perfmodel.inputs import presets
     from perfmodel.engine.mesh import Mesh
 
     system = load_plan("gpt3-175b.yaml").system  # 8 A100 per node, NVLink3 inside, HDR between

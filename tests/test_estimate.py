@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from perfmodel.inputs import presets
 from perfmodel.errors import PerfModelError
 from perfmodel.engine.estimate import estimate, per_layer_ops, resolve_config
 from perfmodel.inputs import load_plan

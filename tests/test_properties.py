@@ -123,7 +123,6 @@ def test_gpipe_is_the_exception():
 
 
 def _totals_over_tp(pp, mbs, sp_on, rc, schedule):
-    from perfmodel.inputs import presets
     from perfmodel.engine.estimate import Knobs, evaluate
 
     plan = load_plan("gpt3-175b.yaml")

@@ -6,7 +6,6 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from perfmodel.inputs import presets
 from perfmodel.cli import main
 from perfmodel.cost import pipeline as pipe
 from perfmodel.errors import PerfModelError

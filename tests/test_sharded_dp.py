@@ -3,7 +3,6 @@ reduce-scatter per micro-batch, ZeRO-3 / FSDP's per-layer gathers hidden one lay
 
 import pytest
 
-from perfmodel.inputs import presets
 from perfmodel.cost import collectives as coll
 from perfmodel.cost import step as stp
 from perfmodel.cost.layer import Link

@@ -8,7 +8,6 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from perfmodel.inputs import presets
 from perfmodel.cli import main
 from perfmodel.errors import PerfModelError
 from perfmodel.review.sweep import changed, parse_vary

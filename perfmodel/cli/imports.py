@@ -88,7 +88,7 @@ def import_nemo(recipe_file, gpu_name, gpus, vocab_size, output):
 def _write(path: str, kind: str, source: str, gpu: str, gpus, vocab_size, output) -> None:
     """Read, check that the plan loads and runs, say what was ignored or assumed, write the plan."""
     from perfmodel.inputs.load import notes, plan_of, read_launch
-    from perfmodel.inputs.megatron import plan_yaml
+    from perfmodel.inputs.megatron_emit import plan_yaml
 
     imp = read_launch(path, kind, gpu, gpus, vocab_size)
     plan_of(imp, path)

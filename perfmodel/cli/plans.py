@@ -65,7 +65,7 @@ def plan_cmd(
     from perfmodel.engine import search as srch
     from perfmodel.engine import uncertainty
     from perfmodel.inputs import presets
-    from perfmodel.output import console, render
+    from perfmodel.output import console, render_plan
 
     plan = load_plan(plan_file, kw)
     bar = console.LazyProgress() if not as_json else None
@@ -82,13 +82,13 @@ def plan_cmd(
 
         plots.pareto_or_note(plan, result, plot)
     if emit and result.results:
-        from perfmodel.inputs.megatron import launch_text
+        from perfmodel.inputs.megatron_emit import launch_text
 
         click.echo(launch_text(plan, result.results[0]))
     elif as_json:
         console.emit_json(result.to_json())
     else:
-        render.plan(plan, result)
+        render_plan.plan(plan, result)
     if not result.results:
         raise click.exceptions.Exit(1)
 
@@ -116,7 +116,7 @@ def estimate(plan_file: str, per_layer: bool, strict: bool, as_json: bool, **kw:
     from perfmodel.engine import search as srch
     from perfmodel.engine import uncertainty
     from perfmodel.inputs import presets
-    from perfmodel.output import console, render
+    from perfmodel.output import console, render_plan
 
     plan = load_plan(plan_file, kw)
     est, chosen = srch.estimate_or_search(plan)
@@ -134,7 +134,7 @@ def estimate(plan_file: str, per_layer: bool, strict: bool, as_json: bool, **kw:
                 "free knobs chosen by the search (fastest that fits): "
                 + ", ".join(f"{k}={v}" for k, v in chosen.items())
             )
-        render.estimate(plan, est, ops)
+        render_plan.estimate(plan, est, ops)
     if strict and not est.values["fits"]:
         raise click.exceptions.Exit(1)
 

@@ -52,7 +52,7 @@ def check_cmd(
         perfmodel check examples/clean-plan.yaml
         perfmodel check examples/troubled-plan.yaml --ignore PM302 --json
     """
-    from perfmodel.output import console, render
+    from perfmodel.output import console, render_review
     from perfmodel.review import check as chk
 
     if list_rules:
@@ -64,7 +64,7 @@ def check_cmd(
                 ]
             )
         else:
-            render.rules(chk.RULES)
+            render_review.rules(chk.RULES)
         return
     if not plan_file:
         raise click.UsageError("give a PLAN file (or bundled plan name), or --list-rules")
@@ -72,7 +72,7 @@ def check_cmd(
     if as_json:
         console.emit_json([f.to_json() for f in found])
     else:
-        render.findings(found, plan_file)
+        render_review.findings(found, plan_file)
     code = chk.exit_code(found, strict)
     if code:
         raise click.exceptions.Exit(code)
@@ -102,7 +102,7 @@ def compare_cmd(
         perfmodel compare a.yaml b.yaml c.yaml --json
     """
     from perfmodel.errors import PerfModelError
-    from perfmodel.output import console, render
+    from perfmodel.output import console, render_review
     from perfmodel.review.compare import compare
 
     if len(plan_files) < 2:
@@ -113,7 +113,7 @@ def compare_cmd(
     result = compare(
         [(label, load_plan(f, kw, refuse_unused=False)) for label, f in zip(labels, plan_files)]
     )
-    console.emit_json(result.to_json()) if as_json else render.comparison(result)
+    console.emit_json(result.to_json()) if as_json else render_review.comparison(result)
 
 
 @click.command("sweep")
@@ -142,13 +142,13 @@ def sweep_cmd(plan_file: str, vary: str, fixed: bool, plot: str | None, as_json:
     examples/clean-plan.yaml --vary inter_node_bandwidth="25 GB/s,12.5 GB/s" --fixed perfmodel sweep
     gpt3-175b.yaml --vary gpu=a100-80gb,h100-sxm --json
     """
-    from perfmodel.output import console, render
+    from perfmodel.output import console, render_review
     from perfmodel.review import sweep as sw
 
     plan = load_plan(plan_file, {})
     path, values = sw.parse_vary(vary)
     result = sw.sweep(plan, path, values, fixed)
-    console.emit_json(result.to_json()) if as_json else render.sweep(result)
+    console.emit_json(result.to_json()) if as_json else render_review.sweep(result)
     if plot is not None:
         from perfmodel.output import plots
 
@@ -180,7 +180,7 @@ def validate(cases: tuple[str, ...], breakdown: bool, as_json: bool) -> None:
         perfmodel validate k22 --json
         perfmodel validate n21-gpt-76.1b --breakdown
     """
-    from perfmodel.output import console, render
+    from perfmodel.output import console, render_plan, render_review
     from perfmodel.review import validate as val
 
     report = val.validate(list(cases) or None)
@@ -191,11 +191,11 @@ def validate(cases: tuple[str, ...], breakdown: bool, as_json: bool) -> None:
                 row["estimate"] = case.estimate.to_json()
         console.emit_json(out)
         return
-    render.validation(report)
+    render_review.validation(report)
     if breakdown:
         for case in report.cases:
             console.line(f"{case.name}: {case.description} (measured {case.measured_s:.3g} s)")
-            render.estimate(case.plan, case.estimate)
+            render_plan.estimate(case.plan, case.estimate)
 
 
 @click.command("report")

@@ -36,35 +36,8 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list:
         ],
         "layernorm",
     )
-    if m.kv_lora:
-        ops += _mla_projections(m, o, x)
-        first = "KV up-projection"
-    else:
-        qkv_n = m.q_dim + 2 * m.kv_dim
-        ops.append(
-            Gemm(
-                "QKV projection",
-                M,
-                h,
-                qkv_n / t,
-                1,
-                "column",
-                h * qkv_n + (qkv_n if m.bias else 0),
-                saved=act * M * h / tok,
-            )
-        )
-        if (
-            m.bias and not o.bias_fused
-        ):  # output += bias after the GEMM; backward: bias gradient, a reduction
-            ops.append(Pointwise("QKV bias add", M * qkv_n / t, 2 * act, act, 1, "column"))
-        if m.qk_norm:  # RMSNorm over each head's d channels of Q and of K (gamma: d each)
-            qk_el = M * (m.q_dim + m.kv_dim) / t
-            ops.append(
-                Pointwise(
-                    "Q and K norms", qk_el, 2 * act, ln_bwd, 8, "heads", 2 * m.d, saved=act * qk_el
-                )
-            )
-        first = "QKV projection"
+    projections, first = _input_projections(m, o, x, ln_bwd)
+    ops += projections
     ops += attention_core(m, o, x)
     if not m.kv_lora:
         # backward: the q, k, v gradients are concatenated into the fused QKV gradient (split's
@@ -248,49 +221,7 @@ def attention_core(m: LayerShape, o: Options, x: Split) -> list:
             saved=q_bytes + k_bytes + v_bytes + lse,
         )
         return before + [core] + after
-    return (
-        before
-        + [
-            scores,
-            Pointwise(
-                "softmax",
-                nb * sq * s,
-                2 * act,
-                3 * act,
-                5,
-                "heads",
-                attention_core=True,
-                saved_core=act * nb * sq * s,
-            ),
-            *(
-                [
-                    Pointwise(
-                        "attention dropout",
-                        nb * sq * s,
-                        2 * act + 1,
-                        2 * act + 1,
-                        1,
-                        "heads",
-                        attention_core=True,
-                        saved_core=nb * sq * s,
-                    )
-                ]
-                if o.dropout
-                else []
-            ),
-            context,
-            Pointwise(
-                "context transpose",
-                M * m.q_dim / t,
-                2 * act,
-                2 * act,
-                0,
-                "heads",
-                attention_core=True,
-            ),
-        ]
-        + after
-    )
+    return before + _unfused_core(o, x, m, scores, context, nb * sq * s) + after
 
 
 def _cp_exchange(m: LayerShape, o: Options, x: Split, qkv_bytes, kv_bytes) -> tuple:
@@ -328,3 +259,86 @@ def _cp_exchange(m: LayerShape, o: Options, x: Split, qkv_bytes, kv_bytes) -> tu
         bwd=(Transfer("p2p", behind=(core, "bwd"), repeat=steps, share=1 / x.cp, scale=2.0),),
     )
     return (ring,)
+
+
+def _input_projections(m: LayerShape, o: Options, x: Split, ln_bwd) -> tuple[list, str]:
+    """Q, K and V from the normed input: MLA's low-rank projections, or one fused column-parallel
+    QKV GEMM with its bias and the per-head Q and K norms where the model has them; and the GEMM
+    whose input the TP collective feeds."""
+    if m.kv_lora:
+        return _mla_projections(m, o, x), "KV up-projection"
+    act, h, M, t, tok = o.act_bytes, m.hidden, x.tokens, x.t, x.tok
+    qkv_n = m.q_dim + 2 * m.kv_dim
+    ops: list = []
+    ops.append(
+        Gemm(
+            "QKV projection",
+            M,
+            h,
+            qkv_n / t,
+            1,
+            "column",
+            h * qkv_n + (qkv_n if m.bias else 0),
+            saved=act * M * h / tok,
+        )
+    )
+    if (
+        m.bias and not o.bias_fused
+    ):  # output += bias after the GEMM; backward: bias gradient, a reduction
+        ops.append(Pointwise("QKV bias add", M * qkv_n / t, 2 * act, act, 1, "column"))
+    if m.qk_norm:  # RMSNorm over each head's d channels of Q and of K (gamma: d each)
+        qk_el = M * (m.q_dim + m.kv_dim) / t
+        ops.append(
+            Pointwise(
+                "Q and K norms", qk_el, 2 * act, ln_bwd, 8, "heads", 2 * m.d, saved=act * qk_el
+            )
+        )
+    return ops, "QKV projection"
+
+
+def _unfused_core(
+    o: Options, x: Split, m: LayerShape, scores: Gemm, context: Gemm, elements
+) -> list:
+    """Megatron's CoreAttention without flash: the scores GEMM, the fused scale-mask-softmax,
+    dropout on the probabilities (a 1-byte mask), attention x V and the context's transpose;
+    ``elements`` scores per rank."""
+    act, M, t = o.act_bytes, x.tokens, x.t
+    return [
+        scores,
+        Pointwise(
+            "softmax",
+            elements,
+            2 * act,
+            3 * act,
+            5,
+            "heads",
+            attention_core=True,
+            saved_core=act * elements,
+        ),
+        *(
+            [
+                Pointwise(
+                    "attention dropout",
+                    elements,
+                    2 * act + 1,
+                    2 * act + 1,
+                    1,
+                    "heads",
+                    attention_core=True,
+                    saved_core=elements,
+                )
+            ]
+            if o.dropout
+            else []
+        ),
+        context,
+        Pointwise(
+            "context transpose",
+            M * m.q_dim / t,
+            2 * act,
+            2 * act,
+            0,
+            "heads",
+            attention_core=True,
+        ),
+    ]

@@ -143,138 +143,86 @@ def moe_ops(m: LayerShape, o: Options, x: Split) -> list:
     (etp) splits each expert's inner size and gathers the tokens over its group first. Shared
     experts run on every token as a TP-split dense MLP. The dispatcher may instead all-gather the EP
     group's tokens (Megatron's allgather dispatcher), or send each token once per node (DeepEP)."""
-    act, h, E, k, fe = o.act_bytes, m.hidden, m.experts, m.top_k, m.moe_ffn
-    M, t, tok, ep, etp = x.tokens, x.t, x.tok, x.ep, x.etp
-    n_loc = M / tok  # this rank's tokens
+    act, h, E, k, imb = o.act_bytes, m.hidden, m.experts, m.top_k, m.imbalance
+    n_loc = x.tokens / x.tok  # this rank's tokens
     copies = n_loc * k  # token copies it dispatches (= receives, balanced)
-    imb = m.imbalance
-    n_e = (2 if m.gated else 1) * fe
-    rows = copies * etp * ep / E  # rows per local expert, mean
-    local = E / ep
-    if (
-        o.dispatcher == "allgather"
-    ):  # every EP rank gathers all the group's tokens, keeps its experts' share
-        dispatch = Collective(
-            "EP dispatch (all-gather)",
-            "ep",
-            act * n_loc * ep * h * imb,
-            fwd=(Transfer("all-gather"),),
-            bwd=(Transfer("reduce-scatter"),),
-        )
-        combine = Collective(
-            "EP combine (reduce-scatter)",
-            "ep",
-            act * n_loc * ep * h * imb,
-            fwd=(Transfer("reduce-scatter"),),
-            bwd=(Transfer("all-gather"),),
-        )
-    else:
-        k_dedup = k if o.dispatcher == "deepep" else 0
-        fc1 = "expert fc1 (grouped)"
-        # overlapped (Megatron-Core's EP overlap): each all-to-all hides under the expert GEMMs of
-        # the micro-batch it is interleaved with, forward under a forward, backward under a backward
-        fwd = (Transfer("all-to-all", behind=(fc1, "fwd") if o.a2a_overlap else None),)
-        bwd = (Transfer("all-to-all", behind=(fc1, "bwd") if o.a2a_overlap else None),)
-        dispatch = Collective(
-            "EP dispatch (all-to-all)",
-            "ep",
-            act * copies * h * imb,
-            fwd=fwd,
-            bwd=bwd,
-            dedup_k=k_dedup,
-        )
-        combine = Collective(
-            "EP combine (all-to-all)",
-            "ep",
-            act * copies * h * imb,
-            fwd=fwd,
-            bwd=bwd,
-            dedup_k=k_dedup,
-        )
+    rows = copies * x.etp * x.ep / E  # rows per local expert, mean
+    dispatch, combine = _ep_exchange(o, act * n_loc * x.ep * h * imb, act * copies * h * imb, k)
     ops: list = [
         Gemm("router", n_loc, h, E, 1, "tokens", h * E, saved=act * n_loc * h + 4.0 * n_loc * E),
         Pointwise("token permute", copies * h * imb, 2 * act, 2 * act, 0, "experts"),
         dispatch,
-    ]
-    expert_act = tag(
-        [
-            _activation(
-                m,
-                act,
-                "expert " + m.act_name,
-                rows * local * fe / etp * imb,
-                False,
-                saved=act * rows * local * n_e / etp,
-            )
-        ],
-        "moe_act",
-    )
-    gathered = act * copies * etp * h * imb
-    etp_in = Collective(
-        "ETP all-gather of expert tokens",
-        "etp",
-        gathered,
-        fwd=(Transfer("all-gather"),),
-        bwd=(Transfer("reduce-scatter"),),
-    )
-    etp_out = Collective(
-        "ETP reduce-scatter of expert outputs",
-        "etp",
-        gathered,
-        fwd=(Transfer("reduce-scatter"),),
-        bwd=(Transfer("all-gather"),),
-    )
-    ops += [
-        etp_in,
-        Gemm(
-            "expert fc1 (grouped)",
-            rows,
-            h,
-            n_e / etp,
-            local,
-            "experts",
-            E * h * n_e,
-            saved=act * rows * local * h,
-            time_rows=rows * imb,
-        ),
-        *expert_act,
-        Gemm(
-            "expert fc2 (grouped)",
-            rows,
-            fe / etp,
-            h,
-            local,
-            "experts",
-            E * fe * h,
-            saved=act * rows * local * fe / etp,
-            time_rows=rows * imb,
-        ),
-        etp_out,
+        *_routed_experts(m, o, x, rows, copies),
         combine,
         Pointwise("token unpermute", copies * h * imb, 2 * act, 2 * act, 1, "experts"),
     ]
     ops = tag(ops, "moe")
     if m.shared_ffn:
-        fs, n_s = m.shared_ffn, (2 if m.gated else 1) * m.shared_ffn
-        ops += tag(
-            [
-                Gemm(
-                    "shared expert up", M, h, n_s / t, 1, "column", h * n_s, saved=act * M * h / tok
-                ),
-                _activation(
-                    m,
-                    act,
-                    "shared expert " + m.act_name,
-                    M * fs / t,
-                    False,
-                    saved=act * M * n_s / t,
-                ),
-                Gemm("shared expert down", M, fs / t, h, 1, "row", fs * h, saved=act * M * fs / t),
-                _tp_collective("TP comm of the shared expert", M * h * act, "shared expert up"),
-            ],
-            "shared_experts",
-        )
+        ops += _shared_experts(m, o, x)
     return ops
+
+
+def _ep_exchange(o: Options, gathered, sent, k) -> tuple[Collective, Collective]:
+    """Dispatch and combine over the EP group, by Megatron-Core dispatcher: with ``allgather``
+    every rank gathers the group's tokens (``gathered`` bytes) and keeps its experts' share;
+    otherwise an all-to-all of the rank's token copies (``sent`` bytes), each token sent once per
+    node with DeepEP. With Megatron-Core's EP overlap each all-to-all hides under the expert
+    GEMMs of the micro-batch it is interleaved with, forward under a forward, backward under a
+    backward."""
+    if o.dispatcher == "allgather":
+        gather, scatter = (Transfer("all-gather"),), (Transfer("reduce-scatter"),)
+        return (
+            Collective("EP dispatch (all-gather)", "ep", gathered, fwd=gather, bwd=scatter),
+            Collective("EP combine (reduce-scatter)", "ep", gathered, fwd=scatter, bwd=gather),
+        )
+    k_dedup = k if o.dispatcher == "deepep" else 0
+    fc1 = "expert fc1 (grouped)"
+    fwd = (Transfer("all-to-all", behind=(fc1, "fwd") if o.a2a_overlap else None),)
+    bwd = (Transfer("all-to-all", behind=(fc1, "bwd") if o.a2a_overlap else None),)
+    return (
+        Collective("EP dispatch (all-to-all)", "ep", sent, fwd=fwd, bwd=bwd, dedup_k=k_dedup),
+        Collective("EP combine (all-to-all)", "ep", sent, fwd=fwd, bwd=bwd, dedup_k=k_dedup),
+    )
+
+
+def _routed_experts(m: LayerShape, o: Options, x: Split, rows, copies) -> list:
+    """The rank's local experts: expert TP's gather of the tokens, the grouped fc1 and fc2 GEMMs of
+    ``rows`` rows each (the busiest rank's ``imbalance`` times more set their time), the activation
+    between them, and the scatter back."""
+    act, h, fe, etp, imb = o.act_bytes, m.hidden, m.moe_ffn, x.etp, m.imbalance
+    E, local = m.experts, m.experts / x.ep
+    n_e = (2 if m.gated else 1) * fe
+    gathered = act * copies * etp * h * imb
+    gather, scatter = (Transfer("all-gather"),), (Transfer("reduce-scatter"),)
+    expert_act = _activation(
+        m, act, "expert " + m.act_name, rows * local * fe / etp * imb, False,
+        saved=act * rows * local * n_e / etp,
+    )  # fmt: skip
+    return [
+        Collective("ETP all-gather of expert tokens", "etp", gathered, fwd=gather, bwd=scatter),
+        Gemm("expert fc1 (grouped)", rows, h, n_e / etp, local, "experts", E * h * n_e,
+             saved=act * rows * local * h, time_rows=rows * imb),
+        *tag([expert_act], "moe_act"),
+        Gemm("expert fc2 (grouped)", rows, fe / etp, h, local, "experts", E * fe * h,
+             saved=act * rows * local * fe / etp, time_rows=rows * imb),
+        Collective("ETP reduce-scatter of expert outputs", "etp", gathered, fwd=scatter,
+                   bwd=gather),
+    ]  # fmt: skip
+
+
+def _shared_experts(m: LayerShape, o: Options, x: Split) -> list:
+    """Shared experts (DeepSeek-AI 2024, DeepSeekMoE): a TP-split dense MLP on every token."""
+    act, h, M, t, tok = o.act_bytes, m.hidden, x.tokens, x.t, x.tok
+    fs, n_s = m.shared_ffn, (2 if m.gated else 1) * m.shared_ffn
+    ops = [
+        Gemm("shared expert up", M, h, n_s / t, 1, "column", h * n_s, saved=act * M * h / tok),
+        _activation(
+            m, act, "shared expert " + m.act_name, M * fs / t, False, saved=act * M * n_s / t
+        ),
+        Gemm("shared expert down", M, fs / t, h, 1, "row", fs * h, saved=act * M * fs / t),
+        _tp_collective("TP comm of the shared expert", M * h * act, "shared expert up"),
+    ]
+    return tag(ops, "shared_experts")
 
 
 def lm_head(m: LayerShape, o: Options, b, s: int, t, sp, cp=1) -> Block:

@@ -17,14 +17,8 @@ from perfmodel.cost.layer import Op
 from perfmodel.cost.transformer import decoder_layer
 from perfmodel.errors import PerfModelError
 from perfmodel.cost.memory import RECOMPUTE_CODES
-from perfmodel.engine.evaluate import (
-    BREAKDOWN_KEYS,
-    MEMORY_KEYS,
-    BlockCost,
-    Setting,
-    block_ops,
-    evaluate,
-)
+from perfmodel.engine.blocks import BlockCost, Setting, block_ops
+from perfmodel.engine.evaluate import BREAKDOWN_KEYS, MEMORY_KEYS, evaluate
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.mesh import Mesh
 from perfmodel.engine.rules import config_problems

@@ -24,7 +24,8 @@ from typing import Any, Literal
 from perfmodel.engine.estimate import resolve_config, validate_config
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
-from perfmodel.inputs.megatron import Imported, read_args
+from perfmodel.inputs.megatron import read_args
+from perfmodel.inputs.megatron_args import Imported
 from perfmodel.inputs.nemo import read_recipe
 from perfmodel.specs import Plan
 

@@ -15,163 +15,27 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from dataclasses import dataclass, field
 
 from perfmodel.errors import PerfModelError
-
-# flag -> (section, field, kind); kind: int, str, True/False (a switch that sets the field to that
-# value)
-MODEL = {
-    "--num-layers": "num_layers",
-    "--hidden-size": "hidden_size",
-    "--num-attention-heads": "num_attention_heads",
-    "--kv-channels": "kv_channels",
-    "--ffn-hidden-size": "ffn_hidden_size",
-    "--seq-length": "seq_length",
-    "--vocab-size": "vocab_size",
-    "--num-experts": "num_moe_experts",
-    "--moe-router-topk": "moe_router_topk",
-    "--moe-ffn-hidden-size": "moe_ffn_hidden_size",
-    "--q-lora-rank": "q_lora_rank",
-    "--kv-lora-rank": "kv_lora_rank",
-    "--moe-shared-expert-intermediate-size": "moe_shared_expert_intermediate_size",
-    "--qk-head-dim": "qk_head_dim",
-    "--qk-pos-emb-head-dim": "qk_pos_emb_head_dim",
-    "--v-head-dim": "v_head_dim",
-    "--moe-layer-freq": "moe_layer_freq",
-}
-PARALLEL = {
-    "--tensor-model-parallel-size": "tp",
-    "--pipeline-model-parallel-size": "pp",
-    "--context-parallel-size": "cp",
-    "--expert-model-parallel-size": "ep",
-    "--expert-tensor-parallel-size": "etp",
-    "--micro-batch-size": "micro_batch_size",
-    "--num-virtual-stages-per-pipeline-rank": "vp",
-    "--cp-comm-type": "cp_comm_type",
-    "--decoder-first-pipeline-num-layers": "decoder_first_pipeline_num_layers",
-    "--decoder-last-pipeline-num-layers": "decoder_last_pipeline_num_layers",
-}
-TRAINING_VALUES = {
-    "--global-batch-size": "global_batch_size",
-    "--optimizer": "optimizer",
-    "--moe-token-dispatcher-type": "moe_token_dispatcher_type",
-}
-SWITCHES = {  # flag -> (section, field, value)
-    "--swiglu": ("model", "mlp", "swiglu"),
-    "--squared-relu": ("model", "mlp", "squared-relu"),
-    "--untie-embeddings-and-output-weights": ("model", "tied_embeddings", False),
-    "--disable-bias-linear": ("model", "add_bias_linear", False),
-    "--qk-layernorm": ("model", "qk_layernorm", True),
-    "--sequence-parallel": ("parallel", "sequence_parallel", True),
-    "--use-distributed-optimizer": ("parallel", "zero_stage", 1),
-    "--bf16": ("training", "dtype", "bf16"),
-    "--fp16": ("training", "dtype", "fp16"),
-    "--use-flash-attn": ("training", "flash_attention", True),
-    "--overlap-grad-reduce": ("training", "overlap_grad_reduce", True),
-    "--overlap-param-gather": ("training", "overlap_param_gather", True),
-    "--tp-comm-overlap": ("training", "tp_comm_overlap", True),
-    "--fp8-param-gather": ("training", "fp8_param_gather", True),
-    "--group-query-attention": None,
-    "--multi-latent-attention": None,  # read with the flags they enable
-}
-OTHER_VALUES = (
-    "--num-query-groups",
-    "--normalization",
-    "--position-embedding-type",
-    "--hidden-dropout",
-    "--attention-dropout",
-    "--recompute-granularity",
-    "--recompute-method",
-    "--recompute-num-layers",
-    "--recompute-modules",
-    "--fp8-format",
-    "--attention-backend",
-    "--num-layers-per-virtual-pipeline-stage",
-    "--nproc_per_node",
-    "--nproc-per-node",
-    "--nnodes",
-    "--transformer-impl",
+from perfmodel.inputs.megatron_args import (
+    CANNOT,
+    MODEL,
+    NO_COST,
+    OTHER_VALUES,
+    PARALLEL,
+    SWITCHES,
+    TRAINING_VALUES,
+    Imported,
+    megatron_defaults,
+    megatron_rules,
 )
-NO_COST = re.compile(
-    r"^--(lr.*|min-lr|train-(iters|samples)|eval-.*|save.*|load|log-.*|tensorboard.*|wandb-.*|data-path|split|"
-    r"vocab-file|merge-file|tokenizer-.*|seed|weight-decay|clip-grad|adam-.*|init-method-std|master[_-]addr|"
-    r"master[_-]port|node[_-]rank|exit-.*|distributed-backend|use-mcore-models|max-position-embeddings|"
-    r"rampup-batch-size|ckpt-.*|dist-ckpt-.*|no-load-.*|finetune|override-opt_param-scheduler|mock-data|"
-    r"use-checkpoint-args|timing-log-level|manual-gc.*|no-create-attention-mask-in-dataloader|"
-    r"num-workers|rdzv.*|standalone|no-position-embedding|rotary-base|rotary-percent|"
-    r"moe-router-load-balancing-type|moe-aux-loss-coeff|moe-z-loss-coeff|moe-router-dtype|no-load-optim|no-load-rng|"
-    r"micro-batch-size-for-eval|profile.*|use-pytorch-profiler|empty-unused-memory-level|log_interval)$"
-)
-CANNOT = {
-    "--encoder-num-layers": "encoder-decoder models (T5)",
-    "--encoder-seq-length": "encoder-decoder models (T5)",
-    "--hybrid-override-pattern": "hybrid Mamba layers",
-    "--mtp-num-layers": "multi-token prediction layers",
-    "--fp4-format": "FP4 training",
-    "--cpu-offloading": "activation or weight offloading to the CPU",
-    "--moe-expert-capacity-factor": "token dropping (it models dropless routing)",
-    "--heterogeneous-layers-config-path": "heterogeneous layers",
-    "--pipeline-model-parallel-layout": "a custom pipeline layout",
-    "--account-for-embedding-in-pipeline-split": "embedding-aware layer splits",
-    "--account-for-loss-in-pipeline-split": "loss-aware layer splits",
-    "--use-torch-fsdp2": "PyTorch FSDP2",
-}
 
 
-@dataclass
-class Imported:
-    plan: dict  # a plan mapping, as a plan file holds it
-    ignored: list[str] = field(default_factory=list)
-    unrecognized: list[str] = field(default_factory=list)
-    assumed: list[str] = field(default_factory=list)
 
 
-def megatron_defaults(name: str, gpu: str, training: dict | None = None) -> Imported:
-    """A plan mapping holding Megatron's defaults where a launch file is silent
-    (megatron/training/arguments.py): biases, tied embeddings, dropout, a GELU MLP, LayerNorm,
-    learned positions; no parallelism, no recompute, no SP, no distributed optimizer, the 1F1B
-    schedule; the megatron-core profile."""
-    return Imported(
-        {
-            "model": {
-                "name": name,
-                "add_bias_linear": True,
-                "tied_embeddings": True,
-                "dropout": True,
-                "mlp": "gelu",
-                "normalization": "layernorm",
-                "position_embedding": "learned",
-            },
-            "system": {"gpu": gpu},
-            "training": {"framework": "megatron-core", **(training or {})},
-            "parallel": {
-                "tp": 1,
-                "pp": 1,
-                "cp": 1,
-                "vp": 1,
-                "zero_stage": 0,
-                "recompute": "none",
-                "sequence_parallel": False,
-                "schedule": "1f1b",
-            },
-        }
-    )
 
 
-def megatron_rules(out: Imported, sp_key: str, who: str) -> None:
-    """Megatron's rules once a file is read: vp > 1 runs the interleaved schedule; SP is off at TP 1
-    (Megatron turns it off, and says so); MoE runs EP 1 and expert TP = TP unless given
-    (Megatron-Core)."""
-    model, parallel = out.plan["model"], out.plan["parallel"]
-    if parallel["vp"] > 1:
-        parallel["schedule"] = "interleaved"
-    if parallel["sequence_parallel"] and parallel["tp"] == 1:
-        parallel["sequence_parallel"] = False
-        out.assumed.append(f"{sp_key} with tensor parallelism 1: off, as {who} turns it off")
-    if "num_moe_experts" in model:
-        parallel.setdefault("ep", 1)
-        parallel.setdefault("etp", parallel["tp"])
+
 
 
 def tokens(text: str) -> list[str]:
@@ -477,159 +341,7 @@ def _system_and_vocab(
             )
 
 
-def to_args(plan, config: dict) -> list[str]:
-    """Megatron-LM arguments for a plan's model and one configuration (an Estimate's
-    config.as_dict())."""
-    m, c = plan.model, config
-    lacking = [
-        name
-        for name, on in (
-            ("a gated GELU MLP (geglu)", m.mlp == "geglu"),
-            ("sandwich norms", m.sandwich_norm),
-            ("sliding-window attention", m.sliding_window),
-            ("chunked attention", m.attention_chunk_size),
-        )
-        if on
-    ]
-    if lacking:
-        raise PerfModelError(
-            f"{plan.model.name}: Megatron-LM has no argument for {', '.join(lacking)}; "
-            "write its arguments by hand"
-        )
-    a = [
-        f"--num-layers {m.num_layers}",
-        f"--hidden-size {m.hidden_size}",
-        f"--num-attention-heads {m.num_attention_heads}",
-        f"--ffn-hidden-size {m.ffn}",
-        f"--seq-length {plan.seq_length}",
-        f"--max-position-embeddings {plan.seq_length}",
-    ]
-    if m.groups != m.num_attention_heads:
-        a += ["--group-query-attention", f"--num-query-groups {m.groups}"]
-    if m.kv_channels:
-        a.append(f"--kv-channels {m.kv_channels}")
-    a += {"swiglu": ["--swiglu"], "squared-relu": ["--squared-relu"]}.get(m.mlp, [])
-    if m.position_embedding == "rope":
-        a.append("--position-embedding-type rope")
-    if m.norm == "rmsnorm":
-        a.append("--normalization RMSNorm")
-    if not m.has_bias:
-        a.append("--disable-bias-linear")
-    if not m.tied_embeddings:
-        a.append("--untie-embeddings-and-output-weights")
-    if not m.has_dropout:
-        a += ["--hidden-dropout 0", "--attention-dropout 0"]
-    if m.qk_layernorm:
-        a.append("--qk-layernorm")
-    if m.is_mla:
-        a.append("--multi-latent-attention")
-        a += [
-            f"--{k.replace('_', '-')} {getattr(m, k)}"
-            for k in (
-                "q_lora_rank",
-                "kv_lora_rank",
-                "qk_head_dim",
-                "qk_pos_emb_head_dim",
-                "v_head_dim",
-            )
-            if getattr(m, k)
-        ]
-    if m.is_moe:
-        a += [
-            f"--num-experts {m.num_moe_experts}",
-            f"--moe-router-topk {m.moe_router_topk}",
-            f"--moe-token-dispatcher-type {plan.training.moe_token_dispatcher_type}",
-        ]
-        if m.moe_ffn_hidden_size:
-            a.append(f"--moe-ffn-hidden-size {m.moe_ffn_hidden_size}")
-        if m.moe_shared_expert_intermediate_size:
-            a.append(
-                f"--moe-shared-expert-intermediate-size {m.moe_shared_expert_intermediate_size}"
-            )
-        pattern = m.moe_pattern()
-        if not all(pattern):
-            a.append(f"--moe-layer-freq '{str(pattern).replace(' ', '')}'")
-    a += [
-        f"--tensor-model-parallel-size {c['tp']}",
-        f"--pipeline-model-parallel-size {c['pp']}",
-        f"--micro-batch-size {c['micro_batch_size']}",
-        f"--global-batch-size {c['global_batch_size']}",
-    ]
-    if c["vp"] > 1:
-        a.append(f"--num-virtual-stages-per-pipeline-rank {c['vp']}")
-    for key, flag in (
-        ("cp", "--context-parallel-size"),
-        ("ep", "--expert-model-parallel-size"),
-        ("etp", "--expert-tensor-parallel-size"),
-    ):
-        if c.get(key, 1) > 1:
-            a.append(f"{flag} {c[key]}")
-    if c.get("cp", 1) > 1:
-        a.append(f"--cp-comm-type {c['cp_comm_type']}")
-    if c["sequence_parallel"]:
-        a.append("--sequence-parallel")
-    if c["recompute"] != "none":
-        a.append(f"--recompute-granularity {c['recompute']}")
-        if c["recompute"] == "full":
-            a += ["--recompute-method uniform", "--recompute-num-layers 1"]
-    if c["zero_stage"] == 1:
-        a.append("--use-distributed-optimizer")
-    elif c["zero_stage"] > 1:
-        a += [
-            "--use-megatron-fsdp",
-            "--data-parallel-sharding-strategy "
-            + {2: "optim_grads", 3: "optim_grads_params"}[c["zero_stage"]],
-        ]
-    t = plan.training
-    a.append("--attention-backend " + ("flash" if t.flash_attention else "unfused"))
-    a += [
-        f"--{k.replace('_', '-')}"
-        for k in (
-            "overlap_grad_reduce",
-            "overlap_param_gather",
-            "tp_comm_overlap",
-            "fp8_param_gather",
-        )
-        if getattr(t, k)
-    ]
-    dtype = plan.training.dtype
-    a += {"bf16": ["--bf16"], "fp16": ["--fp16"], "fp8": ["--bf16", "--fp8-format hybrid"]}.get(
-        dtype, []
-    )
-    return a
 
 
-def launch_text(plan, best) -> str:
-    """`plan --emit megatron`: the best configuration as Megatron-LM arguments, under two comment
-    lines with the prediction and the launcher."""
-    nodes = -(-plan.system.num_gpus // plan.system.gpus_per_node)
-    head = [
-        (
-            f"# {plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}: predicted "
-            f"{best.values['step_time_s']:.3g} s per step, MFU {100 * best.values['mfu']:.1f}%"
-        ),
-        (
-            f"# launch: torchrun --nproc_per_node {plan.system.gpus_per_node} --nnodes {nodes}"
-            f" pretrain_gpt.py ...; the vocabulary ({plan.model.vocab_size:,}) comes from your"
-            " tokenizer"
-        ),
-    ]
-    return "\n".join(head) + "\n" + " \\\n".join(to_args(plan, best.config.as_dict()))
 
 
-def plan_yaml(imp: Imported, source: str = "Megatron-LM arguments") -> str:
-    """The imported plan as YAML, with what was ignored or assumed as comments."""
-    import yaml
-
-    head = [f"# Imported from {source} by `perfmodel import`."]
-    head += [f"# ignored (no effect on the cost): {', '.join(imp.ignored)}"] if imp.ignored else []
-    head += (
-        [
-            "# not recognized, ignored (check they do not change the cost):"
-            f" {', '.join(imp.unrecognized)}"
-        ]
-        if imp.unrecognized
-        else []
-    )
-    head += [f"# assumed: {a}" for a in imp.assumed]
-    return "\n".join(head) + "\n" + yaml.safe_dump(imp.plan, sort_keys=False)

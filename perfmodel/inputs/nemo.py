@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from perfmodel.errors import PerfModelError
-from perfmodel.inputs.megatron import Imported, megatron_defaults, megatron_rules
+from perfmodel.inputs.megatron_args import Imported, megatron_defaults, megatron_rules
 
 MODEL_KEYS = {  # recipe key -> Model field
     "num_layers": "num_layers",

@@ -7,335 +7,40 @@ same estimate/cost functions the rest of perfmodel uses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-import numpy as np
 
-from perfmodel.cost import memory as mem
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import sp as spc
 from perfmodel.cost.transformer import LayerShape
 from perfmodel.errors import PerfModelError
 from perfmodel.engine.estimate import (
     Estimate,
-    Knobs,
     estimate,
-    evaluate,
     layer_seconds,
     per_layer_ops,
-    resolve_config,
 )
-from perfmodel.engine.evaluate import Setting
 from perfmodel.engine.mesh import Mesh
-from perfmodel.engine.rules import config_problems
 from perfmodel.engine.calculators import roofline_report
 from perfmodel.specs import Config, Plan
+from perfmodel.review.catalogue import ERROR, INFO, RULES, WARNING, Finding
+from perfmodel.review.check_memory import config_or_problem, rule_memory
 from perfmodel.units import fmt_bytes, fmt_time
 
-ERROR, WARNING, INFO = "error", "warning", "info"
 
 
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    severity: str
-    title: str
-    why: str
 
 
-RULES = {
-    r.id: r
-    for r in (
-        Rule(
-            "PM101",
-            ERROR,
-            "the plan does not fit in HBM",
-            "Model states (16-18 B per parameter) plus activations must fit on the most loaded GPU "
-            "(Rajbhandari et al. 2020, ZeRO, Sec. 3.1; Korthikanti et al. 2022, Table 2).",
-        ),
-        Rule(
-            "PM102",
-            ERROR,
-            "tp x pp x dp != number of GPUs",
-            "Every GPU belongs to exactly one TP, PP and DP group (Narayanan et al. 2021, Sec. 3:"
-            " 512 = 8 x 8 x 8).",
-        ),
-        Rule(
-            "PM103",
-            ERROR,
-            "attention heads not divisible by TP",
-            "Megatron splits attention by heads: each TP rank needs whole heads (Shoeybi et al."
-            " 2019, Megatron-LM, Sec. 3).",
-        ),
-        Rule(
-            "PM104",
-            ERROR,
-            "layers do not fill the pipeline stages",
-            "Each pipeline stage, and each virtual chunk, holds whole layers (Narayanan 2021, Sec."
-            " 2.2); Megatron-Core splits them unevenly when asked"
-            " (decoder_first/last_pipeline_num_layers).",
-        ),
-        Rule(
-            "PM105",
-            ERROR,
-            "global batch not divisible by DP x micro-batch",
-            "Each replica runs a whole number m = B / (dp b) of micro-batches (Narayanan 2021, Sec."
-            " 2.2).",
-        ),
-        Rule(
-            "PM106",
-            ERROR,
-            "interleaving with m not a multiple of PP",
-            "The interleaved 1F1B schedule cycles through the stages in groups of p micro-batches "
-            "(Narayanan 2021, Sec. 2.2.2).",
-        ),
-        Rule(
-            "PM107",
-            ERROR,
-            "knobs that contradict one another",
-            "SP needs TP > 1; interleaving needs PP > 1, VP > 1 and the interleaved schedule.",
-        ),
-        Rule(
-            "PM108",
-            ERROR,
-            "context parallelism cannot split this sequence",
-            "Causal load balancing cuts each sequence into 2 cp chunks, inside fused attention;"
-            " Ulysses all-to-all splits heads over tp x cp (Megatron-Core CP; Jacobs et al. 2023).",
-        ),
-        Rule(
-            "PM109",
-            ERROR,
-            "experts cannot be split this way",
-            "Each EP rank holds whole experts, EP x ETP folds into the tp x cp x dp ranks of a"
-            " stage, and MoE with TP needs sequence parallelism (Megatron-Core MoE).",
-        ),
-        Rule(
-            "PM110",
-            ERROR,
-            "the named framework cannot run this configuration",
-            "Megatron's distributed optimizer is ZeRO-1 and Megatron-FSDP has no pipeline;"
-            " DeepSpeed's PipelineEngine accepts ZeRO-1 only; Megatron-LM before Megatron-Core"
-            " splits layers evenly and has neither context nor expert parallelism (each profile's"
-            " facts: specs/framework.py).",
-        ),
-        Rule(
-            "PM201",
-            WARNING,
-            "TP group crosses the node boundary",
-            "TP runs 4 collectives per layer on the critical path: off NVLink it slows every layer "
-            "several-fold (Narayanan et al. 2021, Sec. 3.2 and Fig. 13).",
-        ),
-        Rule(
-            "PM202",
-            WARNING,
-            "pipeline bubble above 15% of the step",
-            "The fill and drain of the pipeline, (p-1)/(m+p-1) of the step, is idle time (Narayanan"
-            " et al. 2021, Sec. 2.2).",
-        ),
-        Rule(
-            "PM203",
-            WARNING,
-            "a layer GEMM is memory-bound at this micro-batch",
-            "Below the ridge point the GEMM waits on HBM, so more micro-batches cost compute"
-            " efficiency (Williams et al. 2009, the roofline model: on A100, AI 61 vs ridge 153 at"
-            " 64 tokens).",
-        ),
-        Rule(
-            "PM204",
-            WARNING,
-            "communication-frequency rule broken",
-            "The most frequent communication goes on the fastest link: TP on NVLink, PP across"
-            " nodes, DP outermost (Narayanan et al. 2021, Sec. 3.2).",
-        ),
-        Rule(
-            "PM205",
-            WARNING,
-            "GPipe where 1F1B needs less activation memory",
-            "GPipe keeps all m micro-batches' activations, 1F1B about p, for the same bubble"
-            " (Narayanan et al. 2021, Sec. 2.2.1).",
-        ),
-        Rule(
-            "PM206",
-            WARNING,
-            "pipeline stages unbalanced by the embedding or output layer",
-            "Every stage waits for the slowest: an extra output layer and loss on the last stage"
-            " stretch each of the m steps (Narayanan et al. 2021, Sec. 3).",
-        ),
-        Rule(
-            "PM207",
-            WARNING,
-            "expert all-to-all crosses nodes and dominates the MoE layer",
-            "Token dispatch and combine move k copies of every token four times a layer; across"
-            " nodes they run at NIC speed, not NVLink's (Megatron-Core MoE; DeepSeek-V3 report,"
-            " Sec. 3.2.2).",
-        ),
-        Rule(
-            "PM208",
-            WARNING,
-            "context-parallel K/V exchange not hidden",
-            "The ring passes K and V cp-1 times, each under 1/cp of the attention; a short s/cp"
-            " leaves too little attention to hide it (Liu et al. 2023, Ring Attention).",
-        ),
-        Rule(
-            "PM301",
-            INFO,
-            "TP > 1 without sequence parallelism",
-            "SP shards LayerNorm/dropout activations t ways for the same communication volume"
-            " (Korthikanti et al. 2022, Sec. 4.2.2).",
-        ),
-        Rule(
-            "PM302",
-            INFO,
-            "DP > 1 without ZeRO-1",
-            "Each DP replica keeps the same 12 B/param of optimizer state; ZeRO-1 shards it"
-            " (Rajbhandari et al. 2020, ZeRO, Sec. 5).",
-        ),
-        Rule(
-            "PM303",
-            INFO,
-            "TP communication above 30% of compute",
-            "TP comm / compute = 8(t-1)P / (24 h BW), independent of batch: only h, t or the link"
-            " change it (Narayanan et al. 2021, Sec. 3.2; alpha-beta ring costs).",
-        ),
-    )
-}
 
 
-@dataclass
-class Finding:
-    rule: str
-    message: str
-    fix: str
-    figures: dict = field(default_factory=dict)
-
-    @property
-    def severity(self) -> str:
-        return RULES[self.rule].severity
-
-    def to_json(self) -> dict:
-        return {
-            "rule": self.rule,
-            "severity": self.severity,
-            "title": RULES[self.rule].title,
-            "message": self.message,
-            "fix": self.fix,
-            "figures": self.figures,
-        }
 
 
-def _config_or_problem(plan: Plan) -> tuple[Config | None, list[Finding]]:
-    try:
-        cfg = resolve_config(plan)
-    except PerfModelError as e:
-        return None, [Finding("PM102", str(e), "pick tp and pp whose product divides num_gpus")]
-    return cfg, [
-        Finding(rule, f"{fld}: {msg}", msg.split("; ")[-1] if "; " in msg else f"fix {fld}")
-        for rule, fld, msg in config_problems(plan, cfg)
-    ]
 
 
-def _evaluate_variants(plan: Plan, cfgs: list[Config]) -> list[dict]:
-    valid = [c for c in cfgs if not config_problems(plan, c)]
-    if not valid:
-        return []
-    raw = evaluate(plan, Knobs.from_configs(valid))
-    raw.pop("stages")
-    return [{"config": c, **{k: v[i] for k, v in raw.items()}} for i, c in enumerate(valid)]
 
 
-def _fits_fixes(plan: Plan, cfg: Config) -> list[tuple[str, Config]]:
-    n, gpn, L, heads = (
-        plan.system.num_gpus,
-        plan.system.gpus_per_node,
-        plan.model.num_layers,
-        plan.model.num_attention_heads,
-    )
-    out = []
-    if cfg.tp > 1 and not cfg.sequence_parallel:
-        out.append(("enable sequence_parallel", replace(cfg, sequence_parallel=True)))
-    if cfg.recompute == "none":
-        out.append(("recompute: selective", replace(cfg, recompute="selective")))
-        if cfg.tp > 1 and not cfg.sequence_parallel:
-            out.append(
-                (
-                    "sequence_parallel + selective recompute",
-                    replace(cfg, sequence_parallel=True, recompute="selective"),
-                )
-            )
-    if cfg.recompute != "full":
-        out.append(("recompute: full", replace(cfg, recompute="full")))
-    for z in range(cfg.zero_stage + 1, 4):
-        if cfg.dp > 1:
-            out.append((f"zero_stage: {z}", replace(cfg, zero_stage=z)))
-    if cfg.schedule == "gpipe":
-        out.append(("schedule: 1f1b", replace(cfg, schedule="1f1b")))
-    if cfg.micro_batch_size > 1:
-        out.append(
-            (
-                f"micro_batch_size: {cfg.micro_batch_size // 2}",
-                replace(cfg, micro_batch_size=cfg.micro_batch_size // 2),
-            )
-        )
-    if 2 * cfg.tp <= gpn and heads % (2 * cfg.tp) == 0 and cfg.dp % 2 == 0:
-        out.append(
-            (f"tp: {2 * cfg.tp} (dp {cfg.dp // 2})", replace(cfg, tp=2 * cfg.tp, dp=cfg.dp // 2))
-        )
-    if L % (2 * cfg.pp * cfg.vp) == 0 and cfg.dp % 2 == 0:
-        out.append(
-            (f"pp: {2 * cfg.pp} (dp {cfg.dp // 2})", replace(cfg, pp=2 * cfg.pp, dp=cfg.dp // 2))
-        )
-    return [(label, c) for label, c in out if c.tp * c.pp * c.dp == n]
 
 
-def _rule_memory(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
-    v = est.values
-    if v["fits"]:
-        return []
-    over = v["total_bytes"] - v["capacity_bytes"]
-    parts = ", ".join(
-        f"{k.replace('_bytes', '')} {fmt_bytes(v[k])}"
-        for k in (
-            "weights_bytes",
-            "gradients_bytes",
-            "optimizer_bytes",
-            "activations_bytes",
-            "other_bytes",
-        )
-    )
-    options = _fits_fixes(plan, cfg)
-    results = _evaluate_variants(plan, [c for _, c in options])
-    labels = {id(c): label for label, c in options}
-    fitting = sorted((r for r in results if r["fits"]), key=lambda r: r["step_time_s"])
-    if fitting:
-        best = fitting[0]
-        delta = 100 * (best["step_time_s"] / v["step_time_s"] - 1)
-        fix = (
-            f"{labels[id(best['config'])]}: {fmt_bytes(best['total_bytes'])} per GPU, step time "
-            f"{delta:+.1f}% (the fastest single change that fits)"
-        )
-    else:
-        total = mem.total_params(LayerShape.of(plan.model), plan.model.num_layers, plan.seq_length)
-        states = sum(mem.model_state_bytes(total, 1, 0, Setting.of(plan).precision))
-        need = int(np.ceil(states / v["capacity_bytes"]))
-        fix = (
-            f"no single change fits: the model states alone ({fmt_bytes(states)}) need at least"
-            f" {need} GPUs of {fmt_bytes(v['capacity_bytes'])} before activations; add GPUs"
-            " (`perfmodel plan` finds the layout) or shard the states with ZeRO over data"
-            " parallelism"
-        )
-    return [
-        Finding(
-            "PM101",
-            f"needs {fmt_bytes(v['total_bytes'])} per GPU, {fmt_bytes(over)} over the "
-            f"{fmt_bytes(v['capacity_bytes'])} of HBM ({parts})",
-            fix,
-            {
-                "total_bytes": v["total_bytes"],
-                "capacity_bytes": v["capacity_bytes"],
-                "over_bytes": over,
-            },
-        )
-    ]
 
 
 def _rule_tp_cross_node(plan: Plan, cfg: Config) -> list[Finding]:
@@ -612,10 +317,10 @@ def check(plan: Plan, ignore: list[str] | None = None) -> list[Finding]:
         raise PerfModelError(
             f"unknown rule ID(s) {', '.join(unknown)}; see `perfmodel check --list-rules`"
         )
-    cfg, findings = _config_or_problem(plan)
+    cfg, findings = config_or_problem(plan)
     if cfg is not None and not findings:
         est = estimate(plan, cfg)
-        findings += _rule_memory(plan, cfg, est)
+        findings += rule_memory(plan, cfg, est)
         findings += _rule_tp_cross_node(plan, cfg)
         findings += _rule_bubble(plan, cfg, est)
         findings += _rule_memory_bound_gemm(plan, cfg)

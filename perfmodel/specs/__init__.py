@@ -31,7 +31,21 @@ _WHERE = {
     "DTYPE_BYTES": "precision",
     "DTYPES": "precision",
 }
-__all__ = sorted(_WHERE)
+__all__ = [
+    "DTYPES",
+    "DTYPE_BYTES",
+    "GPU",
+    "RECOMPUTE",
+    "SCHEDULES",
+    "Config",
+    "Link",
+    "Model",
+    "Parallel",
+    "Plan",
+    "Precision",
+    "System",
+    "Training",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,245 @@
+"""The blocks of a plan and what one micro-batch through each costs: the Setting every cost reads
+(shapes, precision, GPU numbers, kernels), the layer, embedding and LM head as op lists
+(cost/ops.py), and their times, stored activations and parameters per distinct knob combination,
+gathered back into arrays over configurations (perfmodel/engine/evaluate.py composes them into a
+step)."""
+
+from __future__ import annotations
+from dataclasses import dataclass
+import numpy as np
+from perfmodel.cost import step as stp
+from perfmodel.cost.layer import Hardware, Op, time_block
+from perfmodel.cost.ops import in_modules
+from perfmodel.cost.transformer import (
+    LayerShape,
+    Options,
+    decoder_layer,
+    embedding,
+    grad_accumulation_bytes,
+    lm_head,
+)
+from perfmodel.engine.knobs import CP_COMM_NAMES, Knobs
+from perfmodel.engine.mesh import Mesh
+from perfmodel.specs import Plan, Precision
+
+_COMPUTE = ("gemm", "attention", "elementwise")
+
+
+_KEY = ("tp", "micro_batch_size", "sequence_parallel", "cp", "ep", "etp", "cp_comm_type")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What every cost of a plan reads besides the knobs: shapes, precision, GPU numbers,
+    kernels."""
+
+    plan: Plan
+    shape: LayerShape
+    precision: Precision
+    hw: Hardware
+    options: Options
+    moe_pattern: tuple[int, ...]
+
+    @classmethod
+    def of(cls, plan: Plan) -> "Setting":
+        tr = plan.training
+        p = Precision.of(tr.dtype, tr.grad_accum_fp32, tr.optimizer, tr.mfu_peak)
+        opts = Options(
+            gemm_bytes=p.gemm_bytes,
+            act_bytes=p.activation_bytes,
+            flash=tr.flash_attention,
+            persist_ln=tr.persist_layer_norm,
+            dispatcher=tr.moe_token_dispatcher_type,
+            a2a_overlap=tr.moe_a2a_overlap,
+            dropout=plan.model.has_dropout,
+            bias_fused=tr.bias_gemm_fusion,
+            fused_ce=tr.fused_cross_entropy,
+            tp_overlap_ub=tr.tp_comm_overlap_ub,
+            fp8_param_gather=tr.fp8_param_gather,
+            grad_accum_bytes=grad_accumulation_bytes(
+                p.activation_bytes, tr.grad_accumulation_fusion, p.gradient_bytes
+            ),
+        )
+        return cls(
+            plan,
+            LayerShape.of(plan.model),
+            p,
+            Hardware.from_gpu(plan.system.gpu, p.compute),
+            opts,
+            tuple(plan.model.moe_pattern()),
+        )
+
+    @property
+    def moe_layers(self) -> int:
+        return sum(self.moe_pattern)
+
+    def kinds(self) -> list[str]:
+        """The layer kinds this model has (cost/stages.KINDS order)."""
+        return [
+            k
+            for k, n in (
+                ("dense", len(self.moe_pattern) - self.moe_layers),
+                ("moe", self.moe_layers),
+            )
+            if n
+        ]
+
+
+@dataclass(frozen=True)
+class BlockCost:
+    """One block on one GPU per micro-batch: seconds of compute and communication, forward and
+    backward, and of the attention core's forward (what selective recompute repeats); activation
+    bytes kept under no, selective and full recompute; parameters on the rank (all, and those of the
+    routed experts).
+    """
+
+    fwd: np.ndarray
+    bwd: np.ndarray
+    comm_fwd: np.ndarray
+    comm_bwd: np.ndarray
+    core_fwd: np.ndarray  # compute of the selectively recomputed modules' forward
+    core_comm: np.ndarray  # their communication
+    activations: np.ndarray  # (3, n): recompute none, selective, full
+    params: np.ndarray
+    expert_params: np.ndarray
+
+    @classmethod
+    def of(cls, ops: list[Op], block, t, ep, etp, modules=("core_attn",)) -> "BlockCost":
+        zero = 0.0 * ops[0].fwd_s
+        repeat = {o.name for o in block.ops if in_modules(o, modules)}
+
+        def total(attr, kinds, core_only=False):
+            return sum(
+                (
+                    getattr(o, attr)
+                    for o in ops
+                    if o.kind in kinds and (o.name in repeat or not core_only)
+                ),
+                zero,
+            )
+
+        acts = np.stack(
+            [np.broadcast_to(block.activation_bytes(rc) + zero, np.shape(zero)) for rc in (0, 1, 2)]
+        )
+        expert = sum(op.params for op in block.ops if getattr(op, "shard", "") == "experts")
+        params = (block.params() - expert) / t + expert / (ep * etp) + zero
+        return cls(
+            total("fwd_s", _COMPUTE),
+            total("bwd_s", _COMPUTE),
+            total("fwd_s", ("comm",)),
+            total("bwd_s", ("comm",)),
+            total("fwd_s", _COMPUTE, core_only=True),
+            total("fwd_s", ("comm",), core_only=True),
+            acts,
+            params,
+            expert / (ep * etp) + zero,
+        )
+
+    def seconds(self, recompute=0):
+        """(forward, backward) seconds per micro-batch, communication included; the backward
+        includes what ``recompute`` (a RECOMPUTE_CODES code) repeats of the forward."""
+        rec, rec_comm = stp.layer_recompute(
+            self.fwd, self.comm_fwd, self.core_fwd, recompute, self.core_comm
+        )
+        return self.fwd + self.comm_fwd, self.bwd + self.comm_bwd + rec + rec_comm
+
+    def kept(self, recompute):
+        """Activation bytes kept per micro-batch under each configuration's recompute code."""
+        return np.take_along_axis(self.activations, np.asarray(recompute)[None, :], axis=0)[0]
+
+    def take(self, idx) -> "BlockCost":
+        pick = lambda x: np.asarray(x)[..., idx]  # noqa: E731
+        return BlockCost(*(pick(getattr(self, f)) for f in self.__dataclass_fields__))
+
+
+def block_ops(
+    st: Setting, builder, tp, b, sp, cp=1, ep=1, etp=1, cp_comm: str = "p2p", **kw
+) -> list[Op]:
+    """A block (decoder_layer, lm_head or embedding) described and timed for arrays of the split."""
+    plan = st.plan
+    mesh = Mesh(
+        np.asarray(tp), 1, 1, plan.system, cp=np.asarray(cp), ep=np.asarray(ep), etp=np.asarray(etp)
+    )
+    o = Options(**{**st.options.__dict__, "cp_comm": cp_comm})
+    if builder is decoder_layer:
+        block = builder(st.shape, o, b, plan.seq_length, tp, sp, cp, ep, etp, **kw)
+    else:
+        block = builder(st.shape, o, b, plan.seq_length, tp, sp, cp)
+    sizes = {"tp": tp, "cp": cp, "ep": ep, "etp": etp}
+    links = {d: mesh.link(d) for d in sizes}
+    return (
+        time_block(
+            st.hw,
+            block,
+            gemm_bytes=st.precision.gemm_bytes,
+            sizes=sizes,
+            sp=sp,
+            links=links,
+            overlap=plan.training.tp_comm_overlap,
+        ),
+        block,
+    )
+
+
+def block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
+    """Dense layer, MoE layer, LM head and embedding costs per micro-batch. They depend on the split
+    of a micro-batch only (tp, b, sp, cp, ep, etp, CP's exchange), so each is computed once per
+    distinct split and broadcast back to every configuration."""
+    key = np.zeros(len(k), dtype=np.int64)
+    radix = 1
+    for name in _KEY:  # mixed-radix code of the split, column by column (np.unique on rows is slow)
+        col = np.asarray(getattr(k, name), dtype=np.int64)
+        top = int(col.max(initial=0)) + 1
+        if (
+            radix * top >= 2**62
+        ):  # too wide for one int64: renumber the column by its distinct values
+            values, col = np.unique(col, return_inverse=True)
+            col, top = col.ravel(), len(values)
+        key, radix = key * top + col, radix * top
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    u = {name: np.asarray(getattr(k, name), dtype=np.int64)[first] for name in _KEY}
+    builders = [("embedding", embedding, {}), ("head", lm_head, {})]
+    builders += [(kind, decoder_layer, {"moe": kind == "moe"}) for kind in st.kinds()]
+    out: dict[str, BlockCost] = {}
+    for name, builder, kw in builders:
+        parts = []
+        for code in np.unique(u["cp_comm_type"]):
+            rows = np.flatnonzero(u["cp_comm_type"] == code)
+            f = {n: u[n][rows].astype(float) for n in ("tp", "micro_batch_size", "cp", "ep", "etp")}
+            sp = u["sequence_parallel"][rows].astype(bool)
+            ops, block = block_ops(
+                st,
+                builder,
+                f["tp"],
+                f["micro_batch_size"],
+                sp,
+                f["cp"],
+                f["ep"],
+                f["etp"],
+                CP_COMM_NAMES[int(code)],
+                **kw,
+            )
+            parts.append(
+                (
+                    rows,
+                    BlockCost.of(
+                        ops, block, f["tp"], f["ep"], f["etp"], st.plan.training.recompute_modules
+                    ),
+                )
+            )
+        out[name] = _merge(parts, len(first)).take(inverse)
+    return out
+
+
+def _merge(parts: list[tuple[np.ndarray, BlockCost]], n: int) -> BlockCost:
+    if len(parts) == 1:
+        return parts[0][1]
+    fields = {}
+    for name in BlockCost.__dataclass_fields__:
+        first = np.asarray(getattr(parts[0][1], name))
+        arr = np.zeros(first.shape[:-1] + (n,))
+        for rows, c in parts:
+            arr[..., rows] = getattr(c, name)
+        fields[name] = arr
+    return BlockCost(**fields)

@@ -1,0 +1,174 @@
+"""Megatron-LM's arguments as data, shared by the Megatron-LM and NeMo readers: which flag sets which
+plan field, which do not change the cost, which perfmodel cannot model, and Megatron's defaults and
+argument rules (megatron/training/arguments.py)."""
+
+from __future__ import annotations
+import re
+from dataclasses import dataclass, field
+
+
+# flag -> (section, field, kind); kind: int, str, True/False (a switch that sets the field to that
+# value)
+MODEL = {
+    "--num-layers": "num_layers",
+    "--hidden-size": "hidden_size",
+    "--num-attention-heads": "num_attention_heads",
+    "--kv-channels": "kv_channels",
+    "--ffn-hidden-size": "ffn_hidden_size",
+    "--seq-length": "seq_length",
+    "--vocab-size": "vocab_size",
+    "--num-experts": "num_moe_experts",
+    "--moe-router-topk": "moe_router_topk",
+    "--moe-ffn-hidden-size": "moe_ffn_hidden_size",
+    "--q-lora-rank": "q_lora_rank",
+    "--kv-lora-rank": "kv_lora_rank",
+    "--moe-shared-expert-intermediate-size": "moe_shared_expert_intermediate_size",
+    "--qk-head-dim": "qk_head_dim",
+    "--qk-pos-emb-head-dim": "qk_pos_emb_head_dim",
+    "--v-head-dim": "v_head_dim",
+    "--moe-layer-freq": "moe_layer_freq",
+}
+
+
+PARALLEL = {
+    "--tensor-model-parallel-size": "tp",
+    "--pipeline-model-parallel-size": "pp",
+    "--context-parallel-size": "cp",
+    "--expert-model-parallel-size": "ep",
+    "--expert-tensor-parallel-size": "etp",
+    "--micro-batch-size": "micro_batch_size",
+    "--num-virtual-stages-per-pipeline-rank": "vp",
+    "--cp-comm-type": "cp_comm_type",
+    "--decoder-first-pipeline-num-layers": "decoder_first_pipeline_num_layers",
+    "--decoder-last-pipeline-num-layers": "decoder_last_pipeline_num_layers",
+}
+
+
+TRAINING_VALUES = {
+    "--global-batch-size": "global_batch_size",
+    "--optimizer": "optimizer",
+    "--moe-token-dispatcher-type": "moe_token_dispatcher_type",
+}
+
+
+SWITCHES = {  # flag -> (section, field, value)
+    "--swiglu": ("model", "mlp", "swiglu"),
+    "--squared-relu": ("model", "mlp", "squared-relu"),
+    "--untie-embeddings-and-output-weights": ("model", "tied_embeddings", False),
+    "--disable-bias-linear": ("model", "add_bias_linear", False),
+    "--qk-layernorm": ("model", "qk_layernorm", True),
+    "--sequence-parallel": ("parallel", "sequence_parallel", True),
+    "--use-distributed-optimizer": ("parallel", "zero_stage", 1),
+    "--bf16": ("training", "dtype", "bf16"),
+    "--fp16": ("training", "dtype", "fp16"),
+    "--use-flash-attn": ("training", "flash_attention", True),
+    "--overlap-grad-reduce": ("training", "overlap_grad_reduce", True),
+    "--overlap-param-gather": ("training", "overlap_param_gather", True),
+    "--tp-comm-overlap": ("training", "tp_comm_overlap", True),
+    "--fp8-param-gather": ("training", "fp8_param_gather", True),
+    "--group-query-attention": None,
+    "--multi-latent-attention": None,  # read with the flags they enable
+}
+
+
+OTHER_VALUES = (
+    "--num-query-groups",
+    "--normalization",
+    "--position-embedding-type",
+    "--hidden-dropout",
+    "--attention-dropout",
+    "--recompute-granularity",
+    "--recompute-method",
+    "--recompute-num-layers",
+    "--recompute-modules",
+    "--fp8-format",
+    "--attention-backend",
+    "--num-layers-per-virtual-pipeline-stage",
+    "--nproc_per_node",
+    "--nproc-per-node",
+    "--nnodes",
+    "--transformer-impl",
+)
+
+
+NO_COST = re.compile(
+    r"^--(lr.*|min-lr|train-(iters|samples)|eval-.*|save.*|load|log-.*|tensorboard.*|wandb-.*|data-path|split|"
+    r"vocab-file|merge-file|tokenizer-.*|seed|weight-decay|clip-grad|adam-.*|init-method-std|master[_-]addr|"
+    r"master[_-]port|node[_-]rank|exit-.*|distributed-backend|use-mcore-models|max-position-embeddings|"
+    r"rampup-batch-size|ckpt-.*|dist-ckpt-.*|no-load-.*|finetune|override-opt_param-scheduler|mock-data|"
+    r"use-checkpoint-args|timing-log-level|manual-gc.*|no-create-attention-mask-in-dataloader|"
+    r"num-workers|rdzv.*|standalone|no-position-embedding|rotary-base|rotary-percent|"
+    r"moe-router-load-balancing-type|moe-aux-loss-coeff|moe-z-loss-coeff|moe-router-dtype|no-load-optim|no-load-rng|"
+    r"micro-batch-size-for-eval|profile.*|use-pytorch-profiler|empty-unused-memory-level|log_interval)$"
+)
+
+
+CANNOT = {
+    "--encoder-num-layers": "encoder-decoder models (T5)",
+    "--encoder-seq-length": "encoder-decoder models (T5)",
+    "--hybrid-override-pattern": "hybrid Mamba layers",
+    "--mtp-num-layers": "multi-token prediction layers",
+    "--fp4-format": "FP4 training",
+    "--cpu-offloading": "activation or weight offloading to the CPU",
+    "--moe-expert-capacity-factor": "token dropping (it models dropless routing)",
+    "--heterogeneous-layers-config-path": "heterogeneous layers",
+    "--pipeline-model-parallel-layout": "a custom pipeline layout",
+    "--account-for-embedding-in-pipeline-split": "embedding-aware layer splits",
+    "--account-for-loss-in-pipeline-split": "loss-aware layer splits",
+    "--use-torch-fsdp2": "PyTorch FSDP2",
+}
+
+
+@dataclass
+class Imported:
+    plan: dict  # a plan mapping, as a plan file holds it
+    ignored: list[str] = field(default_factory=list)
+    unrecognized: list[str] = field(default_factory=list)
+    assumed: list[str] = field(default_factory=list)
+
+
+def megatron_defaults(name: str, gpu: str, training: dict | None = None) -> Imported:
+    """A plan mapping holding Megatron's defaults where a launch file is silent
+    (megatron/training/arguments.py): biases, tied embeddings, dropout, a GELU MLP, LayerNorm,
+    learned positions; no parallelism, no recompute, no SP, no distributed optimizer, the 1F1B
+    schedule; the megatron-core profile."""
+    return Imported(
+        {
+            "model": {
+                "name": name,
+                "add_bias_linear": True,
+                "tied_embeddings": True,
+                "dropout": True,
+                "mlp": "gelu",
+                "normalization": "layernorm",
+                "position_embedding": "learned",
+            },
+            "system": {"gpu": gpu},
+            "training": {"framework": "megatron-core", **(training or {})},
+            "parallel": {
+                "tp": 1,
+                "pp": 1,
+                "cp": 1,
+                "vp": 1,
+                "zero_stage": 0,
+                "recompute": "none",
+                "sequence_parallel": False,
+                "schedule": "1f1b",
+            },
+        }
+    )
+
+
+def megatron_rules(out: Imported, sp_key: str, who: str) -> None:
+    """Megatron's rules once a file is read: vp > 1 runs the interleaved schedule; SP is off at TP 1
+    (Megatron turns it off, and says so); MoE runs EP 1 and expert TP = TP unless given
+    (Megatron-Core)."""
+    model, parallel = out.plan["model"], out.plan["parallel"]
+    if parallel["vp"] > 1:
+        parallel["schedule"] = "interleaved"
+    if parallel["sequence_parallel"] and parallel["tp"] == 1:
+        parallel["sequence_parallel"] = False
+        out.assumed.append(f"{sp_key} with tensor parallelism 1: off, as {who} turns it off")
+    if "num_moe_experts" in model:
+        parallel.setdefault("ep", 1)
+        parallel.setdefault("etp", parallel["tp"])

@@ -1,0 +1,188 @@
+"""What `plan` and `estimate` print: the top configurations, the per-iteration breakdown, throughput
+and memory of one estimate."""
+
+from __future__ import annotations
+from perfmodel.output.console import kv, line, pct, table
+from perfmodel.output.render import config_short, config_text, memory
+from perfmodel.units import fmt_bytes, fmt_time
+
+
+def estimate(plan, est, ops=None) -> None:
+    """Per-layer table (optional), per-iteration breakdown, throughput and memory of one
+    estimate."""
+    from perfmodel.engine.estimate import ops_json
+
+    j = est.to_json()
+    c = j["config"]
+    head = (
+        f"{plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}:"
+        f" {config_text(c, j['stage_layers'])}"
+    )
+    if not j["memory"]["fits"]:  # the verdict before the figures
+        line(
+            f"[red]DOES NOT FIT:[/red] {j['memory']['total_bytes'] / 1e9:.1f} GB needed per GPU, "
+            f"{j['memory']['capacity_bytes'] / 1e9:.1f} GB of HBM"
+        )
+    if ops is not None:
+        op_rows = ops_json(ops)
+        rows = [
+            (
+                r["name"],
+                f"{r['flops']:.3g}" if r["flops"] else "-",
+                fmt_bytes(r["bytes"]),
+                r["bound"],
+                fmt_time(r["forward_s"]),
+                fmt_time(r["backward_s"]),
+            )
+            for r in op_rows
+        ]
+        tf = sum(r["forward_s"] for r in op_rows)
+        tb = sum(r["backward_s"] for r in op_rows)
+        rows.append(("total", "", "", "", fmt_time(tf), fmt_time(tb)))
+        table(
+            "One layer on one GPU, one micro-batch",
+            ["operation", "FLOP", "bytes", "bound", "forward", "backward"],
+            rows,
+            right=[False, True, True, False, True, True],
+            caption=(
+                "comm bytes: per rank on the wire; backward comm: the part not hidden; --json gives"
+                " each op's kind"
+            ),
+        )
+    step = j["step_time_s"]
+    bd = j["breakdown_s"]
+    labels = {
+        "forward": "forward (compute)",
+        "backward": "backward (compute)",
+        "recompute": "recompute",
+        "bubble": "pipeline bubble",
+        "tp_comm": "TP comm (critical path)",
+        "pp_comm": "PP point-to-point",
+        "dp_comm": "DP grad sync (not hidden)",
+        "zero_comm": "ZeRO-3 gathers",
+        "optimizer": "optimizer step",
+        "overhead": "framework overheads (fitted)",
+    }
+    table(
+        f"Per-iteration breakdown: {head}",
+        ["component", "time", "share"],
+        [(labels[k], fmt_time(v), pct(v / step)) for k, v in bd.items()]
+        + [("step time", fmt_time(step), "100%")],
+        right=[False, True, True],
+        caption=(
+            f"slowest stage: {j['slowest_stage']} (first {fmt_time(j['stage_time_s']['first'])},"
+            f" middle {fmt_time(j['stage_time_s']['middle'])}, last"
+            f" {fmt_time(j['stage_time_s']['last'])} per micro-batch)"
+        ),
+    )
+    band = j.get("expected_error")
+    band_text = (
+        ""
+        if not band
+        else (
+            f" (expected {fmt_time(band['step_time_range_s'][0])} to"
+            f" {fmt_time(band['step_time_range_s'][1])}: +-{100 * band['mean_abs_error']:.0f}%"
+            f" typical, +-{100 * band['max_abs_error']:.0f}% worst, from {band['basis']})"
+        )
+    )
+    kv(
+        "Throughput",
+        [
+            ("step time", fmt_time(step) + band_text),
+            ("tokens/s", f"{j['tokens_per_s']:,.0f} ({j['tokens_per_s_per_gpu']:,.0f} per GPU)"),
+            (
+                "model TFLOP/s per GPU",
+                f"{j['model_tflops_per_gpu']:.1f} TFLOP/s (MFU {pct(j['mfu'])})",
+            ),
+            (
+                "hardware TFLOP/s per GPU",
+                f"{j['hardware_tflops_per_gpu']:.1f} TFLOP/s (HFU {pct(j['hfu'])})",
+            ),
+            (
+                "pipeline bubble, wall clock",
+                (
+                    f"{pct(j['bubble_over_step'])} closed form (equal stages),"
+                    f" {pct(j['bubble_simulated_over_step'])} simulated; over ideal"
+                    f" {pct(j['bubble_over_ideal'])}; {pct(j['bubble_share_of_step'])} of this step"
+                ),
+            ),
+            ("FLOP convention", j["flop_convention"]),
+        ],
+    )
+    m = j["memory"]
+    memory(
+        m,
+        "Memory per GPU (most loaded stage); model states = weights + gradients + optimizer "
+        f"= {fmt_bytes(m['weights_bytes'] + m['gradients_bytes'] + m['optimizer_bytes'])}",
+    )
+    for a in j["assumed"]:
+        line(f"assumed: {a}")
+    for w in j["warnings"]:
+        line(f"[yellow]warning:[/yellow] {w}")
+
+
+def plan(plan_obj, result) -> None:
+    """The top configurations, the best one's breakdown, and the search's accounting."""
+    rows = []
+    marks = ["~" if e.equivalent_to_best else "" for e in result.results]
+    for i, e in enumerate(result.results, 1):
+        j = e.to_json()
+        c = j["config"]
+        sched = {"gpipe": " gpipe", "1f1b": "", "interleaved": ""}[c["schedule"]]
+        rows.append(
+            (
+                f"{i}{marks[i - 1]}",
+                config_short(c) + sched,
+                fmt_time(j["step_time_s"]),
+                f"{j['tokens_per_s_per_gpu']:,.0f}",
+                pct(j["mfu"]),
+                pct(j["bubble_over_step"]),
+                fmt_bytes(j["memory"]["total_bytes"]),
+            )
+        )
+    if rows:
+        table(
+            f"Top {len(rows)} of {result.feasible:,}: {plan_obj.model.name},"
+            f" {plan_obj.system.num_gpus} x {plan_obj.system.gpu.name}, batch"
+            f" {plan_obj.training.global_batch_size}, {plan_obj.training.dtype}",
+            ["#", "configuration", "step", "tok/s", "MFU", "bubble", "mem/GPU"],
+            rows,
+            right=[True, False, True, True, True, True, True],
+            caption=(
+                "tp pp dp (cp ep) vp; b: micro-batch; sp: sequence parallel; rc: recompute;\n"
+                "z: ZeRO stage; tok/s: tokens/s per GPU; framework: "
+            )
+            + plan_obj.training.framework,
+        )
+        _equivalents(result)
+        estimate(plan_obj, result.results[0])
+    line(
+        f"evaluated {result.evaluated:,} configurations in {result.search_time_s:.2f} s"
+        f" ({result.evaluated / max(result.search_time_s, 1e-9):,.0f} per second); feasible"
+        f" {result.feasible:,}"
+    )
+    for reason, count in result.rejected.items():
+        line(f"  rejected: {reason}: {count:,}")
+    if result.hint:
+        line(f"[red]{result.hint}[/red]")
+
+
+def _equivalents(result) -> None:
+    """What separates the configurations the model cannot tell apart (~: inside the best's error
+    band)."""
+    same = [(i, e) for i, e in enumerate(result.results, 1) if e.equivalent_to_best]
+    if len(same) < 2 or same[0][1].band is None:
+        return
+    line(
+        f"~ {len(same)} configurations lie within the model's typical error"
+        f" (+-{100 * same[0][1].band.mean:.0f}%) of the best; what separates them:"
+    )
+    for i, e in same:
+        slow = e.slower_link_step_s
+        robust = (
+            f", {100 * (slow / e.values['step_time_s'] - 1):+.1f}% with a 20% slower inter-node"
+            " link"
+            if slow
+            else ""
+        )
+        line(f"  #{i}: {fmt_bytes(e.values['total_bytes'])} per GPU{robust}")

@@ -1,0 +1,189 @@
+"""What the review commands print: `validate`'s tables, `check`'s findings and rule catalogue,
+`compare`'s plans side by side, `sweep`'s rows."""
+
+from __future__ import annotations
+from perfmodel.output.console import line, pct, table
+from perfmodel.output.render import config_short
+from perfmodel.units import fmt_bytes, fmt_time
+
+
+def _knobs_note(case: dict) -> tuple[str, str]:
+    """(table cell, note beneath) for where a run's unstated knobs come from: the paper, another
+    named source, or the search."""
+    k = case["knobs"]
+    if case["searched"]:
+        short = {
+            "micro_batch_size": "mbs",
+            "sequence_parallel": "sp",
+            "recompute": "rc",
+            "zero_stage": "zero",
+        }
+        return "searched", ", ".join(f"{short.get(n, n)} {v}" for n, v in case["chosen"].items())
+    if case["knobs_from"]:
+        return (
+            "other source",
+            f"mbs {k['micro_batch_size']}, vp {k['vp']} from the {case['knobs_from']}",
+        )
+    return "published", ""
+
+
+def validation(report) -> None:
+    """Measured vs predicted step times per table, the SP + selective gain, and Table 4 per
+    layer."""
+    j = report.to_json()
+    for name, summary in j["tables"].items():
+        rows, notes = [], []
+        for c in j["cases"]:
+            if c["table"] != name:
+                continue
+            cell, note = _knobs_note(c)
+            rows.append(
+                (
+                    c["case"],
+                    fmt_time(c["measured_step_time_s"]),
+                    fmt_time(c["predicted_step_time_s"]),
+                    f"{c['error_pct']:+.1f}%",
+                    pct(c["predicted_mfu"]),
+                    cell,
+                )
+            )
+            if note:
+                notes.append(f"  {c['case']}: {note}")
+        table(
+            summary["title"],
+            ["case", "measured", "predicted", "error", "MFU", "knobs"],
+            rows,
+            right=[False, True, True, True, True, False],
+            caption=(
+                f"mean |error| {summary['mean_abs_error_pct']:.2f}%, max"
+                f" {summary['max_abs_error_pct']:.2f}% over {summary['cases']}"
+                f" run{'s' if summary['cases'] != 1 else ''} (MFU: predicted)\nmean signed error"
+                f" {summary['mean_error_pct']:+.2f}%: {summary['runs_predicted_fast']} of"
+                f" {summary['cases']} predicted faster than measured"
+            ),
+        )
+        if notes:
+            line("knobs no source states, and where they come from:")
+            for n in notes:
+                line(n)
+            line()
+    if j["sp_gain"]:
+        table(
+            "SP + selective recompute over full recompute (Korthikanti Table 5: +29% to +32%)",
+            ["model", "measured gain", "predicted gain"],
+            [
+                (g["model"], f"{g['measured_gain_pct']:+.1f}%", f"{g['predicted_gain_pct']:+.1f}%")
+                for g in j["sp_gain"]
+            ],
+        )
+    if j["per_layer"]:
+        table(
+            "Korthikanti Table 4: one 22B layer on TP8 (ms; backward includes recompute)",
+            ["variant", "fwd measured", "fwd predicted", "bwd measured", "bwd predicted"],
+            [
+                (
+                    r["variant"],
+                    f"{r['measured_fwd_ms']:.1f}",
+                    f"{r['predicted_fwd_ms']:.1f} ({r['fwd_error_pct']:+.1f}%)",
+                    f"{r['measured_bwd_ms']:.1f}",
+                    f"{r['predicted_bwd_ms']:.1f} ({r['bwd_error_pct']:+.1f}%)",
+                )
+                for r in j["per_layer"]
+            ],
+        )
+
+
+def findings(items, plan_label: str) -> None:
+    """Findings grouped by severity, each with its cost and fix."""
+    if not items:
+        line(f"{plan_label}: no findings")
+        return
+    colors = {"error": "red", "warning": "yellow", "info": "cyan"}
+    for sev in ("error", "warning", "info"):
+        group = [f for f in items if f.severity == sev]
+        if not group:
+            continue
+        line(f"[{colors[sev]}]{sev.upper()}S ({len(group)})[/{colors[sev]}]")
+        for f in group:
+            j = f.to_json()
+            line(f"  {j['rule']} {j['title']}")
+            line(f"        {j['message']}")
+            line(f"        fix: {j['fix']}")
+    counts = {s: sum(f.severity == s for f in items) for s in ("error", "warning", "info")}
+    line(
+        f"{plan_label}: {counts['error']} error(s), {counts['warning']} warning(s),"
+        f" {counts['info']} info"
+    )
+
+
+def rules(catalogue) -> None:
+    table(
+        "perfmodel check rules",
+        ["rule", "severity", "title", "why it matters"],
+        [(r.id, r.severity, r.title, r.why) for r in catalogue.values()],
+        right=[False] * 4,
+    )
+
+
+def comparison(c) -> None:
+    """`compare`: the plans side by side, then the verdicts and each plan's findings."""
+    from perfmodel.review.compare import rows
+
+    labels = [s.label for s in c.sides]
+    table(
+        "Plans side by side (in brackets: the difference from " + labels[0] + ")",
+        ["", *labels],
+        [(name, *cells) for name, cells in rows(c)],
+        right=[False] + [True] * len(labels),
+    )
+    for v in c.verdicts:
+        line(v)
+    for s in c.sides:
+        for f in s.findings:
+            line(f"{s.label}: {f.rule} {f.severity}: {f.message}")
+
+
+def sweep(result) -> None:
+    """`sweep`: one row per value; throughput and per-GPU throughput relative to the first value
+    that ran."""
+    first = next((p.est.values for p in result.points if p.est is not None), None)
+    rows = []
+    for p in result.points:
+        if p.est is None:
+            rows.append((p.value, p.num_gpus, "none runs (below)", "-", "-", "-", "-", "-"))
+            continue
+        v = p.est.values
+        rows.append(
+            (
+                p.value,
+                p.num_gpus,
+                config_short(p.est.config.as_dict()),
+                fmt_time(v["step_time_s"]),
+                f"{v['tokens_per_s_per_gpu']:,.0f}",
+                pct(v["mfu"]),
+                fmt_bytes(v["total_bytes"]),
+                (
+                    f"{v['tokens_per_s'] / first['tokens_per_s']:.2f}x / "
+                    f"{v['tokens_per_s_per_gpu'] / first['tokens_per_s_per_gpu']:.0%}"
+                ),
+            )
+        )
+    what = "the plan's configuration" if result.fixed else "the fastest configuration that fits"
+    table(
+        f"Sweep of {result.field}: {what} at each value",
+        ["value", "GPUs", "configuration", "step", "tok/s/GPU", "MFU", "memory", "vs first"],
+        rows,
+        right=[False, True, False, True, True, True, True, True],
+        caption=(
+            "vs first: throughput / throughput per GPU against the first row (strong scaling keeps"
+            " the batch, weak scaling grows it with the GPUs)"
+        ),
+    )
+    if result.field == "system.gpu":
+        line(
+            "the links stay the plan's at every value: vary system.intra_node_link or"
+            " system.inter_node_link to change them"
+        )
+    for p in result.points:
+        if p.est is None:
+            line(f"{result.field}={p.value}: {p.error}")

@@ -1,0 +1,135 @@
+"""The memory rule of `perfmodel check` (PM101): how far over the line a plan is, and the cheapest
+changes that make it fit, each evaluated with the same estimate the plan gets."""
+
+from __future__ import annotations
+from dataclasses import replace
+import numpy as np
+from perfmodel.cost import memory as mem
+from perfmodel.cost.transformer import LayerShape
+from perfmodel.errors import PerfModelError
+from perfmodel.engine.estimate import (
+    Estimate,
+    Knobs,
+    evaluate,
+    resolve_config,
+)
+from perfmodel.engine.blocks import Setting
+from perfmodel.engine.rules import config_problems
+from perfmodel.specs import Config, Plan
+from perfmodel.review.catalogue import Finding
+from perfmodel.units import fmt_bytes
+
+
+def config_or_problem(plan: Plan) -> tuple[Config | None, list[Finding]]:
+    try:
+        cfg = resolve_config(plan)
+    except PerfModelError as e:
+        return None, [Finding("PM102", str(e), "pick tp and pp whose product divides num_gpus")]
+    return cfg, [
+        Finding(rule, f"{fld}: {msg}", msg.split("; ")[-1] if "; " in msg else f"fix {fld}")
+        for rule, fld, msg in config_problems(plan, cfg)
+    ]
+
+
+def _evaluate_variants(plan: Plan, cfgs: list[Config]) -> list[dict]:
+    valid = [c for c in cfgs if not config_problems(plan, c)]
+    if not valid:
+        return []
+    raw = evaluate(plan, Knobs.from_configs(valid))
+    raw.pop("stages")
+    return [{"config": c, **{k: v[i] for k, v in raw.items()}} for i, c in enumerate(valid)]
+
+
+def _fits_fixes(plan: Plan, cfg: Config) -> list[tuple[str, Config]]:
+    n, gpn, L, heads = (
+        plan.system.num_gpus,
+        plan.system.gpus_per_node,
+        plan.model.num_layers,
+        plan.model.num_attention_heads,
+    )
+    out = []
+    if cfg.tp > 1 and not cfg.sequence_parallel:
+        out.append(("enable sequence_parallel", replace(cfg, sequence_parallel=True)))
+    if cfg.recompute == "none":
+        out.append(("recompute: selective", replace(cfg, recompute="selective")))
+        if cfg.tp > 1 and not cfg.sequence_parallel:
+            out.append(
+                (
+                    "sequence_parallel + selective recompute",
+                    replace(cfg, sequence_parallel=True, recompute="selective"),
+                )
+            )
+    if cfg.recompute != "full":
+        out.append(("recompute: full", replace(cfg, recompute="full")))
+    for z in range(cfg.zero_stage + 1, 4):
+        if cfg.dp > 1:
+            out.append((f"zero_stage: {z}", replace(cfg, zero_stage=z)))
+    if cfg.schedule == "gpipe":
+        out.append(("schedule: 1f1b", replace(cfg, schedule="1f1b")))
+    if cfg.micro_batch_size > 1:
+        out.append(
+            (
+                f"micro_batch_size: {cfg.micro_batch_size // 2}",
+                replace(cfg, micro_batch_size=cfg.micro_batch_size // 2),
+            )
+        )
+    if 2 * cfg.tp <= gpn and heads % (2 * cfg.tp) == 0 and cfg.dp % 2 == 0:
+        out.append(
+            (f"tp: {2 * cfg.tp} (dp {cfg.dp // 2})", replace(cfg, tp=2 * cfg.tp, dp=cfg.dp // 2))
+        )
+    if L % (2 * cfg.pp * cfg.vp) == 0 and cfg.dp % 2 == 0:
+        out.append(
+            (f"pp: {2 * cfg.pp} (dp {cfg.dp // 2})", replace(cfg, pp=2 * cfg.pp, dp=cfg.dp // 2))
+        )
+    return [(label, c) for label, c in out if c.tp * c.pp * c.dp == n]
+
+
+def rule_memory(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
+    v = est.values
+    if v["fits"]:
+        return []
+    over = v["total_bytes"] - v["capacity_bytes"]
+    parts = ", ".join(
+        f"{k.replace('_bytes', '')} {fmt_bytes(v[k])}"
+        for k in (
+            "weights_bytes",
+            "gradients_bytes",
+            "optimizer_bytes",
+            "activations_bytes",
+            "other_bytes",
+        )
+    )
+    options = _fits_fixes(plan, cfg)
+    results = _evaluate_variants(plan, [c for _, c in options])
+    labels = {id(c): label for label, c in options}
+    fitting = sorted((r for r in results if r["fits"]), key=lambda r: r["step_time_s"])
+    if fitting:
+        best = fitting[0]
+        delta = 100 * (best["step_time_s"] / v["step_time_s"] - 1)
+        fix = (
+            f"{labels[id(best['config'])]}: {fmt_bytes(best['total_bytes'])} per GPU, step time "
+            f"{delta:+.1f}% (the fastest single change that fits)"
+        )
+    else:
+        total = mem.total_params(LayerShape.of(plan.model), plan.model.num_layers, plan.seq_length)
+        states = sum(mem.model_state_bytes(total, 1, 0, Setting.of(plan).precision))
+        need = int(np.ceil(states / v["capacity_bytes"]))
+        fix = (
+            f"no single change fits: the model states alone ({fmt_bytes(states)}) need at least"
+            f" {need} GPUs of {fmt_bytes(v['capacity_bytes'])} before activations; add GPUs"
+            " (`perfmodel plan` finds the layout) or shard the states with ZeRO over data"
+            " parallelism"
+        )
+    return [
+        Finding(
+            "PM101",
+            f"needs {fmt_bytes(v['total_bytes'])} per GPU, {fmt_bytes(over)} over the "
+            f"{fmt_bytes(v['capacity_bytes'])} of HBM ({parts})",
+            fix,
+            {
+                "total_bytes": v["total_bytes"],
+                "capacity_bytes": v["capacity_bytes"],
+                "over_bytes": over,
+            },
+        )
+    ]
