@@ -169,81 +169,91 @@ def simulate(
     the receiver. Busy time counts compute only.
     """
     _check_arguments(p, m, v, schedule, latency)
-    tf = _per_virtual(t_f, p, v, "t_f").tolist()
-    tb = _per_virtual(t_b, p, v, "t_b").tolist()
-    last = p * v - 1
-    # blocking: the sender holds its stage for the transfer and the receiver sees it when it ends
-    send_time, latency = (latency, 0.0) if blocking else (0.0, latency)
-    # plain Python lists in the hot loop: numpy scalars would cost ~10x here
-    done_f: list[list[float | None]] = [[None] * m for _ in range(p * v)]
-    done_b: list[list[float | None]] = [[None] * m for _ in range(p * v)]
+    w = _Walker(p, m, v, _per_virtual(t_f, p, v, "t_f").tolist(),
+                # fmt: skip
+                _per_virtual(t_b, p, v, "t_b").tolist(), latency, blocking, keep_blocks)
     orders = _orders(p, m, v, schedule)
-    pos = [0] * p
-    clock = [0.0] * p
-    busy = [0.0] * p
-    held = [0] * p
-    peak = [0] * p
-    blocks: list[Block] = []
     remaining = sum(len(o) for o in orders)
     while remaining:
-        progressed = False
-        for s in range(p):
-            order, k, t = orders[s], pos[s], clock[s]
-            while k < len(order):
-                kind, i, c = order[k]
-                u = c * p + s
-                if kind == "F":
-                    if u == 0:
-                        ready = 0.0
-                    else:
-                        prev = done_f[u - 1][i]
-                        if prev is None:
-                            break
-                        ready = prev + latency
-                    end = max(t, ready) + tf[u]
-                    if send_time and u != last:
-                        end += send_time
-                    done_f[u][i] = end
-                    held[s] += 1
-                    if held[s] > peak[s]:
-                        peak[s] = held[s]
-                    dur = tf[u]
-                else:
-                    own = done_f[u][i]
-                    if u == last:
-                        ready = own
-                    else:
-                        nxt = done_b[u + 1][i]
-                        if nxt is None or own is None:
-                            break
-                        ready = max(nxt + latency, own)
-                    if ready is None:
-                        break
-                    end = max(t, ready) + tb[u]
-                    if send_time and u != 0:
-                        end += send_time
-                    done_b[u][i] = end
-                    held[s] -= 1
-                    dur = tb[u]
-                if keep_blocks:
-                    start = (
-                        end
-                        - dur
-                        - (
-                            send_time
-                            if (kind == "F" and u != last) or (kind == "B" and u != 0)
-                            else 0.0
-                        )
-                    )
-                    blocks.append(Block(s, kind, i, c, start, start + dur))
-                busy[s] += dur
-                t = end
-                k += 1
-                remaining -= 1
-                progressed = True
-            pos[s], clock[s] = k, t
-        if not progressed:  # cannot happen for the orders above; guards against a bad order
+        done = sum(w.advance(s, orders[s]) for s in range(p))
+        if not done:  # cannot happen for the orders above; guards against a bad order
             raise PerfModelError("the schedule deadlocked")
-    return Simulation(
-        p, m, v, schedule, max(clock), np.array(busy), np.array(peak, dtype=float) / v, blocks
-    )
+        remaining -= done
+    peak = np.array(w.peak, dtype=float) / v
+    return Simulation(p, m, v, schedule, max(w.clock), np.array(w.busy), peak, w.blocks)
+
+
+class _Walker:
+    """The state of a simulated step: when each (virtual stage, micro-batch) forward and backward
+    ends, each stage's position in its order, clock, busy time and micro-batches held. Plain Python
+    lists: numpy scalars would cost ~10x in this loop."""
+
+    def __init__(self, p: int, m: int, v: int, tf: list, tb: list, latency: float, blocking: bool,
+                 keep_blocks: bool):  # fmt: skip
+        self.p, self.tf, self.tb, self.last, self.keep = p, tf, tb, p * v - 1, keep_blocks
+        # blocking: the sender holds its stage for the transfer; the receiver sees it when it ends
+        self.send, self.latency = (latency, 0.0) if blocking else (0.0, latency)
+        self.done_f: list[list[float | None]] = [[None] * m for _ in range(p * v)]
+        self.done_b: list[list[float | None]] = [[None] * m for _ in range(p * v)]
+        self.pos, self.clock, self.busy = [0] * p, [0.0] * p, [0.0] * p
+        self.held, self.peak = [0] * p, [0] * p
+        self.blocks: list[Block] = []
+
+    def advance(self, s: int, order: list) -> int:
+        """Run stage ``s`` through its order until a block waits on another stage; the blocks
+        run."""
+        p, tf, tb, last, send, latency = (
+            self.p,
+            self.tf,
+            self.tb,
+            self.last,
+            self.send,
+            self.latency,
+        )
+        done_f, done_b, held, peak = self.done_f, self.done_b, self.held, self.peak
+        k0 = k = self.pos[s]
+        t = self.clock[s]
+        busy = 0.0
+        while k < len(order):
+            kind, i, c = order[k]
+            u = c * p + s
+            if kind == "F":
+                if u == 0:
+                    ready = 0.0
+                else:
+                    prev = done_f[u - 1][i]
+                    if prev is None:
+                        break
+                    ready = prev + latency
+                dur = tf[u]
+                end = max(t, ready) + dur + (send if u != last else 0.0)
+                done_f[u][i] = end
+                held[s] += 1
+                if held[s] > peak[s]:
+                    peak[s] = held[s]
+                sent = send if u != last else 0.0
+            else:
+                own = done_f[u][i]
+                if u == last:
+                    ready = own
+                else:
+                    nxt = done_b[u + 1][i]
+                    if nxt is None or own is None:
+                        break
+                    ready = max(nxt + latency, own)
+                if ready is None:
+                    break
+                dur = tb[u]
+                sent = send if u != 0 else 0.0
+                end = max(t, ready) + dur + sent
+                done_b[u][i] = end
+                held[s] -= 1
+            if self.keep:
+                start = end - dur - sent
+                self.blocks.append(Block(s, kind, i, c, start, start + dur))
+            busy += dur
+            t = end
+            k += 1
+        self.pos[s], self.clock[s] = k, t
+        self.busy[s] += busy
+        return k - k0

@@ -85,83 +85,84 @@ def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
     only with vp > 1. cp is searched when attention is fused (Megatron-Core's CP needs it) while
     each rank keeps CP_MIN_TOKENS tokens; ep and etp (1 or tp) only for mixture-of-experts models.
     """
-    fx, model, tr = plan.parallel, plan.model, plan.training
-    _fixed_contradictions(fx)
-    n, gbs, L, seq = plan.system.num_gpus, tr.global_batch_size, model.num_layers, plan.seq_length
-    counts: dict[str, int] = {}
+    _fixed_contradictions(plan.parallel)
+    b = _Builder(plan)
+    c = b.layouts(allow_cross_node_tp)
+    c = b.experts(c)
+    c = b.micro(c)
+    knobs = _categorical(c, plan.parallel, b.experts_n > 0, b.facts_of, b.counts)
+    return Space(Knobs(**knobs), Counter(b.counts))
 
-    def facts_of(c: dict) -> object:
-        knobs = {
-            k: c[k]
-            for k in (
-                "tp",
-                "pp",
-                "dp",
-                "cp",
-                "ep",
-                "etp",
-                "vp",
-                "micro_batch_size",
-                "first_stage_layers",
-                "last_stage_layers",
-                "zero_stage",
-            )
-            if k in c
-        }
-        return facts(model, plan.system, gbs, seq, tr, cp_comm=fx.cp_comm_type or "p2p", **knobs)
 
-    def fixed(values, knob):
-        v = getattr(fx, knob)
+_FACT_KNOBS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "micro_batch_size", "first_stage_layers",
+               "last_stage_layers", "zero_stage")  # fmt: skip
+
+
+class _Builder:
+    """The stages of enumerate_space over one plan: candidates as dicts of arrays, the rules applied
+    as masks after each stage, and what each stage rejects counted by reason."""
+
+    def __init__(self, plan: Plan):
+        self.plan, self.fx, self.tr = plan, plan.parallel, plan.training
+        self.n, self.gbs = plan.system.num_gpus, plan.training.global_batch_size
+        self.experts_n = plan.model.num_moe_experts or 0
+        self.counts: dict[str, int] = {}
+
+    def facts_of(self, c: dict) -> object:
+        knobs = {k: c[k] for k in _FACT_KNOBS if k in c}
+        cp_comm = self.fx.cp_comm_type or "p2p"
+        p = self.plan
+        return facts(p.model, p.system, self.gbs, p.seq_length, self.tr, cp_comm=cp_comm, **knobs)
+
+    def fixed(self, values, knob: str) -> np.ndarray:
+        v = getattr(self.fx, knob)
         return np.asarray([x for x in values if v is None or x == v], dtype=np.int64)
 
-    def masked(c, stage, unit, **kw):
-        return _keep(
-            c, apply_masks(stage, facts_of(c), np.ones(c["tp"].size, bool), counts, unit, **kw)
-        )
+    def masked(self, c: dict, stage: str, unit: str, **kw) -> dict:
+        alive = np.ones(c["tp"].size, bool)
+        return _keep(c, apply_masks(stage, self.facts_of(c), alive, self.counts, unit, **kw))
 
-    c = masked(
-        {"tp": fixed(divisors(n), "tp")}, "tp", "tp values", cross_node_tp=allow_cross_node_tp
-    )
-    cps = (
-        [fx.cp]
-        if fx.cp
-        else [
-            d for d in divisors(n) if d == 1 or (tr.flash_attention and seq // d >= CP_MIN_TOKENS)
-        ]
-    )
-    c = _expand(_expand(c, "cp", cps), "pp", fixed(divisors(n), "pp"))
-    c = _keep(c, n % (c["tp"] * c["cp"] * c["pp"]) == 0)
-    c["dp"] = n // (c["tp"] * c["cp"] * c["pp"])
-    c["first_stage_layers"] = np.full(c["tp"].size, fx.decoder_first_pipeline_num_layers or 0)
-    c["last_stage_layers"] = np.full(c["tp"].size, fx.decoder_last_pipeline_num_layers or 0)
-    c = masked(c, "pair", "(tp, cp, pp) combinations")
-    c = _keep(c, (fx.dp is None) | (c["dp"] == (fx.dp or 0)))
-    c = masked(c, "batch", "(tp, cp, pp) combinations")
-    experts = model.num_moe_experts or 0
-    c = _expand(
-        c, "ep", fixed(divisors(experts) if experts else [1], "ep") if fx.ep is None else [fx.ep]
-    )
-    c = _expand(c, "etp", [fx.etp] if fx.etp is not None else [1, 0] if experts else [1])
-    c["etp"] = np.where(
-        c["etp"] == 0, c["tp"], c["etp"]
-    )  # 0 stands for "etp = tp", Megatron's default
-    c = _dedupe_etp(c)
-    c = masked(c, "expert", "(ep, etp) pairs")
-    # mbs divides global_batch / dp (by construction)
-    c = _expand(c, "micro_batch_size", fixed(divisors(gbs), "micro_batch_size"))
-    c = _keep(c, (gbs // c["dp"]) % c["micro_batch_size"] == 0)
-    # vp candidates: the divisors of floor(L/p) and of ceil(L/p), so chunks are as even as they go
-    c = _expand(c, "vp", fixed(range(1, L + 1), "vp"))
-    near = (L // c["pp"]) % c["vp"] == 0
-    near |= (-(-L // c["pp"])) % c["vp"] == 0
-    c = _keep(
-        c,
-        (c["vp"] == 1)
-        | (near & (c["pp"] * c["vp"] <= L))
-        | ((fx.vp is not None) & (c["vp"] == (fx.vp or 0))),
-    )
-    c = masked(c, "micro", "(mbs, vp) pairs")
-    return Space(Knobs(**_categorical(c, fx, experts > 0, facts_of, counts)), Counter(counts))
+    def layouts(self, allow_cross_node_tp: bool) -> dict:
+        """(tp, cp, pp) with dp = num_gpus / (tp cp pp); cp only with fused attention
+        (Megatron-Core's CP needs it) while each rank keeps CP_MIN_TOKENS tokens."""
+        fx, n, seq = self.fx, self.n, self.plan.seq_length
+        c = self.masked({"tp": self.fixed(divisors(n), "tp")}, "tp", "tp values",
+                        cross_node_tp=allow_cross_node_tp)  # fmt: skip
+        flash = self.tr.flash_attention
+        cps = [fx.cp] if fx.cp else [d for d in divisors(n)
+                                     # fmt: skip
+                                     if d == 1 or (flash and seq // d >= CP_MIN_TOKENS)]
+        c = _expand(_expand(c, "cp", cps), "pp", self.fixed(divisors(n), "pp"))
+        c = _keep(c, n % (c["tp"] * c["cp"] * c["pp"]) == 0)
+        c["dp"] = n // (c["tp"] * c["cp"] * c["pp"])
+        c["first_stage_layers"] = np.full(c["tp"].size, fx.decoder_first_pipeline_num_layers or 0)
+        c["last_stage_layers"] = np.full(c["tp"].size, fx.decoder_last_pipeline_num_layers or 0)
+        c = self.masked(c, "pair", "(tp, cp, pp) combinations")
+        c = _keep(c, (fx.dp is None) | (c["dp"] == (fx.dp or 0)))
+        return self.masked(c, "batch", "(tp, cp, pp) combinations")
+
+    def experts(self, c: dict) -> dict:
+        """ep over the divisors of the expert count, etp 1 or tp (Megatron's default), for MoE
+        only."""
+        fx, e = self.fx, self.experts_n
+        eps = self.fixed(divisors(e) if e else [1], "ep") if fx.ep is None else [fx.ep]
+        c = _expand(c, "ep", eps)
+        c = _expand(c, "etp", [fx.etp] if fx.etp is not None else [1, 0] if e else [1])
+        c["etp"] = np.where(c["etp"] == 0, c["tp"], c["etp"])  # 0 stands for "etp = tp"
+        return self.masked(_dedupe_etp(c), "expert", "(ep, etp) pairs")
+
+    def micro(self, c: dict) -> dict:
+        """Micro-batch sizes dividing global batch / dp; vp candidates the divisors of floor(L/p)
+        and of ceil(L/p), so chunks are as even as they go."""
+        fx, gbs, L = self.fx, self.gbs, self.plan.model.num_layers
+        c = _expand(c, "micro_batch_size", self.fixed(divisors(gbs), "micro_batch_size"))
+        c = _keep(c, (gbs // c["dp"]) % c["micro_batch_size"] == 0)
+        c = _expand(c, "vp", self.fixed(range(1, L + 1), "vp"))
+        near = (L // c["pp"]) % c["vp"] == 0
+        near |= (-(-L // c["pp"])) % c["vp"] == 0
+        given = (fx.vp is not None) & (c["vp"] == (fx.vp or 0))
+        c = _keep(c, (c["vp"] == 1) | (near & (c["pp"] * c["vp"] <= L)) | given)
+        return self.masked(c, "micro", "(mbs, vp) pairs")
 
 
 def _dedupe_etp(c: dict) -> dict:

@@ -31,13 +31,6 @@ from perfmodel.inputs.megatron_args import (
 )
 
 
-
-
-
-
-
-
-
 def tokens(text: str) -> list[str]:
     """The words of a launch script or argument file: comments and line continuations dropped,
     simple NAME=value variables substituted (``$X``, ``${X}``, ``$((A*B))``), bash array brackets
@@ -339,9 +332,3 @@ def _system_and_vocab(
                 "the vocabulary size is not in the arguments (it comes from the tokenizer); "
                 "pass --vocab-size N"
             )
-
-
-
-
-
-

@@ -1,11 +1,10 @@
-"""Megatron-LM's arguments as data, shared by the Megatron-LM and NeMo readers: which flag sets which
-plan field, which do not change the cost, which perfmodel cannot model, and Megatron's defaults and
-argument rules (megatron/training/arguments.py)."""
+"""Megatron-LM's arguments as data, shared by the Megatron-LM and NeMo readers: which flag sets
+which plan field, which do not change the cost, which perfmodel cannot model, and Megatron's
+defaults and argument rules (megatron/training/arguments.py)."""
 
 from __future__ import annotations
 import re
 from dataclasses import dataclass, field
-
 
 # flag -> (section, field, kind); kind: int, str, True/False (a switch that sets the field to that
 # value)

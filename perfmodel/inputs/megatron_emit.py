@@ -25,6 +25,12 @@ def to_args(plan, config: dict) -> list[str]:
             f"{plan.model.name}: Megatron-LM has no argument for {', '.join(lacking)}; "
             "write its arguments by hand"
         )
+    return _model_args(plan) + _parallel_args(c) + _training_args(plan)
+
+
+def _model_args(plan) -> list[str]:
+    """The model's shape in Megatron-LM's names (megatron/training/arguments.py)."""
+    m = plan.model
     a = [
         f"--num-layers {m.num_layers}",
         f"--hidden-size {m.hidden_size}",
@@ -78,7 +84,12 @@ def to_args(plan, config: dict) -> list[str]:
         pattern = m.moe_pattern()
         if not all(pattern):
             a.append(f"--moe-layer-freq '{str(pattern).replace(' ', '')}'")
-    a += [
+    return a
+
+
+def _parallel_args(c: dict) -> list[str]:
+    """One configuration's parallel layout, recompute and ZeRO stage as Megatron-LM arguments."""
+    a = [
         f"--tensor-model-parallel-size {c['tp']}",
         f"--pipeline-model-parallel-size {c['pp']}",
         f"--micro-batch-size {c['micro_batch_size']}",
@@ -109,8 +120,13 @@ def to_args(plan, config: dict) -> list[str]:
             "--data-parallel-sharding-strategy "
             + {2: "optim_grads", 3: "optim_grads_params"}[c["zero_stage"]],
         ]
+    return a
+
+
+def _training_args(plan) -> list[str]:
+    """The kernels, overlaps and precision the plan's training section names."""
     t = plan.training
-    a.append("--attention-backend " + ("flash" if t.flash_attention else "unfused"))
+    a = ["--attention-backend " + ("flash" if t.flash_attention else "unfused")]
     a += [
         f"--{k.replace('_', '-')}"
         for k in (

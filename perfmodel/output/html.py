@@ -165,119 +165,100 @@ def html(plan, result, findings, gantt_svg: str | None, note: str = "") -> str:
     """The report as one HTML document."""
     best = result.results[0]
     j = best.to_json()
+    m = j["memory"]
     title = f"{plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}"
     parts = [
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>perfmodel:"
-        f" {escape(title)}</title><style>{CSS}</style></head><body><h1>perfmodel report:"
-        f" {escape(title)}</h1>"
-    ]
-    parts.append(
-        _table(
-            "The plan",
-            ["", ""],
-            [
-                (
-                    "model",
-                    f"{plan.model.name}: {plan.model.num_layers} layers, hidden"
-                    f" {plan.model.hidden_size}, {plan.model.num_attention_heads} heads"
-                    + (f", {plan.model.num_moe_experts} experts" if plan.model.is_moe else ""),
-                ),
-                (
-                    "system",
-                    (
-                        f"{plan.system.num_gpus} x {plan.system.gpu.name},"
-                        f" {plan.system.gpus_per_node} per node; {plan.system.intra_node_link.name}"
-                        f" inside, {plan.system.inter_node_link.name} across"
-                    ),
-                ),
-                (
-                    "training",
-                    (
-                        f"global batch {plan.training.global_batch_size}, sequence"
-                        f" {plan.seq_length}, {plan.training.dtype}, framework"
-                        f" {plan.training.framework}"
-                    ),
-                ),
-            ],
-        )
-    )
-    rows = []
-    for i, e in enumerate(result.results, 1):
-        c, v = e.config, e.values
-        rows.append(
-            (
-                str(i),
-                f"tp {c.tp}, pp {c.pp}, dp {c.dp}"
-                + (f", cp {c.cp}" if c.cp > 1 else "")
-                + (f", ep {c.ep}" if c.ep > 1 else "")
-                + f", vp {c.vp}, mbs {c.micro_batch_size}, "
-                f"SP {'on' if c.sequence_parallel else 'off'}, {c.recompute}, ZeRO {c.zero_stage}",
-                fmt_time(v["step_time_s"]),
-                f"{100 * v['mfu']:.1f}%",
-                fmt_bytes(v["total_bytes"]),
-            )
-        )
-    parts.append(
-        _table(
-            f"Best configurations ({result.feasible:,} feasible of {result.evaluated:,})",
-            ["#", "configuration", "step time", "MFU", "memory/GPU"],
-            rows,
-        )
-    )
-    bd = [(BREAKDOWN[k], val, fmt_time(val)) for k, val in j["breakdown_s"].items() if val > 0]
-    parts.append(
+        (
+            "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>perfmodel:"
+            f" {escape(title)}</title><style>{CSS}</style></head><body><h1>perfmodel report:"
+            f" {escape(title)}</h1>"
+        ),
+        _plan_table(plan),
+        _best_table(result),
         "<h2>Where the step goes (best configuration)</h2>"
-        + _bar("per-iteration breakdown", bd, f"step {fmt_time(j['step_time_s'])}")
-    )
-    m = j["memory"]
-    mem = [(MEMORY[k], m[k], fmt_bytes(m[k])) for k in MEMORY if m[k] > 0]
-    parts.append(
+        + _bar(
+            "per-iteration breakdown",
+            [(BREAKDOWN[k], val, fmt_time(val)) for k, val in j["breakdown_s"].items() if val > 0],
+            f"step {fmt_time(j['step_time_s'])}",
+        ),
         f"<h2>Memory per GPU against capacity: {'fits' if m['fits'] else 'does NOT fit'}</h2>"
         + _bar(
             "memory",
-            mem,
+            [(MEMORY[k], m[k], fmt_bytes(m[k])) for k in MEMORY if m[k] > 0],
             f"total {fmt_bytes(m['total_bytes'])}",
             m["capacity_bytes"],
             f"HBM {fmt_bytes(m['capacity_bytes'])}",
-        )
-    )
-    parts.append(
+        ),
         "<h2>Pipeline schedule (best configuration)</h2>"
-        + (gantt_svg or f"<p class='note'>{escape(note)}</p>")
-    )
+        + (gantt_svg or f"<p class='note'>{escape(note)}</p>"),
+    ]
     if result.points is not None and len(result.points["step_time_s"]):
         parts.append(
             "<h2>Step time against memory</h2>"
             + _scatter(result.points, (j["step_time_s"], m["total_bytes"]), m["capacity_bytes"])
         )
-    parts.append("<h2>Design review (check)</h2>")
-    if findings:
-        parts.append(
-            "<ul>"
-            + "".join(
-                f"<li class='{f.severity}'><b>{f.rule} {f.severity}</b>: {escape(f.message)}"
-                f"<br><i>fix</i>: {escape(f.fix)}</li>"
-                for f in findings
-            )
-            + "</ul>"
-        )
-    else:
-        parts.append("<p>No findings.</p>")
-    parts.append(
-        "<p class='note'>"
-        + "<br>".join(
-            escape(a)
-            for a in ["assumed: " + x for x in best.assumed] + [
-                "warning: " + w for w in best.warnings
-            ]
-        )
-        + "</p>"
-    )
+    parts.append("<h2>Design review (check)</h2>" + _findings(findings))
+    notes = ["assumed: " + x for x in best.assumed] + ["warning: " + w for w in best.warnings]
+    parts.append("<p class='note'>" + "<br>".join(escape(a) for a in notes) + "</p>")
     parts.append(
         "<p class='note'>Written by perfmodel; every figure is a model"
         " prediction.</p></body></html>"
     )
     return "\n".join(parts) + "\n"
+
+
+def _plan_table(plan) -> str:
+    """The plan in three rows: model, system, training."""
+    md, sy, tr = plan.model, plan.system, plan.training
+    experts = f", {md.num_moe_experts} experts" if md.is_moe else ""
+    return _table(
+        "The plan",
+        ["", ""],
+        [
+            ("model", f"{md.name}: {md.num_layers} layers, hidden {md.hidden_size}, "
+                      f"{md.num_attention_heads} heads{experts}"),
+            ("system", f"{sy.num_gpus} x {sy.gpu.name}, {sy.gpus_per_node} per node; "
+                       f"{sy.intra_node_link.name} inside, {sy.inter_node_link.name} across"),
+            ("training", f"global batch {tr.global_batch_size}, sequence {plan.seq_length}, "
+                         f"{tr.dtype}, framework {tr.framework}"),
+        ],
+    )  # fmt: skip
+
+
+def _best_table(result) -> str:
+    """The best configurations, one row each."""
+    rows = []
+    for i, e in enumerate(result.results, 1):
+        c, v = e.config, e.values
+        layout = (
+            f"tp {c.tp}, pp {c.pp}, dp {c.dp}"
+            + (f", cp {c.cp}" if c.cp > 1 else "")
+            + (f", ep {c.ep}" if c.ep > 1 else "")
+            + f", vp {c.vp}, mbs {c.micro_batch_size}, "
+            f"SP {'on' if c.sequence_parallel else 'off'}, {c.recompute}, ZeRO {c.zero_stage}"
+        )
+        rows.append((str(i), layout, fmt_time(v["step_time_s"]), f"{100 * v['mfu']:.1f}%",
+                     fmt_bytes(v["total_bytes"])))  # fmt: skip
+    return _table(
+        f"Best configurations ({result.feasible:,} feasible of {result.evaluated:,})",
+        ["#", "configuration", "step time", "MFU", "memory/GPU"],
+        rows,
+    )
+
+
+def _findings(findings) -> str:
+    """check's findings as a list, each with its fix."""
+    if not findings:
+        return "<p>No findings.</p>"
+    return (
+        "<ul>"
+        + "".join(
+            f"<li class='{f.severity}'><b>{f.rule} {f.severity}</b>: {escape(f.message)}"
+            f"<br><i>fix</i>: {escape(f.fix)}</li>"
+            for f in findings
+        )
+        + "</ul>"
+    )
 
 
 def _table(title: str, headers: list[str], rows) -> str:

@@ -222,20 +222,6 @@ def config_text(c: dict, stage_layers: list | None = None) -> str:
     return out
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def schedule(sim, gantt_rows: list[str], legend: str, title: str) -> None:
     """Figures of a simulated step and its Gantt chart."""
     j = sim.to_json()
@@ -265,8 +251,6 @@ def schedule(sim, gantt_rows: list[str], legend: str, title: str) -> None:
     line(legend)
 
 
-
-
 def config_short(c: dict) -> str:
     """One configuration in a few columns: "tp8 pp8 dp8 vp3 b1 sp rc=sel z1" (cp, ep where used)."""
     extra = "".join(f" {k}{c[k]}" for k in ("cp", "ep") if c.get(k, 1) != 1)
@@ -279,5 +263,3 @@ def config_short(c: dict) -> str:
         + rc
         + f" z{c['zero_stage']}"
     )
-
-

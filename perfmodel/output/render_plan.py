@@ -24,31 +24,51 @@ def estimate(plan, est, ops=None) -> None:
             f"{j['memory']['capacity_bytes'] / 1e9:.1f} GB of HBM"
         )
     if ops is not None:
-        op_rows = ops_json(ops)
-        rows = [
-            (
-                r["name"],
-                f"{r['flops']:.3g}" if r["flops"] else "-",
-                fmt_bytes(r["bytes"]),
-                r["bound"],
-                fmt_time(r["forward_s"]),
-                fmt_time(r["backward_s"]),
-            )
-            for r in op_rows
-        ]
-        tf = sum(r["forward_s"] for r in op_rows)
-        tb = sum(r["backward_s"] for r in op_rows)
-        rows.append(("total", "", "", "", fmt_time(tf), fmt_time(tb)))
-        table(
-            "One layer on one GPU, one micro-batch",
-            ["operation", "FLOP", "bytes", "bound", "forward", "backward"],
-            rows,
-            right=[False, True, True, False, True, True],
-            caption=(
-                "comm bytes: per rank on the wire; backward comm: the part not hidden; --json gives"
-                " each op's kind"
-            ),
+        _per_layer(ops_json(ops))
+    _breakdown(j, head)
+    _throughput(j)
+    m = j["memory"]
+    memory(
+        m,
+        "Memory per GPU (most loaded stage); model states = weights + gradients + optimizer "
+        f"= {fmt_bytes(m['weights_bytes'] + m['gradients_bytes'] + m['optimizer_bytes'])}",
+    )
+    for a in j["assumed"]:
+        line(f"assumed: {a}")
+    for w in j["warnings"]:
+        line(f"[yellow]warning:[/yellow] {w}")
+
+
+def _per_layer(op_rows: list[dict]) -> None:
+    """`estimate --per-layer`: every operation of one layer, forward and backward."""
+    rows = [
+        (
+            r["name"],
+            f"{r['flops']:.3g}" if r["flops"] else "-",
+            fmt_bytes(r["bytes"]),
+            r["bound"],
+            fmt_time(r["forward_s"]),
+            fmt_time(r["backward_s"]),
         )
+        for r in op_rows
+    ]
+    tf = sum(r["forward_s"] for r in op_rows)
+    tb = sum(r["backward_s"] for r in op_rows)
+    rows.append(("total", "", "", "", fmt_time(tf), fmt_time(tb)))
+    table(
+        "One layer on one GPU, one micro-batch",
+        ["operation", "FLOP", "bytes", "bound", "forward", "backward"],
+        rows,
+        right=[False, True, True, False, True, True],
+        caption=(
+            "comm bytes: per rank on the wire; backward comm: the part not hidden; --json gives"
+            " each op's kind"
+        ),
+    )
+
+
+def _breakdown(j: dict, head: str) -> None:
+    """Where the step time goes, component by component."""
     step = j["step_time_s"]
     bd = j["breakdown_s"]
     labels = {
@@ -75,6 +95,11 @@ def estimate(plan, est, ops=None) -> None:
             f" {fmt_time(j['stage_time_s']['last'])} per micro-batch)"
         ),
     )
+
+
+def _throughput(j: dict) -> None:
+    """Step time with its expected error, tokens/s, MFU and HFU, the bubble, the FLOP convention."""
+    step = j["step_time_s"]
     band = j.get("expected_error")
     band_text = (
         ""
@@ -109,16 +134,6 @@ def estimate(plan, est, ops=None) -> None:
             ("FLOP convention", j["flop_convention"]),
         ],
     )
-    m = j["memory"]
-    memory(
-        m,
-        "Memory per GPU (most loaded stage); model states = weights + gradients + optimizer "
-        f"= {fmt_bytes(m['weights_bytes'] + m['gradients_bytes'] + m['optimizer_bytes'])}",
-    )
-    for a in j["assumed"]:
-        line(f"assumed: {a}")
-    for w in j["warnings"]:
-        line(f"[yellow]warning:[/yellow] {w}")
 
 
 def plan(plan_obj, result) -> None:

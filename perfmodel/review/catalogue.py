@@ -1,9 +1,8 @@
-"""The catalogue of `perfmodel check`: every rule with its ID, severity, title and why it matters, and
-the finding a rule produces (its cost in numbers and the cheapest fix)."""
+"""The catalogue of `perfmodel check`: every rule with its ID, severity, title and why it matters,
+and the finding a rule produces (its cost in numbers and the cheapest fix)."""
 
 from __future__ import annotations
 from dataclasses import dataclass, field
-
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 

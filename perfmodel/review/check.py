@@ -28,21 +28,6 @@ from perfmodel.review.check_memory import config_or_problem, rule_memory
 from perfmodel.units import fmt_bytes, fmt_time
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _rule_tp_cross_node(plan: Plan, cfg: Config) -> list[Finding]:
     gpn = plan.system.gpus_per_node
     if Mesh(cfg.tp, cfg.pp, cfg.dp, plan.system).crossing("tp") == "intra":
