@@ -11,8 +11,8 @@ Run: python benchmarks/moe_imbalance.py
 
 from __future__ import annotations
 
-from perfmodel.inputs import presets
 from perfmodel.engine.estimate import estimate, resolve_config
+from perfmodel.inputs import presets
 
 # (sequence length, TFLOP/s per GPU forced balance, dropless),
 # shared/validation/published-modern.yaml

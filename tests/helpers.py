@@ -3,9 +3,9 @@ arguments."""
 
 import numpy as np
 
-from perfmodel.inputs import presets
 from perfmodel.cost.layer import Hardware, Link, time_block
 from perfmodel.cost.transformer import LayerShape, Options, decoder_layer
+from perfmodel.inputs import presets
 
 
 def shape(h, a, g=None, f=None, V=51200, gated=False, bias=True, norm="layernorm"):

@@ -17,7 +17,7 @@ from perfmodel.engine.blocks import Setting, block_ops
 def _block(plan, builder, cfg) -> dict:
     """Seconds per micro-batch of one block: compute and comm, forward and backward, and the
     attention core."""
-    ops, block = block_ops(
+    ops, _ = block_ops(
         Setting.of(plan), builder, float(cfg.tp), float(cfg.micro_batch_size), cfg.sequence_parallel
     )
     out = {"fwd": 0.0, "bwd": 0.0, "cfwd": 0.0, "cbwd": 0.0, "core": 0.0}

@@ -28,8 +28,8 @@ def write_plan(tmp_path, **over):
 def run_bad(runner, args, *needles):
     r = runner.invoke(main, args)
     assert r.exit_code != 0, r.output
-    assert (
-        "Traceback" not in r.output and r.exception is None or isinstance(r.exception, SystemExit)
+    assert ("Traceback" not in r.output and r.exception is None) or isinstance(
+        r.exception, SystemExit
     )
     lines = [x for x in r.output.strip().splitlines() if x.strip()]
     assert len(lines) == 1, r.output

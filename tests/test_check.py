@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from perfmodel.cli import main
 from perfmodel.inputs import presets
 from perfmodel.review.check import RULES, check, exit_code
-from perfmodel.cli import main
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CLEAN = dict(

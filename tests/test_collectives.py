@@ -3,8 +3,8 @@
 import pytest
 
 from perfmodel.cost import collectives as coll
-from perfmodel.units import GB, KiB, MB, US
 from perfmodel.inputs import load_plan
+from perfmodel.units import GB, MB, US, KiB
 
 
 def test_64k_allreduce_on_ib_8_ranks():  # seed 000, 3.1: 112 KB per rank, 4.5 us + 28 us

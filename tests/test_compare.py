@@ -6,8 +6,8 @@ import json
 from click.testing import CliRunner
 
 from perfmodel.cli import main
-from perfmodel.review.compare import signed_time, verdict
 from perfmodel.inputs import load_plan
+from perfmodel.review.compare import signed_time, verdict
 
 A, B = "examples/clean-plan.yaml", "examples/proposal-pp16.yaml"
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from perfmodel.errors import PerfModelError
 from perfmodel.engine.estimate import estimate, per_layer_ops, resolve_config
+from perfmodel.errors import PerfModelError
 from perfmodel.inputs import load_plan
 
 
@@ -154,8 +154,8 @@ def test_vectorized_path_matches_a_plain_python_reference():
     random sample."""
     from reference import breakdown
 
-    from perfmodel.engine.search import enumerate_space, evaluate_chunked
     from perfmodel.engine.evaluate import evaluate
+    from perfmodel.engine.search import enumerate_space, evaluate_chunked
 
     plan = load_plan("gpt3-175b.yaml").with_training(framework="megatron-2022")  # dense, no cp
     space = enumerate_space(plan)

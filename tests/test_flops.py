@@ -3,10 +3,10 @@ with hand counts written out here (SPEC 5; issue 11)."""
 
 import pytest
 
-from perfmodel.inputs import presets
 from perfmodel.cost import flops as fl
 from perfmodel.cost import memory as mem
 from perfmodel.cost.transformer import LayerShape
+from perfmodel.inputs import presets
 
 GPT3 = dict(s=2048, L=96, h=12288, V=51200)
 
@@ -77,7 +77,7 @@ def test_narayanan_throughput_convention():
     F = fl.narayanan_hardware_flops(3072, s=2048, L=128, h=25600, V=51200)
     step = F / (163e12 * 3072)
     # the table rounds 163 TFLOP/s per GPU; 3072 x 163 = 500.7 PFLOP/s against the 502 printed
-    assert 3072 * 163e12 == pytest.approx(502e15, rel=3e-3)
+    assert pytest.approx(502e15, rel=3e-3) == 3072 * 163e12
     assert step == pytest.approx(F / 502e15, rel=3e-3)
 
 

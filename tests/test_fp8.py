@@ -3,9 +3,8 @@ kernels, attention in BF16, FP8 weight copies in memory, MFU against the BF16 pe
 
 import pytest
 
-from perfmodel.inputs import presets
 from perfmodel.engine.estimate import estimate, per_layer_ops, resolve_config
-from perfmodel.inputs import load_plan
+from perfmodel.inputs import load_plan, presets
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +34,7 @@ def test_gemms_run_at_the_fp8_peak_and_attention_stays_bf16(plans):
 
 
 def test_casts_are_memory_bound_kernels(plans):
-    fp8, cfg = ops(plans[1])
+    fp8, _ = ops(plans[1])
     h = 4096
     tokens = 8192  # one micro-batch of one 8k sequence
     # the output projection's input is the only dense GEMM input not cast by the op before it (TE

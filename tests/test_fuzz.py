@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from perfmodel.inputs import presets
 from perfmodel.cli import main
 from perfmodel.errors import PerfModelError
+from perfmodel.inputs import presets
 
 EXAMPLES = int(os.environ.get("PERFMODEL_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(

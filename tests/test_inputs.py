@@ -53,7 +53,7 @@ def test_a_launch_script_saved_as_txt_is_still_a_launch_file(tmp_path):
 
 
 def test_launch_only_arguments_are_refused_for_a_plan():
-    with pytest.raises(PerfModelError, match="system.gpu names its GPU: --gpu is for"):
+    with pytest.raises(PerfModelError, match=r"system\.gpu names its GPU: --gpu is for"):
         load("gpt3-175b-3d.yaml", gpu="h100-sxm")
     with pytest.raises(PerfModelError, match="--vocab-size is for"):
         load("gpt3-175b-3d.yaml", vocab_size=32000)

@@ -4,16 +4,14 @@ Each count follows the kernels Megatron-LM runs; the tests pin the counts, so a 
 has to be a deliberate change of the model."""
 
 import pytest
-
-from perfmodel.inputs import presets
-from perfmodel.cost import collectives as coll
 from helpers import timed
 
+from perfmodel.cost import collectives as coll
 from perfmodel.cost.step import optimizer_step_bytes
 from perfmodel.cost.transformer import embedding, layernorm_backward_bytes, lm_head
 from perfmodel.engine.estimate import estimate, resolve_config
+from perfmodel.inputs import load_plan, presets
 from perfmodel.specs import Precision
-from perfmodel.inputs import load_plan
 
 S, H, A, T, B = 2048, 12288, 96, 8, 1  # GPT-3 175B on TP8, one sequence
 M = B * S

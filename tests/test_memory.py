@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from perfmodel.inputs import presets
 from perfmodel.cost import memory as mem
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost.stages import build_stages
 from perfmodel.cost.transformer import LayerShape
+from perfmodel.inputs import presets
 from perfmodel.specs import Precision
 from perfmodel.units import GB, GiB
 
@@ -32,9 +32,9 @@ def test_gpt3_preset_parameter_count():
     # = 2.73e9. We also count the final LayerNorm (2h parameters), which the paper's formula leaves
     # out.
     total = mem.total_params(LayerShape.of(presets.model("gpt3-175b")), 96, 2048)
-    l, h, V, s = 96, 12288, 51200, 2048
+    L, h, V, s = 96, 12288, 51200, 2048
     assert total - 2 * h == pytest.approx(
-        12 * l * h**2 * (1 + 13 / (12 * h) + (V + s) / (12 * l * h)), rel=1e-12
+        12 * L * h**2 * (1 + 13 / (12 * h) + (V + s) / (12 * L * h)), rel=1e-12
     )
     assert total / 64 == pytest.approx(2.73e9, rel=2e-3)
 
@@ -43,7 +43,7 @@ def test_most_loaded_stage_carries_the_embeddings():
     shape = LayerShape.of(presets.model("gpt3-175b"))
     stages = build_stages(96, [0] * 96, np.array([8]), np.array([12]), np.array([12]))
     layer = mem.layer_params(shape) / 8
-    first, big, middle, last = stages.total([layer, 0.0], *mem.end_params(shape, 2048, 8, 8))[0]
+    first, _, middle, last = stages.total([layer, 0.0], *mem.end_params(shape, 2048, 8, 8))[0]
     layers_only = 12 * (12 * 12288**2 + 13 * 12288) / 8
     assert first == pytest.approx(layers_only + 51200 * 12288 / 8 + 2048 * 12288)
     assert last == pytest.approx(layers_only + 51200 * 12288 / 8 + 12288)

@@ -5,13 +5,13 @@ search satisfies by construction, as an error on contradicting fixed knobs (issu
 import numpy as np
 import pytest
 
-from perfmodel.inputs import presets
-from perfmodel.review.check import check
-from perfmodel.errors import PerfModelError
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.engine.mesh import Mesh
 from perfmodel.engine.rules import RULES, config_problems
 from perfmodel.engine.search import enumerate_space
+from perfmodel.errors import PerfModelError
+from perfmodel.inputs import presets
+from perfmodel.review.check import check
 
 GPT3 = "gpt3-175b"
 

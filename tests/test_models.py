@@ -5,11 +5,11 @@ config.json files of each family, and what MoE, MLA and CP do to FLOPs, memory a
 
 import pytest
 
-from perfmodel.inputs import presets
 from perfmodel.cost import flops as fl
 from perfmodel.cost import memory as mem
 from perfmodel.cost.transformer import LayerShape
 from perfmodel.errors import PerfModelError
+from perfmodel.inputs import presets
 
 
 def total(model) -> float:

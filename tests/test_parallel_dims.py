@@ -6,13 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel.inputs import presets
 from perfmodel.cost import collectives as coll
 from perfmodel.cost.stages import build_stages, split_layers
 from perfmodel.cost.transformer import LayerShape, Options, decoder_layer
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.engine.schedule import simulate
 from perfmodel.engine.search import enumerate_space
+from perfmodel.inputs import presets
 
 
 def plan(model, gpus, gbs, gpn=8, **training):
@@ -174,10 +174,10 @@ def test_llama3_405b_on_16_stages():
 def test_balanced_split_is_never_slower_than_the_given_one():
     L, pp = 70, 12  # BLOOM: 70 layers on 12 stages
     t = np.full(1, 1.0)
-    f, l = split_layers(
+    f, la = split_layers(
         L, np.array([pp]), np.array([1]), np.array([0]), np.array([0]), t, t * 2.5, t * 4.0
     )
-    stages = build_stages(L, [0] * L, np.array([pp]), f, l)
+    stages = build_stages(L, [0] * L, np.array([pp]), f, la)
     span = stages.present_max(stages.total([t, 0.0], 2.5, 4.0))[0]
     for first in range(1, 8):
         for last in range(1, 8):

@@ -4,9 +4,8 @@ import json
 
 import pytest
 
-from perfmodel.inputs import presets
 from perfmodel.errors import PerfModelError
-from perfmodel.inputs import load_plan
+from perfmodel.inputs import load_plan, presets
 
 
 @pytest.mark.parametrize(
@@ -152,13 +151,13 @@ def test_bundled_plan_by_name_and_by_file(tmp_path, monkeypatch):
 def test_plan_copies_are_validated():
     """Plan.with_* builds the section anew, so a copy is held to the same rules as a loaded plan."""
     plan = load_plan("gpt3-175b.yaml")
-    with pytest.raises(PerfModelError, match="training.*global_batch_size"):
+    with pytest.raises(PerfModelError, match=r"training.*global_batch_size"):
         plan.with_training(global_batch_size=-4)
     with pytest.raises(
         PerfModelError, match=r"num_gpus\(13\) is not a multiple of gpus_per_node\(8\)"
     ):
         plan.with_system(num_gpus=13)
-    with pytest.raises(PerfModelError, match="parallel.*zero_stage"):
+    with pytest.raises(PerfModelError, match=r"parallel.*zero_stage"):
         plan.with_parallel(zero_stage=7)
     assert plan.with_parallel(tp=4).parallel.tp == 4 and plan.parallel.tp != 4
 

@@ -8,11 +8,11 @@ import pytest
 
 from perfmodel.cli import main
 from perfmodel.cost import pipeline as pipe
-from perfmodel.errors import PerfModelError
 from perfmodel.engine.estimate import estimate, resolve_config
-from perfmodel.output.gantt import svg, text_rows
 from perfmodel.engine.schedule import simulate
+from perfmodel.errors import PerfModelError
 from perfmodel.inputs import load_plan
+from perfmodel.output.gantt import svg, text_rows
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])

@@ -3,15 +3,14 @@
 import json
 
 import numpy as np
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.cli import main
-from perfmodel.errors import PerfModelError
 from perfmodel.engine.estimate import estimate
 from perfmodel.engine.search import enumerate_space, search
+from perfmodel.errors import PerfModelError
 from perfmodel.inputs import load_plan
 
 
@@ -206,8 +205,8 @@ def test_json_rejections_carry_stable_rule_ids():
 
     from click.testing import CliRunner
 
-    from perfmodel.review.check import RULES
     from perfmodel.cli import main
+    from perfmodel.review.check import RULES
 
     out = json.loads(
         CliRunner().invoke(main, ["plan", "gpt3-175b.yaml", "--gpus", "512", "--json"]).output

@@ -7,8 +7,8 @@ from perfmodel.cost import collectives as coll
 from perfmodel.cost import step as stp
 from perfmodel.cost.layer import Link
 from perfmodel.engine.estimate import estimate, resolve_config
-from perfmodel.specs import Precision
 from perfmodel.inputs import load_plan
+from perfmodel.specs import Precision
 
 BF16 = Precision.of("bf16", True, "adam")
 LINK = Link(40e9, 5e-6)

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from perfmodel.cli import main
 from perfmodel.errors import PerfModelError
-from perfmodel.review.sweep import changed, parse_vary
 from perfmodel.inputs import load_plan
+from perfmodel.review.sweep import changed, parse_vary
 
 
 def invoke(*args):

@@ -9,11 +9,10 @@ import json
 
 import pytest
 
-from perfmodel.inputs import presets
 from perfmodel.cli import main
 from perfmodel.errors import PerfModelError
+from perfmodel.inputs import load_plan, presets
 from perfmodel.review.validate import measured_step_time, run_case, validate
-from perfmodel.inputs import load_plan
 
 
 @pytest.fixture(scope="module")

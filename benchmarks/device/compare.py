@@ -13,8 +13,8 @@ import sys
 
 import numpy as np
 
-from perfmodel.inputs import presets
 from perfmodel.cost.roofline import gemm_bytes, gemm_efficiency, gemm_flops, kernel_time
+from perfmodel.inputs import presets
 
 LAUNCH_BOUND_M = 64  # measured from a Python loop: ~20 us per call is host dispatch, not the GPU
 
@@ -42,7 +42,8 @@ def gemm_errors(data, gpu, base, k0, tail):
 
 
 def main() -> None:
-    data = json.load(open(sys.argv[1]))
+    with open(sys.argv[1]) as fh:
+        data = json.load(fh)
     gpu = presets.gpu(sys.argv[2])
     if "--fit" in sys.argv:
         best = min(

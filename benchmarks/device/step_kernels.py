@@ -47,7 +47,7 @@ def attempt(out: list, name: str, fn) -> None:
     """Run one measurement; a kernel this PyTorch lacks is reported, not fatal."""
     try:
         fn()
-    except Exception as e:  # noqa: BLE001 - a measurement script keeps going
+    except Exception as e:
         out.append({"name": name, "error": repr(e)[:300]})
         print(f"{name:44s} failed: {e!r}"[:200], flush=True)
 

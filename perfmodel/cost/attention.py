@@ -9,7 +9,6 @@ Conventions and the per-kernel sources are in transformer.py's docstring.
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from .ops import Collective, FusedAttention, Gemm, Pointwise, Transfer, tag

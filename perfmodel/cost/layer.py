@@ -55,7 +55,7 @@ class Hardware:
     attn_gemm_eff: float = 0.0
 
     @classmethod
-    def from_gpu(cls, gpu, dtype: str) -> "Hardware":
+    def from_gpu(cls, gpu, dtype: str) -> Hardware:
         """FP8 GEMMs run at the FP8 peak and its efficiency; attention stays in BF16 (Transformer
         Engine)."""
         fp8 = dtype == "fp8"

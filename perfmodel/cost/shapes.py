@@ -50,7 +50,7 @@ class LayerShape:
     chunk_share: float = 0.0
 
     @classmethod
-    def of(cls, model) -> "LayerShape":
+    def of(cls, model) -> LayerShape:
         """From a specs.Model (read by attribute, so cost/ stays free of the specs)."""
         moe = model.num_moe_experts is not None
         return cls(
@@ -157,7 +157,7 @@ class Split:
     etp: np.ndarray
 
     @classmethod
-    def of(cls, b, s, t, sp, cp=1, ep=1, etp=1) -> "Split":
+    def of(cls, b, s, t, sp, cp=1, ep=1, etp=1) -> Split:
         f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
         return cls(f(b), s, f(t), np.asarray(sp, dtype=bool), f(cp), f(ep), f(etp))
 

@@ -69,10 +69,7 @@ def block_comm(seq, hidden, batch, tp, sequence_parallel, dtype_bytes=2) -> dict
     """Forward TP communication of one block: operations and bytes per rank (seed 002, section
     4)."""
     message = float(batch) * seq * hidden * dtype_bytes
-    if sequence_parallel:
-        ops = {"all-gather": 2, "reduce-scatter": 2}
-    else:
-        ops = {"all-reduce": 2}
+    ops = {"all-gather": 2, "reduce-scatter": 2} if sequence_parallel else {"all-reduce": 2}
     total = sum(n * float(bytes_per_rank(kind, message, tp)) for kind, n in ops.items())
     return {
         "message_bytes": message,

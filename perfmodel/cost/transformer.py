@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-
 from .attention import attention_ops
 from .ops import Block, Collective, Gemm, Pointwise, Transfer, tag
 from .shapes import (
@@ -195,19 +194,42 @@ def _routed_experts(m: LayerShape, o: Options, x: Split, rows, copies) -> list:
     gathered = act * copies * etp * h * imb
     gather, scatter = (Transfer("all-gather"),), (Transfer("reduce-scatter"),)
     expert_act = _activation(
-        m, act, "expert " + m.act_name, rows * local * fe / etp * imb, False,
+        m,
+        act,
+        "expert " + m.act_name,
+        rows * local * fe / etp * imb,
+        False,
         saved=act * rows * local * n_e / etp,
-    )  # fmt: skip
+    )
     return [
         Collective("ETP all-gather of expert tokens", "etp", gathered, fwd=gather, bwd=scatter),
-        Gemm("expert fc1 (grouped)", rows, h, n_e / etp, local, "experts", E * h * n_e,
-             saved=act * rows * local * h, time_rows=rows * imb),
+        Gemm(
+            "expert fc1 (grouped)",
+            rows,
+            h,
+            n_e / etp,
+            local,
+            "experts",
+            E * h * n_e,
+            saved=act * rows * local * h,
+            time_rows=rows * imb,
+        ),
         *tag([expert_act], "moe_act"),
-        Gemm("expert fc2 (grouped)", rows, fe / etp, h, local, "experts", E * fe * h,
-             saved=act * rows * local * fe / etp, time_rows=rows * imb),
-        Collective("ETP reduce-scatter of expert outputs", "etp", gathered, fwd=scatter,
-                   bwd=gather),
-    ]  # fmt: skip
+        Gemm(
+            "expert fc2 (grouped)",
+            rows,
+            fe / etp,
+            h,
+            local,
+            "experts",
+            E * fe * h,
+            saved=act * rows * local * fe / etp,
+            time_rows=rows * imb,
+        ),
+        Collective(
+            "ETP reduce-scatter of expert outputs", "etp", gathered, fwd=scatter, bwd=gather
+        ),
+    ]
 
 
 def _shared_experts(m: LayerShape, o: Options, x: Split) -> list:

@@ -5,8 +5,11 @@ gathered back into arrays over configurations (perfmodel/engine/evaluate.py comp
 step)."""
 
 from __future__ import annotations
+
 from dataclasses import dataclass
+
 import numpy as np
+
 from perfmodel.cost import step as stp
 from perfmodel.cost.layer import Hardware, Op, time_block
 from perfmodel.cost.ops import in_modules
@@ -41,7 +44,7 @@ class Setting:
     moe_pattern: tuple[int, ...]
 
     @classmethod
-    def of(cls, plan: Plan) -> "Setting":
+    def of(cls, plan: Plan) -> Setting:
         tr = plan.training
         p = Precision.of(tr.dtype, tr.grad_accum_fp32, tr.optimizer, tr.mfu_peak)
         opts = Options(
@@ -104,7 +107,7 @@ class BlockCost:
     expert_params: np.ndarray
 
     @classmethod
-    def of(cls, ops: list[Op], block, t, ep, etp, modules=("core_attn",)) -> "BlockCost":
+    def of(cls, ops: list[Op], block, t, ep, etp, modules=("core_attn",)) -> BlockCost:
         zero = 0.0 * ops[0].fwd_s
         repeat = {o.name for o in block.ops if in_modules(o, modules)}
 
@@ -147,7 +150,7 @@ class BlockCost:
         """Activation bytes kept per micro-batch under each configuration's recompute code."""
         return np.take_along_axis(self.activations, np.asarray(recompute)[None, :], axis=0)[0]
 
-    def take(self, idx) -> "BlockCost":
+    def take(self, idx) -> BlockCost:
         pick = lambda x: np.asarray(x)[..., idx]  # noqa: E731
         return BlockCost(*(pick(getattr(self, f)) for f in self.__dataclass_fields__))
 

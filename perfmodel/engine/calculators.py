@@ -158,9 +158,7 @@ def roofline_report(
             nbytes = scores.batch * (2 * scores.M * scores.K + 2 * scores.N * scores.K) * dt
             g = dataclasses.replace(g, name="fused attention (flash)")
         ai = rl.arithmetic_intensity(flops, nbytes)
-        tiles, slots, waves, util = rl.wave_quantization(
-            g.M, g.N, 128, 128, gpu.num_sms, 1, g.batch
-        )
+        _, _, waves, util = rl.wave_quantization(g.M, g.N, 128, 128, gpu.num_sms, 1, g.batch)
         gemms.append(
             {
                 "name": g.name + _SHARD_LABEL.get(g.shard, ""),

@@ -14,14 +14,14 @@ import numpy as np
 
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost.layer import Op
-from perfmodel.cost.transformer import decoder_layer
-from perfmodel.errors import PerfModelError
 from perfmodel.cost.memory import RECOMPUTE_CODES
+from perfmodel.cost.transformer import decoder_layer
 from perfmodel.engine.blocks import BlockCost, Setting, block_ops
 from perfmodel.engine.evaluate import BREAKDOWN_KEYS, MEMORY_KEYS, evaluate
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.mesh import Mesh
 from perfmodel.engine.rules import config_problems
+from perfmodel.errors import PerfModelError
 from perfmodel.specs import Config, Plan
 from perfmodel.specs.parallel import Parallel
 

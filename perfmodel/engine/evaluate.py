@@ -318,8 +318,13 @@ def _activations(st: Setting, k: Knobs, stages: Stages, layers: list, m) -> np.n
     on stage i, Narayanan 2021 Sec. 2.2; the last stage 1), full recompute's working layer, and the
     embedding and LM head terms where they sit."""
     sh = st.shape
-    tp, pp, vp, b, cp = (k.tp.astype(float), k.pp.astype(float), k.vp.astype(float),
-                         k.micro_batch_size.astype(float), k.cp.astype(float))  # fmt: skip
+    tp, pp, vp, b, cp = (
+        k.tp.astype(float),
+        k.pp.astype(float),
+        k.vp.astype(float),
+        k.micro_batch_size.astype(float),
+        k.cp.astype(float),
+    )
     s = st.plan.seq_length
     present = [x for x in layers if x]
     idx = stages.first_index

@@ -43,7 +43,7 @@ class Knobs:
     last_stage_layers: np.ndarray
 
     @classmethod
-    def from_configs(cls, cfgs: list[Config]) -> "Knobs":
+    def from_configs(cls, cfgs: list[Config]) -> Knobs:
         col = {f.name: [getattr(c, f.name) for c in cfgs] for f in fields(cls)}
         for name, codes in CODES.items():
             col[name] = [codes[v] for v in col[name]]
@@ -54,7 +54,7 @@ class Knobs:
         return cls(**out)
 
     @classmethod
-    def empty(cls) -> "Knobs":
+    def empty(cls) -> Knobs:
         return cls(
             **{
                 f.name: np.zeros(0, dtype=bool if f.name == "sequence_parallel" else np.int64)
@@ -62,7 +62,7 @@ class Knobs:
             }
         )
 
-    def take(self, idx) -> "Knobs":
+    def take(self, idx) -> Knobs:
         return Knobs(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
 
     def __len__(self) -> int:

@@ -15,6 +15,7 @@ Every function takes numpy arrays (one entry per configuration) or scalars.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import numpy as np
 
 from perfmodel.cost import collectives as coll

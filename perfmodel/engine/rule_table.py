@@ -3,9 +3,12 @@ numpy arrays over configurations), when it is broken, and its message with the f
 perfmodel/engine/rules.py applies them; the rule IDs are those of `perfmodel check`."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+
 import numpy as np
+
 from perfmodel.specs.framework import PROFILES
 
 

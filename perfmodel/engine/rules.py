@@ -7,7 +7,6 @@ The rule IDs are those of `perfmodel check` (perfmodel/check.py).
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from perfmodel.engine.rule_table import KNOB_RULES, RULES, Facts, Rule
@@ -32,7 +31,7 @@ class Reason(str):
 
     rule: str
 
-    def __new__(cls, text: str, rule: str) -> "Reason":
+    def __new__(cls, text: str, rule: str) -> Reason:
         obj = super().__new__(cls, text)
         obj.rule = rule
         return obj

@@ -169,9 +169,16 @@ def simulate(
     the receiver. Busy time counts compute only.
     """
     _check_arguments(p, m, v, schedule, latency)
-    w = _Walker(p, m, v, _per_virtual(t_f, p, v, "t_f").tolist(),
-                # fmt: skip
-                _per_virtual(t_b, p, v, "t_b").tolist(), latency, blocking, keep_blocks)
+    w = _Walker(
+        p,
+        m,
+        v,
+        _per_virtual(t_f, p, v, "t_f").tolist(),
+        _per_virtual(t_b, p, v, "t_b").tolist(),
+        latency,
+        blocking,
+        keep_blocks,
+    )
     orders = _orders(p, m, v, schedule)
     remaining = sum(len(o) for o in orders)
     while remaining:
@@ -188,8 +195,17 @@ class _Walker:
     ends, each stage's position in its order, clock, busy time and micro-batches held. Plain Python
     lists: numpy scalars would cost ~10x in this loop."""
 
-    def __init__(self, p: int, m: int, v: int, tf: list, tb: list, latency: float, blocking: bool,
-                 keep_blocks: bool):  # fmt: skip
+    def __init__(
+        self,
+        p: int,
+        m: int,
+        v: int,
+        tf: list,
+        tb: list,
+        latency: float,
+        blocking: bool,
+        keep_blocks: bool,
+    ):
         self.p, self.tf, self.tb, self.last, self.keep = p, tf, tb, p * v - 1, keep_blocks
         # blocking: the sender holds its stage for the transfer; the receiver sees it when it ends
         self.send, self.latency = (latency, 0.0) if blocking else (0.0, latency)

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
-from perfmodel.errors import PerfModelError
 from perfmodel.cost.memory import RECOMPUTE_CODES
 from perfmodel.cost.pipeline import SCHEDULE_CODES
 from perfmodel.engine.estimate import Estimate, estimate, evaluate, resolve_config
 from perfmodel.engine.knobs import CP_COMM_CODES, Knobs
 from perfmodel.engine.rules import Reason, apply_masks, facts, knob_contradictions
+from perfmodel.errors import PerfModelError
 from perfmodel.specs import Plan
 
 CHUNK = 65536
@@ -94,8 +94,19 @@ def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
     return Space(Knobs(**knobs), Counter(b.counts))
 
 
-_FACT_KNOBS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "micro_batch_size", "first_stage_layers",
-               "last_stage_layers", "zero_stage")  # fmt: skip
+_FACT_KNOBS = (
+    "tp",
+    "pp",
+    "dp",
+    "cp",
+    "ep",
+    "etp",
+    "vp",
+    "micro_batch_size",
+    "first_stage_layers",
+    "last_stage_layers",
+    "zero_stage",
+)
 
 
 class _Builder:
@@ -126,12 +137,18 @@ class _Builder:
         """(tp, cp, pp) with dp = num_gpus / (tp cp pp); cp only with fused attention
         (Megatron-Core's CP needs it) while each rank keeps CP_MIN_TOKENS tokens."""
         fx, n, seq = self.fx, self.n, self.plan.seq_length
-        c = self.masked({"tp": self.fixed(divisors(n), "tp")}, "tp", "tp values",
-                        cross_node_tp=allow_cross_node_tp)  # fmt: skip
+        c = self.masked(
+            {"tp": self.fixed(divisors(n), "tp")},
+            "tp",
+            "tp values",
+            cross_node_tp=allow_cross_node_tp,
+        )
         flash = self.tr.flash_attention
-        cps = [fx.cp] if fx.cp else [d for d in divisors(n)
-                                     # fmt: skip
-                                     if d == 1 or (flash and seq // d >= CP_MIN_TOKENS)]
+        cps = (
+            [fx.cp]
+            if fx.cp
+            else [d for d in divisors(n) if d == 1 or (flash and seq // d >= CP_MIN_TOKENS)]
+        )
         c = _expand(_expand(c, "cp", cps), "pp", self.fixed(divisors(n), "pp"))
         c = _keep(c, n % (c["tp"] * c["cp"] * c["pp"]) == 0)
         c["dp"] = n // (c["tp"] * c["cp"] * c["pp"])

@@ -74,7 +74,7 @@ def band(plan: Plan, bands: dict) -> Band:
             widest["max_abs_error"],
             "no published run of this kind: the widest band of any table",
         )
-    score, name, t = max(scored, key=lambda x: (x[0], x[2]["max_abs_error"]))
+    _, name, t = max(scored, key=lambda x: (x[0], x[2]["max_abs_error"]))
     shared = ", ".join(
         ("MoE" if k[f] else "dense") if f == "moe" else f"{f} {k[f]}"
         for f in WEIGHTS

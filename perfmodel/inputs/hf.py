@@ -239,7 +239,7 @@ def model_fields(raw: Any, label: str = "config.json") -> dict:
         "add_bias_linear": (
             _bool(cfg, "attention_bias", label, False)
             if "attention_bias" in cfg
-            else True if family == "gpt2" else False
+            else family == "gpt2"
         ),
         "normalization": "layernorm" if family in ("gpt2", "nemotron") else "rmsnorm",
         "qk_layernorm": family == "qwen3" or family == "qwen3_moe",

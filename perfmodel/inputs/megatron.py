@@ -135,9 +135,7 @@ def _to_plan(args: dict, gpu: str, num_gpus: int | None, vocab_size: int | None)
         "fp8_param_gather": False,
     }
     out = megatron_defaults("imported", gpu, off)
-    model, system, training, parallel = (
-        out.plan[k] for k in ("model", "system", "training", "parallel")
-    )
+    model, training, parallel = (out.plan[k] for k in ("model", "training", "parallel"))
     for flag in args:
         if flag == "--moe-layer-freq":
             model["moe_layer_freq"] = _layer_freq(_one(args, flag))
@@ -183,9 +181,7 @@ def _small_eval(expr: str):
     if "**" in expr or bound > 10**8 or len(expr) > 2000:
         raise PerfModelError(f"{expr[:60]!r}: too large an expression to read")
     try:
-        value = eval(
-            expr, {"__builtins__": {}}
-        )  # noqa: S307 - characters restricted by the callers
+        value = eval(expr, {"__builtins__": {}})
     except (SyntaxError, ZeroDivisionError, TypeError) as e:
         raise PerfModelError(f"{expr[:60]!r}: cannot evaluate ({e.__class__.__name__})") from None
     if isinstance(value, list) and len(value) > 100_000:

@@ -3,6 +3,7 @@ which plan field, which do not change the cost, which perfmodel cannot model, an
 defaults and argument rules (megatron/training/arguments.py)."""
 
 from __future__ import annotations
+
 import re
 from dataclasses import dataclass, field
 

@@ -2,6 +2,7 @@
 megatron`), and an imported plan as YAML with what was ignored or assumed as comments."""
 
 from __future__ import annotations
+
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs.megatron_args import Imported
 

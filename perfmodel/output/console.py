@@ -120,9 +120,12 @@ def table(
                 for part in wrap_keeping_units(ln, console.width):
                     console.print(part, highlight=False, markup=False, style="dim")
             return
-    fmt = lambda cells: "  ".join(
-        c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)  # noqa: E731
-    ).rstrip()
+
+    def fmt(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)
+        ).rstrip()
+
     out = [title, fmt(headers), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows]
     if caption:
         out.append(caption)

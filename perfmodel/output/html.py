@@ -215,14 +215,29 @@ def _plan_table(plan) -> str:
         "The plan",
         ["", ""],
         [
-            ("model", f"{md.name}: {md.num_layers} layers, hidden {md.hidden_size}, "
-                      f"{md.num_attention_heads} heads{experts}"),
-            ("system", f"{sy.num_gpus} x {sy.gpu.name}, {sy.gpus_per_node} per node; "
-                       f"{sy.intra_node_link.name} inside, {sy.inter_node_link.name} across"),
-            ("training", f"global batch {tr.global_batch_size}, sequence {plan.seq_length}, "
-                         f"{tr.dtype}, framework {tr.framework}"),
+            (
+                "model",
+                (
+                    f"{md.name}: {md.num_layers} layers, hidden {md.hidden_size}, "
+                    f"{md.num_attention_heads} heads{experts}"
+                ),
+            ),
+            (
+                "system",
+                (
+                    f"{sy.num_gpus} x {sy.gpu.name}, {sy.gpus_per_node} per node; "
+                    f"{sy.intra_node_link.name} inside, {sy.inter_node_link.name} across"
+                ),
+            ),
+            (
+                "training",
+                (
+                    f"global batch {tr.global_batch_size}, sequence {plan.seq_length}, "
+                    f"{tr.dtype}, framework {tr.framework}"
+                ),
+            ),
         ],
-    )  # fmt: skip
+    )
 
 
 def _best_table(result) -> str:
@@ -237,8 +252,15 @@ def _best_table(result) -> str:
             + f", vp {c.vp}, mbs {c.micro_batch_size}, "
             f"SP {'on' if c.sequence_parallel else 'off'}, {c.recompute}, ZeRO {c.zero_stage}"
         )
-        rows.append((str(i), layout, fmt_time(v["step_time_s"]), f"{100 * v['mfu']:.1f}%",
-                     fmt_bytes(v["total_bytes"])))  # fmt: skip
+        rows.append(
+            (
+                str(i),
+                layout,
+                fmt_time(v["step_time_s"]),
+                f"{100 * v['mfu']:.1f}%",
+                fmt_bytes(v["total_bytes"]),
+            )
+        )
     return _table(
         f"Best configurations ({result.feasible:,} feasible of {result.evaluated:,})",
         ["#", "configuration", "step time", "MFU", "memory/GPU"],

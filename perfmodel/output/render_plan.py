@@ -2,6 +2,7 @@
 and memory of one estimate."""
 
 from __future__ import annotations
+
 from perfmodel.output.console import kv, line, pct, table
 from perfmodel.output.render import config_short, config_text, memory
 from perfmodel.units import fmt_bytes, fmt_time

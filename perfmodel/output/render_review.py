@@ -2,6 +2,7 @@
 `compare`'s plans side by side, `sweep`'s rows."""
 
 from __future__ import annotations
+
 from perfmodel.output.console import line, pct, table
 from perfmodel.output.render import config_short
 from perfmodel.units import fmt_bytes, fmt_time

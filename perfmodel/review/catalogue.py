@@ -2,6 +2,7 @@
 and the finding a rule produces (its cost in numbers and the cheapest fix)."""
 
 from __future__ import annotations
+
 from dataclasses import dataclass, field
 
 ERROR, WARNING, INFO = "error", "warning", "info"

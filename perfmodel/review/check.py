@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import sp as spc
 from perfmodel.cost.transformer import LayerShape
-from perfmodel.errors import PerfModelError
+from perfmodel.engine.calculators import roofline_report
 from perfmodel.engine.estimate import (
     Estimate,
     estimate,
@@ -21,10 +20,10 @@ from perfmodel.engine.estimate import (
     per_layer_ops,
 )
 from perfmodel.engine.mesh import Mesh
-from perfmodel.engine.calculators import roofline_report
-from perfmodel.specs import Config, Plan
+from perfmodel.errors import PerfModelError
 from perfmodel.review.catalogue import ERROR, INFO, RULES, WARNING, Finding
 from perfmodel.review.check_memory import config_or_problem, rule_memory
+from perfmodel.specs import Config, Plan
 from perfmodel.units import fmt_bytes, fmt_time
 
 

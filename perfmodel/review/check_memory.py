@@ -2,21 +2,24 @@
 changes that make it fit, each evaluated with the same estimate the plan gets."""
 
 from __future__ import annotations
+
 from dataclasses import replace
+
 import numpy as np
+
 from perfmodel.cost import memory as mem
 from perfmodel.cost.transformer import LayerShape
-from perfmodel.errors import PerfModelError
+from perfmodel.engine.blocks import Setting
 from perfmodel.engine.estimate import (
     Estimate,
     Knobs,
     evaluate,
     resolve_config,
 )
-from perfmodel.engine.blocks import Setting
 from perfmodel.engine.rules import config_problems
-from perfmodel.specs import Config, Plan
+from perfmodel.errors import PerfModelError
 from perfmodel.review.catalogue import Finding
+from perfmodel.specs import Config, Plan
 from perfmodel.units import fmt_bytes
 
 

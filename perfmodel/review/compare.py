@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from perfmodel.review.check import Finding, check
-from perfmodel.errors import PerfModelError
 from perfmodel.engine.estimate import Estimate
 from perfmodel.engine.evaluate import BREAKDOWN_KEYS
 from perfmodel.engine.search import estimate_or_search
+from perfmodel.errors import PerfModelError
+from perfmodel.review.check import Finding, check
 from perfmodel.specs import Plan
 from perfmodel.units import fmt_bytes, fmt_time
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
 
-from perfmodel.inputs import presets
-from perfmodel.errors import PerfModelError
 from perfmodel.engine.estimate import Estimate
 from perfmodel.engine.search import estimate_or_search, search
+from perfmodel.errors import PerfModelError
+from perfmodel.inputs import presets
 from perfmodel.specs import Plan
 from perfmodel.specs.base import format_validation_error
 

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perfmodel.inputs import presets
 from perfmodel.cost import flops as fl
 from perfmodel.cost.transformer import LayerShape
-from perfmodel.errors import PerfModelError
 from perfmodel.engine.estimate import Estimate, estimate, layer_seconds, resolve_config
 from perfmodel.engine.search import search
+from perfmodel.errors import PerfModelError
+from perfmodel.inputs import presets
 from perfmodel.specs import Parallel, Plan
 
 KNOBS = ("micro_batch_size", "vp", "schedule", "sequence_parallel", "recompute", "zero_stage")
@@ -121,7 +121,7 @@ def run_case(case: dict) -> CaseResult:
                 f"{case['name']}: searched knob(s) {', '.join(unknown)} unknown; "
                 "use parallel fields such as micro_batch_size, vp, schedule"
             )
-        plan = plan.with_parallel(**{k: None for k in searched})
+        plan = plan.with_parallel(**dict.fromkeys(searched))
         best = search(plan, top=1)
         if not best.results:
             raise PerfModelError(f"{case['name']}: no configuration of the stated knobs fits")

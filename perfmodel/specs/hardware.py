@@ -153,7 +153,7 @@ class System(Spec):
     )
 
     @model_validator(mode="after")
-    def _nodes(self) -> "System":
+    def _nodes(self) -> System:
         if self.num_gpus > self.gpus_per_node and self.num_gpus % self.gpus_per_node:
             raise ValueError(
                 f"num_gpus({self.num_gpus}) is not a multiple of gpus_per_node"

@@ -237,7 +237,7 @@ class Model(Spec):
     source: str = ""
 
     @model_validator(mode="after")
-    def _shape(self) -> "Model":
+    def _shape(self) -> Model:
         if (
             self.kv_channels is None
             and self.kv_lora_rank is None

@@ -30,7 +30,7 @@ class Plan(Spec):
     def seq_length(self) -> int:
         return self.training.seq_length or self.model.seq_length
 
-    def _with(self, section: str, changes: dict) -> "Plan":
+    def _with(self, section: str, changes: dict) -> Plan:
         """A copy with fields of one section replaced, validated like a loaded plan: a bad value
         raises PerfModelError naming ``section.field`` and the fix."""
         part = getattr(self, section)
@@ -41,15 +41,15 @@ class Plan(Spec):
             raise PerfModelError(format_validation_error(e, section, type(part))) from None
         return self.model_copy(update={section: new})
 
-    def with_system(self, **changes) -> "Plan":
+    def with_system(self, **changes) -> Plan:
         """A copy with system fields replaced (num_gpus, placement, ...)."""
         return self._with("system", changes)
 
-    def with_training(self, **changes) -> "Plan":
+    def with_training(self, **changes) -> Plan:
         """A copy with training fields replaced (global_batch_size, seq_length, ...)."""
         return self._with("training", changes)
 
-    def with_parallel(self, **changes) -> "Plan":
+    def with_parallel(self, **changes) -> Plan:
         """A copy with parallel knobs replaced (None frees a knob for the search)."""
         return self._with("parallel", changes)
 

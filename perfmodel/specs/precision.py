@@ -47,7 +47,7 @@ class Precision:
     @classmethod
     def of(
         cls, dtype: str, grad_accum_fp32: bool, optimizer: str, mfu_peak: str | None = None
-    ) -> "Precision":
+    ) -> Precision:
         """The mixed-precision recipe of Megatron-LM for a compute dtype (see the module docstring).
         FP8 (Transformer Engine): GEMM operands in FP8, everything else BF16, the weights kept in
         BF16 with an FP8 copy (its transpose is made for each backward GEMM); MFU against the BF16
