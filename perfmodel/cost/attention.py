@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ops import Collective, FusedAttention, Gemm, Pointwise, Transfer, tag
+from perfmodel.cost import Num
+
+from .ops import Collective, FusedAttention, Gemm, OpDesc, Pointwise, Transfer, tag
 from .shapes import LayerShape, Options, Split, _residual, _tp_collective, layernorm_backward_bytes
 
 
-def attention_ops(m: LayerShape, o: Options, x: Split) -> list:
+def attention_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     """The attention half of a layer: norm, projections, core, TP communication, residual."""
     act, h = o.act_bytes, m.hidden
     M, t, tok = x.tokens, x.t, x.tok
     ln_bwd = layernorm_backward_bytes(act, o.persist_ln)
-    ops: list = tag(
+    ops: list[OpDesc] = tag(
         [
             Pointwise(
                 "layernorm 1",
@@ -82,7 +84,7 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list:
     return ops
 
 
-def _mla_projections(m: LayerShape, o: Options, x: Split) -> list:
+def _mla_projections(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     """Multi-head latent attention (DeepSeek-V2, Sec. 2.1; Megatron-Core MLA): queries and
     keys/values pass through low-rank latents. The down-projections are small and replicated over TP
     (each rank runs them on all its tokens); the up-projections are column-parallel by heads. The
@@ -91,7 +93,7 @@ def _mla_projections(m: LayerShape, o: Options, x: Split) -> list:
     act, h, a = o.act_bytes, m.hidden, m.heads
     M, t = x.tokens, x.t
     qk = m.qk_nope + m.qk_rope
-    ops: list = []
+    ops: list[OpDesc] = []
     if m.q_lora:
         ops += [
             Gemm(
@@ -158,7 +160,7 @@ def _mla_projections(m: LayerShape, o: Options, x: Split) -> list:
     return ops
 
 
-def attention_core(m: LayerShape, o: Options, x: Split) -> list:
+def attention_core(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     """softmax(Q K^T / sqrt(d)) V over a/t heads per rank: the part selective recompute repeats.
 
     Unfused (Megatron's CoreAttention): batched QK^T and attention x V GEMMs over the head
@@ -223,7 +225,9 @@ def attention_core(m: LayerShape, o: Options, x: Split) -> list:
     return before + _unfused_core(o, x, m, scores, context, nb * sq * s) + after
 
 
-def _cp_exchange(m: LayerShape, o: Options, x: Split, qkv_bytes, kv_bytes) -> tuple:
+def _cp_exchange(
+    m: LayerShape, o: Options, x: Split, qkv_bytes: Num, kv_bytes: Num
+) -> tuple[OpDesc, ...]:
     """(before the core, after it): the CP ring's K/V passes, or Ulysses' two all-to-alls. Empty
     lists' worth of time at cp = 1 (a ring of one rank has no step; an all-to-all of one rank moves
     nothing).
@@ -260,7 +264,9 @@ def _cp_exchange(m: LayerShape, o: Options, x: Split, qkv_bytes, kv_bytes) -> tu
     return (ring,)
 
 
-def _input_projections(m: LayerShape, o: Options, x: Split, ln_bwd) -> tuple[list, str]:
+def _input_projections(
+    m: LayerShape, o: Options, x: Split, ln_bwd: float
+) -> tuple[list[OpDesc], str]:
     """Q, K and V from the normed input: MLA's low-rank projections, or one fused column-parallel
     QKV GEMM with its bias and the per-head Q and K norms where the model has them; and the GEMM
     whose input the TP collective feeds."""
@@ -268,7 +274,7 @@ def _input_projections(m: LayerShape, o: Options, x: Split, ln_bwd) -> tuple[lis
         return _mla_projections(m, o, x), "KV up-projection"
     act, h, M, t, tok = o.act_bytes, m.hidden, x.tokens, x.t, x.tok
     qkv_n = m.q_dim + 2 * m.kv_dim
-    ops: list = []
+    ops: list[OpDesc] = []
     ops.append(
         Gemm(
             "QKV projection",
@@ -296,8 +302,8 @@ def _input_projections(m: LayerShape, o: Options, x: Split, ln_bwd) -> tuple[lis
 
 
 def _unfused_core(
-    o: Options, x: Split, m: LayerShape, scores: Gemm, context: Gemm, elements
-) -> list:
+    o: Options, x: Split, m: LayerShape, scores: Gemm, context: Gemm, elements: Num
+) -> list[OpDesc]:
     """Megatron's CoreAttention without flash: the scores GEMM, the fused scale-mask-softmax,
     dropout on the probabilities (a 1-byte mask), attention x V and the context's transpose;
     ``elements`` scores per rank."""

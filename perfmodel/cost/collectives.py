@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from perfmodel.cost import Num
+
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "p2p")
 
 
-def ring_steps(kind: str, n):
+def ring_steps(kind: str, n: Num) -> Num:
     """Number of latency (alpha) terms of a ring collective on n ranks."""
     n = np.asarray(n, dtype=float)
     if kind == "all-reduce":
@@ -31,7 +33,7 @@ def ring_steps(kind: str, n):
     raise ValueError(f"unknown collective {kind!r}; use one of {COLLECTIVES}")
 
 
-def wire_fraction(kind: str, n):
+def wire_fraction(kind: str, n: Num) -> Num:
     """Bytes each rank sends, as a multiple of the message size S."""
     n = np.asarray(n, dtype=float)
     if kind == "all-reduce":
@@ -43,19 +45,21 @@ def wire_fraction(kind: str, n):
     raise ValueError(f"unknown collective {kind!r}; use one of {COLLECTIVES}")
 
 
-def bytes_per_rank(kind: str, size_bytes, n):
+def bytes_per_rank(kind: str, size_bytes: Num, n: Num) -> Num:
     """Bytes on the wire per rank for a message of size_bytes (SPEC 3)."""
     return wire_fraction(kind, n) * np.asarray(size_bytes, dtype=float)
 
 
-def collective_time(kind: str, size_bytes, n, bandwidth_bytes_per_s, latency_s):
+def collective_time(
+    kind: str, size_bytes: Num, n: Num, bandwidth_bytes_per_s: Num, latency_s: Num
+) -> tuple[Num, Num]:
     """(latency term, bandwidth term) in seconds of one ring collective (SPEC 3)."""
     lat = ring_steps(kind, n) * np.asarray(latency_s, dtype=float)
     bw = bytes_per_rank(kind, size_bytes, n) / np.asarray(bandwidth_bytes_per_s, dtype=float)
     return lat, bw
 
 
-def overlapped_time(comm_s, window_s, penalty):
+def overlapped_time(comm_s: Num, window_s: Num, penalty: Num) -> Num:
     """Critical-path cost (s) of a collective run concurrently with compute lasting window_s (s):
     the part that outlasts the window is exposed, and the part hidden behind it still costs
     `penalty` of its time, because NCCL's thread blocks take SMs and HBM bandwidth from the
@@ -64,15 +68,22 @@ def overlapped_time(comm_s, window_s, penalty):
     return np.maximum(0.0, comm_s - window_s) + penalty * np.minimum(comm_s, window_s)
 
 
-def group_spans_nodes(group_size, stride, gpus_per_node):
+def group_spans_nodes(group_size: Num, stride: Num, gpus_per_node: Num) -> Num:
     """True where a group of group_size ranks, stride apart, leaves one node: stride * group_size >
     gpus_per_node (SPEC 1; the strides come from the rank order, perfmodel/mesh.py)."""
-    return np.asarray(group_size) * np.asarray(stride) > gpus_per_node
+    return np.asarray(np.asarray(group_size) * np.asarray(stride) > gpus_per_node)
 
 
 def all_to_all_time(
-    size_bytes, n, ranks_per_node, intra_bw, intra_alpha, inter_bw, inter_alpha, inter_scale=1.0
-):
+    size_bytes: Num,
+    n: Num,
+    ranks_per_node: Num,
+    intra_bw: Num,
+    intra_alpha: Num,
+    inter_bw: Num,
+    inter_alpha: Num,
+    inter_scale: Num = 1.0,
+) -> Num:
     """Seconds of an all-to-all of ``size_bytes`` per rank over n ranks, ``ranks_per_node`` of them
     in each node: every rank sends (n-1)/n of its data, 1/n to each peer (SPEC 3); the share for
     peers in its own node goes over the intra-node link and the rest over the NIC at the same time,
@@ -83,13 +94,13 @@ def all_to_all_time(
     per_peer = np.asarray(size_bytes, dtype=float) / np.maximum(n, 1.0)
     intra = (r - 1) * (intra_alpha + per_peer / intra_bw)
     inter = (n - r) * inter_alpha + (n - r) * per_peer * inter_scale / inter_bw
-    return np.maximum(intra, inter)
+    return np.asarray(np.maximum(intra, inter))
 
 
-def node_dedup(n, ranks_per_node, k: int):
+def node_dedup(n: Num, ranks_per_node: Num, k: int) -> Num:
     """Share of a token's k expert copies that must cross to remote nodes when each remote node
     receives the token once and fans it out over NVLink (DeepEP, DeepSeek-V3 report Sec. 3.2.2): the
     expected distinct nodes among k uniform picks of N = n / ranks_per_node, N (1 - (1 - 1/N)^k),
     over k."""
     nodes = np.maximum(np.asarray(n, dtype=float) / np.maximum(ranks_per_node, 1), 1.0)
-    return nodes * (1 - (1 - 1 / nodes) ** k) / k
+    return np.asarray(nodes * (1 - (1 - 1 / nodes) ** k) / k)

@@ -13,32 +13,37 @@ The general functions below reduce to these closed forms for GPT shapes (tested)
 
 from __future__ import annotations
 
+from perfmodel.cost import Num
+
+from .ops import Block
 from .transformer import LayerShape, Options, decoder_layer, lm_head
 
 
-def layer_forward_flops(shape: LayerShape, b, s, moe: bool = False) -> dict[str, object]:
+def layer_forward_flops(shape: LayerShape, b: Num, s: int, moe: bool = False) -> dict[str, Num]:
     """Forward FLOPs of one whole layer (before any parallelism) for b sequences, by GEMM, read off
     the layer's description (cost/transformer.decoder_layer; SPEC 5). A MoE layer counts the k
     experts each token is routed to, the router and the shared experts: the active FLOPs."""
     block = decoder_layer(shape, Options(), b, s, 1, False, moe=moe)
-    out: dict[str, object] = {}
+    out: dict[str, Num] = {}
     for g in block.gemms():
         out[g.name] = out.get(g.name, 0.0) + g.flops
     return out
 
 
-def logits_forward_flops(shape: LayerShape, b, s):
+def logits_forward_flops(shape: LayerShape, b: Num, s: int) -> Num:
     """Output layer: 2 b s h V FLOPs forward (SPEC 5), read off the LM head's description."""
     return lm_head(shape, Options(), b, s, 1, False).matmul_flops()
 
 
-def _layers(shape: LayerShape, B, s, L, moe_layers):
+def _layers(
+    shape: LayerShape, B: Num, s: int, L: Num, moe_layers: int
+) -> tuple[Block, Block | None, Num]:
     dense = decoder_layer(shape, Options(), B, s, 1, False)
     moe = decoder_layer(shape, Options(), B, s, 1, False, moe=True) if moe_layers else None
     return dense, moe, L - moe_layers
 
 
-def model_flops(shape: LayerShape, B, s, L, moe_layers: int = 0):
+def model_flops(shape: LayerShape, B: Num, s: int, L: Num, moe_layers: int = 0) -> Num:
     """Model FLOPs per step: 3 x forward (forward + 2x backward), no recompute, active experts only
     (generalizes Korthikanti eq. 7; the attention core is counted over the whole s x s, as eq. 7
     does).
@@ -48,7 +53,9 @@ def model_flops(shape: LayerShape, B, s, L, moe_layers: int = 0):
     return 3.0 * (fwd + logits_forward_flops(shape, B, s))
 
 
-def hardware_flops(shape: LayerShape, B, s, L, recompute: str, moe_layers: int = 0):
+def hardware_flops(
+    shape: LayerShape, B: Num, s: int, L: Num, recompute: str, moe_layers: int = 0
+) -> Num:
     """Hardware FLOPs per step under each paper's convention (SPEC 5).
 
     full: model + one more forward of every layer (Narayanan eq. 3: 4x forward).
@@ -66,7 +73,7 @@ def hardware_flops(shape: LayerShape, B, s, L, recompute: str, moe_layers: int =
     return base
 
 
-def megatron_core_flops(shape: LayerShape, B, s, L, moe_layers: int = 0):
+def megatron_core_flops(shape: LayerShape, B: Num, s: int, L: Num, moe_layers: int = 0) -> Num:
     """FLOPs per step as Megatron-Core prints them (megatron/training/training.py,
     num_floating_point_operations, 2025): 6 B s per token-weight product over the attention
     projections, the dense MLPs, the k routed and the shared experts (the router not counted), the
@@ -95,17 +102,17 @@ def megatron_core_flops(shape: LayerShape, B, s, L, moe_layers: int = 0):
     return B * s * (6.0 * mlp + 6.0 * attn * L + 6.0 * h * V)
 
 
-def korthikanti_model_flops(B, s, L, h, V):
+def korthikanti_model_flops(B: Num, s: Num, L: Num, h: Num, V: Num) -> Num:
     """72 B s L h^2 (1 + s/(6h) + V/(12hL)): Korthikanti et al. 2022, eq. 7. FLOPs per step."""
     return 72.0 * B * s * L * h**2 * (1 + s / (6 * h) + V / (12 * h * L))
 
 
-def narayanan_hardware_flops(B, s, L, h, V):
+def narayanan_hardware_flops(B: Num, s: Num, L: Num, h: Num, V: Num) -> Num:
     """96 B s L h^2 (1 + s/(6h) + V/(16hL)): Narayanan et al. 2021, eq. 3 (full recompute). FLOPs
     per step."""
     return 96.0 * B * s * L * h**2 * (1 + s / (6 * h) + V / (16 * h * L))
 
 
-def korthikanti_selective_flops(B, s, L, h, V):
+def korthikanti_selective_flops(B: Num, s: Num, L: Num, h: Num, V: Num) -> Num:
     """72 B s L h^2 (1 + s/(3h) + V/(12hL)): Korthikanti et al. 2022, eq. 8. FLOPs per step."""
     return 72.0 * B * s * L * h**2 * (1 + s / (3 * h) + V / (12 * h * L))

@@ -13,11 +13,17 @@ Every quantity is a numpy array broadcast over configurations.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfmodel.cost import Num
+
 from . import collectives as coll
-from .ops import Block, Collective, FusedAttention, Gemm, Pointwise
+from .ops import Block, Collective, FusedAttention, Gemm, Pointwise, Transfer
+
+if TYPE_CHECKING:
+    from perfmodel.specs.hardware import GPU
 from .roofline import gemm_bytes, gemm_efficiency, gemm_flops, is_memory_bound, kernel_time
 
 
@@ -27,12 +33,12 @@ class Op:
 
     name: str
     kind: str  # gemm | attention | elementwise | comm
-    flops: np.ndarray
-    bytes: np.ndarray
-    fwd_s: np.ndarray
-    bwd_s: np.ndarray  # backward time on the critical path (exposed part for comm)
+    flops: Num
+    bytes: Num
+    fwd_s: Num
+    bwd_s: Num  # backward time on the critical path (exposed part for comm)
     attention_core: bool = False  # recomputed by selective recompute
-    compute_bound: np.ndarray | None = None
+    compute_bound: Num | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,7 +61,7 @@ class Hardware:
     attn_gemm_eff: float = 0.0
 
     @classmethod
-    def from_gpu(cls, gpu, dtype: str) -> Hardware:
+    def from_gpu(cls, gpu: GPU, dtype: str) -> Hardware:
         """FP8 GEMMs run at the FP8 peak and its efficiency; attention stays in BF16 (Transformer
         Engine)."""
         fp8 = dtype == "fp8"
@@ -88,24 +94,30 @@ class Link:
     all-to-all, which reaches every peer directly, the intra-node link and the group's ranks per
     node too (None: all on the bounding link)."""
 
-    bandwidth: np.ndarray
-    latency: np.ndarray
-    intra_bandwidth: object = None
-    intra_latency: object = None
-    ranks_per_node: object = None
+    bandwidth: Num
+    latency: Num
+    intra_bandwidth: Num | None = None
+    intra_latency: Num | None = None
+    ranks_per_node: Num | None = None
 
-    def seconds(self, kind: str, message, n, dedup_k: int = 0):
+    def seconds(self, kind: str, message: Num, n: Num, dedup_k: int = 0) -> Num:
         """Time of one collective of ``message`` bytes over n ranks (SPEC 3). ``dedup_k``: the
         message is k copies of each token, and a copy bound for a node the token already goes to
         stays off the NIC (DeepEP's node-level dispatch)."""
-        if kind == "all-to-all" and self.ranks_per_node is not None:
-            scale = coll.node_dedup(n, self.ranks_per_node, dedup_k) if dedup_k else 1.0
+        rpn, intra_bw, intra_alpha = self.ranks_per_node, self.intra_bandwidth, self.intra_latency
+        if (
+            kind == "all-to-all"
+            and rpn is not None
+            and intra_bw is not None
+            and intra_alpha is not None
+        ):
+            scale = coll.node_dedup(n, rpn, dedup_k) if dedup_k else 1.0
             return coll.all_to_all_time(
                 message,
                 n,
-                self.ranks_per_node,
-                self.intra_bandwidth,
-                self.intra_latency,
+                rpn,
+                intra_bw,
+                intra_alpha,
                 self.bandwidth,
                 self.latency,
                 scale,
@@ -113,7 +125,9 @@ class Link:
         return sum(coll.collective_time(kind, message, n, self.bandwidth, self.latency))
 
 
-def _gemm_time(hw: Hardware, M, K, N, dt, batch, core, attention: bool = False):
+def _gemm_time(
+    hw: Hardware, M: Num, K: Num, N: Num, dt: Num, batch: Num, core: Num, attention: bool = False
+) -> Num:
     """Seconds of one GEMM at the roofline with the efficiency of its shape (the attention core's at
     the attention dtype's peak)."""
     peak = (hw.attn_peak or hw.peak) if attention else hw.peak
@@ -130,7 +144,7 @@ def _gemm_time(hw: Hardware, M, K, N, dt, batch, core, attention: bool = False):
     )
 
 
-def _time_gemm(hw: Hardware, g: Gemm, dt: float):
+def _time_gemm(hw: Hardware, g: Gemm, dt: float) -> tuple[Op, Num, Num]:
     """(op, dgrad seconds, wgrad seconds). Timed on ``time_rows`` rows where the slowest rank runs
     more than the mean (routed experts); FLOPs and bytes stay the mean's."""
     core = hw.core_eff if g.attention_core else 1.0
@@ -141,7 +155,7 @@ def _time_gemm(hw: Hardware, g: Gemm, dt: float):
     dgrad = _gemm_time(hw, M, g.N, g.K, dt, g.batch, core, a)
     wgrad = _gemm_time(hw, g.K, M, g.N, dt, g.batch, core, a)
     flops, nbytes = g.flops, g.bytes(dt)
-    bound = ~is_memory_bound(flops, nbytes, hw.peak, hw.hbm_bw)
+    bound = ~np.asarray(is_memory_bound(flops, nbytes, hw.peak, hw.hbm_bw))
     return (
         Op(g.name, "gemm", flops, nbytes, fwd, dgrad + wgrad, g.attention_core, bound),
         dgrad,
@@ -155,7 +169,7 @@ def _time_pointwise(hw: Hardware, p: Pointwise) -> Op:
     el = np.asarray(p.elements, dtype=float)
     hbm_eff = hw.hbm_eff * (hw.core_eff if p.attention_core else 1.0)
 
-    def run(bytes_per_el):
+    def run(bytes_per_el: Num) -> Num:
         if not bytes_per_el:
             return np.zeros(el.shape)
         return kernel_time(
@@ -191,11 +205,11 @@ def _time_fused_attention(hw: Hardware, fa: FusedAttention) -> Op:
         fwd,
         bwd,
         True,
-        ~is_memory_bound(flops, io, peak, hw.hbm_bw),
+        ~np.asarray(is_memory_bound(flops, io, peak, hw.hbm_bw)),
     )
 
 
-def overlapped(hw: Hardware, comm_s, window_s, overlap: bool):
+def overlapped(hw: Hardware, comm_s: Num, window_s: Num, overlap: bool) -> Num:
     """A collective run behind compute lasting window_s: the excess is exposed and the overlapped
     part still costs overlap_penalty of its time (cost/collectives.overlapped_time). Without
     overlap, all of it."""
@@ -203,7 +217,13 @@ def overlapped(hw: Hardware, comm_s, window_s, overlap: bool):
 
 
 def _time_collective(
-    hw: Hardware, c: Collective, n, sp, link: Link, passes: dict, overlap: bool
+    hw: Hardware,
+    c: Collective,
+    n: Num,
+    sp: Num,
+    link: Link,
+    passes: dict[tuple[str, str], Num],
+    overlap: bool,
 ) -> Op:
     """A group's transfers of each pass over its n ranks: all-reduce and its halves (a
     reduce-scatter or an all-gather take the same ring time, SPEC 3), all-to-all, and point-to-point
@@ -212,11 +232,11 @@ def _time_collective(
     sp = np.asarray(sp, dtype=bool)
     on = {"always": np.ones(sp.shape, dtype=bool), "sp": sp, "no_sp": ~sp}
 
-    def seconds(x):
+    def seconds(x: Transfer) -> Num:
         msg = c.message * x.scale
         return link.seconds(x.kind, msg, 2 if x.kind == "p2p" else n, c.dedup_k)
 
-    def total(transfers):
+    def total(transfers: tuple[Transfer, ...]) -> Num:
         out = np.zeros(np.broadcast(np.asarray(c.message), sp).shape)
         for x in transfers:
             one = seconds(x)
@@ -225,9 +245,9 @@ def _time_collective(
             out = out + np.where(on[x.when], x.repeat * one, 0.0)
         return out
 
-    def wire(x):
+    def wire(x: Transfer) -> Num:
         if x.kind == "p2p":
-            return x.repeat * c.message * x.scale
+            return np.asarray(x.repeat * c.message * x.scale)
         return coll.bytes_per_rank(x.kind, c.message * x.scale, n)
 
     bytes_ = sum((np.where(on[x.when], wire(x), 0.0) for x in c.fwd), np.zeros(sp.shape))
@@ -240,8 +260,8 @@ def time_block(
     block: Block,
     *,
     gemm_bytes: float,
-    sizes: dict,
-    sp,
+    sizes: dict[str, Num],
+    sp: Num,
     links: dict[str, Link],
     overlap: bool = True,
 ) -> list[Op]:
@@ -250,7 +270,7 @@ def time_block(
     link.
     """
     timed: dict[int, Op] = {}
-    passes: dict[tuple[str, str], np.ndarray] = {}
+    passes: dict[tuple[str, str], Num] = {}
     for i, op in enumerate(block.ops):
         if isinstance(op, Gemm):
             timed[i], passes[(op.name, "dgrad")], passes[(op.name, "wgrad")] = _time_gemm(

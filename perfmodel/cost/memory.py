@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from perfmodel.cost import Array, Num
+
 from ..specs.precision import Precision
 from .transformer import LayerShape, Options, decoder_layer, embedding, lm_head
 
@@ -28,7 +30,7 @@ BF16_ADAM = Precision.of("bf16", False, "adam")
 RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
 
 
-def layer_params(shape: LayerShape):
+def layer_params(shape: LayerShape) -> Num:
     """Parameters of one layer, read off its description (cost/transformer.decoder_layer).
 
     GPT (gelu, biases, LayerNorm): 12h^2 + 13h (Narayanan 2021, Sec. 5.1); Llama (SwiGLU, no
@@ -36,17 +38,17 @@ def layer_params(shape: LayerShape):
     return decoder_layer(shape, Options(), 1, 1, 1, False).params()
 
 
-def embedding_params(shape: LayerShape, s):
+def embedding_params(shape: LayerShape, s: int) -> Num:
     """Word embedding V h, plus s h learned position embedding."""
     return embedding(shape, Options(), 1, s, 1, False).params()
 
 
-def head_params(shape: LayerShape):
+def head_params(shape: LayerShape) -> Num:
     """Final norm, plus the output layer V h when it is not tied to the word embedding."""
     return lm_head(shape, Options(), 1, 1, 1, False).params()
 
 
-def total_params(shape: LayerShape, L, s, moe_layers: int = 0):
+def total_params(shape: LayerShape, L: Num, s: int, moe_layers: int = 0) -> Num:
     """All parameters of the model (Narayanan 2021: 12lh^2(1 + 13/(12h) + (V+s)/(12lh)) for GPT,
     plus the final norm's); a MoE layer counts every routed expert."""
     moe = decoder_layer(shape, Options(), 1, 1, 1, False, moe=True).params() if moe_layers else 0
@@ -58,7 +60,7 @@ def total_params(shape: LayerShape, L, s, moe_layers: int = 0):
     )
 
 
-def end_params(shape: LayerShape, s, tp, pp):
+def end_params(shape: LayerShape, s: int, tp: Num, pp: Num) -> tuple[Array, Array]:
     """(embedding, head) parameters per GPU on the stages that hold them (SPEC 6): the word
     embedding (V h / t) and the learned positions (not split); the output layer (V h / t), a copy
     even when tied if p > 1 (Megatron keeps it there and all-reduces its gradients), with the final
@@ -67,10 +69,12 @@ def end_params(shape: LayerShape, s, tp, pp):
     word = shape.vocab * shape.hidden / tp
     positions = shape.hidden * s if shape.learned_positions else 0
     head = np.where((pp > 1) | (not shape.tied), word, 0.0) + np.where(pp > 1, shape.hidden, 0.0)
-    return word + positions, head
+    return np.asarray(word + positions), np.asarray(head)
 
 
-def model_state_bytes(params, dp=1, zero_stage=0, precision: Precision = BF16_ADAM):
+def model_state_bytes(
+    params: Num, dp: Num = 1, zero_stage: Num = 0, precision: Precision = BF16_ADAM
+) -> tuple[Array, Array, Array]:
     """(weights, gradients, optimizer) bytes per GPU for ``params`` parameters on it.
 
     Mixed precision with Adam: 2 + 2 + 12 = 16 B/param, 18 with fp32 gradients (ZeRO paper,
@@ -87,7 +91,9 @@ def model_state_bytes(params, dp=1, zero_stage=0, precision: Precision = BF16_AD
     return weights, grads, optim
 
 
-def activation_bytes_per_layer(s, b, h, a, t, sp, recompute):
+def activation_bytes_per_layer(
+    s: Num, b: Num, h: Num, a: Num, t: Num, sp: Num, recompute: Num
+) -> Array:
     """Activation bytes one layer keeps for backward, per micro-batch (Korthikanti 2022, Table
     2)."""
     s = np.asarray(s, dtype=float)
@@ -99,10 +105,12 @@ def activation_bytes_per_layer(s, b, h, a, t, sp, recompute):
     none = np.where(sp, sbh / t * (34 + attn_scores), sbh * (10 + 24 / t + attn_scores / t))
     selective = np.where(sp, 34.0 * sbh / t, sbh * (10 + 24 / t))
     full = np.where(sp, 2.0 * sbh / t, 2.0 * sbh)
-    return np.where(rc == 2, full, np.where(rc == 1, selective, none))
+    return np.asarray(np.where(rc == 2, full, np.where(rc == 1, selective, none)))
 
 
-def activation_terms(s, b, h, a, V, t, sp, recompute):
+def activation_terms(
+    s: Num, b: Num, h: Num, a: Num, V: Num, t: Num, sp: Num, recompute: Num
+) -> tuple[Array, Array, Array, Array]:
     """Activation bytes per micro-batch that a stage's peak is made of (per configuration):
 
     - per layer kept for backward (Korthikanti 2022, Table 2);
@@ -120,4 +128,4 @@ def activation_terms(s, b, h, a, V, t, sp, recompute):
     )
     embed = sbh / np.where(np.asarray(sp, dtype=bool), t, 1.0)
     head = 4.0 * sbh / t + 4.0 * np.asarray(s, dtype=float) * b * V / t
-    return per_layer, working, embed, head
+    return per_layer, np.asarray(working), np.asarray(embed), np.asarray(head)

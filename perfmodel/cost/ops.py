@@ -19,11 +19,14 @@ Units: elements, FLOPs, bytes, seconds.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import replace as _replace
 from typing import Literal
 
 import numpy as np
+
+from perfmodel.cost import Array, Num
 
 from .roofline import gemm_bytes, gemm_flops
 
@@ -44,24 +47,24 @@ class Gemm:
     slowest rank really runs (routed experts: the busiest rank's share), when not M."""
 
     name: str
-    M: np.ndarray
-    K: np.ndarray
-    N: np.ndarray
-    batch: np.ndarray
+    M: Num
+    K: Num
+    N: Num
+    batch: Num
     shard: Shard
-    params: float = 0.0
+    params: Num = 0.0
     attention_core: bool = False  # repeated by selective recompute (Korthikanti 2022, Sec. 5)
-    saved: object = 0.0
-    saved_core: object = 0.0
-    time_rows: object = None
+    saved: Num = 0.0
+    saved_core: Num = 0.0
+    time_rows: Num | None = None
     modules: tuple[str, ...] = ()
 
     @property
-    def flops(self):
+    def flops(self) -> Num:
         """2 M K N per product (SPEC 4), FLOPs."""
         return gemm_flops(self.M, self.K, self.N, self.batch)
 
-    def bytes(self, dtype_bytes: float):
+    def bytes(self, dtype_bytes: float) -> Num:
         """Minimum HBM traffic: read A and B, write C (SPEC 4), bytes."""
         return gemm_bytes(self.M, self.K, self.N, dtype_bytes, self.batch)
 
@@ -74,16 +77,16 @@ class FusedAttention:
 
     name: str
     gemms: tuple[Gemm, ...]
-    io_bytes: np.ndarray
+    io_bytes: Num
     causal_fraction: float = 1.0
     shard: Shard = "heads"
     attention_core: bool = True
-    saved: object = 0.0
-    saved_core: object = 0.0
+    saved: Num = 0.0
+    saved_core: Num = 0.0
     modules: tuple[str, ...] = ()
 
     @property
-    def flops(self):
+    def flops(self) -> Num:
         return sum(g.flops for g in self.gemms)
 
 
@@ -94,15 +97,15 @@ class Pointwise:
     whole model's parameters it owns (a norm's gamma and beta)."""
 
     name: str
-    elements: np.ndarray
+    elements: Num
     fwd_bytes_per_el: float
     bwd_bytes_per_el: float
     flops_per_el: float
     shard: Shard
-    params: float = 0.0
+    params: Num = 0.0
     attention_core: bool = False
-    saved: object = 0.0
-    saved_core: object = 0.0
+    saved: Num = 0.0
+    saved_core: Num = 0.0
     modules: tuple[str, ...] = ()
 
 
@@ -117,8 +120,8 @@ class Transfer:
     kind: Literal["all-reduce", "reduce-scatter", "all-gather", "all-to-all", "p2p"]
     when: Literal["always", "sp", "no_sp"] = "always"
     behind: tuple[str, str] | None = None
-    repeat: object = 1
-    share: object = 1.0
+    repeat: Num = 1
+    share: Num = 1.0
     scale: float = 1.0
 
 
@@ -129,12 +132,12 @@ class Collective:
 
     name: str
     group: Literal["tp", "cp", "ep", "etp"]
-    message: np.ndarray
+    message: Num
     fwd: tuple[Transfer, ...]
     bwd: tuple[Transfer, ...]
     attention_core: bool = False
-    saved: object = 0.0
-    saved_core: object = 0.0
+    saved: Num = 0.0
+    saved_core: Num = 0.0
     modules: tuple[str, ...] = ()
     dedup_k: int = 0  # DeepEP: a token's k copies cross to each remote node once (0: no dedup)
 
@@ -142,12 +145,12 @@ class Collective:
 OpDesc = Gemm | FusedAttention | Pointwise | Collective
 
 
-def tag(ops, *modules: str) -> list:
+def tag(ops: Iterable[OpDesc], *modules: str) -> list[OpDesc]:
     """The ops, each also in ``modules`` (the attention core's ops are in core_attn already)."""
     return [_replace(op, modules=tuple(dict.fromkeys(op.modules + modules))) for op in ops]
 
 
-def in_modules(op, modules) -> bool:
+def in_modules(op: OpDesc, modules: Iterable[str]) -> bool:
     """True where op is repeated by a selective recompute of ``modules``."""
     return bool(set(op.modules + (("core_attn",) if op.attention_core else ())) & set(modules))
 
@@ -159,7 +162,7 @@ class Block:
 
     name: str
     ops: tuple[OpDesc, ...]
-    input_bytes: object = 0.0
+    input_bytes: Num = 0.0
 
     def gemms(self) -> list[Gemm]:
         """Every GEMM, the fused attention's included (the roofline's rows)."""
@@ -170,18 +173,18 @@ class Block:
             )
         return out
 
-    def matmul_flops(self, attention_core_only: bool = False):
+    def matmul_flops(self, attention_core_only: bool = False) -> Num:
         """Forward FLOPs of the matrix products (the FLOPs MFU counts), one rank."""
         return sum(g.flops for g in self.gemms() if g.attention_core or not attention_core_only)
 
-    def params(self):
+    def params(self) -> Num:
         """Parameters the block owns, whole (before any sharding)."""
         return sum(op.params for op in self.ops if isinstance(op, (Gemm, Pointwise)))
 
-    def activation_bytes(self, recompute: int):
+    def activation_bytes(self, recompute: Num) -> Array:
         """Bytes kept for the backward per micro-batch (Korthikanti 2022, Sec. 4-5): everything
         (0 none), all but the attention core's s x s tensors (1 selective), the input (2 full)."""
-        kept = sum((op.saved for op in self.ops), 0.0)
-        core = sum((op.saved_core for op in self.ops), 0.0)
+        kept: Num = sum((op.saved for op in self.ops), 0.0)
+        core: Num = sum((op.saved_core for op in self.ops), 0.0)
         rc = np.asarray(recompute)
         return np.where(rc == 2, self.input_bytes, np.where(rc == 1, kept, kept + core))

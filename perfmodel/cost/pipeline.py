@@ -14,27 +14,29 @@ import math
 
 import numpy as np
 
+from perfmodel.cost import Num
+
 # The design limit on the wall-clock bubble: "no more than ~15%" (seed 000, Q3); check rule PM202.
 BUBBLE_LIMIT = 0.15
 
 
-def bubble_over_ideal(p, m, v=1):
+def bubble_over_ideal(p: Num, m: Num, v: Num = 1) -> Num:
     """(p-1)/(m v): bubble relative to the ideal compute time (Narayanan 2021, Sec. 2.2)."""
     return (np.asarray(p, dtype=float) - 1) / (np.asarray(m, dtype=float) * v)
 
 
-def bubble_over_step(p, m, v=1):
+def bubble_over_step(p: Num, m: Num, v: Num = 1) -> Num:
     """Fraction of the wall-clock step the stage idles: (p-1)/(m+p-1) for v = 1."""
     x = bubble_over_ideal(p, m, v)
     return x / (1 + x)
 
 
-def utilization(p, m, v=1):
+def utilization(p: Num, m: Num, v: Num = 1) -> Num:
     """m / (m + (p-1)/v): fraction of the step a stage computes."""
     return 1 - bubble_over_step(p, m, v)
 
 
-def step_time_units(p, m, v=1):
+def step_time_units(p: Num, m: Num, v: Num = 1) -> Num:
     """Step time in units of (t_f + t_b) of one stage: m + (p-1)/v."""
     return np.asarray(m, dtype=float) + (np.asarray(p, dtype=float) - 1) / v
 
@@ -55,7 +57,7 @@ def min_microbatches_for_target(p: int, target: float, v: int = 1) -> int:
 SCHEDULE_CODES = {"gpipe": 0, "1f1b": 1, "interleaved": 2}
 
 
-def in_flight_microbatches(p, m, v, schedule):
+def in_flight_microbatches(p: Num, m: Num, v: Num, schedule: str) -> Num:
     """Micro-batches whose activations the first stage holds at its peak (SPEC 5).
 
     GPipe keeps all m; 1F1B keeps min(p, m); interleaving multiplies the 1F1B
@@ -70,7 +72,7 @@ def in_flight_microbatches(p, m, v, schedule):
     return np.where(code == 0, m, np.where(code == 2, interleaved, one_f_one_b))
 
 
-def pipeline_lower_bound(count, first_index, stage_time, m, v):
+def pipeline_lower_bound(count: Num, first_index: Num, stage_time: Num, m: Num, v: Num) -> Num:
     """A lower bound on a simulated pipeline step with per-stage times T_j (classes of identical
     stages: ``count`` stages from ``first_index`` each, arrays configurations x classes): stage j
     cannot start before the first micro-batch's forward has crossed the stages before it, then runs
@@ -84,4 +86,4 @@ def pipeline_lower_bound(count, first_index, stage_time, m, v):
     before = np.cumsum(cnt * t, axis=1) - cnt * t  # time of the classes before each one
     v = np.asarray(v, dtype=float)[:, None]
     at_last = (before + np.maximum(cnt - 1, 0) * t) / v + np.asarray(m, dtype=float)[:, None] * t
-    return np.where(cnt > 0, at_last, -np.inf).max(axis=1)
+    return np.asarray(np.where(cnt > 0, at_last, -np.inf).max(axis=1))

@@ -15,34 +15,38 @@ from __future__ import annotations
 
 import numpy as np
 
+from perfmodel.cost import Array, Num
 
-def gemm_flops(M, K, N, batch=1):
+
+def gemm_flops(M: Num, K: Num, N: Num, batch: Num = 1) -> Num:
     """2 M K N FLOPs per GEMM, times a batch of independent GEMMs."""
     return 2.0 * np.asarray(M, dtype=float) * K * N * batch
 
 
-def gemm_bytes(M, K, N, dtype_bytes, batch=1):
+def gemm_bytes(M: Num, K: Num, N: Num, dtype_bytes: Num, batch: Num = 1) -> Num:
     """Minimum HBM traffic: read A (MK) and B (KN), write C (MN), bytes."""
     M = np.asarray(M, dtype=float)
     return dtype_bytes * (M * K + K * N + M * N) * batch
 
 
-def arithmetic_intensity(flops, nbytes):
+def arithmetic_intensity(flops: Num, nbytes: Num) -> Num:
     """FLOP per byte."""
     return np.asarray(flops, dtype=float) / nbytes
 
 
-def ridge_point(peak_flops_per_s, bandwidth_bytes_per_s):
+def ridge_point(peak_flops_per_s: Num, bandwidth_bytes_per_s: Num) -> Num:
     """AI (FLOP/byte) above which a kernel is compute-bound."""
     return peak_flops_per_s / bandwidth_bytes_per_s
 
 
-def attainable_flops(ai, peak_flops_per_s, bandwidth_bytes_per_s):
+def attainable_flops(ai: Num, peak_flops_per_s: Num, bandwidth_bytes_per_s: Num) -> Num:
     """min(peak, AI * BW), FLOP/s."""
     return np.minimum(peak_flops_per_s, np.asarray(ai, dtype=float) * bandwidth_bytes_per_s)
 
 
-def roofline_time(flops, nbytes, peak_flops_per_s, bandwidth_bytes_per_s):
+def roofline_time(
+    flops: Num, nbytes: Num, peak_flops_per_s: Num, bandwidth_bytes_per_s: Num
+) -> Num:
     """max(FLOPs / peak, bytes / BW), seconds."""
     return np.maximum(
         np.asarray(flops, dtype=float) / peak_flops_per_s,
@@ -50,26 +54,30 @@ def roofline_time(flops, nbytes, peak_flops_per_s, bandwidth_bytes_per_s):
     )
 
 
-def is_memory_bound(flops, nbytes, peak_flops_per_s, bandwidth_bytes_per_s):
+def is_memory_bound(
+    flops: Num, nbytes: Num, peak_flops_per_s: Num, bandwidth_bytes_per_s: Num
+) -> Num:
     """True where AI is below the ridge point."""
     return arithmetic_intensity(flops, nbytes) < ridge_point(
         peak_flops_per_s, bandwidth_bytes_per_s
     )
 
 
-def tile_arithmetic_intensity(tile, dtype_bytes):
+def tile_arithmetic_intensity(tile: Num, dtype_bytes: Num) -> Num:
     """AI of a TILE x TILE block: 2 T^2 K FLOPs over 2 T K dtype bytes = T / dtype (seed 000,
     3.2)."""
     return np.asarray(tile, dtype=float) / dtype_bytes
 
 
-def tiled_gemm_bytes(M, N, K, tile, dtype_bytes):
+def tiled_gemm_bytes(M: Num, N: Num, K: Num, tile: Num, dtype_bytes: Num) -> Num:
     """HBM traffic when every T x T output block re-reads its A and B panels (seed 000, 3.2)."""
     tiles = np.ceil(np.asarray(M) / tile) * np.ceil(np.asarray(N) / tile)
     return tiles * 2.0 * tile * K * dtype_bytes
 
 
-def wave_quantization(M, N, tile_m, tile_n, num_sms, blocks_per_sm=1, batch=1):
+def wave_quantization(
+    M: Num, N: Num, tile_m: Num, tile_n: Num, num_sms: Num, blocks_per_sm: Num = 1, batch: Num = 1
+) -> tuple[Array, Num, Array, Array]:
     """(tiles, slots, waves (fractional), utilization) of a tiled GEMM (SPEC 4).
 
     utilization = tiles / (ceil(waves) * slots): the last, partial wave idles SMs.
@@ -91,7 +99,16 @@ def wave_quantization(M, N, tile_m, tile_n, num_sms, blocks_per_sm=1, batch=1):
 GEMM_TILES = ((256, 128, 1.00), (128, 256, 1.00), (128, 128, 0.92), (128, 64, 0.80), (64, 64, 0.62))
 
 
-def gemm_efficiency(M, N, K, num_sms, base_efficiency, k_overhead, batch=1, tail_waves=True):
+def gemm_efficiency(
+    M: Num,
+    N: Num,
+    K: Num,
+    num_sms: Num,
+    base_efficiency: Num,
+    k_overhead: Num,
+    batch: Num = 1,
+    tail_waves: bool = True,
+) -> Num:
     """Fraction of peak a GEMM reaches: base x best tile (wave quantization, edge padding) x
     K/(K+k0).
 
@@ -123,14 +140,14 @@ def gemm_efficiency(M, N, K, num_sms, base_efficiency, k_overhead, batch=1, tail
 
 
 def kernel_time(
-    flops,
-    nbytes,
-    peak_flops_per_s,
-    bandwidth_bytes_per_s,
-    compute_efficiency,
-    memory_efficiency,
-    overhead_s,
-):
+    flops: Num,
+    nbytes: Num,
+    peak_flops_per_s: Num,
+    bandwidth_bytes_per_s: Num,
+    compute_efficiency: Num,
+    memory_efficiency: Num,
+    overhead_s: Num,
+) -> Num:
     """Roofline time with achievable efficiencies, plus a fixed per-kernel overhead, seconds."""
     return (
         roofline_time(

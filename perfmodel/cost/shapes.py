@@ -9,11 +9,16 @@ configurations; transformer.py gives the conventions and their sources.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from .ops import Collective, Gemm, Pointwise, Transfer
+from perfmodel.cost import Array, Num
+
+from .ops import Collective, Gemm, OpDesc, Pointwise, Transfer
+
+if TYPE_CHECKING:
+    from perfmodel.specs.model import Model
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,7 @@ class LayerShape:
     chunk_share: float = 0.0
 
     @classmethod
-    def of(cls, model) -> LayerShape:
+    def of(cls, model: Model) -> LayerShape:
         """From a specs.Model (read by attribute, so cost/ stays free of the specs)."""
         moe = model.num_moe_experts is not None
         return cls(
@@ -157,19 +162,21 @@ class Split:
     etp: np.ndarray
 
     @classmethod
-    def of(cls, b, s, t, sp, cp=1, ep=1, etp=1) -> Split:
-        f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
+    def of(cls, b: Num, s: int, t: Num, sp: Num, cp: Num = 1, ep: Num = 1, etp: Num = 1) -> Split:
+        def f(x: Num) -> Array:
+            return np.asarray(x, dtype=float)
+
         return cls(f(b), s, f(t), np.asarray(sp, dtype=bool), f(cp), f(ep), f(etp))
 
     @property
-    def tokens(self):
+    def tokens(self) -> Num:
         """Tokens of the micro-batch on this rank's CP shard: b s / cp."""
-        return self.b * self.s / self.cp
+        return np.asarray(self.b * self.s / self.cp)
 
     @property
-    def tok(self):
+    def tok(self) -> Num:
         """Token-wise regions are split t ways under SP."""
-        return np.where(self.sp, self.t, 1.0)
+        return np.asarray(np.where(self.sp, self.t, 1.0))
 
 
 def layernorm_backward_bytes(act: int, persistent: bool) -> float:
@@ -188,7 +195,7 @@ def grad_accumulation_bytes(act_bytes: int, fused: bool, gradient_bytes: int) ->
 
 
 def _tp_collective(
-    name: str, message, column_gemm: str, row_gemm: str = "", ub: bool = False
+    name: str, message: Num, column_gemm: str, row_gemm: str = "", ub: bool = False
 ) -> Collective:
     """Forward g after a row-parallel GEMM, backward f at the column-parallel input, overlapped with
     that GEMM's weight gradient (Megatron's asynchronous TP all-reduce; Korthikanti 2022, Sec. 6.2).
@@ -217,7 +224,7 @@ def _tp_collective(
     )
 
 
-def _residual(m: LayerShape, o: Options, which: str, elements) -> Pointwise:
+def _residual(m: LayerShape, o: Options, which: str, elements: Num) -> Pointwise:
     """The residual add after a block. With dropout, Megatron's fused bias-dropout-add: read x and
     the residual, write the sum and a 1-byte mask; backward reads dy and the mask, writes dx (the
     residual's gradient is dy itself), plus the bias-gradient reduction. Without dropout a plain add
@@ -231,7 +238,9 @@ def _residual(m: LayerShape, o: Options, which: str, elements) -> Pointwise:
     )
 
 
-def _activation(m: LayerShape, act: int, name: str, elements, bias: bool, saved) -> Pointwise:
+def _activation(
+    m: LayerShape, act: int, name: str, elements: Num, bias: bool, saved: Num
+) -> Pointwise:
     """The MLP's activation kernel on ``elements`` outputs of its first GEMM. Gated (SwiGLU, GeGLU):
     read gate and up, write the product; backward reads both and dy, writes both gradients. GELU
     (fused with the bias) and squared ReLU: read x, write y; backward reads dy and x, writes dx,
@@ -258,7 +267,7 @@ _FP8_FUSED_INPUTS = {
 }
 
 
-def fp8_casts(ops: list, o: Options, x: Split) -> list:
+def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
     """The memory-bound casts FP8 GEMMs need (Micikevicius et al. 2022; Transformer Engine): each
     GEMM input not already written in FP8 by the op before it is read in 16-bit and written in FP8
     with a transposed copy for the weight gradient (2 + 1 + 1 B per element); in the backward every
@@ -273,7 +282,7 @@ def fp8_casts(ops: list, o: Options, x: Split) -> list:
     )
     grads = sum((g.M * g.N * g.batch for g in weights), 0.0 * x.b)
     params = sum((g.K * g.N * g.batch for g in weights), 0.0 * x.b)
-    out = [
+    out: list[OpDesc] = [
         Pointwise("FP8 cast of GEMM inputs", inputs, 4.0, 0.0, 1, "column"),
         Pointwise("FP8 cast of output gradients", grads, 0.0, 4.0, 1, "column"),
     ]

@@ -11,8 +11,11 @@ with twice the number of operations under SP.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from perfmodel.cost import Num
 
 from .collectives import bytes_per_rank
 
@@ -58,14 +61,18 @@ def transient_peak_bytes(trace: list[TraceRow], batch: int = 1, dtype_bytes: int
     return max((batch * r.s * r.h * dtype_bytes for r in trace if not r.resident), default=0)
 
 
-def norm_input_bytes(seq, hidden, batch, tp, sequence_parallel, dtype_bytes=2):
+def norm_input_bytes(
+    seq: Num, hidden: Num, batch: Num, tp: Num, sequence_parallel: Num, dtype_bytes: Num = 2
+) -> Num:
     """Bytes of one LayerNorm input a layer keeps: b s h * dtype, / t with SP (seed 002 worked
     example)."""
     full = np.asarray(batch, dtype=float) * seq * hidden * dtype_bytes
     return np.where(sequence_parallel, full / tp, full)
 
 
-def block_comm(seq, hidden, batch, tp, sequence_parallel, dtype_bytes=2) -> dict:
+def block_comm(
+    seq: Num, hidden: Num, batch: Num, tp: Num, sequence_parallel: Num, dtype_bytes: Num = 2
+) -> dict[str, Any]:
     """Forward TP communication of one block: operations and bytes per rank (seed 002, section
     4)."""
     message = float(batch) * seq * hidden * dtype_bytes
@@ -79,7 +86,7 @@ def block_comm(seq, hidden, batch, tp, sequence_parallel, dtype_bytes=2) -> dict
     }
 
 
-def linear_layer_comm(c_in, c_out, batch) -> dict:
+def linear_layer_comm(c_in: Num, c_out: Num, batch: Num) -> dict[str, Any]:
     """Elements moved for y = W x, W C_out x C_in, batch B (seed 000, section 2.3).
 
     Data parallel moves the parameters (C_out C_in per step); TP "partition
@@ -94,7 +101,7 @@ def linear_layer_comm(c_in, c_out, batch) -> dict:
     }
 
 
-def tp_comm_compute_ratio(t, flops_per_s, hidden, bandwidth_bytes_per_s):
+def tp_comm_compute_ratio(t: Num, flops_per_s: Num, hidden: Num, bandwidth_bytes_per_s: Num) -> Num:
     """8 (t-1) P / (24 h BW): TP all-reduce time over layer compute, independent of batch (seed 000,
     4.2).
 

@@ -18,9 +18,12 @@ class carries their mean.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from perfmodel.cost import Array, Num
 
 KINDS = ("dense", "moe")
 
@@ -35,34 +38,41 @@ class Stages:
     embedding: np.ndarray
     head: np.ndarray
 
-    def total(self, per_layer, embedding, head):
+    def total(self, per_layer: Sequence[Num | None], embedding: Num, head: Num) -> Array:
         """Per class: the layers of each kind times that kind's per-layer figure, plus the
         embedding's and the head's share where held. ``per_layer`` is one per-configuration array
         per kind (None for a kind the model does not have)."""
-        col = lambda x: np.asarray(x, dtype=float)[..., None] if np.ndim(x) else x  # noqa: E731
-        out = sum(self.layers[..., k] * col(x) for k, x in enumerate(per_layer) if x is not None)
-        return (
+
+        def col(x: Num) -> Num:
+            return np.asarray(x, dtype=float)[..., None] if np.ndim(x) else x
+
+        out: Num = sum(
+            (self.layers[..., k] * col(x) for k, x in enumerate(per_layer) if x is not None), 0.0
+        )
+        return np.asarray(
             out
             + np.where(self.embedding, col(embedding), 0.0)
             + np.where(self.head, col(head), 0.0)
         )
 
-    def slowest(self, per_class) -> np.ndarray:
+    def slowest(self, per_class: Array) -> Array:
         """Index of the largest present class per configuration (ties: the earlier class)."""
-        return np.argmax(np.where(self.count > 0, per_class, -np.inf), axis=1)
+        return np.asarray(np.argmax(np.where(self.count > 0, per_class, -np.inf), axis=1))
 
-    def pick(self, per_class, idx):
+    def pick(self, per_class: Num, idx: Array) -> Array:
         """per_class[row, idx[row]]."""
-        return np.take_along_axis(np.asarray(per_class), np.asarray(idx)[:, None], axis=1)[:, 0]
+        return np.asarray(
+            np.take_along_axis(np.asarray(per_class), np.asarray(idx)[:, None], axis=1)[:, 0]
+        )
 
-    def mean(self, per_class, pp):
+    def mean(self, per_class: Array, pp: Num) -> Array:
         """Mean over all stages: sum(count x value) / pp."""
-        return (self.count * per_class).sum(axis=1) / pp
+        return np.asarray((self.count * per_class).sum(axis=1) / pp)
 
-    def present_max(self, per_class):
-        return np.where(self.count > 0, per_class, -np.inf).max(axis=1)
+    def present_max(self, per_class: Array) -> Array:
+        return np.asarray(np.where(self.count > 0, per_class, -np.inf).max(axis=1))
 
-    def expand(self, per_class, row: int = 0) -> list[float]:
+    def expand(self, per_class: Array, row: int = 0) -> list[float]:
         """The per-stage list of one configuration, first stage first."""
         out: list[tuple[int, float]] = []
         for c in range(self.count.shape[1]):
@@ -75,7 +85,16 @@ class Stages:
         return self.expand(self.layers.sum(axis=-1), row)
 
 
-def split_layers(L, pp, vp, first, last, t_layer, t_first_extra, t_last_extra):
+def split_layers(
+    L: int,
+    pp: Array,
+    vp: Array,
+    first: Array,
+    last: Array,
+    t_layer: Array,
+    t_first_extra: Array,
+    t_last_extra: Array,
+) -> tuple[Array, Array]:
     """(first, last) stage layer counts per configuration. Given (> 0) counts are kept; otherwise
     the split is even when p divides L (Megatron's default), and else the one that minimizes the
     slowest stage, max(f t + e_first, l t + e_last, ceil(rest/(p-2)) t), over every f, l (the
@@ -118,7 +137,7 @@ def split_layers(L, pp, vp, first, last, t_layer, t_first_extra, t_last_extra):
     return np.where(pp == 1, L, f_out), np.where(pp == 1, 0, l_out)
 
 
-def _balanced(L, pp, t, e_first, e_last):
+def _balanced(L: int, pp: Array, t: Array, e_first: Array, e_last: Array) -> tuple[Array, Array]:
     """The (f, l) minimizing the slowest stage, over a grid of candidates per configuration."""
     top = int(np.max(-(-L // pp))) + 1
     cand = np.arange(0, top + 1)
@@ -145,7 +164,9 @@ def _balanced(L, pp, t, e_first, e_last):
     return best // (top + 1), best % (top + 1)
 
 
-def build_stages(L, moe_pattern, pp, first, last) -> Stages:
+def build_stages(
+    L: int, moe_pattern: Sequence[int], pp: Array, first: Array, last: Array
+) -> Stages:
     """Stage classes for first/last layer counts: first (embedding), middle stages with one layer
     more, middle stages with one layer less, last (LM head); with p = 1 the one stage holds both
     ends. ``moe_pattern`` marks each layer MoE (1) or dense (0)."""

@@ -7,11 +7,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.cost import Array, Num
+
 from ..specs.precision import Precision
 from . import collectives as coll
+from .layer import Link
 
 
-def layer_recompute(fwd_compute, fwd_comm, selective_compute, recompute, selective_comm=0.0):
+def layer_recompute(
+    fwd_compute: Num,
+    fwd_comm: Num,
+    selective_compute: Num,
+    recompute: Num,
+    selective_comm: Num = 0.0,
+) -> tuple[Array, Array]:
     """(compute, comm) seconds one layer spends recomputing in backward (Korthikanti 2022, Sec. 5).
 
     Full recompute repeats the whole forward, its collectives included; selective repeats the
@@ -22,10 +31,12 @@ def layer_recompute(fwd_compute, fwd_comm, selective_compute, recompute, selecti
     """
     rc = np.asarray(recompute)
     compute = np.where(rc == 2, fwd_compute, np.where(rc == 1, selective_compute, 0.0))
-    return compute, np.where(rc == 2, fwd_comm, np.where(rc == 1, selective_comm, 0.0))
+    return np.asarray(compute), np.asarray(
+        np.where(rc == 2, fwd_comm, np.where(rc == 1, selective_comm, 0.0))
+    )
 
 
-def p2p_time(message, tp, sp, pp_link, tp_link):
+def p2p_time(message: Num, tp: Num, sp: Num, pp_link: Link, tp_link: Link) -> Num:
     """One pipeline crossing of a b s h activation (``message`` bytes) with the scatter/gather
     optimization (Narayanan 2021, Sec. 4.1): each TP rank sends 1/t of it to the next stage, which
     all-gathers it over the TP link. Under SP each rank already holds its s/t slice and sends it as
@@ -39,7 +50,7 @@ def p2p_time(message, tp, sp, pp_link, tp_link):
     return send + np.where(sp, 0.0, gather)
 
 
-def pipeline_comm(p2p_s, pp, m, vp):
+def pipeline_comm(p2p_s: Num, pp: Num, m: Num, vp: Num) -> Num:
     """2 v crossings per micro-batch sit on the 1F1B critical path (forward activation and backward
     gradient; with equal stages even when the sends overlap compute, as the schedule simulator
     shows). Seconds per step."""
@@ -53,11 +64,11 @@ class Windows:
     one micro-batch's backward (ZeRO-2's per-micro-batch reduce-scatter), and one layer's forward
     and backward (ZeRO-3's per-layer traffic)."""
 
-    last_backward: object
-    first_forward: object
-    backward: object
-    layer_forward: object
-    layer_backward: object
+    last_backward: Num
+    first_forward: Num
+    backward: Num
+    layer_forward: Num
+    layer_backward: Num
 
 
 @dataclass(frozen=True)
@@ -72,13 +83,20 @@ class Overlap:
     penalty: float
 
 
-def _ring(kind, nbytes, n, link):
+def _ring(kind: str, nbytes: Num, n: Num, link: Link) -> Num:
     return sum(coll.collective_time(kind, nbytes, n, link.bandwidth, link.latency))
 
 
 def data_parallel_comm(
-    groups, zero, m, recompute, layers, w: Windows, ov: Overlap, precision: Precision
-):
+    groups: list[tuple[Num, Num, Link]],
+    zero: Num,
+    m: Num,
+    recompute: Num,
+    layers: Num,
+    w: Windows,
+    ov: Overlap,
+    precision: Precision,
+) -> tuple[Num, Num]:
     """(exposed DP gradient and parameter traffic per step, exposed ZeRO-3 per-layer traffic per
     step), s.
 
@@ -100,7 +118,9 @@ def data_parallel_comm(
       recomputation of full recompute), and its gradients reduce-scattered under the backward: per
       layer max(0, comm - compute) plus the contention share, plus the first layer's gather, for
       every micro-batch."""
-    reduce, gather, zero3 = 0.0, 0.0, 0.0
+    reduce: Num = 0.0
+    gather: Num = 0.0
+    zero3: Num = 0.0
     for params, n, link in groups:
         active = (n > 1) & (params > 0)
         grads, weights = params * precision.gradient_bytes, params * precision.weight_bytes
@@ -168,19 +188,21 @@ def optimizer_step_bytes(p: Precision, fp8_param_gather: bool = False) -> float:
 
 
 def optimizer_time(
-    local_params,
+    local_params: Num,
     p: Precision,
     hbm_bandwidth: float,
     hbm_efficiency: float,
     fp8_param_gather: bool = False,
-):
+) -> Num:
     """The optimizer step over this GPU's shard: HBM-bound, seconds."""
     return (
         local_params * optimizer_step_bytes(p, fp8_param_gather) / (hbm_bandwidth * hbm_efficiency)
     )
 
 
-def fixed_overheads(per_step, per_microbatch, per_hop, m, pp, vp):
+def fixed_overheads(
+    per_step: Num, per_microbatch: Num, per_hop: Num, m: Num, pp: Num, vp: Num
+) -> Num:
     """Fixed costs a framework adds outside the kernels, on the critical path, seconds per step:
     once per step, once per micro-batch, and once per pipeline chunk pass (each micro-batch's
     forward and backward through each of the v chunks of a stage, when p > 1). The values are a

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from perfmodel.cost import Num
+
 from .attention import attention_ops
-from .ops import Block, Collective, Gemm, Pointwise, Transfer, tag
+from .ops import Block, Collective, Gemm, OpDesc, Pointwise, Transfer, tag
 from .shapes import (
     LayerShape,
     Options,
@@ -51,7 +53,16 @@ __all__ = [
 
 
 def decoder_layer(
-    m: LayerShape, o: Options, b, s: int, t, sp, cp=1, ep=1, etp=1, moe: bool = False
+    m: LayerShape,
+    o: Options,
+    b: Num,
+    s: int,
+    t: Num,
+    sp: Num,
+    cp: Num = 1,
+    ep: Num = 1,
+    etp: Num = 1,
+    moe: bool = False,
 ) -> Block:
     """One transformer layer on one rank for a micro-batch of b sequences (SPEC 5): attention
     (MHA/GQA or MLA) and a dense MLP, or a mixture-of-experts FFN when ``moe``."""
@@ -115,7 +126,7 @@ def decoder_layer(
     return Block("MoE layer" if moe else "decoder layer", tuple(ops), input_bytes=act * M * h / tok)
 
 
-def mlp_ops(m: LayerShape, o: Options, x: Split) -> list:
+def mlp_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     """Dense MLP: column-parallel up (gate+up when gated), the activation, row-parallel down, the TP
     collective after it."""
     act, h, f = o.act_bytes, m.hidden, m.ffn
@@ -132,7 +143,7 @@ def mlp_ops(m: LayerShape, o: Options, x: Split) -> list:
     ]
 
 
-def moe_ops(m: LayerShape, o: Options, x: Split) -> list:
+def moe_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     """Mixture-of-experts FFN (Megatron-Core MoE with the all-to-all dispatcher; SPEC 11): a router
     GEMM h x e on the rank's tokens (s/t of them under SP, which Megatron requires for MoE with TP),
     the tokens permuted by expert and sent to their k experts by an all-to-all over the EP group
@@ -147,7 +158,7 @@ def moe_ops(m: LayerShape, o: Options, x: Split) -> list:
     copies = n_loc * k  # token copies it dispatches (= receives, balanced)
     rows = copies * x.etp * x.ep / E  # rows per local expert, mean
     dispatch, combine = _ep_exchange(o, act * n_loc * x.ep * h * imb, act * copies * h * imb, k)
-    ops: list = [
+    ops: list[OpDesc] = [
         Gemm("router", n_loc, h, E, 1, "tokens", h * E, saved=act * n_loc * h + 4.0 * n_loc * E),
         Pointwise("token permute", copies * h * imb, 2 * act, 2 * act, 0, "experts"),
         dispatch,
@@ -161,7 +172,7 @@ def moe_ops(m: LayerShape, o: Options, x: Split) -> list:
     return ops
 
 
-def _ep_exchange(o: Options, gathered, sent, k) -> tuple[Collective, Collective]:
+def _ep_exchange(o: Options, gathered: Num, sent: Num, k: int) -> tuple[Collective, Collective]:
     """Dispatch and combine over the EP group, by Megatron-Core dispatcher: with ``allgather``
     every rank gathers the group's tokens (``gathered`` bytes) and keeps its experts' share;
     otherwise an all-to-all of the rank's token copies (``sent`` bytes), each token sent once per
@@ -184,7 +195,7 @@ def _ep_exchange(o: Options, gathered, sent, k) -> tuple[Collective, Collective]
     )
 
 
-def _routed_experts(m: LayerShape, o: Options, x: Split, rows, copies) -> list:
+def _routed_experts(m: LayerShape, o: Options, x: Split, rows: Num, copies: Num) -> list[OpDesc]:
     """The rank's local experts: expert TP's gather of the tokens, the grouped fc1 and fc2 GEMMs of
     ``rows`` rows each (the busiest rank's ``imbalance`` times more set their time), the activation
     between them, and the scatter back."""
@@ -232,11 +243,11 @@ def _routed_experts(m: LayerShape, o: Options, x: Split, rows, copies) -> list:
     ]
 
 
-def _shared_experts(m: LayerShape, o: Options, x: Split) -> list:
+def _shared_experts(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     """Shared experts (DeepSeek-AI 2024, DeepSeekMoE): a TP-split dense MLP on every token."""
     act, h, M, t, tok = o.act_bytes, m.hidden, x.tokens, x.t, x.tok
     fs, n_s = m.shared_ffn, (2 if m.gated else 1) * m.shared_ffn
-    ops = [
+    ops: list[OpDesc] = [
         Gemm("shared expert up", M, h, n_s / t, 1, "column", h * n_s, saved=act * M * h / tok),
         _activation(
             m, act, "shared expert " + m.act_name, M * fs / t, False, saved=act * M * n_s / t
@@ -247,7 +258,7 @@ def _shared_experts(m: LayerShape, o: Options, x: Split) -> list:
     return tag(ops, "shared_experts")
 
 
-def lm_head(m: LayerShape, o: Options, b, s: int, t, sp, cp=1) -> Block:
+def lm_head(m: LayerShape, o: Options, b: Num, s: int, t: Num, sp: Num, cp: Num = 1) -> Block:
     """Last stage: final norm, the TP collective at the logits input, logits GEMM 2bshV/t and the
     fp32 vocab-parallel loss. The logits GEMM is a column-parallel linear (Megatron-LM
     parallel_lm_logits): without SP its input gradient is all-reduced over TP in the backward,
@@ -288,7 +299,7 @@ def lm_head(m: LayerShape, o: Options, b, s: int, t, sp, cp=1) -> Block:
     )
 
 
-def _cross_entropy(o: Options, logits) -> Pointwise:
+def _cross_entropy(o: Options, logits: Num) -> Pointwise:
     """Vocab-parallel cross-entropy over the [b s, V/t] logits. Unfused, on fp32 logits as
     Megatron-LM runs it (gpt_model: output.float(); mpu/cross_entropy.py): forward cast 2+4, max 4,
     sub_ 4+4, exp 4+4, sum 4, div_ 4+4 = 38 B per logit; backward mul_ 4+4 and the cast's backward
@@ -300,7 +311,7 @@ def _cross_entropy(o: Options, logits) -> Pointwise:
     return Pointwise("cross-entropy (fp32)", logits, 38.0, 14.0, 6, "column")
 
 
-def embedding(m: LayerShape, o: Options, b, s: int, t, sp, cp=1) -> Block:
+def embedding(m: LayerShape, o: Options, b: Num, s: int, t: Num, sp: Num, cp: Num = 1) -> Block:
     """First stage: the vocab-parallel lookup, its TP reduction, dropout (memory-bound), backward
     scatter-add. Each rank looks up only its vocabulary shard and zeroes the other rows, so the b s
     h output is summed over TP: an all-reduce in the forward (its backward is the identity), or

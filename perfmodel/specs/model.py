@@ -284,7 +284,7 @@ class Model(Spec):
         return self.mlp == "gelu" if self.add_bias_linear is None else self.add_bias_linear
 
     @property
-    def norm(self) -> str:
+    def norm(self) -> Literal["layernorm", "rmsnorm"]:
         if self.normalization is not None:
             return self.normalization
         return "layernorm" if self.mlp == "gelu" else "rmsnorm"
