@@ -57,7 +57,7 @@ def min_microbatches_for_target(p: int, target: float, v: int = 1) -> int:
 SCHEDULE_CODES = {"gpipe": 0, "1f1b": 1, "interleaved": 2}
 
 
-def in_flight_microbatches(p: Num, m: Num, v: Num, schedule: str) -> Num:
+def in_flight_microbatches(p: Num, m: Num, v: Num, schedule: Num) -> Num:
     """Micro-batches whose activations the first stage holds at its peak (SPEC 5).
 
     GPipe keeps all m; 1F1B keeps min(p, m); interleaving multiplies the 1F1B

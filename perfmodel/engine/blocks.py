@@ -6,13 +6,16 @@ step)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from perfmodel.cost import Array, Num
 from perfmodel.cost import step as stp
 from perfmodel.cost.layer import Hardware, Op, time_block
-from perfmodel.cost.ops import in_modules
+from perfmodel.cost.ops import Block, Gemm, Pointwise, in_modules
 from perfmodel.cost.transformer import (
     LayerShape,
     Options,
@@ -96,36 +99,53 @@ class BlockCost:
     routed experts).
     """
 
-    fwd: np.ndarray
-    bwd: np.ndarray
-    comm_fwd: np.ndarray
-    comm_bwd: np.ndarray
-    core_fwd: np.ndarray  # compute of the selectively recomputed modules' forward
-    core_comm: np.ndarray  # their communication
-    activations: np.ndarray  # (3, n): recompute none, selective, full
-    params: np.ndarray
-    expert_params: np.ndarray
+    fwd: Array
+    bwd: Array
+    comm_fwd: Array
+    comm_bwd: Array
+    core_fwd: Array  # compute of the selectively recomputed modules' forward
+    core_comm: Array  # their communication
+    activations: Array  # (3, n): recompute none, selective, full
+    params: Array
+    expert_params: Array
 
     @classmethod
-    def of(cls, ops: list[Op], block, t, ep, etp, modules=("core_attn",)) -> BlockCost:
+    def of(
+        cls,
+        ops: list[Op],
+        block: Block,
+        t: Num,
+        ep: Num,
+        etp: Num,
+        modules: tuple[str, ...] = ("core_attn",),
+    ) -> BlockCost:
         zero = 0.0 * ops[0].fwd_s
         repeat = {o.name for o in block.ops if in_modules(o, modules)}
 
-        def total(attr, kinds, core_only=False):
-            return sum(
-                (
-                    getattr(o, attr)
-                    for o in ops
-                    if o.kind in kinds and (o.name in repeat or not core_only)
-                ),
-                zero,
+        def total(attr: str, kinds: tuple[str, ...], core_only: bool = False) -> Array:
+            return np.asarray(
+                sum(
+                    (
+                        getattr(o, attr)
+                        for o in ops
+                        if o.kind in kinds and (o.name in repeat or not core_only)
+                    ),
+                    zero,
+                )
             )
 
         acts = np.stack(
             [np.broadcast_to(block.activation_bytes(rc) + zero, np.shape(zero)) for rc in (0, 1, 2)]
         )
-        expert = sum(op.params for op in block.ops if getattr(op, "shard", "") == "experts")
-        params = (block.params() - expert) / t + expert / (ep * etp) + zero
+        expert: Num = sum(
+            (
+                op.params
+                for op in block.ops
+                if isinstance(op, (Gemm, Pointwise)) and op.shard == "experts"
+            ),
+            0.0,
+        )
+        params = np.asarray((block.params() - expert) / t + expert / (ep * etp) + zero)
         return cls(
             total("fwd_s", _COMPUTE),
             total("bwd_s", _COMPUTE),
@@ -135,10 +155,10 @@ class BlockCost:
             total("fwd_s", ("comm",), core_only=True),
             acts,
             params,
-            expert / (ep * etp) + zero,
+            np.asarray(expert / (ep * etp) + zero),
         )
 
-    def seconds(self, recompute=0):
+    def seconds(self, recompute: Num = 0) -> tuple[Array, Array]:
         """(forward, backward) seconds per micro-batch, communication included; the backward
         includes what ``recompute`` (a RECOMPUTE_CODES code) repeats of the forward."""
         rec, rec_comm = stp.layer_recompute(
@@ -146,18 +166,29 @@ class BlockCost:
         )
         return self.fwd + self.comm_fwd, self.bwd + self.comm_bwd + rec + rec_comm
 
-    def kept(self, recompute):
+    def kept(self, recompute: Num) -> Array:
         """Activation bytes kept per micro-batch under each configuration's recompute code."""
-        return np.take_along_axis(self.activations, np.asarray(recompute)[None, :], axis=0)[0]
+        rc = np.asarray(recompute)[None, :]
+        return np.asarray(np.take_along_axis(self.activations, rc, axis=0)[0])
 
-    def take(self, idx) -> BlockCost:
-        pick = lambda x: np.asarray(x)[..., idx]  # noqa: E731
-        return BlockCost(*(pick(getattr(self, f)) for f in self.__dataclass_fields__))
+    def take(self, idx: Array) -> BlockCost:
+        return BlockCost(
+            *(np.asarray(getattr(self, f))[..., idx] for f in self.__dataclass_fields__)
+        )
 
 
 def block_ops(
-    st: Setting, builder, tp, b, sp, cp=1, ep=1, etp=1, cp_comm: str = "p2p", **kw
-) -> list[Op]:
+    st: Setting,
+    builder: Callable[..., Block],
+    tp: Num,
+    b: Num,
+    sp: Num,
+    cp: Num = 1,
+    ep: Num = 1,
+    etp: Num = 1,
+    cp_comm: str = "p2p",
+    **kw: Any,
+) -> tuple[list[Op], Block]:
     """A block (decoder_layer, lm_head or embedding) described and timed for arrays of the split."""
     plan = st.plan
     mesh = Mesh(
@@ -202,7 +233,10 @@ def block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
     u = {name: np.asarray(getattr(k, name), dtype=np.int64)[first] for name in _KEY}
-    builders = [("embedding", embedding, {}), ("head", lm_head, {})]
+    builders: list[tuple[str, Callable[..., Block], dict[str, Any]]] = [
+        ("embedding", embedding, {}),
+        ("head", lm_head, {}),
+    ]
     builders += [(kind, decoder_layer, {"moe": kind == "moe"}) for kind in st.kinds()]
     out: dict[str, BlockCost] = {}
     for name, builder, kw in builders:
@@ -227,7 +261,12 @@ def block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
                 (
                     rows,
                     BlockCost.of(
-                        ops, block, f["tp"], f["ep"], f["etp"], st.plan.training.recompute_modules
+                        ops,
+                        block,
+                        f["tp"],
+                        f["ep"],
+                        f["etp"],
+                        tuple(st.plan.training.recompute_modules),
                     ),
                 )
             )

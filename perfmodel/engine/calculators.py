@@ -6,8 +6,9 @@ Pure functions (no printing); the CLI renders what they return.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from perfmodel.cost import Num
 from perfmodel.cost import collectives as coll
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import roofline as rl
@@ -21,17 +22,19 @@ if TYPE_CHECKING:
     from perfmodel.specs import GPU, Link, Model
 
 
-def _f(x) -> float:
+def _f(x: Num) -> float:
     return float(x)
 
 
-def bubble_report(p: int, m: int, v: int = 1, target: float = 0.10, sweep: bool = False) -> dict:
+def bubble_report(
+    p: int, m: int, v: int = 1, target: float = 0.10, sweep: bool = False
+) -> dict[str, Any]:
     """Both bubble denominators, utilization, step time units, smallest m for a target (SPEC 7)."""
     if p < 1 or m < 1 or v < 1:
         raise PerfModelError("-p, -m and -v must be positive integers")
     if not 0 < target < 1:
         raise PerfModelError(f"--target must lie strictly between 0 and 1, got {target}")
-    out = {
+    out: dict[str, Any] = {
         "p": p,
         "m": m,
         "v": v,
@@ -133,7 +136,7 @@ def roofline_report(
     seq: int,
     ep: int = 1,
     flash: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     """Each GEMM's FLOPs, bytes, AI, bound, attainable FLOP/s and time on the data-sheet roofline
     (SPEC 4): bound is AI against the ridge point peak / bandwidth (cost/roofline.is_memory_bound).
 
@@ -197,7 +200,7 @@ def roofline_report(
 
 def comm_report(
     kind: str, size_bytes: float, ranks: int, link: Link, use_efficiency: bool = False
-) -> dict:
+) -> dict[str, Any]:
     """Alpha-beta time of one collective, latency and bandwidth terms apart (SPEC 3)."""
     if kind not in coll.COLLECTIVES:
         raise PerfModelError(
@@ -226,11 +229,11 @@ def comm_report(
 
 def sp_report(
     seq: int, hidden: int, tp: int, batch: int = 1, layers: int = 1, dtype_bytes: int = 2
-) -> dict:
+) -> dict[str, Any]:
     """TP vs TP+SP shape trace, resident and transient peaks, and communication (seed 002)."""
     if seq % tp or hidden % tp:
         raise PerfModelError(f"--seq({seq}) and --hidden({hidden}) must be divisible by --tp({tp})")
-    out = {"seq": seq, "hidden": hidden, "tp": tp, "batch": batch, "layers": layers}
+    out: dict[str, Any] = {"seq": seq, "hidden": hidden, "tp": tp, "batch": batch, "layers": layers}
     for label, on in (("tp_only", False), ("tp_sp", True)):
         trace = spc.shape_trace(seq, hidden, tp, on)
         out[label] = {

@@ -9,16 +9,19 @@ point-to-point time then come from the schedule simulator, which is exact for un
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
+from perfmodel.cost import Num
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost.layer import Op
 from perfmodel.cost.memory import RECOMPUTE_CODES
 from perfmodel.cost.transformer import decoder_layer
 from perfmodel.engine.blocks import BlockCost, Setting, block_ops
-from perfmodel.engine.evaluate import BREAKDOWN_KEYS, MEMORY_KEYS, evaluate
+from perfmodel.engine.evaluate import BREAKDOWN_KEYS, evaluate
 from perfmodel.engine.knobs import Knobs
+from perfmodel.engine.memory import MEMORY_KEYS
 from perfmodel.engine.mesh import Mesh
 from perfmodel.engine.rules import config_problems
 from perfmodel.errors import PerfModelError
@@ -36,7 +39,7 @@ __all__ = [
 ]
 
 
-def resolve_config(plan: Plan, **overrides) -> Config:
+def resolve_config(plan: Plan, **overrides: Any) -> Config:
     """Fill the knobs a plan leaves free with defaults for a single estimate.
 
     Defaults: tp 1, pp 1, cp 1, ep 1, etp 1, dp = num_gpus / (tp pp cp), vp 1, micro-batch 1, no SP
@@ -110,7 +113,7 @@ class Estimate:
     slower_link_step_s: float | None = None  # with the inter-node link 20% slower (plan)
     equivalent_to_best: bool | None = None  # inside the best's band (plan)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         v = self.values
         return {
             "step_time_s": v["step_time_s"],
@@ -199,7 +202,7 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
     )
 
 
-def pipeline(plan: Plan, est: Estimate):
+def pipeline(plan: Plan, est: Estimate) -> Num:
     """One simulated step of an estimate's pipeline (its schedule, per-stage times and p2p time),
     blocks kept for a Gantt chart: what `schedule PLAN` draws and the report shows."""
     from perfmodel.engine.schedule import simulate
@@ -223,7 +226,7 @@ def plan_pipeline(
     pp: int | None = None,
     vp: int | None = None,
     schedule: str | None = None,
-):
+) -> Num:
     """`schedule PLAN`: the plan's pipeline simulated, with m, pp, vp or the schedule changed where
     given (m changes the global batch: m x dp x micro-batch)."""
     over = {
@@ -236,7 +239,7 @@ def plan_pipeline(
     return pipeline(plan, estimate(plan, cfg))
 
 
-def _check_finite(values: dict) -> None:
+def _check_finite(values: dict[str, Any]) -> None:
     """A figure that overflows is an error naming what to look at, never NaN or Infinity in the
     output."""
     bad = sorted(k for k, v in values.items() if isinstance(v, float) and not np.isfinite(v))
@@ -265,7 +268,7 @@ def assumptions(plan: Plan) -> list[str]:
 
 
 def _refine_with_simulation(
-    cfg: Config, v: dict, tf: list[float], tb: list[float], blocking: bool
+    cfg: Config, v: dict[str, Any], tf: list[float], tb: list[float], blocking: bool
 ) -> None:
     """Replace the closed-form bubble and p2p terms by a simulated step of the schedule."""
     from perfmodel.engine.schedule import simulate as run
@@ -293,7 +296,7 @@ def _refine_with_simulation(
     v["bubble_share_of_step"] = v["bubble"] / v["step_time_s"]
 
 
-def _warnings(plan: Plan, cfg: Config, v: dict) -> list[str]:
+def _warnings(plan: Plan, cfg: Config, v: dict[str, Any]) -> list[str]:
     out = []
     mesh = Mesh(cfg.tp, cfg.pp, cfg.dp, plan.system)
     if mesh.crossing("tp") != "intra":
@@ -317,7 +320,7 @@ def layer_kind(plan: Plan) -> str:
     return "moe" if 2 * sum(pattern) > len(pattern) else "dense"
 
 
-def _layer(plan: Plan, cfg: Config, kind: str | None):
+def _layer(plan: Plan, cfg: Config, kind: str | None) -> Num:
     f = lambda x: np.asarray(float(x))  # noqa: E731
     return block_ops(
         Setting.of(plan),
@@ -339,7 +342,9 @@ def per_layer_ops(plan: Plan, cfg: Config, kind: str | None = None) -> list[Op]:
     return _layer(plan, cfg, kind)[0]
 
 
-def layer_seconds(plan: Plan, cfg: Config, recompute: str | None = None, kind: str | None = None):
+def layer_seconds(
+    plan: Plan, cfg: Config, recompute: str | None = None, kind: str | None = None
+) -> Num:
     """(forward, backward) seconds of one layer for one micro-batch under ``cfg``, TP communication
     and the recompute of ``recompute`` (default: the configuration's) included."""
     ops, block = _layer(plan, cfg, kind)
@@ -350,7 +355,7 @@ def layer_seconds(plan: Plan, cfg: Config, recompute: str | None = None, kind: s
     return float(fwd), float(bwd)
 
 
-def ops_json(ops: list[Op]) -> list[dict]:
+def ops_json(ops: list[Op]) -> list[dict[str, Any]]:
     """The per-layer operations as JSON rows (one configuration)."""
     rows = []
     for o in ops:

@@ -15,17 +15,21 @@ stages are not equal, and the slowest sets the pace (cost/stages.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from perfmodel.cost import Array
 from perfmodel.cost import flops as fl
-from perfmodel.cost import memory as mem
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import step as stp
+from perfmodel.cost.layer import Link
 from perfmodel.cost.stages import Stages, build_stages, split_layers
 from perfmodel.engine.blocks import BlockCost, Setting, block_costs
 from perfmodel.engine.knobs import Knobs
+from perfmodel.engine.memory import memory_terms
 from perfmodel.engine.mesh import Mesh
 from perfmodel.specs import Plan
 from perfmodel.specs.framework import PROFILES
@@ -42,23 +46,11 @@ BREAKDOWN_KEYS = (
     "optimizer",
     "overhead",
 )
-MEMORY_KEYS = (
-    "weights_bytes",
-    "gradients_bytes",
-    "optimizer_bytes",
-    "activations_bytes",
-    "other_bytes",
-    "total_bytes",
-    "capacity_bytes",
-    "fits",
-    "params_per_gpu",
-    "model_states_mean_bytes",
-)
 
 
 def stage_costs(
-    st: Setting, stages: Stages, c: dict[str, BlockCost], recompute
-) -> dict[str, np.ndarray]:
+    st: Setting, stages: Stages, c: dict[str, BlockCost], recompute: Array
+) -> dict[str, Any]:
     """Per stage class, seconds per micro-batch: forward, backward, recompute and TP/CP/EP comm (the
     four sum to the stage's time), and the forward share the schedule simulator needs."""
     layers = [c.get(kind) for kind in ("dense", "moe")]
@@ -67,7 +59,10 @@ def stage_costs(
         stp.layer_recompute(x.fwd, x.comm_fwd, x.core_fwd, recompute, x.core_comm) if x else None
         for x in layers
     ]
-    per = lambda f: [f(x, r) if x else None for x, r in zip(layers, rec)]  # noqa: E731
+
+    def per(f: Callable[[BlockCost, tuple[Array, Array]], Array]) -> list[Array | None]:
+        return [f(x, r) if x and r else None for x, r in zip(layers, rec)]
+
     out = {
         "fwd": stages.total(per(lambda x, r: x.fwd), emb.fwd, head.fwd),
         "bwd": stages.total(per(lambda x, r: x.bwd), emb.bwd, head.bwd),
@@ -85,14 +80,14 @@ def stage_costs(
     return out
 
 
-def layout(st: Setting, k: Knobs, c: dict[str, BlockCost]) -> tuple[Stages, np.ndarray]:
+def layout(st: Setting, k: Knobs, c: dict[str, BlockCost]) -> tuple[Stages, Array]:
     """The stage classes of every configuration (given first/last stage layers, an even split, or
     the balanced one of cost/stages.split_layers from this configuration's own layer, embedding and
     head times), and the seconds per micro-batch of one layer of the model's dense/MoE mix."""
     L = len(st.moe_pattern)
     moe_share = st.moe_layers / L
     per_layer = [sum(c[kind].seconds(k.recompute)) for kind in ("dense", "moe") if kind in c]
-    t_layer = (
+    t_layer: Array = np.asarray(
         per_layer[0]
         if len(per_layer) == 1
         else (1 - moe_share) * per_layer[0] + moe_share * per_layer[1]
@@ -104,71 +99,13 @@ def layout(st: Setting, k: Knobs, c: dict[str, BlockCost]) -> tuple[Stages, np.n
         k.first_stage_layers,
         k.last_stage_layers,
         t_layer,
-        sum(c["embedding"].seconds()),
-        sum(c["head"].seconds()),
+        np.asarray(sum(c["embedding"].seconds())),
+        np.asarray(sum(c["head"].seconds())),
     )
     return build_stages(L, st.moe_pattern, k.pp, first, last), t_layer
 
 
-def memory_terms(
-    st: Setting, k: Knobs, stages: Stages, c: dict[str, BlockCost], m
-) -> dict[str, np.ndarray]:
-    """Memory on the most loaded GPU (SPEC 6): model states and activations of each stage class at
-    the peak of the schedule; the class with the largest total is reported (Korthikanti 2022, Sec.
-    4.3). Activations are read off the layer descriptions; the routed experts' states are sharded
-    over the expert-data-parallel ranks, the rest over dp x cp (Megatron-Core's distributed
-    optimizer)."""
-    sh, gpu = st.shape, st.plan.system.gpu
-    tp, pp, cp = k.tp.astype(float), k.pp.astype(float), k.cp.astype(float)
-    s = st.plan.seq_length
-    layers = [c.get(kind) for kind in ("dense", "moe")]
-    acts = _activations(st, k, stages, layers, m)
-    params = stages.total([x.params if x else None for x in layers], *mem.end_params(sh, s, tp, pp))
-    mesh = Mesh(
-        tp,
-        pp,
-        k.dp.astype(float),
-        st.plan.system,
-        cp=cp,
-        ep=k.ep.astype(float),
-        etp=k.etp.astype(float),
-    )
-    z = k.zero_stage[:, None]
-    if st.moe_layers:
-        experts = stages.total([None, layers[1].expert_params], 0.0, 0.0)
-        dense = mem.model_state_bytes(params - experts, (k.dp * k.cp)[:, None], z, st.precision)
-        expert = mem.model_state_bytes(experts, mesh.edp[:, None], z, st.precision)
-        states = [d + e for d, e in zip(dense, expert)]
-    else:
-        experts = np.zeros_like(params)
-        states = list(mem.model_state_bytes(params, (k.dp * k.cp)[:, None], z, st.precision))
-    other = np.full(tp.shape, gpu.reserved_bytes)
-    total = sum(states) + acts + other[:, None]
-    top = stages.slowest(total)
-    pick = lambda x: stages.pick(x, top)  # noqa: E731
-    mean_params = mem.total_params(sh, len(st.moe_pattern), s, st.moe_layers) / (tp * pp)
-    return {
-        "weights_bytes": pick(states[0]),
-        "gradients_bytes": pick(states[1]),
-        "optimizer_bytes": pick(states[2]),
-        "activations_bytes": pick(acts),
-        "other_bytes": other,
-        "total_bytes": pick(total),
-        "capacity_bytes": np.full(tp.shape, gpu.hbm_capacity_bytes),
-        "fits": pick(total) <= gpu.hbm_capacity_bytes,
-        "params_per_gpu": pick(params),
-        # the seed's figure (000, Q3): all parameters spread evenly over the tp x pp model-parallel
-        # GPUs
-        "model_states_mean_bytes": sum(
-            mem.model_state_bytes(mean_params, k.dp * k.cp, k.zero_stage, st.precision)
-        ),
-        "_params_max": stages.present_max(params - experts),
-        "_experts_max": stages.present_max(experts),
-        "_mesh": mesh,
-    }
-
-
-def throughput(st: Setting, k: Knobs, step) -> dict[str, np.ndarray]:
+def throughput(st: Setting, k: Knobs, step: Array) -> dict[str, Any]:
     """Tokens per second, model and hardware TFLOP/s per GPU, MFU and HFU (SPEC 5), against the peak
     of the precision's MFU dtype. FLOPs are read off the layer descriptions (cost/flops.py), with
     the k active experts of each MoE layer."""
@@ -196,7 +133,7 @@ def throughput(st: Setting, k: Knobs, step) -> dict[str, np.ndarray]:
     return out
 
 
-def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
+def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
     """Step time, breakdown and memory of every configuration in ``k`` (arrays in, arrays out)."""
     st = Setting.of(plan)
     tr, gpu = plan.training, plan.system.gpu
@@ -215,12 +152,14 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, np.ndarray]:
     m = tr.global_batch_size / (dp * b)
     memory = memory_terms(st, k, stages, costs, m)
     mesh = memory.pop("_mesh")
-    p2p = stp.p2p_time(
-        b * plan.seq_length * st.shape.hidden * st.precision.activation_bytes / cp,
-        tp,
-        k.sequence_parallel,
-        mesh.link("pp", size=2),
-        mesh.link("tp"),
+    p2p = np.asarray(
+        stp.p2p_time(
+            b * plan.seq_length * st.shape.hidden * st.precision.activation_bytes / cp,
+            tp,
+            k.sequence_parallel,
+            mesh.link("pp", size=2),
+            mesh.link("tp"),
+        )
     )
     dp_comm, zero3, local = _data_parallel(st, k, stages, sc, slow, costs, memory, mesh, m)
     t_mean = stages.mean(sc["time"], pp)
@@ -256,7 +195,9 @@ def _main_layer(c: dict[str, BlockCost]) -> BlockCost:
     return c.get("moe") or c["dense"]
 
 
-def _windows(stages: Stages, sc: dict, slow, layer) -> stp.Windows:
+def _windows(
+    stages: Stages, sc: dict[str, Any], slow: Array, layer: tuple[Array, Array]
+) -> stp.Windows:
     """What data-parallel traffic hides under: the slowest stage's micro-batch passes and one
     layer's."""
     backward = stages.pick(sc["bwd"], slow) + stages.pick(sc["rec"], slow)
@@ -269,7 +210,7 @@ def _windows(stages: Stages, sc: dict, slow, layer) -> stp.Windows:
     )
 
 
-def _overlap(st: Setting, n) -> stp.Overlap:
+def _overlap(st: Setting, n: Array) -> stp.Overlap:
     """The profile's bucket (Megatron-Core: max(40M, 1M x dp) parameters) and the overlap flags."""
     tr = st.plan.training
     bucket = PROFILES[tr.framework]["grad_bucket_params"]
@@ -284,10 +225,10 @@ def _overlap(st: Setting, n) -> stp.Overlap:
     )
 
 
-def _pick_link(a, b, which):
-    from perfmodel.cost.layer import Link
+def _pick_link(a: Link, b: Link, which: Array) -> Link:
+    def sel(x: Any, y: Any) -> Array:
+        return np.asarray(np.where(which == 0, x, y))
 
-    sel = lambda x, y: np.where(which == 0, x, y)  # noqa: E731
     return Link(
         sel(a.bandwidth, b.bandwidth),
         sel(a.latency, b.latency),
@@ -312,54 +253,17 @@ class StageArrays:
         return tf, [t - f for t, f in zip(tt, tf)]
 
 
-def _activations(st: Setting, k: Knobs, stages: Stages, layers: list, m) -> np.ndarray:
-    """Stored activations of each stage class at the schedule's peak, bytes (Korthikanti 2022, Sec.
-    4.2): the layers' kept activations times the micro-batches in flight at that stage (1F1B: p - i
-    on stage i, Narayanan 2021 Sec. 2.2; the last stage 1), full recompute's working layer, and the
-    embedding and LM head terms where they sit."""
-    sh = st.shape
-    tp, pp, vp, b, cp = (
-        k.tp.astype(float),
-        k.pp.astype(float),
-        k.vp.astype(float),
-        k.micro_batch_size.astype(float),
-        k.cp.astype(float),
-    )
-    s = st.plan.seq_length
-    present = [x for x in layers if x]
-    idx = stages.first_index
-    in_flight = np.where(
-        idx == 0,
-        pipe.in_flight_microbatches(pp, m, vp, k.schedule)[:, None],
-        pipe.in_flight_microbatches(
-            np.maximum(pp[:, None] - idx, 1), m[:, None], vp[:, None], k.schedule[:, None]
-        ),
-    )
-    in_flight = np.where((idx == pp[:, None] - 1) & (pp[:, None] > 1), 1.0, in_flight)
-    kept = [x.kept(k.recompute) if x else None for x in layers]
-    working = np.where(k.recompute == 2, np.max([x.activations[0] for x in present], axis=0), 0.0)
-    _, _, embed, head = mem.activation_terms(
-        s, b, sh.hidden, 0, sh.vocab, tp, k.sequence_parallel, 0
-    )
-    return (
-        stages.total(kept, 0.0, 0.0) * in_flight
-        + working[:, None]
-        + np.where(stages.embedding, (embed / cp)[:, None] * in_flight, 0.0)
-        + np.where(stages.head, (head / cp)[:, None], 0.0)
-    )
-
-
 def _data_parallel(
     st: Setting,
     k: Knobs,
     stages: Stages,
-    sc: dict,
-    slow,
+    sc: dict[str, Any],
+    slow: Array,
     costs: dict[str, BlockCost],
-    memory: dict,
+    memory: dict[str, Any],
     mesh: Mesh,
-    m,
-) -> tuple:
+    m: Array,
+) -> tuple[Any, ...]:
     """(exposed DP traffic, exposed ZeRO-3 traffic, parameters the optimizer updates on this GPU) of
     each configuration: the dense parameters reduced over dp x cp, the routed experts' over the
     expert-data-parallel ranks (Megatron-Core), each on its group's link (cost/step.py)."""
@@ -396,14 +300,14 @@ def _stage_figures(
     st: Setting,
     k: Knobs,
     stages: Stages,
-    sc: dict,
-    slow,
+    sc: dict[str, Any],
+    slow: Array,
     costs: dict[str, BlockCost],
-    t_layer,
-    out: dict,
-    p2p,
-    m,
-) -> dict:
+    t_layer: Array,
+    out: dict[str, Any],
+    p2p: Array,
+    m: Array,
+) -> dict[str, Any]:
     """The step time and what `estimate` reports beside the breakdown: per-stage times, the pipeline
     lower bound the search ranks with, and the bubble figures (SPEC 7)."""
     pp, vp = k.pp.astype(float), k.vp.astype(float)

@@ -7,9 +7,11 @@ search can hold hundreds of thousands of configurations in a few numpy columns.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
+from perfmodel.cost import Array
 from perfmodel.cost.memory import RECOMPUTE_CODES
 from perfmodel.cost.pipeline import SCHEDULE_CODES
 from perfmodel.specs import Config
@@ -62,7 +64,7 @@ class Knobs:
             }
         )
 
-    def take(self, idx) -> Knobs:
+    def take(self, idx: Array) -> Knobs:
         return Knobs(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
 
     def __len__(self) -> int:
@@ -70,7 +72,7 @@ class Knobs:
 
     def config(self, i: int, global_batch_size: int) -> Config:
         v = {f.name: getattr(self, f.name)[i] for f in fields(self)}
-        out = {
+        out: dict[str, Any] = {
             k: NAMES[k][int(x)] if k in NAMES else bool(x) if k == "sequence_parallel" else int(x)
             for k, x in v.items()
         }

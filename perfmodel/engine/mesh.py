@@ -15,11 +15,17 @@ Every function takes numpy arrays (one entry per configuration) or scalars.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfmodel.cost import Array, Num
 from perfmodel.cost import collectives as coll
 from perfmodel.cost.layer import Link
+
+if TYPE_CHECKING:
+    from perfmodel.specs import System
+    from perfmodel.specs.hardware import Link as LinkSpec
 
 DIMS = ("tp", "cp", "ep", "etp", "dp", "pp")
 # System.placement -> the rank order of the dense part, innermost first (Megatron-Core's
@@ -34,38 +40,40 @@ EXPERT_ORDER = ("etp", "ep", "edp")
 class Mesh:
     """Sizes of every dimension (arrays over configurations), the order, and the cluster's links."""
 
-    tp: np.ndarray
-    pp: np.ndarray
-    dp: np.ndarray
-    system: object  # specs.System: gpus_per_node, intra_node_link, inter_node_link, placement
-    cp: np.ndarray | int = 1
-    ep: np.ndarray | int = 1
-    etp: np.ndarray | int = 1
+    tp: Num
+    pp: Num
+    dp: Num
+    system: System  # gpus_per_node, intra_node_link, inter_node_link, placement
+    cp: Num = 1
+    ep: Num = 1
+    etp: Num = 1
 
     @property
     def order(self) -> tuple[str, ...]:
         return ORDERS[self.system.placement]
 
     @property
-    def edp(self):
+    def edp(self) -> Array:
         """Expert data parallelism: the tp x cp x dp ranks of a stage over etp x ep."""
-        return np.asarray(self.tp) * self.cp * self.dp // (np.asarray(self.ep) * self.etp)
+        return np.asarray(
+            np.asarray(self.tp) * self.cp * self.dp // (np.asarray(self.ep) * self.etp)
+        )
 
-    def size(self, dim: str):
+    def size(self, dim: str) -> Num:
         return np.asarray(getattr(self, dim))
 
-    def stride(self, dim: str):
+    def stride(self, dim: str) -> Num:
         """Rank distance between neighbours of a group of ``dim``: the sizes laid out before it (the
         expert mesh for ep and etp)."""
         order = EXPERT_ORDER if dim in EXPERT_ORDER else self.order
-        out = np.ones(np.shape(self.tp), dtype=np.int64) if np.ndim(self.tp) else 1
+        out: Num = np.ones(np.shape(self.tp), dtype=np.int64) if np.ndim(self.tp) else 1
         for d in order:
             if d == dim:
                 return out
             out = out * self.size(d)
         raise KeyError(dim)
 
-    def crosses_nodes(self, dim: str, size=None):
+    def crosses_nodes(self, dim: str, size: Num | None = None) -> Num:
         """True where a group of ``dim`` (or of ``size`` of its ranks, e.g. 2 for a p2p pair) leaves
         one node."""
         n = self.size(dim) if size is None else size
@@ -81,7 +89,7 @@ class Mesh:
             "hierarchical" if int(np.max(self.stride(dim))) < self.system.gpus_per_node else "inter"
         )
 
-    def link(self, dim: str, size=None, efficiency: bool = True) -> Link:
+    def link(self, dim: str, size: Num | None = None, efficiency: bool = True) -> Link:
         """Bandwidth and latency of a group's collectives: the inter-node link as soon as it spans
         nodes (SPEC 3); with ``efficiency`` the bandwidth is the achievable fraction (issue 4). The
         ranks per node let an all-to-all send its in-node share over the intra-node link."""
@@ -105,7 +113,7 @@ class Mesh:
             per_node,
         )
 
-    def link_spec(self, dim: str):
+    def link_spec(self, dim: str) -> LinkSpec:
         """The Link spec (name and figures) a group of ``dim`` uses, one configuration."""
         s = self.system
         return s.inter_node_link if bool(np.all(self.crosses_nodes(dim))) else s.intra_node_link

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from perfmodel.cost import Array
 from perfmodel.specs.framework import PROFILES
 
 
@@ -27,34 +29,36 @@ class Facts:
     moe_ffn: int = 0
     fused_attention: bool = True
     cp_comm: str = "p2p"
-    tp: object = 1
-    pp: object = 1
-    dp: object = 1
-    cp: object = 1
-    ep: object = 1
-    etp: object = 1
-    vp: object = 1
-    micro_batch_size: object = 1
-    sequence_parallel: object = False
-    schedule: object = None  # a name, or None when not known
+    # the knobs: an array over configurations, a scalar, or None where not known yet (Any: all
+    # three)
+    tp: Any = 1
+    pp: Any = 1
+    dp: Any = 1
+    cp: Any = 1
+    ep: Any = 1
+    etp: Any = 1
+    vp: Any = 1
+    micro_batch_size: Any = 1
+    sequence_parallel: Any = False
+    schedule: Any = None  # a name, or None when not known
     # 0: the split is chosen (evenly, or balanced when pp does not divide L)
-    first_stage_layers: object = 0
-    last_stage_layers: object = 0
-    zero_stage: object = 0
+    first_stage_layers: Any = 0
+    last_stage_layers: Any = 0
+    zero_stage: Any = 0
     framework: str = "megatron-core"
 
     @property
-    def profile(self) -> dict:
+    def profile(self) -> dict[str, Any]:
         return PROFILES[self.framework]
 
     @property
-    def m(self):
-        return self.global_batch_size // np.maximum(np.asarray(self.dp) * self.micro_batch_size, 1)
+    def m(self) -> Array:
+        return _a(self.global_batch_size // np.maximum(_a(self.dp) * self.micro_batch_size, 1))
 
     @property
-    def stage_ranks(self):
+    def stage_ranks(self) -> Array:
         """The tp x cp x dp ranks of one pipeline stage, which EP x ETP fold into."""
-        return np.asarray(self.tp) * self.cp * self.dp
+        return _a(_a(self.tp) * self.cp * self.dp)
 
 
 @dataclass(frozen=True)
@@ -66,26 +70,26 @@ class Rule:
     id: str
     field: str
     reads: tuple[str, ...]
-    broken: Callable[[Facts], object]
+    broken: Callable[[Facts], Any]
     message: Callable[[Facts], str]
     search_stage: str | None = None
     search_reason: str = ""
 
 
-def _a(x):
+def _a(x: Any) -> Array:
     return np.asarray(x)
 
 
-def _interleaved(f: Facts):
+def _interleaved(f: Facts) -> Array:
     return _a(f.schedule == "interleaved")
 
 
-def _vp_above_1(f: Facts):
-    return _a(False) if f.vp is None else _a(f.vp) > 1
+def _vp_above_1(f: Facts) -> Array:
+    return _a(False) if f.vp is None else _a(_a(f.vp) > 1)
 
 
-def _given(x):
-    return _a(x) > 0
+def _given(x: Any) -> Array:
+    return _a(_a(x) > 0)
 
 
 def _product(f: Facts) -> str:

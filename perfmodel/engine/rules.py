@@ -7,12 +7,20 @@ The rule IDs are those of `perfmodel check` (perfmodel/check.py).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
+from perfmodel.cost import Array
 from perfmodel.engine.rule_table import KNOB_RULES, RULES, Facts, Rule
 
+if TYPE_CHECKING:
+    from perfmodel.specs import Config, Model, Plan, System, Training
 
-def broken_rules(f: Facts, rules=RULES, cross_node_tp: bool = True) -> list[Rule]:
+
+def broken_rules(
+    f: Facts, rules: tuple[Rule, ...] = RULES, cross_node_tp: bool = True
+) -> list[Rule]:
     """The rules one configuration breaks (PM201 only when cross-node TP is not allowed)."""
     out = []
     for r in rules:
@@ -37,7 +45,14 @@ class Reason(str):
         return obj
 
 
-def apply_masks(stage: str, f: Facts, alive, counts: dict, unit: str, cross_node_tp: bool = True):
+def apply_masks(
+    stage: str,
+    f: Facts,
+    alive: Array,
+    counts: dict[str, int],
+    unit: str,
+    cross_node_tp: bool = True,
+) -> Array:
     """The search's side of the rules: drop the candidates of ``stage`` that break one, counting
     each under the first rule it breaks (``search_reason (unit)``)."""
     alive = np.asarray(alive, dtype=bool).copy()
@@ -54,7 +69,14 @@ def apply_masks(stage: str, f: Facts, alive, counts: dict, unit: str, cross_node
     return alive
 
 
-def facts(model, system, global_batch_size: int, seq_length: int, training=None, **knobs) -> Facts:
+def facts(
+    model: Model,
+    system: System,
+    global_batch_size: int,
+    seq_length: int,
+    training: Training | None = None,
+    **knobs: Any,
+) -> Facts:
     """The Facts of a model, a cluster, a batch and (some of) the knobs."""
     fused = True if training is None else bool(training.flash_attention)
     framework = "megatron-core" if training is None else training.framework
@@ -75,7 +97,9 @@ def facts(model, system, global_batch_size: int, seq_length: int, training=None,
     )
 
 
-def config_problems(plan, cfg, allow_cross_node_tp: bool = True) -> list[tuple[str, str, str]]:
+def config_problems(
+    plan: Plan, cfg: Config, allow_cross_node_tp: bool = True
+) -> list[tuple[str, str, str]]:
     """Every rule one resolved configuration breaks, as (rule ID, field, message naming the factors
     and the fix)."""
     f = facts(
@@ -104,7 +128,13 @@ def config_problems(plan, cfg, allow_cross_node_tp: bool = True) -> list[tuple[s
     ]
 
 
-def knob_contradictions(tp, pp, vp, sequence_parallel, schedule) -> list[tuple[str, str]]:
+def knob_contradictions(
+    tp: int | None,
+    pp: int | None,
+    vp: int | None,
+    sequence_parallel: bool | None,
+    schedule: str | None,
+) -> list[tuple[str, str]]:
     """Knobs that contradict one another (rule PM107), as (field, message); a knob left as None
     (free) is not checked."""
     f = Facts(

@@ -12,9 +12,11 @@ seconds (or any unit): the simulator only adds and compares them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from perfmodel.cost import Num
 from perfmodel.errors import PerfModelError
 
 
@@ -55,7 +57,7 @@ class Simulation:
         """Mean idle time over the mean busy time ((p-1)/m for equal stages)."""
         return float(np.mean(self.idle) / np.mean(self.busy))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "p": self.p,
             "m": self.m,
@@ -89,10 +91,10 @@ def _orders(p: int, m: int, v: int, schedule: str) -> list[list[tuple[str, int, 
             total = m * v
             warm = min((p - s - 1) * 2 + (v - 1) * p, total)
 
-            def fwd(k):
+            def fwd(k: int) -> tuple[str, int, int]:
                 return ("F", (k // (p * v)) * p + k % p, (k // p) % v)
 
-            def bwd(k):
+            def bwd(k: int) -> tuple[str, int, int]:
                 return ("B", (k // (p * v)) * p + k % p, v - 1 - (k // p) % v)
 
             seq = [fwd(k) for k in range(warm)]
@@ -103,7 +105,7 @@ def _orders(p: int, m: int, v: int, schedule: str) -> list[list[tuple[str, int, 
     return orders
 
 
-def _per_virtual(x, p: int, v: int, name: str) -> np.ndarray:
+def _per_virtual(x: Num, p: int, v: int, name: str) -> np.ndarray:
     """Times per virtual stage (p v entries): a scalar, p per-stage times (split evenly over
     chunks), or p v."""
     a = np.atleast_1d(np.asarray(x, dtype=float))
@@ -155,8 +157,8 @@ def simulate(
     m: int,
     v: int = 1,
     schedule: str = "1f1b",
-    t_f=1.0,
-    t_b=2.0,
+    t_f: Num = 1.0,
+    t_b: Num = 2.0,
     latency: float = 0.0,
     keep_blocks: bool = True,
     blocking: bool = False,
@@ -200,12 +202,12 @@ class _Walker:
         p: int,
         m: int,
         v: int,
-        tf: list,
-        tb: list,
+        tf: list[Any],
+        tb: list[Any],
         latency: float,
         blocking: bool,
         keep_blocks: bool,
-    ):
+    ) -> None:
         self.p, self.tf, self.tb, self.last, self.keep = p, tf, tb, p * v - 1, keep_blocks
         # blocking: the sender holds its stage for the transfer; the receiver sees it when it ends
         self.send, self.latency = (latency, 0.0) if blocking else (0.0, latency)
@@ -215,7 +217,7 @@ class _Walker:
         self.held, self.peak = [0] * p, [0] * p
         self.blocks: list[Block] = []
 
-    def advance(self, s: int, order: list) -> int:
+    def advance(self, s: int, order: list[Any]) -> int:
         """Run stage ``s`` through its order until a block waits on another stage; the blocks
         run."""
         p, tf, tb, last, send, latency = (

@@ -16,9 +16,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from perfmodel.cost import Num
 from perfmodel.cost.memory import RECOMPUTE_CODES
 from perfmodel.cost.pipeline import SCHEDULE_CODES
 from perfmodel.engine.estimate import Estimate, estimate, evaluate, resolve_config
@@ -54,17 +56,17 @@ class Space:
     rejected: Counter = field(default_factory=Counter)
 
 
-def _fixed_contradictions(fx) -> None:
+def _fixed_contradictions(fx: Num) -> None:
     problems = knob_contradictions(fx.tp, fx.pp, fx.vp, fx.sequence_parallel, fx.schedule)
     if problems:
         raise PerfModelError("fixed knobs contradict: " + "; ".join(msg for _, msg in problems))
 
 
-def _keep(cols: dict[str, np.ndarray], mask) -> dict[str, np.ndarray]:
+def _keep(cols: dict[str, np.ndarray], mask: Num) -> dict[str, np.ndarray]:
     return {k: v[mask] for k, v in cols.items()}
 
 
-def _expand(cols: dict[str, np.ndarray], name: str, values) -> dict[str, np.ndarray]:
+def _expand(cols: dict[str, np.ndarray], name: str, values: Num) -> dict[str, np.ndarray]:
     """Every row of ``cols`` once for each value of a new column (rows stay in order)."""
     values = np.asarray(values)
     out = {k: np.repeat(v, values.size) for k, v in cols.items()}
@@ -113,27 +115,27 @@ class _Builder:
     """The stages of enumerate_space over one plan: candidates as dicts of arrays, the rules applied
     as masks after each stage, and what each stage rejects counted by reason."""
 
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: Plan) -> None:
         self.plan, self.fx, self.tr = plan, plan.parallel, plan.training
         self.n, self.gbs = plan.system.num_gpus, plan.training.global_batch_size
         self.experts_n = plan.model.num_moe_experts or 0
         self.counts: dict[str, int] = {}
 
-    def facts_of(self, c: dict) -> object:
+    def facts_of(self, c: dict[str, Any]) -> object:
         knobs = {k: c[k] for k in _FACT_KNOBS if k in c}
         cp_comm = self.fx.cp_comm_type or "p2p"
         p = self.plan
         return facts(p.model, p.system, self.gbs, p.seq_length, self.tr, cp_comm=cp_comm, **knobs)
 
-    def fixed(self, values, knob: str) -> np.ndarray:
+    def fixed(self, values: Num, knob: str) -> np.ndarray:
         v = getattr(self.fx, knob)
         return np.asarray([x for x in values if v is None or x == v], dtype=np.int64)
 
-    def masked(self, c: dict, stage: str, unit: str, **kw) -> dict:
+    def masked(self, c: dict[str, Any], stage: str, unit: str, **kw: Any) -> dict[str, Any]:
         alive = np.ones(c["tp"].size, bool)
         return _keep(c, apply_masks(stage, self.facts_of(c), alive, self.counts, unit, **kw))
 
-    def layouts(self, allow_cross_node_tp: bool) -> dict:
+    def layouts(self, allow_cross_node_tp: bool) -> dict[str, Any]:
         """(tp, cp, pp) with dp = num_gpus / (tp cp pp); cp only with fused attention
         (Megatron-Core's CP needs it) while each rank keeps CP_MIN_TOKENS tokens."""
         fx, n, seq = self.fx, self.n, self.plan.seq_length
@@ -158,7 +160,7 @@ class _Builder:
         c = _keep(c, (fx.dp is None) | (c["dp"] == (fx.dp or 0)))
         return self.masked(c, "batch", "(tp, cp, pp) combinations")
 
-    def experts(self, c: dict) -> dict:
+    def experts(self, c: dict[str, Any]) -> dict[str, Any]:
         """ep over the divisors of the expert count, etp 1 or tp (Megatron's default), for MoE
         only."""
         fx, e = self.fx, self.experts_n
@@ -168,7 +170,7 @@ class _Builder:
         c["etp"] = np.where(c["etp"] == 0, c["tp"], c["etp"])  # 0 stands for "etp = tp"
         return self.masked(_dedupe_etp(c), "expert", "(ep, etp) pairs")
 
-    def micro(self, c: dict) -> dict:
+    def micro(self, c: dict[str, Any]) -> dict[str, Any]:
         """Micro-batch sizes dividing global batch / dp; vp candidates the divisors of floor(L/p)
         and of ceil(L/p), so chunks are as even as they go."""
         fx, gbs, L = self.fx, self.gbs, self.plan.model.num_layers
@@ -182,7 +184,7 @@ class _Builder:
         return self.masked(c, "micro", "(mbs, vp) pairs")
 
 
-def _dedupe_etp(c: dict) -> dict:
+def _dedupe_etp(c: dict[str, Any]) -> dict[str, Any]:
     """etp 1 and etp = tp are the same candidate when tp = 1."""
     key = np.stack([c[k] for k in c], axis=1)
     _, first = np.unique(key, axis=0, return_index=True)
@@ -191,7 +193,9 @@ def _dedupe_etp(c: dict) -> dict:
     return _keep(c, keep)
 
 
-def _categorical(c: dict, fx, moe: bool, facts_of, counts: dict) -> dict:
+def _categorical(
+    c: dict[str, Any], fx: Num, moe: bool, facts_of: Num, counts: dict[str, Any]
+) -> dict[str, Any]:
     """Expand SP, recompute, ZeRO and schedule over the combinations, keeping what is runnable (each
     mask right after its expansion, so the arrays never hold the discarded products)."""
     c = _expand(c, "sequence_parallel", np.array([False, True]))
@@ -255,7 +259,7 @@ class SearchResult:
     # step time and memory of feasible configurations (plots)
     points: dict[str, np.ndarray] | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out = {
             "evaluated": self.evaluated,
             "feasible": self.feasible,
@@ -321,7 +325,9 @@ def search(
     )
 
 
-def _exact_top(plan: Plan, knobs: Knobs, res: dict, idx: np.ndarray, top: int) -> list[Estimate]:
+def _exact_top(
+    plan: Plan, knobs: Knobs, res: dict[str, Any], idx: np.ndarray, top: int
+) -> list[Estimate]:
     """The top configurations by simulated step time, exactly, whatever ``top`` is (so the best is
     the same for --top 1 and --top 50). The simulation only replaces the pipeline terms, and
     evaluate() gives a lower bound on the simulated step (cost/pipeline.pipeline_lower_bound, exact
@@ -345,7 +351,7 @@ def _exact_top(plan: Plan, knobs: Knobs, res: dict, idx: np.ndarray, top: int) -
 SLOWER_LINK = 0.8  # robustness probe: the inter-node link at 80% of its bandwidth
 
 
-def annotate(plan: Plan, result: SearchResult, band) -> None:
+def annotate(plan: Plan, result: SearchResult, band: Num) -> None:
     """Attach to each result the expected-error band and its step time with a 20% slower inter-node
     link, and mark the results whose step time lies inside the best one's band as equivalent to it:
     the model cannot tell them apart, so memory and robustness decide (issue 14)."""
@@ -364,7 +370,7 @@ def annotate(plan: Plan, result: SearchResult, band) -> None:
         e.equivalent_to_best = e.values["step_time_s"] <= best * (1 + band.mean)
 
 
-def _no_valid_space(plan: Plan, rejected: dict) -> str:
+def _no_valid_space(plan: Plan, rejected: dict[str, Any]) -> str:
     n = plan.system.num_gpus
     why = "; ".join(f"{k}: {v}" for k, v in rejected.items()) or "the fixed knobs leave nothing"
     return (
@@ -373,7 +379,7 @@ def _no_valid_space(plan: Plan, rejected: dict) -> str:
     )
 
 
-def _nothing_fits(plan: Plan, knobs: Knobs, res: dict) -> str:
+def _nothing_fits(plan: Plan, knobs: Knobs, res: dict[str, Any]) -> str:
     i = int(np.argmin(res["total_bytes"]))
     need, cap = res["total_bytes"][i], plan.system.gpu.hbm_capacity_bytes
     cfg = knobs.config(i, plan.training.global_batch_size)
@@ -419,7 +425,7 @@ FREE = (
 )
 
 
-def estimate_or_search(plan: Plan) -> tuple[Estimate, dict]:
+def estimate_or_search(plan: Plan) -> tuple[Estimate, dict[str, Any]]:
     """The plan's configuration, or, where it leaves knobs free, the search's best with them:
     (estimate, {knob: the value chosen}). A TP degree the plan fixes is taken as given even across
     nodes (check PM201 says what it costs); only a free one is kept inside a node."""

@@ -10,6 +10,7 @@ shares neither the framework nor the GPU of any table gets the widest band known
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from perfmodel.specs import Plan
 
@@ -22,7 +23,7 @@ class Band:
     max: float
     basis: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"mean_abs_error": self.mean, "max_abs_error": self.max, "basis": self.basis}
 
 
@@ -31,7 +32,7 @@ def gpu_family(name: str) -> str:
     return next((f for f in ("a100", "h100", "h200", "b200", "v100", "mi300") if f in low), low)
 
 
-def kind(plan: Plan) -> dict:
+def kind(plan: Plan) -> dict[str, Any]:
     """What a plan's runs are, in the terms the error table is keyed by."""
     return {
         "framework": plan.training.framework,
@@ -41,7 +42,7 @@ def kind(plan: Plan) -> dict:
     }
 
 
-def bands_from_report(report) -> dict:
+def bands_from_report(report: Any) -> dict[str, Any]:
     """{table: {kind of its runs, mean and max |error| (fractions), runs}} from a validate
     Report."""
     out = {}
@@ -59,7 +60,7 @@ def bands_from_report(report) -> dict:
 WEIGHTS = {"framework": 4, "gpu": 2, "moe": 1.5, "dtype": 1}
 
 
-def band(plan: Plan, bands: dict) -> Band:
+def band(plan: Plan, bands: dict[str, Any]) -> Band:
     """The error band of the validation table nearest in kind to ``plan``."""
     k = kind(plan)
     scored = [

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import difflib
 import typing
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from ..units import parse_quantity
 
 
-def _quantity(dimension: str):
+def _quantity(dimension: str) -> BeforeValidator:
     def parse(v: object) -> float:
         return parse_quantity(v, dimension)
 
@@ -40,7 +40,7 @@ class Spec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_bool_numbers(cls, data):
+    def _no_bool_numbers(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
         for name, fld in cls.model_fields.items():
@@ -55,7 +55,7 @@ class Spec(BaseModel):
         return data
 
 
-def _numeric(annotation) -> bool:
+def _numeric(annotation: Any) -> bool:
     """True for int, float and their optional and annotated forms (not lists or dicts of them)."""
     if annotation in (int, float):
         return True
@@ -102,9 +102,9 @@ def format_validation_error(
     return f"{label}: " + "; ".join(parts)
 
 
-def _owner(cls: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+def _owner(cls: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """The pydantic model class at a location path, for key suggestions."""
-    current = cls
+    current: type[BaseModel] | None = cls
     for part in loc:
         fld = current.model_fields.get(str(part)) if current else None
         if fld is None:

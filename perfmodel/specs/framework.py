@@ -12,7 +12,10 @@ Each flag's value cites where it comes from. Profiles:
 
 from __future__ import annotations
 
-FRAMEWORKS = ("megatron-core", "megatron-2022", "megatron-2021", "deepspeed")
+from typing import Any, Literal, get_args
+
+Framework = Literal["megatron-core", "megatron-2022", "megatron-2021", "deepspeed"]
+FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 
 # flag -> what it means (shown by `perfmodel presets frameworks`)
 FLAGS = {
@@ -42,7 +45,7 @@ FLAGS = {
     "hop_overhead_s": "fixed time per pipeline chunk pass, forward or backward (s, fitted)",
 }
 
-PROFILES: dict[str, dict] = {
+PROFILES: dict[str, dict[str, Any]] = {
     "megatron-2021": {
         "flash_attention": False,  # flash attention came in 2022 (Dao et al.)
         "tp_comm_overlap": (
@@ -175,6 +178,6 @@ FACTS = (
 )
 
 
-def defaults(framework: str) -> dict:
+def defaults(framework: str) -> dict[str, Any]:
     """The behaviour-flag defaults of a profile (the flags only)."""
     return {k: v for k, v in PROFILES[framework].items() if k not in FACTS}

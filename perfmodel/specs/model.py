@@ -7,7 +7,7 @@ config.json names as aliases; perfmodel/presets.py maps the config.json dialects
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import AliasChoices, Field, model_validator
 
@@ -23,7 +23,8 @@ MAX_HEADS = 2**16
 MAX_VOCAB = 2**24
 MAX_TOKENS = 2**27
 
-MLP_KINDS = ("gelu", "swiglu", "geglu", "squared-relu")
+MlpKind = Literal["gelu", "swiglu", "geglu", "squared-relu"]
+MLP_KINDS: tuple[str, ...] = get_args(MlpKind)
 
 
 class Model(Spec):
@@ -81,7 +82,7 @@ class Model(Spec):
         validation_alias=AliasChoices("seq_length", "seq_len", "max_position_embeddings"),
         description="Sequence length s (tokens).",
     )
-    mlp: Literal[MLP_KINDS] = Field(
+    mlp: MlpKind = Field(
         "gelu",
         description="gelu: 2 MLP GEMMs; squared-relu (Nemotron-4): 2; swiglu and geglu (gated): 3.",
     )

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, PrivateAttr, model_validator
+from pydantic import AliasChoices, Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
 
 from .base import MAX_BATCH, MAX_GPUS, Seconds, Spec
-from .framework import FLAGS, FRAMEWORKS
+from .framework import FLAGS, FRAMEWORKS, Framework
 from .framework import defaults as profile_defaults
 from .model import MAX_LAYERS, MAX_TOKENS
-from .precision import TRAINING_DTYPES
+from .precision import TrainingDtype
 
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
@@ -124,7 +124,7 @@ class Training(Spec):
         validation_alias=AliasChoices("seq_length", "seq_len"),
         description="Overrides the model's sequence length.",
     )
-    dtype: Literal[TRAINING_DTYPES] = Field("bf16", description="Compute dtype.")
+    dtype: TrainingDtype = Field("bf16", description="Compute dtype.")
     optimizer: Literal["adam", "sgd"] = Field(
         "adam", description="adam: 12 B/param of fp32 states."
     )
@@ -135,7 +135,7 @@ class Training(Spec):
             "runs (as NeMo and Megatron report them)."
         ),
     )
-    framework: Literal[FRAMEWORKS] = Field(
+    framework: Framework = Field(
         "megatron-core",
         description=(
             "The training software whose defaults the flags below take: megatron-core, "
@@ -242,11 +242,11 @@ class Training(Spec):
             "scatter, or DeepEP (Megatron's flex dispatcher: each token crosses to a node once)."
         ),
     )
-    _given: dict = PrivateAttr(default_factory=dict)
+    _given: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="wrap")
     @classmethod
-    def _profile(cls, data, handler):
+    def _profile(cls, data: Any, handler: ModelWrapValidatorHandler[Training]) -> Training:
         """Fill the flags a plan leaves out from its framework's profile."""
         if not isinstance(data, dict) or isinstance(data, Training):
             return handler(data)
@@ -268,7 +268,7 @@ class Training(Spec):
         plan)."""
         return [k for k in (*FLAGS, "grad_accum_fp32") if k not in self._given]
 
-    def given(self) -> dict:
+    def given(self) -> dict[str, Any]:
         """What the plan itself set (a copy starts from this, so a changed framework re-fills the
         flags)."""
         return dict(self._given) if self._given else dict(self)

@@ -7,6 +7,7 @@ The rules that tie a configuration to the model and the cluster live in perfmode
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from pydantic import Field, ValidationError
 
@@ -30,7 +31,7 @@ class Plan(Spec):
     def seq_length(self) -> int:
         return self.training.seq_length or self.model.seq_length
 
-    def _with(self, section: str, changes: dict) -> Plan:
+    def _with(self, section: str, changes: dict[str, Any]) -> Plan:
         """A copy with fields of one section replaced, validated like a loaded plan: a bad value
         raises PerfModelError naming ``section.field`` and the fix."""
         part = getattr(self, section)
@@ -41,15 +42,15 @@ class Plan(Spec):
             raise PerfModelError(format_validation_error(e, section, type(part))) from None
         return self.model_copy(update={section: new})
 
-    def with_system(self, **changes) -> Plan:
+    def with_system(self, **changes: Any) -> Plan:
         """A copy with system fields replaced (num_gpus, placement, ...)."""
         return self._with("system", changes)
 
-    def with_training(self, **changes) -> Plan:
+    def with_training(self, **changes: Any) -> Plan:
         """A copy with training fields replaced (global_batch_size, seq_length, ...)."""
         return self._with("training", changes)
 
-    def with_parallel(self, **changes) -> Plan:
+    def with_parallel(self, **changes: Any) -> Plan:
         """A copy with parallel knobs replaced (None frees a knob for the search)."""
         return self._with("parallel", changes)
 
@@ -80,5 +81,5 @@ class Config:
     def num_micro_batches(self) -> int:
         return self.global_batch_size // (self.dp * self.micro_batch_size)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "num_micro_batches": self.num_micro_batches}

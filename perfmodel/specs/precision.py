@@ -18,12 +18,14 @@ MFU is measured against the peak of the compute dtype.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 # Every dtype perfmodel knows, with its bytes per element; a GPU lists its peak for a subset.
 DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 DTYPES = tuple(DTYPE_BYTES)
 # Dtypes a training run can compute in (tf32 is a GEMM mode of fp32, not a training dtype).
-TRAINING_DTYPES = ("bf16", "fp16", "fp32", "fp8")
+TrainingDtype = Literal["bf16", "fp16", "fp32", "fp8"]
+TRAINING_DTYPES: tuple[str, ...] = get_args(TrainingDtype)
 # fp32 optimizer states per parameter: Adam master + m + v (12 B), SGD master + momentum (8 B)
 OPTIMIZER_STATE_BYTES = {"adam": 12.0, "sgd": 8.0}
 

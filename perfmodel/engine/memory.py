@@ -1,0 +1,131 @@
+"""The memory of every configuration on its most loaded GPU (SPEC 6): model states sharded as the
+ZeRO stage says, activations at the schedule's peak, and what the framework reserves; composed from
+the blocks' descriptions (perfmodel/engine/blocks.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from perfmodel.cost import Array
+from perfmodel.cost import memory as mem
+from perfmodel.cost import pipeline as pipe
+from perfmodel.cost.stages import Stages
+from perfmodel.engine.blocks import BlockCost, Setting
+from perfmodel.engine.knobs import Knobs
+from perfmodel.engine.mesh import Mesh
+
+MEMORY_KEYS = (
+    "weights_bytes",
+    "gradients_bytes",
+    "optimizer_bytes",
+    "activations_bytes",
+    "other_bytes",
+    "total_bytes",
+    "capacity_bytes",
+    "fits",
+    "params_per_gpu",
+    "model_states_mean_bytes",
+)
+
+
+def memory_terms(
+    st: Setting, k: Knobs, stages: Stages, c: dict[str, BlockCost], m: Array
+) -> dict[str, Any]:
+    """Memory on the most loaded GPU (SPEC 6): model states and activations of each stage class at
+    the peak of the schedule; the class with the largest total is reported (Korthikanti 2022, Sec.
+    4.3). Activations are read off the layer descriptions; the routed experts' states are sharded
+    over the expert-data-parallel ranks, the rest over dp x cp (Megatron-Core's distributed
+    optimizer)."""
+    sh, gpu = st.shape, st.plan.system.gpu
+    tp, pp, cp = k.tp.astype(float), k.pp.astype(float), k.cp.astype(float)
+    s = st.plan.seq_length
+    layers = [c.get(kind) for kind in ("dense", "moe")]
+    acts = _activations(st, k, stages, layers, m)
+    params = stages.total([x.params if x else None for x in layers], *mem.end_params(sh, s, tp, pp))
+    mesh = Mesh(
+        tp,
+        pp,
+        k.dp.astype(float),
+        st.plan.system,
+        cp=cp,
+        ep=k.ep.astype(float),
+        etp=k.etp.astype(float),
+    )
+    z = k.zero_stage[:, None]
+    moe_cost = layers[1]
+    if st.moe_layers and moe_cost is not None:
+        experts = stages.total([None, moe_cost.expert_params], 0.0, 0.0)
+        dense = mem.model_state_bytes(params - experts, (k.dp * k.cp)[:, None], z, st.precision)
+        expert = mem.model_state_bytes(experts, mesh.edp[:, None], z, st.precision)
+        states = [d + e for d, e in zip(dense, expert)]
+    else:
+        experts = np.zeros_like(params)
+        states = list(mem.model_state_bytes(params, (k.dp * k.cp)[:, None], z, st.precision))
+    other = np.full(tp.shape, gpu.reserved_bytes)
+    total = sum(states) + acts + other[:, None]
+    top = stages.slowest(total)
+
+    def pick(x: Array) -> Array:
+        return stages.pick(x, top)
+
+    mean_params = mem.total_params(sh, len(st.moe_pattern), s, st.moe_layers) / (tp * pp)
+    return {
+        "weights_bytes": pick(states[0]),
+        "gradients_bytes": pick(states[1]),
+        "optimizer_bytes": pick(states[2]),
+        "activations_bytes": pick(acts),
+        "other_bytes": other,
+        "total_bytes": pick(total),
+        "capacity_bytes": np.full(tp.shape, gpu.hbm_capacity_bytes),
+        "fits": pick(total) <= gpu.hbm_capacity_bytes,
+        "params_per_gpu": pick(params),
+        # the seed's figure (000, Q3): all parameters spread evenly over the tp x pp model-parallel
+        # GPUs
+        "model_states_mean_bytes": sum(
+            mem.model_state_bytes(mean_params, k.dp * k.cp, k.zero_stage, st.precision)
+        ),
+        "_params_max": stages.present_max(params - experts),
+        "_experts_max": stages.present_max(experts),
+        "_mesh": mesh,
+    }
+
+
+def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Array) -> np.ndarray:
+    """Stored activations of each stage class at the schedule's peak, bytes (Korthikanti 2022, Sec.
+    4.2): the layers' kept activations times the micro-batches in flight at that stage (1F1B: p - i
+    on stage i, Narayanan 2021 Sec. 2.2; the last stage 1), full recompute's working layer, and the
+    embedding and LM head terms where they sit."""
+    sh = st.shape
+    tp, pp, vp, b, cp = (
+        k.tp.astype(float),
+        k.pp.astype(float),
+        k.vp.astype(float),
+        k.micro_batch_size.astype(float),
+        k.cp.astype(float),
+    )
+    s = st.plan.seq_length
+    present = [x for x in layers if x]
+    idx = stages.first_index
+    in_flight = np.where(
+        idx == 0,
+        np.asarray(pipe.in_flight_microbatches(pp, m, vp, k.schedule))[:, None],
+        np.asarray(
+            pipe.in_flight_microbatches(
+                np.maximum(pp[:, None] - idx, 1), m[:, None], vp[:, None], k.schedule[:, None]
+            )
+        ),
+    )
+    in_flight = np.where((idx == pp[:, None] - 1) & (pp[:, None] > 1), 1.0, in_flight)
+    kept = [x.kept(k.recompute) if x else None for x in layers]
+    working = np.where(k.recompute == 2, np.max([x.activations[0] for x in present], axis=0), 0.0)
+    _, _, embed, head = mem.activation_terms(
+        s, b, sh.hidden, 0, sh.vocab, tp, k.sequence_parallel, 0
+    )
+    return (
+        stages.total(kept, 0.0, 0.0) * in_flight
+        + working[:, None]
+        + np.where(stages.embedding, (embed / cp)[:, None] * in_flight, 0.0)
+        + np.where(stages.head, (head / cp)[:, None], 0.0)
+    )
