@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import click
 
 from perfmodel.cli.common import count, write_text
@@ -85,7 +87,15 @@ def import_nemo(recipe_file, gpu_name, gpus, vocab_size, output):
     _write(recipe_file, "nemo", "a NeMo recipe", gpu_name, gpus, vocab_size, output)
 
 
-def _write(path: str, kind: str, source: str, gpu: str, gpus, vocab_size, output) -> None:
+def _write(
+    path: str,
+    kind: Literal["megatron", "nemo"],
+    source: str,
+    gpu: str,
+    gpus: int | None,
+    vocab_size: int | None,
+    output: str | None,
+) -> None:
     """Read, check that the plan loads and runs, say what was ignored or assumed, write the plan."""
     from perfmodel.inputs.load import notes, plan_of, read_launch
     from perfmodel.inputs.megatron_emit import plan_yaml

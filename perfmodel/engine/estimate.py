@@ -9,14 +9,15 @@ point-to-point time then come from the schedule simulator, which is exact for un
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfmodel.cost import Num
+from perfmodel.cost import Array
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost.layer import Op
 from perfmodel.cost.memory import RECOMPUTE_CODES
+from perfmodel.cost.ops import Block
 from perfmodel.cost.transformer import decoder_layer
 from perfmodel.engine.blocks import BlockCost, Setting, block_ops
 from perfmodel.engine.evaluate import BREAKDOWN_KEYS, evaluate
@@ -24,9 +25,13 @@ from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import MEMORY_KEYS
 from perfmodel.engine.mesh import Mesh
 from perfmodel.engine.rules import config_problems
+from perfmodel.engine.uncertainty import Band
 from perfmodel.errors import PerfModelError
 from perfmodel.specs import Config, Plan
 from perfmodel.specs.parallel import Parallel
+
+if TYPE_CHECKING:
+    from perfmodel.engine.schedule import Simulation
 
 __all__ = [
     "Estimate",
@@ -109,7 +114,7 @@ class Estimate:
     stage_layers: list[float] = field(default_factory=list)  # layers on each stage
     framework: str = ""
     assumed: list[str] = field(default_factory=list)  # what the figures rest on that no one checked
-    band: object = None  # uncertainty.Band: the expected error, if attached
+    band: Band | None = None  # the expected error, if attached
     slower_link_step_s: float | None = None  # with the inter-node link 20% slower (plan)
     equivalent_to_best: bool | None = None  # inside the best's band (plan)
 
@@ -202,7 +207,7 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
     )
 
 
-def pipeline(plan: Plan, est: Estimate) -> Num:
+def pipeline(plan: Plan, est: Estimate) -> Simulation:
     """One simulated step of an estimate's pipeline (its schedule, per-stage times and p2p time),
     blocks kept for a Gantt chart: what `schedule PLAN` draws and the report shows."""
     from perfmodel.engine.schedule import simulate
@@ -226,7 +231,7 @@ def plan_pipeline(
     pp: int | None = None,
     vp: int | None = None,
     schedule: str | None = None,
-) -> Num:
+) -> Simulation:
     """`schedule PLAN`: the plan's pipeline simulated, with m, pp, vp or the schedule changed where
     given (m changes the global batch: m x dp x micro-batch)."""
     over = {
@@ -320,8 +325,10 @@ def layer_kind(plan: Plan) -> str:
     return "moe" if 2 * sum(pattern) > len(pattern) else "dense"
 
 
-def _layer(plan: Plan, cfg: Config, kind: str | None) -> Num:
-    f = lambda x: np.asarray(float(x))  # noqa: E731
+def _layer(plan: Plan, cfg: Config, kind: str | None) -> tuple[list[Op], Block]:
+    def f(x: float) -> Array:
+        return np.asarray(float(x))
+
     return block_ops(
         Setting.of(plan),
         decoder_layer,
@@ -344,12 +351,17 @@ def per_layer_ops(plan: Plan, cfg: Config, kind: str | None = None) -> list[Op]:
 
 def layer_seconds(
     plan: Plan, cfg: Config, recompute: str | None = None, kind: str | None = None
-) -> Num:
+) -> tuple[float, float]:
     """(forward, backward) seconds of one layer for one micro-batch under ``cfg``, TP communication
     and the recompute of ``recompute`` (default: the configuration's) included."""
     ops, block = _layer(plan, cfg, kind)
     cost = BlockCost.of(
-        ops, block, float(cfg.tp), float(cfg.ep), float(cfg.etp), plan.training.recompute_modules
+        ops,
+        block,
+        float(cfg.tp),
+        float(cfg.ep),
+        float(cfg.etp),
+        tuple(plan.training.recompute_modules),
     )
     fwd, bwd = cost.seconds(RECOMPUTE_CODES[recompute or cfg.recompute])
     return float(fwd), float(bwd)

@@ -64,7 +64,7 @@ class Knobs:
             }
         )
 
-    def take(self, idx: Array) -> Knobs:
+    def take(self, idx: Array | slice) -> Knobs:
         return Knobs(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
 
     def __len__(self) -> int:

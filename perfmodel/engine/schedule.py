@@ -11,12 +11,13 @@ seconds (or any unit): the simulator only adds and compares them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from perfmodel.cost import Num
+from perfmodel.cost import Array, Num
 from perfmodel.errors import PerfModelError
 
 
@@ -105,7 +106,7 @@ def _orders(p: int, m: int, v: int, schedule: str) -> list[list[tuple[str, int, 
     return orders
 
 
-def _per_virtual(x: Num, p: int, v: int, name: str) -> np.ndarray:
+def _per_virtual(x: Num | Sequence[float], p: int, v: int, name: str) -> Array:
     """Times per virtual stage (p v entries): a scalar, p per-stage times (split evenly over
     chunks), or p v."""
     a = np.atleast_1d(np.asarray(x, dtype=float))
@@ -157,8 +158,8 @@ def simulate(
     m: int,
     v: int = 1,
     schedule: str = "1f1b",
-    t_f: Num = 1.0,
-    t_b: Num = 2.0,
+    t_f: Num | Sequence[float] = 1.0,
+    t_b: Num | Sequence[float] = 2.0,
     latency: float = 0.0,
     keep_blocks: bool = True,
     blocking: bool = False,

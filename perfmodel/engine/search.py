@@ -14,20 +14,22 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from perfmodel.cost import Num
+from perfmodel.cost import Array
 from perfmodel.cost.memory import RECOMPUTE_CODES
 from perfmodel.cost.pipeline import SCHEDULE_CODES
 from perfmodel.engine.estimate import Estimate, estimate, evaluate, resolve_config
 from perfmodel.engine.knobs import CP_COMM_CODES, Knobs
+from perfmodel.engine.rule_table import Facts
 from perfmodel.engine.rules import Reason, apply_masks, facts, knob_contradictions
+from perfmodel.engine.uncertainty import Band
 from perfmodel.errors import PerfModelError
-from perfmodel.specs import Plan
+from perfmodel.specs import Parallel, Plan
 
 CHUNK = 65536
 
@@ -53,20 +55,20 @@ def divisors(n: int) -> list[int]:
 @dataclass
 class Space:
     knobs: Knobs
-    rejected: Counter = field(default_factory=Counter)
+    rejected: Counter[str] = field(default_factory=Counter)
 
 
-def _fixed_contradictions(fx: Num) -> None:
+def _fixed_contradictions(fx: Parallel) -> None:
     problems = knob_contradictions(fx.tp, fx.pp, fx.vp, fx.sequence_parallel, fx.schedule)
     if problems:
         raise PerfModelError("fixed knobs contradict: " + "; ".join(msg for _, msg in problems))
 
 
-def _keep(cols: dict[str, np.ndarray], mask: Num) -> dict[str, np.ndarray]:
+def _keep(cols: dict[str, Array], mask: Array) -> dict[str, Array]:
     return {k: v[mask] for k, v in cols.items()}
 
 
-def _expand(cols: dict[str, np.ndarray], name: str, values: Num) -> dict[str, np.ndarray]:
+def _expand(cols: dict[str, Array], name: str, values: Iterable[int]) -> dict[str, Array]:
     """Every row of ``cols`` once for each value of a new column (rows stay in order)."""
     values = np.asarray(values)
     out = {k: np.repeat(v, values.size) for k, v in cols.items()}
@@ -121,13 +123,13 @@ class _Builder:
         self.experts_n = plan.model.num_moe_experts or 0
         self.counts: dict[str, int] = {}
 
-    def facts_of(self, c: dict[str, Any]) -> object:
+    def facts_of(self, c: dict[str, Any]) -> Facts:
         knobs = {k: c[k] for k in _FACT_KNOBS if k in c}
         cp_comm = self.fx.cp_comm_type or "p2p"
         p = self.plan
         return facts(p.model, p.system, self.gbs, p.seq_length, self.tr, cp_comm=cp_comm, **knobs)
 
-    def fixed(self, values: Num, knob: str) -> np.ndarray:
+    def fixed(self, values: Iterable[int], knob: str) -> Array:
         v = getattr(self.fx, knob)
         return np.asarray([x for x in values if v is None or x == v], dtype=np.int64)
 
@@ -194,7 +196,11 @@ def _dedupe_etp(c: dict[str, Any]) -> dict[str, Any]:
 
 
 def _categorical(
-    c: dict[str, Any], fx: Num, moe: bool, facts_of: Num, counts: dict[str, Any]
+    c: dict[str, Any],
+    fx: Parallel,
+    moe: bool,
+    facts_of: Callable[[dict[str, Any]], Facts],
+    counts: dict[str, int],
 ) -> dict[str, Any]:
     """Expand SP, recompute, ZeRO and schedule over the combinations, keeping what is runnable (each
     mask right after its expansion, so the arrays never hold the discarded products)."""
@@ -351,7 +357,7 @@ def _exact_top(
 SLOWER_LINK = 0.8  # robustness probe: the inter-node link at 80% of its bandwidth
 
 
-def annotate(plan: Plan, result: SearchResult, band: Num) -> None:
+def annotate(plan: Plan, result: SearchResult, band: Band) -> None:
     """Attach to each result the expected-error band and its step time with a 20% slower inter-node
     link, and mark the results whose step time lies inside the best one's band as equivalent to it:
     the model cannot tell them apart, so memory and robustness decide (issue 14)."""

@@ -154,8 +154,9 @@ def _to_plan(args: dict, gpu: str, num_gpus: int | None, vocab_size: int | None)
                 raise PerfModelError(
                     f"{flag} is a switch and takes no value (got {' '.join(args[flag])})"
                 )
-            if SWITCHES[flag]:
-                section, key, value = SWITCHES[flag]
+            switch = SWITCHES[flag]
+            if switch:
+                section, key, value = switch
                 out.plan[section][key] = value
         elif flag in OTHER_VALUES:
             continue

@@ -177,7 +177,7 @@ def read_recipe(
             "config dump)"
         )
     model_cfg = data["model"]
-    train = data.get("train") if isinstance(data.get("train"), dict) else {}
+    train = _section(data, "train")
     out = megatron_defaults(str(data.get("name") or "nemo"), gpu)
     model, parallel, training = out.plan["model"], out.plan["parallel"], out.plan["training"]
 
@@ -241,6 +241,12 @@ def read_recipe(
         ):
             out.ignored.append(f"{section}.*" if isinstance(data[section], dict) else section)
     return out
+
+
+def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """A recipe's sub-mapping, or an empty one where the recipe has none (or not a mapping)."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def _resolve(value, section: dict, key: str):
@@ -336,8 +342,8 @@ def _precision_and_optimizer(data: dict, get, out: Imported) -> None:
         out.assumed.append(f"precision {precision or 'unset'}: fp32")
     optim = get("optim")
     name = optim.get("name") if isinstance(optim, dict) else None
-    ddp = data.get("ddp") if isinstance(data.get("ddp"), dict) else {}
-    opt = data.get("optimizer") if isinstance(data.get("optimizer"), dict) else {}
+    ddp = _section(data, "ddp")
+    opt = _section(data, "optimizer")
     if (
         name == "distributed_fused_adam"
         or ddp.get("use_distributed_optimizer")
@@ -350,7 +356,7 @@ def _precision_and_optimizer(data: dict, get, out: Imported) -> None:
 
 
 def _system(data: dict, out: Imported, num_gpus: int | None) -> None:
-    trainer = data.get("trainer") if isinstance(data.get("trainer"), dict) else {}
+    trainer = _section(data, "trainer")
     devices, nodes = trainer.get("devices"), trainer.get("num_nodes")
     system = out.plan["system"]
     if isinstance(devices, int) and devices > 0:

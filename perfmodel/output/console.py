@@ -109,12 +109,12 @@ def table(
             for ln in wrap_keeping_units(title, console.width):
                 console.print(ln, highlight=False, markup=False)
             t = Table(box=box.SIMPLE_HEAD)
-            for i, (h, r) in enumerate(zip(headers, right)):
+            for i, (h, is_number) in enumerate(zip(headers, right)):
                 t.add_column(
-                    h, justify="right" if r else "left", no_wrap=i != fold, overflow="fold"
+                    h, justify="right" if is_number else "left", no_wrap=i != fold, overflow="fold"
                 )
-            for r in rows:
-                t.add_row(*r)
+            for row in rows:
+                t.add_row(*row)
             console.print(t)
             for ln in (caption or "").splitlines():
                 for part in wrap_keeping_units(ln, console.width):
@@ -181,13 +181,9 @@ class LazyProgress:
     def __init__(self, label: str = "evaluating configurations"):
         import time
 
-        self._t0, self._time, self._label, self._bar, self._task = (
-            time.perf_counter(),
-            time.perf_counter,
-            label,
-            None,
-            None,
-        )
+        self._t0, self._time, self._label = time.perf_counter(), time.perf_counter, label
+        self._bar: Any = None  # a rich Progress once shown
+        self._task: Any = None
 
     def __call__(self, done: int, total: int) -> None:
         if self._bar is None:

@@ -70,7 +70,7 @@ def _bar(
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-size="12"'
         f' role="img"><title>{escape(title)}</title>'
     ]
-    x = left
+    x: float = left
     for i, (label, v, shown) in enumerate(parts):
         w = v * scale
         out.append(

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from perfmodel.output.console import line, pct, table
 from perfmodel.output.render import config_short
 from perfmodel.units import fmt_bytes, fmt_time
@@ -147,7 +149,8 @@ def comparison(c) -> None:
 def sweep(result) -> None:
     """`sweep`: one row per value; throughput and per-GPU throughput relative to the first value
     that ran."""
-    first = next((p.est.values for p in result.points if p.est is not None), None)
+    # the first value that ran; every row that divides by it has run too
+    first: dict[str, Any] = next((p.est.values for p in result.points if p.est is not None), {})
     rows = []
     for p in result.points:
         if p.est is None:

@@ -115,7 +115,7 @@ def rule_memory(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
         )
     else:
         total = mem.total_params(LayerShape.of(plan.model), plan.model.num_layers, plan.seq_length)
-        states = sum(mem.model_state_bytes(total, 1, 0, Setting.of(plan).precision))
+        states = float(sum(mem.model_state_bytes(total, 1, 0, Setting.of(plan).precision)))
         need = int(np.ceil(states / v["capacity_bytes"]))
         fix = (
             f"no single change fits: the model states alone ({fmt_bytes(states)}) need at least"

@@ -66,7 +66,7 @@ def measured_step_time(plan: Plan, measured: dict) -> float:
         raise PerfModelError(
             f"unknown flop_convention {conv!r}; use one of {', '.join(CONVENTIONS)}"
         )
-    return total / (float(measured["tflops_per_gpu"]) * 1e12 * plan.system.num_gpus)
+    return float(total / (float(measured["tflops_per_gpu"]) * 1e12 * plan.system.num_gpus))
 
 
 @dataclass
