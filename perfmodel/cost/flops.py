@@ -13,9 +13,10 @@ The general functions below reduce to these closed forms for GPT shapes (tested)
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from perfmodel.cost import Num
 
-from .ops import Block
 from .transformer import LayerShape, Options, decoder_layer, lm_head
 
 
@@ -31,16 +32,31 @@ def layer_forward_flops(shape: LayerShape, b: Num, s: int, moe: bool = False) ->
 
 
 def logits_forward_flops(shape: LayerShape, b: Num, s: int) -> Num:
-    """Output layer: 2 b s h V FLOPs forward (SPEC 5), read off the LM head's description."""
-    return lm_head(shape, Options(), b, s, 1, False).matmul_flops()
+    """Output layer: 2 b s h V FLOPs forward (SPEC 5), read off the LM head's description (linear in
+    b, described once per model)."""
+    return b * _logits_per_sequence(shape, s)
 
 
-def _layers(
-    shape: LayerShape, B: Num, s: int, L: Num, moe_layers: int
-) -> tuple[Block, Block | None, Num]:
-    dense = decoder_layer(shape, Options(), B, s, 1, False)
-    moe = decoder_layer(shape, Options(), B, s, 1, False, moe=True) if moe_layers else None
-    return dense, moe, L - moe_layers
+@lru_cache(maxsize=256)
+def _logits_per_sequence(shape: LayerShape, s: int) -> float:
+    return float(lm_head(shape, Options(), 1, s, 1, False).matmul_flops())
+
+
+@lru_cache(maxsize=256)
+def _per_sequence(shape: LayerShape, s: int, moe: bool, core_only: bool = False) -> float:
+    """Forward matmul FLOPs of one layer for one sequence of s tokens. Every GEMM's rows (and the
+    attention core's batch) are b s or b heads, so the FLOPs of b sequences are b times these: the
+    layer is described once per model, not once per configuration."""
+    block = decoder_layer(shape, Options(), 1, s, 1, False, moe=moe)
+    return float(block.matmul_flops(attention_core_only=core_only))
+
+
+def _forward(shape: LayerShape, B: Num, s: int, L: Num, moe_layers: int, core_only: bool) -> Num:
+    """Forward matmul FLOPs of all L layers for B sequences, moe_layers of them MoE layers."""
+    fwd = (L - moe_layers) * _per_sequence(shape, s, False, core_only)
+    if moe_layers:
+        fwd = fwd + moe_layers * _per_sequence(shape, s, True, core_only)
+    return B * fwd
 
 
 def model_flops(shape: LayerShape, B: Num, s: int, L: Num, moe_layers: int = 0) -> Num:
@@ -48,8 +64,7 @@ def model_flops(shape: LayerShape, B: Num, s: int, L: Num, moe_layers: int = 0) 
     (generalizes Korthikanti eq. 7; the attention core is counted over the whole s x s, as eq. 7
     does).
     """
-    dense, moe, n_dense = _layers(shape, B, s, L, moe_layers)
-    fwd = n_dense * dense.matmul_flops() + (moe_layers * moe.matmul_flops() if moe else 0.0)
+    fwd = _forward(shape, B, s, L, moe_layers, False)
     return 3.0 * (fwd + logits_forward_flops(shape, B, s))
 
 
@@ -63,13 +78,11 @@ def hardware_flops(
     (Korthikanti eq. 8 counts it so: its s/(3h) term is twice eq. 7's s/(6h)).
     none: model FLOPs.
     """
-    dense, moe, n_dense = _layers(shape, B, s, L, moe_layers)
-    blocks = [(n_dense, dense)] + ([(moe_layers, moe)] if moe else [])
     base = model_flops(shape, B, s, L, moe_layers)
     if recompute == "full":
-        return base + sum(n * blk.matmul_flops() for n, blk in blocks)
+        return base + _forward(shape, B, s, L, moe_layers, False)
     if recompute == "selective":
-        return base + 3.0 * sum(n * blk.matmul_flops(attention_core_only=True) for n, blk in blocks)
+        return base + 3.0 * _forward(shape, B, s, L, moe_layers, True)
     return base
 
 

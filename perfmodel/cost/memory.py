@@ -18,6 +18,8 @@ All functions take floats or numpy arrays; recompute is a code 0 none,
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from perfmodel.cost import Array, Num
@@ -48,11 +50,13 @@ def head_params(shape: LayerShape) -> Num:
     return lm_head(shape, Options(), 1, 1, 1, False).params()
 
 
-def total_params(shape: LayerShape, L: Num, s: int, moe_layers: int = 0) -> Num:
+@lru_cache(maxsize=256)
+def total_params(shape: LayerShape, L: int, s: int, moe_layers: int = 0) -> float:
     """All parameters of the model (Narayanan 2021: 12lh^2(1 + 13/(12h) + (V+s)/(12lh)) for GPT,
-    plus the final norm's); a MoE layer counts every routed expert."""
+    plus the final norm's); a MoE layer counts every routed expert. A property of the model, so
+    computed once per model."""
     moe = decoder_layer(shape, Options(), 1, 1, 1, False, moe=True).params() if moe_layers else 0
-    return (
+    return float(
         (L - moe_layers) * layer_params(shape)
         + moe_layers * moe
         + embedding_params(shape, s)

@@ -99,6 +99,11 @@ def wave_quantization(
 GEMM_TILES = ((256, 128, 1.00), (128, 256, 1.00), (128, 128, 0.92), (128, 64, 0.80), (64, 64, 0.62))
 
 
+_TILE_M = np.array([tm for tm, _, _ in GEMM_TILES], dtype=float)
+_TILE_N = np.array([tn for _, tn, _ in GEMM_TILES], dtype=float)
+_TILE_QUALITY = np.array([q for _, _, q in GEMM_TILES], dtype=float)
+
+
 def gemm_efficiency(
     M: Num,
     N: Num,
@@ -119,20 +124,19 @@ def gemm_efficiency(
     - K / (K + k0): each tile pays a fixed prologue/epilogue, which thin
       reductions (attention's K = head dim) cannot amortize.
     """
-    M = np.asarray(M, dtype=float)
-    N = np.asarray(N, dtype=float)
-    best = np.zeros(np.broadcast(M, N).shape)
-    for tm, tn, quality in GEMM_TILES:
-        ntm, ntn = np.ceil(M / tm), np.ceil(N / tn)
-        tiles = ntm * ntn * batch
-        util = (
-            tiles / (np.ceil(tiles / num_sms) * num_sms)
-            if tail_waves
-            else np.minimum(1.0, tiles / num_sms)
-        )
-        padding = (M / (ntm * tm)) * (N / (ntn * tn))
-        best = np.maximum(best, quality * util * padding)
-    return (
+    # every tile shape at once, along a trailing axis; the best one per GEMM
+    M = np.asarray(M, dtype=float)[..., None]
+    N = np.asarray(N, dtype=float)[..., None]
+    ntm, ntn = np.ceil(M / _TILE_M), np.ceil(N / _TILE_N)
+    tiles = ntm * ntn * np.asarray(batch, dtype=float)[..., None]
+    util = (
+        tiles / (np.ceil(tiles / num_sms) * num_sms)
+        if tail_waves
+        else np.minimum(1.0, tiles / num_sms)
+    )
+    padding = (M / (ntm * _TILE_M)) * (N / (ntn * _TILE_N))
+    best = np.maximum(0.0, np.max(_TILE_QUALITY * util * padding, axis=-1))
+    return np.asarray(
         base_efficiency
         * best
         * (np.asarray(K, dtype=float) / (np.asarray(K, dtype=float) + k_overhead))

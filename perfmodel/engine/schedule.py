@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -39,9 +40,8 @@ class Simulation:
     schedule: str
     step_time: float
     busy: np.ndarray  # per stage
-    peak_in_flight: (
-        np.ndarray
-    )  # per stage: micro-batches (chunk passes / v) whose activations are held
+    # per stage: micro-batches (chunk passes / v) whose activations are held
+    peak_in_flight: np.ndarray
     blocks: list[Block] = field(default_factory=list)
 
     @property
@@ -74,8 +74,10 @@ class Simulation:
         }
 
 
-def _orders(p: int, m: int, v: int, schedule: str) -> list[list[tuple[str, int, int]]]:
-    """Per stage, the (kind, micro-batch, chunk) sequence of the schedule."""
+@lru_cache(maxsize=64)
+def _orders(p: int, m: int, v: int, schedule: str) -> tuple[tuple[tuple[str, int, int], ...], ...]:
+    """Per stage, the (kind, micro-batch, chunk) sequence of the schedule (computed once per p, m, v
+    and schedule; read-only)."""
     orders = []
     for s in range(p):
         if schedule == "gpipe":
@@ -102,8 +104,8 @@ def _orders(p: int, m: int, v: int, schedule: str) -> list[list[tuple[str, int, 
             for k in range(total - warm):
                 seq += [fwd(warm + k), bwd(k)]
             seq += [bwd(k) for k in range(total - warm, total)]
-        orders.append(seq)
-    return orders
+        orders.append(tuple(seq))
+    return tuple(orders)
 
 
 def _per_virtual(x: Num | Sequence[float], p: int, v: int, name: str) -> Array:
@@ -172,23 +174,47 @@ def simulate(
     the receiver. Busy time counts compute only.
     """
     _check_arguments(p, m, v, schedule, latency)
-    w = _Walker(
-        p,
-        m,
-        v,
-        _per_virtual(t_f, p, v, "t_f").tolist(),
-        _per_virtual(t_b, p, v, "t_b").tolist(),
-        latency,
-        blocking,
-        keep_blocks,
-    )
+    tf = tuple(_per_virtual(t_f, p, v, "t_f").tolist())
+    tb = tuple(_per_virtual(t_b, p, v, "t_b").tolist())
+    if keep_blocks:
+        return _run(p, m, v, schedule, tf, tb, latency, blocking, True)
+    return _run_cached(p, m, v, schedule, tf, tb, latency, blocking)
+
+
+@lru_cache(maxsize=256)
+def _run_cached(
+    p: int, m: int, v: int, schedule: str, tf: tuple[float, ...], tb: tuple[float, ...],
+    latency: float, blocking: bool,
+) -> Simulation:  # fmt: skip
+    """A step without its blocks, once per input: estimates of one plan (the search's exact top, the
+    slower-link check, the report) simulate the same pipeline again and again. Read-only."""
+    return _run(p, m, v, schedule, tf, tb, latency, blocking, False)
+
+
+def _run(
+    p: int, m: int, v: int, schedule: str, tf: tuple[float, ...], tb: tuple[float, ...],
+    latency: float, blocking: bool, keep_blocks: bool,
+) -> Simulation:  # fmt: skip
+    """Walk the schedule. A stage runs until a block waits on another stage; only a neighbour's
+    progress can release it (a forward waits on the stage before, a backward on the stage after), so
+    only the neighbours of a stage that ran are visited again. Every block's end is fixed by its own
+    dependencies, so the order of visits changes no number."""
+    w = _Walker(p, m, v, list(tf), list(tb), latency, blocking, keep_blocks)
     orders = _orders(p, m, v, schedule)
     remaining = sum(len(o) for o in orders)
-    while remaining:
-        done = sum(w.advance(s, orders[s]) for s in range(p))
-        if not done:  # cannot happen for the orders above; guards against a bad order
-            raise PerfModelError("the schedule deadlocked")
-        remaining -= done
+    todo, queued = list(range(p)), [True] * p
+    while todo:
+        s = todo.pop()
+        queued[s] = False
+        done = w.advance(s, orders[s])
+        if done:
+            remaining -= done
+            for n in ((s - 1) % p, (s + 1) % p):
+                if not queued[n]:
+                    queued[n] = True
+                    todo.append(n)
+    if remaining:  # cannot happen for the orders above; guards against a bad order
+        raise PerfModelError("the schedule deadlocked")
     peak = np.array(w.peak, dtype=float) / v
     return Simulation(p, m, v, schedule, max(w.clock), np.array(w.busy), peak, w.blocks)
 
@@ -218,7 +244,7 @@ class _Walker:
         self.held, self.peak = [0] * p, [0] * p
         self.blocks: list[Block] = []
 
-    def advance(self, s: int, order: list[Any]) -> int:
+    def advance(self, s: int, order: Sequence[tuple[str, int, int]]) -> int:
         """Run stage ``s`` through its order until a block waits on another stage; the blocks
         run."""
         p, tf, tb, last, send, latency = (
@@ -253,15 +279,15 @@ class _Walker:
                 sent = send if u != last else 0.0
             else:
                 own = done_f[u][i]
+                if own is None:
+                    break
                 if u == last:
                     ready = own
                 else:
                     nxt = done_b[u + 1][i]
-                    if nxt is None or own is None:
+                    if nxt is None:
                         break
                     ready = max(nxt + latency, own)
-                if ready is None:
-                    break
                 dur = tb[u]
                 sent = send if u != 0 else 0.0
                 end = max(t, ready) + dur + sent
