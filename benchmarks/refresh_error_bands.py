@@ -1,7 +1,8 @@
 """Write configs/error_bands.yaml from `perfmodel validate`: each table's mean and max absolute
 step-time error, keyed by what the runs were (framework, GPU, dtype, dense or MoE), so every
-estimate can carry the error of the runs nearest in kind as a band (perfmodel/uncertainty.py).
-tests/test_validate.py checks the file against a fresh validate, so it cannot drift.
+estimate can carry the error of the runs nearest in kind as a band
+(perfmodel/engine/uncertainty.py). tests/test_validate.py checks the file against a fresh validate,
+so it cannot drift.
 
 Run: python benchmarks/refresh_error_bands.py
 """

@@ -1,5 +1,5 @@
-"""The mesh rules (perfmodel/mesh.py), each run through both sides that apply it: `check` on a
-resolved plan, and the search, as a vectorized mask (counted by reason) or, for the rules the
+"""The mesh rules (perfmodel/engine/mesh.py), each run through both sides that apply it: `check` on
+a resolved plan, and the search, as a vectorized mask (counted by reason) or, for the rules the
 search satisfies by construction, as an error on contradicting fixed knobs (issue 11)."""
 
 import numpy as np

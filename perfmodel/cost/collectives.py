@@ -70,7 +70,7 @@ def overlapped_time(comm_s: Num, window_s: Num, penalty: Num) -> Num:
 
 def group_spans_nodes(group_size: Num, stride: Num, gpus_per_node: Num) -> Num:
     """True where a group of group_size ranks, stride apart, leaves one node: stride * group_size >
-    gpus_per_node (SPEC 1; the strides come from the rank order, perfmodel/mesh.py)."""
+    gpus_per_node (SPEC 1; the strides come from the rank order, perfmodel/engine/mesh.py)."""
     return np.asarray(np.asarray(group_size) * np.asarray(stride) > gpus_per_node)
 
 

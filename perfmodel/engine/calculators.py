@@ -71,7 +71,7 @@ def layer_gemms(
 ) -> list[Gemm]:
     """Every forward GEMM of one layer on one TP rank (SPEC 4-5), read off the layer's description:
     a MoE layer's (router, grouped experts at ep) for a mixture-of-experts shape. Which tp a model
-    admits is rule PM103's business (perfmodel/rules.py), not this function's."""
+    admits is rule PM103's business (perfmodel/engine/rules.py), not this function's."""
     return decoder_layer(
         shape,
         Options(flash=flash),

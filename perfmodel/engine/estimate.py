@@ -1,9 +1,9 @@
 """One configuration: resolve the plan's knobs, evaluate it, refine the pipeline by simulation.
 
-``estimate`` runs the vectorized ``evaluate`` (perfmodel/evaluate.py) on a one-entry array, so
-a single report and the search share every formula; with pp > 1 the bubble and the exposed
-point-to-point time then come from the schedule simulator, which is exact for unequal stages
-(the closed form assumes equal ones; seed 000, 6).
+``estimate`` runs the vectorized ``evaluate`` (perfmodel/engine/evaluate.py) on a one-entry array,
+so a single report and the search share every formula; with pp > 1 the bubble and the exposed
+point-to-point time then come from the schedule simulator, which is exact for unequal stages (the
+closed form assumes equal ones; seed 000, 6).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Compose cost/* into the time and memory of one training step (SPEC sections 5-8, 11).
 
 ``evaluate`` works on numpy arrays of configurations (one entry per configuration); the
-single-configuration report (perfmodel/estimate.py) is the same function on a one-entry array,
-so the report and the vectorized search share every formula (STYLE.md "One formula, one place").
+single-configuration report (perfmodel/engine/estimate.py) is the same function on a one-entry
+array, so the report and the vectorized search share every formula (STYLE.md "One formula, one
+place").
 
 Step time of one pipeline (SPEC 8; Narayanan 2021, Sec. 2.2):
     m * T_slowest + (p-1)/v * T_mean        (compute, TP/CP/EP comm and recompute per stage)

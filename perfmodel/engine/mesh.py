@@ -1,5 +1,5 @@
 """The parallel mesh as data: named dimensions, the rank order and the link each group crosses
-(the validity rules that go with it are in perfmodel/rules.py).
+(the validity rules that go with it are in perfmodel/engine/rules.py).
 
 Dimensions (torchtitan's ParallelDims and Megatron-Core's parallel_state name the same ones):
 tp (tensor), cp (context), ep (expert), dp (data) and pp (pipeline, with vp virtual stages per

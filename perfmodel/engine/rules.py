@@ -1,8 +1,9 @@
 """The validity rules of a configuration, written once: `check` and `estimate` read their messages,
-the search applies them as vectorized masks and counts what each rejects (perfmodel/search.py).
+the search applies them as vectorized masks and counts what each rejects
+(perfmodel/engine/search.py).
 
 Each rule says what it reads; a knob not known yet (None, a free knob) skips the rules that read it.
-The rule IDs are those of `perfmodel check` (perfmodel/check.py).
+The rule IDs are those of `perfmodel check` (perfmodel/review/check.py).
 """
 
 from __future__ import annotations

@@ -83,11 +83,12 @@ def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
     """Every valid configuration as Knobs arrays, and what was rejected, by reason.
 
     Candidates are built stage by stage as arrays (tp; (tp, cp, pp); (ep, etp); (mbs, vp); then SP,
-    recompute, ZeRO and schedule), and each stage drops what the rules (perfmodel/rules.py) reject,
-    counted by reason in that stage's unit. The rest hold by construction: dp is num_gpus / (tp cp
-    pp), SP only with tp > 1 (and always with MoE and tp > 1), ZeRO only with dp > 1, interleaving
-    only with vp > 1. cp is searched when attention is fused (Megatron-Core's CP needs it) while
-    each rank keeps CP_MIN_TOKENS tokens; ep and etp (1 or tp) only for mixture-of-experts models.
+    recompute, ZeRO and schedule), and each stage drops what the rules (perfmodel/engine/rules.py)
+    reject, counted by reason in that stage's unit. The rest hold by construction: dp is num_gpus /
+    (tp cp pp), SP only with tp > 1 (and always with MoE and tp > 1), ZeRO only with dp > 1,
+    interleaving only with vp > 1. cp is searched when attention is fused (Megatron-Core's CP needs
+    it) while each rank keeps CP_MIN_TOKENS tokens; ep and etp (1 or tp) only for mixture-of-experts
+    models.
     """
     _fixed_contradictions(plan.parallel)
     b = _Builder(plan)

@@ -172,7 +172,8 @@ def _parse_json(text: str, label: str) -> Any:
 
 
 def model_from_hf_config(cfg: Any, label: str = "config.json") -> Model:
-    """A Model from a Hugging Face config.json (perfmodel/hf.py maps the keys; errors name them)."""
+    """A Model from a Hugging Face config.json (perfmodel/inputs/hf.py maps the keys; errors name
+    them)."""
     data = hf.model_fields(cfg, label)
     try:
         return Model.model_validate(data)

@@ -2,7 +2,7 @@
 
 Field names follow Megatron-Core's TransformerConfig where one exists (num_moe_experts,
 moe_router_topk, moe_ffn_hidden_size, kv_channels, q_lora_rank, ...), with the Hugging Face
-config.json names as aliases; perfmodel/presets.py maps the config.json dialects onto these.
+config.json names as aliases; perfmodel/inputs/presets.py maps the config.json dialects onto these.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A plan: model + system + training + parallel knobs, and the resolved Config.
 
-The rules that tie a configuration to the model and the cluster live in perfmodel/mesh.py
+The rules that tie a configuration to the model and the cluster live in perfmodel/engine/mesh.py
 (one place for `check`, `estimate` and the search).
 """
 
