@@ -292,7 +292,8 @@ def schedule_cmd(
     else:
         render.schedule(
             sim,
-            gantt.text_rows(sim, width) + gantt.time_axis(sim, width),
+            gantt.text_rows(sim, width),
+            gantt.time_axis(sim, width),
             gantt.legend(sim, width),
             title,
         )

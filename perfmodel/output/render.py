@@ -222,8 +222,9 @@ def config_text(c: dict, stage_layers: list | None = None) -> str:
     return out
 
 
-def schedule(sim, gantt_rows: list[str], legend: str, title: str) -> None:
-    """Figures of a simulated step and its Gantt chart."""
+def schedule(sim, gantt_rows: list[str], axis_rows: list[str], legend: str, title: str) -> None:
+    """Figures of a simulated step and its Gantt chart: the stage rows coloured on a terminal (block
+    labels after the row's "|"), the time axis beneath as it is."""
     j = sim.to_json()
     kv(
         f"{title}: {sim.schedule}, p={sim.p}, m={sim.m}, v={sim.v}",
@@ -246,8 +247,10 @@ def schedule(sim, gantt_rows: list[str], legend: str, title: str) -> None:
             for ch in body:
                 t.append(ch, style="green" if ch.isdigit() else ("blue" if ch.isalpha() else "dim"))
             console.print(t)
+        for row in axis_rows:
+            console.print(row, highlight=False, markup=False)
     else:
-        sys.stdout.write("\n".join(gantt_rows) + "\n")
+        sys.stdout.write("\n".join(gantt_rows + axis_rows) + "\n")
     line(legend)
 
 
