@@ -13,7 +13,8 @@ import time
 import numpy as np
 
 from perfmodel.engine.estimate import estimate
-from perfmodel.engine.search import enumerate_space, evaluate_chunked, search
+from perfmodel.engine.search import evaluate_chunked, search
+from perfmodel.engine.space import enumerate_space
 from perfmodel.inputs import load_plan
 
 # issue 3's cases, and issue 12's: Llama 3.1 405B on 16,384 H100 (cp, uneven pp, vp free) and

@@ -11,10 +11,12 @@ from perfmodel.inputs import presets
 from perfmodel.review.check import RULES, check, exit_code
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+# every knob fixed: check reads a plan as estimate does, so a knob left free would be the search's
 CLEAN = dict(
     tp=8,
     pp=8,
     dp=8,
+    cp=1,
     vp=3,
     micro_batch_size=1,
     sequence_parallel=True,
@@ -79,10 +81,11 @@ def test_clean_plan_is_silent():
         ("PM104", dict(CLEAN, vp=13)),  # 8 x 13 chunks for 96 layers
         ("PM105", dict(CLEAN, micro_batch_size=5)),
         ("PM106", dict(CLEAN) | {"gbs": 8 * 12}),
-        ("PM107", dict(CLEAN, vp=None)),
+        ("PM107", dict(CLEAN, vp=1)),
     ],
 )
 def test_error_rules_trip(rule, kwargs):
+    """Each error rule on a plan whose knobs break it (all fixed, so none is the search's)."""
     kw = dict(kwargs)
     p = plan(**{k: kw.pop(k) for k in ("gpus", "gbs", "gpn") if k in kw}, **kw)
     found = check(p)
@@ -319,6 +322,7 @@ def test_pm208_cp_with_too_few_tokens_per_rank():
             "micro_batch_size": 1,
             "sequence_parallel": True,
             "zero_stage": 1,
+            "cp_comm_type": "p2p",
         },
         global_batch_size=64,
         seq_length=8192,
@@ -328,6 +332,8 @@ def test_pm208_cp_with_too_few_tokens_per_rank():
         f.figures["exposed_s"] > 0.1 * f.figures["attention_s"]
         and "1,024 tokens per rank" in f.message
     )
+    # the fix it names is one it tried: faster, and it fits
+    assert f.severity == "warning" and f.figures["saving_s"] > 0 and "saves" in f.fix
     long = short.with_training(seq_length=131072).with_parallel(cp=8)
     assert "PM208" not in {f.rule for f in check(long)}
 
@@ -337,3 +343,17 @@ def test_pm108_and_pm109_are_errors():
     assert "PM108" in {f.rule for f in check(no_flash)}
     odd = _modern("qwen3-235b-a22b", 256, {"tp": 2, "ep": 3, "pp": 8, "sequence_parallel": True})
     assert "PM109" in {f.rule for f in check(odd)}
+
+
+def test_check_resolves_free_knobs_as_estimate_does():
+    """Issue 19, item 5: with no parallel section check used to review tp = pp = 1 ("needs 1.46 TB
+    per GPU"); it now reviews the configuration estimate and plan choose, and says which."""
+    from perfmodel.engine.search import estimate_or_search
+    from perfmodel.inputs import load_plan
+    from perfmodel.review.check import check_resolved
+
+    plan_ = load_plan("gpt3-175b.yaml")
+    found, chosen = check_resolved(plan_)
+    est, searched = estimate_or_search(plan_)
+    assert chosen == searched and chosen["tp"] == est.config.tp
+    assert "PM101" not in [f.rule for f in found] and "PM302" not in [f.rule for f in found]

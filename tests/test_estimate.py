@@ -155,7 +155,8 @@ def test_vectorized_path_matches_a_plain_python_reference():
     from reference import breakdown
 
     from perfmodel.engine.evaluate import evaluate
-    from perfmodel.engine.search import enumerate_space, evaluate_chunked
+    from perfmodel.engine.search import evaluate_chunked
+    from perfmodel.engine.space import enumerate_space
 
     plan = load_plan("gpt3-175b.yaml").with_training(framework="megatron-2022")  # dense, no cp
     space = enumerate_space(plan)

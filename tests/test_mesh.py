@@ -8,7 +8,7 @@ import pytest
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.engine.mesh import Mesh
 from perfmodel.engine.rules import RULES, config_problems
-from perfmodel.engine.search import enumerate_space
+from perfmodel.engine.space import enumerate_space
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.review.check import check

@@ -11,7 +11,7 @@ from perfmodel.cost.stages import build_stages, split_layers
 from perfmodel.cost.transformer import LayerShape, Options, decoder_layer
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.engine.schedule import simulate
-from perfmodel.engine.search import enumerate_space
+from perfmodel.engine.space import enumerate_space
 from perfmodel.inputs import presets
 
 

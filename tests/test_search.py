@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from perfmodel.cli import main
 from perfmodel.engine.estimate import estimate
-from perfmodel.engine.search import enumerate_space, search
+from perfmodel.engine.search import search
+from perfmodel.engine.space import enumerate_space
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import load_plan
 

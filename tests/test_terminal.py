@@ -1,5 +1,7 @@
-"""Commands run on a pseudo-terminal, where rich draws tables and colours (issue 19, item 7: schedule
-ended in an internal error on every terminal while piped output worked, and no test ran that path)."""
+"""Commands run on a pseudo-terminal, where rich draws tables and colours (issue 19, item 7:
+schedule ended in an internal error on every terminal while piped output worked, and no test ran
+that path).
+"""
 
 import os
 import pty

@@ -105,6 +105,13 @@ def parallel_options(f: F) -> F:
         click.option("--zero", "zero_stage", type=click.IntRange(0, 3), help="ZeRO stage."),
         click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"])),
         click.option("--gpus", type=count(), help="Override the plan's GPU count."),
+        click.option(
+            "--memory-reserve",
+            help=(
+                "HBM held back (CUDA context, NCCL and cuBLAS workspaces, fragmentation): "
+                "a share (5%, 0.05) or a size (4GB); default 5% of HBM."
+            ),
+        ),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -148,7 +155,26 @@ def load_plan(source: str, kw: dict[str, Any], refuse_unused: bool = True) -> Pl
     )
     for note in loaded.notes:
         click.echo(f"{source}: {note}", err=True)
-    return loaded.plan.with_parallel(**overrides(kw))
+    plan = loaded.plan
+    if kw.get("memory_reserve") is not None:
+        plan = with_reserve(plan, kw["memory_reserve"])
+    return plan.with_parallel(**overrides(kw))
+
+
+def with_reserve(plan: Plan, value: str) -> Plan:
+    """The plan with --memory-reserve VALUE: a share of HBM (5%, 0.05) or a size (4GB)."""
+    from perfmodel.errors import PerfModelError
+
+    try:
+        share = float(value)
+    except ValueError:
+        share = None
+    try:
+        return plan.with_system(memory_reserve=value if share is None else share)
+    except PerfModelError as e:
+        raise click.BadParameter(
+            str(e).split("memory_reserve: ")[-1], param_hint="--memory-reserve"
+        ) from None
 
 
 def write_text(path: str, text: str, what: str) -> None:

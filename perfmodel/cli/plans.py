@@ -15,6 +15,7 @@ from perfmodel.cli.common import (
     load_plan,
     overrides,
     parallel_options,
+    with_reserve,
     write_text,
 )
 
@@ -176,6 +177,8 @@ def memory(
         plan = load_plan(plan_file, kw)
     elif model_name:
         plan = presets.quick_plan(model_name, gpu_name, kw.get("gpus"), gbs, overrides(kw))
+        if kw.get("memory_reserve") is not None:
+            plan = with_reserve(plan, kw["memory_reserve"])
     else:
         raise click.UsageError(
             "give a PLAN file (or bundled plan name), or --model for a quick case"

@@ -68,10 +68,16 @@ def check_cmd(
         return
     if not plan_file:
         raise click.UsageError("give a PLAN file (or bundled plan name), or --list-rules")
-    found = chk.check(load_plan(plan_file, kw), list(ignored))
+    found, chosen = chk.check_resolved(load_plan(plan_file, kw), list(ignored))
     if as_json:
         console.emit_json([f.to_json() for f in found])
     else:
+        if chosen:
+            console.line(
+                "free knobs chosen by the search (fastest that fits), as estimate and "
+                "plan choose them: "
+                + ", ".join(f"{k}={v}" for k, v in chosen.items())
+            )
         render_review.findings(found, plan_file)
     code = chk.exit_code(found, strict)
     if code:

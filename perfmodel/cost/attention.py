@@ -210,7 +210,7 @@ def attention_core(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
         saved_core=act * nb * sq * s if o.dropout else 0.0,
     )  # the dropout output (else the softmax's)
     exchange = _cp_exchange(m, o, x, q_bytes + k_bytes + v_bytes, k_bytes + v_bytes)
-    before, after = list(exchange[:1]), list(exchange[1:])
+    before, after = list(exchange[:1]), list(exchange[1:]) + _cp_ring_merges(m, o, x, v_d, k_width)
     if o.flash:
         io = act * M * (2 * m.heads * qk_d + 2 * v_width) / t
         lse = 4.0 * nb * sq  # fp32 log-sum-exp per query row and head
@@ -347,3 +347,26 @@ def _unfused_core(
             attention_core=True,
         ),
     ]
+
+
+def _cp_ring_merges(m: LayerShape, o: Options, x: Split, v_d: int, k_width: int) -> list[OpDesc]:
+    """The memory-bound work of the CP ring (Transformer Engine, attention/dot_product_attention/
+    context_parallel.py, AttnFuncWithCPAndKVP2P), which grows with tokens x steps while the
+    attention it hides behind grows with the square of the tokens, so it is what makes a short
+    sequence a poor case for CP: in the forward each of the cp steps yields a partial output that
+    is rescaled by its softmax statistics and added into an fp32 output (flash_attn_fwd_out_
+    correction: read the step's output, read and write the fp32 sum); in the backward each step's
+    dQ is added into dQ, and its dK, dV into the buffers that travel the ring with K and V (read,
+    read, write). Part of the attention core: selective recompute repeats it with the core."""
+    if o.cp_comm == "a2a" or not np.any(x.cp > 1):
+        return []
+    act = o.act_bytes
+    steps = np.where(x.cp > 1, x.cp, 0.0)
+    out_el = steps * x.tokens * m.heads * v_d / x.t
+    kv_el = steps * x.tokens * (k_width + (m.heads * v_d if m.kv_lora else m.kv_dim)) / x.t
+    return [
+        Pointwise("CP ring merge of partial outputs", out_el, act + 8.0, 3.0 * act, 3, "heads",
+                  attention_core=True),
+        Pointwise("CP ring accumulation of dK, dV", kv_el, 0.0, 3.0 * act, 1, "heads",
+                  attention_core=True),
+    ]  # fmt: skip

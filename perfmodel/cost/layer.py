@@ -172,9 +172,10 @@ def _time_pointwise(hw: Hardware, p: Pointwise) -> Op:
     def run(bytes_per_el: Num) -> Num:
         if not bytes_per_el:
             return np.zeros(el.shape)
-        return kernel_time(
+        t = kernel_time(
             el * p.flops_per_el, el * bytes_per_el, hw.peak, hw.hbm_bw, 1.0, hbm_eff, hw.overhead_s
         )
+        return np.where(el > 0, t, 0.0)  # no elements, no launch
 
     return Op(
         p.name,

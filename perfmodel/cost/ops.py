@@ -181,10 +181,25 @@ class Block:
         """Parameters the block owns, whole (before any sharding)."""
         return sum(op.params for op in self.ops if isinstance(op, (Gemm, Pointwise)))
 
-    def activation_bytes(self, recompute: Num) -> Array:
+    def activation_bytes(self, recompute: Num, modules: tuple[str, ...] = ("core_attn",)) -> Array:
         """Bytes kept for the backward per micro-batch (Korthikanti 2022, Sec. 4-5): everything
-        (0 none), all but the attention core's s x s tensors (1 selective), the input (2 full)."""
+        (0 none), the input alone (2 full), or under selective recompute (1) everything but what
+        the recomputed ``modules`` rebuild: the attention core's s x s tensors (core_attn; its Q, K,
+        V inputs stay), and of every other recomputed module (Megatron-Core --recompute-modules,
+        e.g. moe, layernorm) only its input, the checkpoint it is recomputed from: the first op of
+        each run of recomputed ops keeps its input, the ops after it keep nothing. The recompute
+        time repeats the same ops (cost/step.layer_recompute), so memory and time agree."""
         kept: Num = sum((op.saved for op in self.ops), 0.0)
         core: Num = sum((op.saved_core for op in self.ops), 0.0)
+        others = set(modules) - {"core_attn"}
+        selective: Num = 0.0
+        inside = False
+        for op in self.ops:
+            recomputed = bool(set(op.modules) & others)
+            if not recomputed or not inside:  # outside a recomputed run, or its first op
+                selective = selective + op.saved
+            if not recomputed and not (op.attention_core and "core_attn" in modules):
+                selective = selective + op.saved_core
+            inside = recomputed
         rc = np.asarray(recompute)
-        return np.where(rc == 2, self.input_bytes, np.where(rc == 1, kept, kept + core))
+        return np.where(rc == 2, self.input_bytes, np.where(rc == 1, selective, kept + core))

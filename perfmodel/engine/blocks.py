@@ -135,7 +135,10 @@ class BlockCost:
             )
 
         acts = np.stack(
-            [np.broadcast_to(block.activation_bytes(rc) + zero, np.shape(zero)) for rc in (0, 1, 2)]
+            [
+                np.broadcast_to(block.activation_bytes(rc, modules) + zero, np.shape(zero))
+                for rc in (0, 1, 2)
+            ]
         )
         expert: Num = sum(
             (

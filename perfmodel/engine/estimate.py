@@ -22,7 +22,7 @@ from perfmodel.cost.transformer import decoder_layer
 from perfmodel.engine.blocks import BlockCost, Setting, block_ops
 from perfmodel.engine.evaluate import BREAKDOWN_KEYS, evaluate
 from perfmodel.engine.knobs import Knobs
-from perfmodel.engine.memory import MEMORY_KEYS
+from perfmodel.engine.memory import MEMORY_KEYS, reserve_text
 from perfmodel.engine.mesh import Mesh
 from perfmodel.engine.rules import config_problems
 from perfmodel.engine.uncertainty import Band
@@ -269,6 +269,7 @@ def assumptions(plan: Plan) -> list[str]:
         )
     if tr.dtype == "fp8" and gpu.fp8_gemm_efficiency is None:
         out.append(f"{gpu.name}: FP8 GEMM efficiency taken as the BF16 one (not measured)")
+    out.append(reserve_text(plan.system))
     return out
 
 

@@ -4,7 +4,7 @@ the blocks' descriptions (perfmodel/engine/blocks.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,15 +16,20 @@ from perfmodel.engine.blocks import BlockCost, Setting
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.mesh import Mesh
 
+if TYPE_CHECKING:
+    from perfmodel.specs import System
+
 MEMORY_KEYS = (
     "weights_bytes",
     "gradients_bytes",
     "optimizer_bytes",
     "activations_bytes",
-    "other_bytes",
+    "reserve_bytes",
+    "usable_bytes",
     "total_bytes",
     "capacity_bytes",
     "fits",
+    "tight",
     "params_per_gpu",
     "model_states_mean_bytes",
 )
@@ -63,9 +68,10 @@ def memory_terms(
     else:
         experts = np.zeros_like(params)
         states = list(mem.model_state_bytes(params, (k.dp * k.cp)[:, None], z, st.precision))
-    other = np.full(tp.shape, gpu.reserved_bytes)
-    total = sum(states) + acts + other[:, None]
+    total = sum(states) + acts
     top = stages.slowest(total)
+    reserve = reserve_bytes(st.plan.system)
+    usable = gpu.hbm_capacity_bytes - reserve
 
     def pick(x: Array) -> Array:
         return stages.pick(x, top)
@@ -76,10 +82,12 @@ def memory_terms(
         "gradients_bytes": pick(states[1]),
         "optimizer_bytes": pick(states[2]),
         "activations_bytes": pick(acts),
-        "other_bytes": other,
         "total_bytes": pick(total),
         "capacity_bytes": np.full(tp.shape, gpu.hbm_capacity_bytes),
-        "fits": pick(total) <= gpu.hbm_capacity_bytes,
+        "reserve_bytes": np.full(tp.shape, reserve),
+        "usable_bytes": np.full(tp.shape, usable),
+        "fits": pick(total) <= usable,
+        "tight": (pick(total) <= usable) & (pick(total) > (1 - TIGHT) * usable),
         "params_per_gpu": pick(params),
         # the seed's figure (000, Q3): all parameters spread evenly over the tp x pp model-parallel
         # GPUs
@@ -128,4 +136,41 @@ def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Ar
         + working[:, None]
         + np.where(stages.embedding, (embed / cp)[:, None] * in_flight, 0.0)
         + np.where(stages.head, (head / cp)[:, None], 0.0)
+    )
+
+
+DEFAULT_RESERVE_SHARE = 0.05
+TIGHT = 0.02  # a plan within 2% of the usable line is "tight"
+
+
+def reserve_bytes(system: System) -> float:
+    """HBM a training process cannot give to weights, gradients, optimizer states and activations,
+    bytes: the CUDA context and loaded kernels (several hundred MB per process), NCCL's buffers
+    (NCCL_BUFFSIZE, 4 MiB by default, per channel and peer of every communicator: TP, CP, PP, DP and
+    EP groups each hold their own; NCCL environment documentation), cuBLAS/cuBLASLt workspaces (32
+    MiB per handle and stream on Hopper, 4 MiB before; cuBLAS API reference, cublasSetWorkspace;
+    PyTorch pull request 120925), and the caching allocator's fragmentation: memory reserved by
+    PyTorch but not usable for a request of the size asked (PyTorch devlog "When does
+    fragmentation occur in the CUDA caching allocator?", 2026). The plan's system.memory_reserve
+    (a share of HBM, or a size); by default 5% of HBM and never less than the GPU preset's fixed
+    reserved_bytes (2 GB unless measured)."""
+    capacity = system.gpu.hbm_capacity_bytes
+    if system.memory_reserve_bytes is not None:
+        return float(system.memory_reserve_bytes)
+    if system.memory_reserve is not None:
+        return float(system.memory_reserve * capacity)
+    return float(max(DEFAULT_RESERVE_SHARE * capacity, system.gpu.reserved_bytes))
+
+
+def reserve_text(system: System) -> str:
+    """How the reserve was set, for the assumptions an estimate lists."""
+    size = reserve_bytes(system)
+    capacity = system.gpu.hbm_capacity_bytes
+    if system.memory_reserve_bytes is not None or system.memory_reserve is not None:
+        how = "system.memory_reserve"
+    else:
+        how = f"the default, {100 * DEFAULT_RESERVE_SHARE:g}% of HBM"
+    return (
+        f"memory reserve {size / 1e9:.1f} GB of {capacity / 1e9:.1f} GB ({how}): CUDA context, "
+        "NCCL and cuBLAS workspaces, allocator fragmentation; fits means within the rest"
     )

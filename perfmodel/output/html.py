@@ -43,7 +43,6 @@ MEMORY = {
     "gradients_bytes": "gradients",
     "optimizer_bytes": "optimizer states",
     "activations_bytes": "activations",
-    "other_bytes": "other",
 }
 # points drawn in the Pareto scatter (an even subsample beyond, the front always whole)
 MAX_SCATTER = 4000
@@ -181,13 +180,16 @@ def html(plan, result, findings, gantt_svg: str | None, note: str = "") -> str:
             [(BREAKDOWN[k], val, fmt_time(val)) for k, val in j["breakdown_s"].items() if val > 0],
             f"step {fmt_time(j['step_time_s'])}",
         ),
-        f"<h2>Memory per GPU against capacity: {'fits' if m['fits'] else 'does NOT fit'}</h2>"
+        "<h2>Memory per GPU against capacity: "
+        + (("tight" if m["tight"] else "fits") if m["fits"] else "does NOT fit")
+        + "</h2>"
         + _bar(
             "memory",
             [(MEMORY[k], m[k], fmt_bytes(m[k])) for k in MEMORY if m[k] > 0],
             f"total {fmt_bytes(m['total_bytes'])}",
-            m["capacity_bytes"],
-            f"HBM {fmt_bytes(m['capacity_bytes'])}",
+            m["usable_bytes"],
+            f"usable {fmt_bytes(m['usable_bytes'])} (HBM {fmt_bytes(m['capacity_bytes'])} less "
+            f"a {fmt_bytes(m['reserve_bytes'])} reserve)",
         ),
         "<h2>Pipeline schedule (best configuration)</h2>"
         + (gantt_svg or f"<p class='note'>{escape(note)}</p>"),

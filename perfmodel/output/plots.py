@@ -145,7 +145,6 @@ def memory_plot(mem: dict, path: str, title: str = "") -> None:
         "gradients_bytes",
         "optimizer_bytes",
         "activations_bytes",
-        "other_bytes",
     )
     fig, ax = plt.subplots(figsize=(5, 6))
     bottom = 0.0
@@ -160,10 +159,16 @@ def memory_plot(mem: dict, path: str, title: str = "") -> None:
         ls="--",
         label=f"HBM {mem['capacity_bytes'] / 1e9:.0f} GB",
     )
+    ax.axhline(
+        mem["usable_bytes"] / 1e9,
+        color="darkorange",
+        ls=":",
+        label=f"usable {mem['usable_bytes'] / 1e9:.1f} GB (HBM - reserve)",
+    )
     ax.set_ylabel("GB")
-    verdict = "fits" if mem["fits"] else "does NOT fit"
+    verdict = ("tight" if mem["tight"] else "fits") if mem["fits"] else "does NOT fit"
     ax.set_title(
-        f"{title}\n{mem['total_bytes'] / 1e9:.1f} of {mem['capacity_bytes'] / 1e9:.1f} GB:"
+        f"{title}\n{mem['total_bytes'] / 1e9:.1f} of {mem['usable_bytes'] / 1e9:.1f} GB usable:"
         f" {verdict}",
         fontsize=9,
     )

@@ -99,18 +99,28 @@ def comm(r: dict) -> None:
     )
 
 
+def fits_text(m: dict) -> str:
+    """yes, tight (within 2% of the usable line: capacity minus the reserve) or NO."""
+    if not m["fits"]:
+        return f"NO: {fmt_bytes(m['total_bytes'] - m['usable_bytes'])} over the usable line"
+    if m["tight"]:
+        return f"tight: {fmt_bytes(m['usable_bytes'] - m['total_bytes'])} below the usable line"
+    return "yes"
+
+
 def memory(m: dict, title: str) -> None:
     rows = [
         ("weights", fmt_bytes(m["weights_bytes"])),
         ("gradients", fmt_bytes(m["gradients_bytes"])),
         ("optimizer states", fmt_bytes(m["optimizer_bytes"])),
         ("activations", fmt_bytes(m["activations_bytes"])),
-        ("other (context, buffers)", fmt_bytes(m["other_bytes"])),
         ("total", fmt_bytes(m["total_bytes"])),
         ("HBM capacity", fmt_bytes(m["capacity_bytes"])),
+        ("reserve (context, NCCL, cuBLAS, fragments)", fmt_bytes(m["reserve_bytes"])),
+        ("usable (capacity - reserve)", fmt_bytes(m["usable_bytes"])),
         ("parameters on this GPU", f"{m['params_per_gpu']:.3g}"),
         ("model states, mean over stages", fmt_bytes(m["model_states_mean_bytes"])),
-        ("fits", "yes" if m["fits"] else "NO"),
+        ("fits", fits_text(m)),
     ]
     kv(title, rows)
 
@@ -257,6 +267,8 @@ def schedule(sim, gantt_rows: list[str], axis_rows: list[str], legend: str, titl
 def config_short(c: dict) -> str:
     """One configuration in a few columns: "tp8 pp8 dp8 vp3 b1 sp rc=sel z1" (cp, ep where used)."""
     extra = "".join(f" {k}{c[k]}" for k in ("cp", "ep") if c.get(k, 1) != 1)
+    if c.get("cp", 1) != 1 and c.get("cp_comm_type") == "a2a":
+        extra = extra.replace(f"cp{c['cp']}", f"cp{c['cp']}a2a")  # Ulysses' all-to-all
     rc = {"none": "", "selective": " rc=sel", "full": " rc=full"}[c["recompute"]]
     return (
         f"tp{c['tp']} pp{c['pp']} dp{c['dp']}{extra}"

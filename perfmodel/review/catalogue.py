@@ -180,10 +180,12 @@ class Finding:
     message: str
     fix: str
     figures: dict = field(default_factory=dict)
+    # a rule whose fix would not help (it was tried) reports what it saw as information only
+    demoted: bool = False
 
     @property
     def severity(self) -> str:
-        return RULES[self.rule].severity
+        return INFO if self.demoted else RULES[self.rule].severity
 
     def to_json(self) -> dict:
         return {

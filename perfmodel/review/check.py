@@ -8,6 +8,7 @@ same estimate/cost functions the rest of perfmodel uses.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import sp as spc
@@ -18,8 +19,10 @@ from perfmodel.engine.estimate import (
     estimate,
     layer_seconds,
     per_layer_ops,
+    resolve_config,
 )
 from perfmodel.engine.mesh import Mesh
+from perfmodel.engine.search import estimate_or_search
 from perfmodel.errors import PerfModelError
 from perfmodel.review.catalogue import ERROR, INFO, RULES, WARNING, Finding
 from perfmodel.review.check_memory import config_or_problem, rule_memory
@@ -105,7 +108,8 @@ def _rule_memory_bound_gemm(plan: Plan, cfg: Config) -> list[Finding]:
 
 
 def _group_links(plan: Plan, cfg: Config) -> dict[str, tuple[float, str]]:
-    mesh = Mesh(cfg.tp, cfg.pp, cfg.dp, plan.system)
+    # the whole mesh (cp, ep and etp included): a DP group's neighbours sit tp x cp ranks apart
+    mesh = Mesh(cfg.tp, cfg.pp, cfg.dp, plan.system, cp=cfg.cp, ep=cfg.ep, etp=cfg.etp)
     out = {}
     for group, dim, size in (("TP", "tp", None), ("PP", "pp", 2), ("DP", "dp", None)):
         if getattr(cfg, dim) > 1:
@@ -128,14 +132,28 @@ def _rule_comm_frequency(plan: Plan, cfg: Config, est: Estimate) -> list[Finding
     alt = plan.with_system(placement=other)
     t_alt = estimate(alt, cfg).values["step_time_s"]
     t_now = est.values["step_time_s"]
+    seen = (
+        f"{a} (more frequent) runs on {links[a][1]} ({links[a][0] / 1e9:.0f} GB/s) while "
+        f"{b} (less frequent) has {links[b][1]} ({links[b][0] / 1e9:.0f} GB/s)"
+    )
+    figures = {"step_time_s": t_now, "step_time_other_placement_s": t_alt}
+    if t_alt >= 0.995 * t_now:  # the other rank order does not help: say what was seen, no more
+        return [
+            Finding(
+                "PM204",
+                f"{seen}; placement {other} would not be faster ({fmt_time(t_alt)})",
+                "none needed",
+                figures,
+                demoted=True,
+            )
+        ]
     return [
         Finding(
             "PM204",
-            f"{a} (more frequent) runs on {links[a][1]} ({links[a][0] / 1e9:.0f} GB/s) while "
-            f"{b} (less frequent) has {links[b][1]} ({links[b][0] / 1e9:.0f} GB/s)",
-            f"placement: {other} (step time {fmt_time(t_now)} -> {fmt_time(t_alt)}, "
-            f"{100 * (t_alt / t_now - 1):+.1f}%)",
-            {"step_time_s": t_now, "step_time_other_placement_s": t_alt},
+            seen,
+            f"placement: {other} (Megatron-LM --use-tp-pp-dp-mapping; step time"
+            f" {fmt_time(t_now)} -> {fmt_time(t_alt)}, {100 * (t_alt / t_now - 1):+.1f}%)",
+            figures,
         )
     ]
 
@@ -269,38 +287,114 @@ def _rule_ep_across_nodes(plan: Plan, cfg: Config) -> list[Finding]:
     ]
 
 
-def _rule_cp_exposed(plan: Plan, cfg: Config) -> list[Finding]:
+def best_fix(
+    plan: Plan, est: Estimate, variants: list[tuple[str, dict[str, Any]]]
+) -> tuple[str, Estimate] | None:
+    """The fastest of ``variants`` (a label, and the parallel knobs that change) that runs and fits
+    and beats the plan's step time by more than 0.5%, with its estimate; None when none does. A
+    rule names a fix only when it helps."""
+    best: tuple[str, Estimate] | None = None
+    limit = est.values["step_time_s"] * 0.995
+    for label, knobs in variants:
+        try:
+            alt = plan.with_parallel(**knobs)
+            alt_est = estimate(alt, resolve_config(alt))
+        except PerfModelError:
+            continue
+        v = alt_est.values
+        better = best is None or v["step_time_s"] < best[1].values["step_time_s"]
+        if v["fits"] and v["step_time_s"] < limit and better:
+            best = (label, alt_est)
+    return best
+
+
+def _rule_cp_exposed(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
+    """PM208: the K/V ring's exposed time, read off the same ops the estimate charges; a warning
+    when lowering cp (dp taking its ranks) or Ulysses' all-to-all is faster and fits, with the
+    saving; information when neither is (the exposed ring is then the price of what CP buys, e.g.
+    the memory of halved activations)."""
     if cfg.cp == 1 or cfg.cp_comm_type != "p2p":
         return []
     ops = _op_seconds(plan, cfg)
-    ring = ops.get("CP ring exchange of K, V", 0.0)
+    ring = ops.get("CP ring exchange of K, V", 0.0) + ops.get(
+        "CP ring merge of partial outputs", 0.0
+    )
+    ring += ops.get("CP ring accumulation of dK, dV", 0.0)
     core = next((v for k, v in ops.items() if k.startswith("attention core")), 0.0) or ops.get(
         "attention scores QK^T", 0.0
     ) + ops.get("attention x V", 0.0)
     if core <= 0 or ring <= 0.10 * core:
         return []
+    variants: list[tuple[str, dict[str, Any]]] = [
+        (f"cp: {c}, dp: {cfg.dp * cfg.cp // c}", {"cp": c, "dp": cfg.dp * cfg.cp // c})
+        for c in range(1, cfg.cp)
+        if cfg.cp % c == 0
+    ]
+    if plan.model.num_attention_heads % (cfg.tp * cfg.cp) == 0:
+        variants.append(("cp_comm_type: a2a", {"cp_comm_type": "a2a", "cp": cfg.cp}))
+    fix = best_fix(plan, est, variants)
     tokens = plan.seq_length // cfg.cp
+    seen = (
+        f"cp({cfg.cp}) leaves {tokens:,} tokens per rank: the K/V ring and its merges take"
+        f" {fmt_time(ring)} per layer and micro-batch, {100 * ring / core:.0f}% of the attention"
+        " it runs beside"
+    )
+    figures = {"exposed_s": ring, "attention_s": core}
+    if fix is None:
+        return [
+            Finding(
+                "PM208",
+                seen
+                + "; no lower cp or all-to-all variant is faster and fits, so it is the price"
+                " of what CP buys here (1/cp of the activations)",
+                "none needed",
+                figures,
+                demoted=True,
+            )
+        ]
+    label, alt = fix
+    saved = est.values["step_time_s"] - alt.values["step_time_s"]
     return [
         Finding(
             "PM208",
-            f"cp({cfg.cp}) leaves {tokens:,} tokens per rank: the K/V ring exposes {fmt_time(ring)}"
-            f" per layer and micro-batch, {100 * ring / core:.0f}% of the attention it should hide"
-            " under",
-            "lower cp (more tokens per rank), or cp_comm_type: a2a (Ulysses) where the heads split"
-            " over tp x cp",
-            {"exposed_s": ring, "attention_s": core},
+            seen,
+            f"{label} saves {fmt_time(saved)} per step"
+            f" ({100 * saved / est.values['step_time_s']:.1f}%) and fits",
+            {**figures, "saving_s": saved},
         )
     ]
 
 
 def check(plan: Plan, ignore: list[str] | None = None) -> list[Finding]:
     """Every finding for a plan, errors first; rules in ``ignore`` (and the plan's) are silenced."""
+    return check_resolved(plan, ignore)[0]
+
+
+def resolve_free_knobs(plan: Plan) -> tuple[Plan, dict[str, Any]]:
+    """The plan as `estimate` and `plan` read it: knobs it leaves free are the search's fastest
+    configuration that fits, then fixed, so a finding speaks of the configuration the estimate
+    beside it describes. (plan, {knob: value chosen}); the plan unchanged when nothing is free or
+    nothing fits (the rules then say why)."""
+    try:
+        _, chosen = estimate_or_search(plan)
+    except PerfModelError:
+        return plan, {}
+    if not chosen:
+        return plan, {}
+    return plan.with_parallel(**chosen), chosen
+
+
+def check_resolved(
+    plan: Plan, ignore: list[str] | None = None
+) -> tuple[list[Finding], dict[str, Any]]:
+    """check(), with the knobs the search chose for the plan's free ones."""
     silenced = {r.upper() for r in ignore or []} | {r.upper() for r in plan.ignore}
     unknown = sorted(silenced - set(RULES))
     if unknown:
         raise PerfModelError(
             f"unknown rule ID(s) {', '.join(unknown)}; see `perfmodel check --list-rules`"
         )
+    plan, chosen = resolve_free_knobs(plan)
     cfg, findings = config_or_problem(plan)
     if cfg is not None and not findings:
         est = estimate(plan, cfg)
@@ -315,11 +409,12 @@ def check(plan: Plan, ignore: list[str] | None = None) -> list[Finding]:
         findings += _rule_zero(plan, cfg, est)
         findings += _rule_tp_ratio(plan, cfg)
         findings += _rule_ep_across_nodes(plan, cfg)
-        findings += _rule_cp_exposed(plan, cfg)
+        findings += _rule_cp_exposed(plan, cfg, est)
     rank = {ERROR: 0, WARNING: 1, INFO: 2}
-    return sorted(
+    ordered = sorted(
         (f for f in findings if f.rule not in silenced), key=lambda f: (rank[f.severity], f.rule)
     )
+    return ordered, chosen
 
 
 def exit_code(findings: list[Finding], strict: bool = False) -> int:

@@ -99,7 +99,6 @@ def rule_memory(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
             "gradients_bytes",
             "optimizer_bytes",
             "activations_bytes",
-            "other_bytes",
         )
     )
     options = _fits_fixes(plan, cfg)

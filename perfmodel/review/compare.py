@@ -36,7 +36,7 @@ MEMORY = {
     "gradients_bytes": "gradients",
     "optimizer_bytes": "optimizer states",
     "activations_bytes": "activations",
-    "other_bytes": "other",
+    "reserve_bytes": "reserve",
     "total_bytes": "total",
 }
 CONFIG = (

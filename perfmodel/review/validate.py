@@ -113,6 +113,10 @@ class CaseResult:
 def run_case(case: dict) -> CaseResult:
     plan: Plan = case["plan"]
     searched = list(case.get("searched") or [])
+    if "cp_comm_type" not in searched and plan.parallel.cp_comm_type is None:
+        # a run that does not name its CP exchange ran Megatron-Core's default, --cp-comm-type p2p
+        # (megatron/training/arguments.py); only `searched` knobs are the search's to choose
+        plan = plan.with_parallel(cp_comm_type="p2p")
     if searched:
         # knobs the source leaves unstated are free for the search, whatever the plan says
         unknown = [k for k in searched if k not in Parallel.model_fields]

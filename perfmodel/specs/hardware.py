@@ -6,10 +6,11 @@ Efficiency parameters live here, in the presets, never in the formulas
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from ..units import QuantityError, parse_quantity
 from .base import MAX_GPUS, Bytes, BytesPerSecond, FlopsPerSecond, Fraction, Seconds, Spec
 from .precision import DTYPES
 
@@ -151,6 +152,50 @@ class System(Spec):
             "then DP, then PP outermost (Megatron-LM's rank order), or PP before DP."
         ),
     )
+
+    memory_reserve: float | None = Field(
+        None,
+        ge=0,
+        lt=1,
+        description=(
+            "HBM held back from the plan, as a share of capacity (5% or 0.05): the CUDA context, "
+            "NCCL's and cuBLAS's workspaces and the caching allocator's fragmentation. Default: "
+            "5% of HBM, at least the GPU's reserved_bytes."
+        ),
+    )
+    memory_reserve_bytes: Bytes | None = Field(
+        None, ge=0, description="The same reserve as a size (memory_reserve: 4 GB sets it)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reserve(cls, data: Any) -> Any:
+        """memory_reserve: 5%, 0.05 (a share of HBM) or 4 GB (a size)."""
+        if not isinstance(data, dict) or "memory_reserve" not in data:
+            return data
+        value, data = data["memory_reserve"], dict(data)
+        if isinstance(value, bool):
+            raise ValueError("memory_reserve: give a share of HBM (5%, 0.05) or a size (4 GB)")
+        if isinstance(value, str) and value.strip().endswith("%"):
+            try:
+                data["memory_reserve"] = float(value.strip()[:-1]) / 100
+            except ValueError:
+                raise ValueError(f"memory_reserve: {value!r} is not a percentage (5%)") from None
+        elif isinstance(value, str) and not value.strip().replace(".", "", 1).isdigit():
+            try:
+                size = parse_quantity(value, "bytes")
+            except QuantityError as e:
+                raise ValueError(f"memory_reserve: {e}") from None
+            if size < 0:
+                raise ValueError(f"memory_reserve: {value!r} is negative; give a size such as 4 GB")
+            data["memory_reserve_bytes"] = size
+            data["memory_reserve"] = None
+        elif isinstance(value, (int, float)) and value >= 1:
+            raise ValueError(
+                f"memory_reserve: {value:g} is neither a share of HBM (below 1, e.g. 0.05 or 5%) "
+                "nor a size (give its unit, e.g. 4 GB)"
+            )
+        return data
 
     @model_validator(mode="after")
     def _nodes(self) -> System:

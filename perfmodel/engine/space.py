@@ -1,0 +1,240 @@
+"""The configuration space of a plan as arrays (STYLE.md "Speed is a feature"): every valid
+combination of the knobs the plan leaves free, built stage by stage, each stage masked by the
+validity rules (perfmodel/engine/rules.py) and its rejections counted by reason."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from perfmodel.cost import Array
+from perfmodel.cost.memory import RECOMPUTE_CODES
+from perfmodel.cost.pipeline import SCHEDULE_CODES
+from perfmodel.engine.knobs import CP_COMM_CODES, Knobs
+from perfmodel.engine.rule_table import Facts
+from perfmodel.engine.rules import apply_masks, facts, knob_contradictions
+from perfmodel.errors import PerfModelError
+from perfmodel.specs import Parallel, Plan
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of n, ascending, from its prime factors (trial division stops once the rest is
+    prime)."""
+    factors: dict[int, int] = {}
+    rest, d = n, 2
+    while d * d <= rest:
+        while rest % d == 0:
+            factors[d] = factors.get(d, 0) + 1
+            rest //= d
+        d += 1 if d == 2 else 2
+    if rest > 1:
+        factors[rest] = factors.get(rest, 0) + 1
+    out = [1]
+    for prime, power in factors.items():
+        out = [x * prime**k for x in out for k in range(power + 1)]
+    return sorted(out)
+
+
+@dataclass
+class Space:
+    knobs: Knobs
+    rejected: Counter[str] = field(default_factory=Counter)
+
+
+def _fixed_contradictions(fx: Parallel) -> None:
+    problems = knob_contradictions(fx.tp, fx.pp, fx.vp, fx.sequence_parallel, fx.schedule)
+    if problems:
+        raise PerfModelError("fixed knobs contradict: " + "; ".join(msg for _, msg in problems))
+
+
+def _keep(cols: dict[str, Array], mask: Array) -> dict[str, Array]:
+    return {k: v[mask] for k, v in cols.items()}
+
+
+def _expand(cols: dict[str, Array], name: str, values: Iterable[int]) -> dict[str, Array]:
+    """Every row of ``cols`` once for each value of a new column (rows stay in order)."""
+    values = np.asarray(values)
+    out = {k: np.repeat(v, values.size) for k, v in cols.items()}
+    out[name] = np.tile(values, len(next(iter(cols.values()))) if cols else 0)
+    return out
+
+
+CP_MIN_TOKENS = 1024  # cp is searched while each rank keeps at least this many tokens of a sequence
+
+
+def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
+    """Every valid configuration as Knobs arrays, and what was rejected, by reason.
+
+    Candidates are built stage by stage as arrays (tp; (tp, cp, pp); (ep, etp); (mbs, vp); then SP,
+    recompute, ZeRO and schedule), and each stage drops what the rules (perfmodel/engine/rules.py)
+    reject, counted by reason in that stage's unit. The rest hold by construction: dp is num_gpus /
+    (tp cp pp), SP only with tp > 1 (and always with MoE and tp > 1), ZeRO only with dp > 1,
+    interleaving only with vp > 1. cp is searched when attention is fused (Megatron-Core's CP needs
+    it) while each rank keeps CP_MIN_TOKENS tokens; ep and etp (1 or tp) only for mixture-of-experts
+    models.
+    """
+    _fixed_contradictions(plan.parallel)
+    b = _Builder(plan)
+    c = b.layouts(allow_cross_node_tp)
+    c = b.experts(c)
+    c = b.micro(c)
+    knobs = _categorical(c, plan.parallel, b.experts_n > 0, b.facts_of, b.counts)
+    return Space(Knobs(**knobs), Counter(b.counts))
+
+
+_FACT_KNOBS = (
+    "tp",
+    "pp",
+    "dp",
+    "cp",
+    "ep",
+    "etp",
+    "vp",
+    "micro_batch_size",
+    "first_stage_layers",
+    "last_stage_layers",
+    "zero_stage",
+)
+
+
+class _Builder:
+    """The stages of enumerate_space over one plan: candidates as dicts of arrays, the rules applied
+    as masks after each stage, and what each stage rejects counted by reason."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan, self.fx, self.tr = plan, plan.parallel, plan.training
+        self.n, self.gbs = plan.system.num_gpus, plan.training.global_batch_size
+        self.experts_n = plan.model.num_moe_experts or 0
+        self.counts: dict[str, int] = {}
+
+    def facts_of(self, c: dict[str, Any]) -> Facts:
+        knobs = {k: c[k] for k in _FACT_KNOBS if k in c}
+        cp_comm = self.fx.cp_comm_type or "p2p"
+        p = self.plan
+        return facts(p.model, p.system, self.gbs, p.seq_length, self.tr, cp_comm=cp_comm, **knobs)
+
+    def fixed(self, values: Iterable[int], knob: str) -> Array:
+        v = getattr(self.fx, knob)
+        return np.asarray([x for x in values if v is None or x == v], dtype=np.int64)
+
+    def masked(self, c: dict[str, Any], stage: str, unit: str, **kw: Any) -> dict[str, Any]:
+        alive = np.ones(c["tp"].size, bool)
+        return _keep(c, apply_masks(stage, self.facts_of(c), alive, self.counts, unit, **kw))
+
+    def layouts(self, allow_cross_node_tp: bool) -> dict[str, Any]:
+        """(tp, cp, pp) with dp = num_gpus / (tp cp pp); cp only with fused attention
+        (Megatron-Core's CP needs it) while each rank keeps CP_MIN_TOKENS tokens."""
+        fx, n, seq = self.fx, self.n, self.plan.seq_length
+        c = self.masked(
+            {"tp": self.fixed(divisors(n), "tp")},
+            "tp",
+            "tp values",
+            cross_node_tp=allow_cross_node_tp,
+        )
+        flash = self.tr.flash_attention
+        cps = (
+            [fx.cp]
+            if fx.cp
+            else [d for d in divisors(n) if d == 1 or (flash and seq // d >= CP_MIN_TOKENS)]
+        )
+        c = _expand(_expand(c, "cp", cps), "pp", self.fixed(divisors(n), "pp"))
+        c = _keep(c, n % (c["tp"] * c["cp"] * c["pp"]) == 0)
+        c["dp"] = n // (c["tp"] * c["cp"] * c["pp"])
+        c["first_stage_layers"] = np.full(c["tp"].size, fx.decoder_first_pipeline_num_layers or 0)
+        c["last_stage_layers"] = np.full(c["tp"].size, fx.decoder_last_pipeline_num_layers or 0)
+        c = self.masked(c, "pair", "(tp, cp, pp) combinations")
+        c = _keep(c, (fx.dp is None) | (c["dp"] == (fx.dp or 0)))
+        return self.masked(c, "batch", "(tp, cp, pp) combinations")
+
+    def experts(self, c: dict[str, Any]) -> dict[str, Any]:
+        """ep over the divisors of the expert count, etp 1 or tp (Megatron's default), for MoE
+        only."""
+        fx, e = self.fx, self.experts_n
+        eps = self.fixed(divisors(e) if e else [1], "ep") if fx.ep is None else [fx.ep]
+        c = _expand(c, "ep", eps)
+        c = _expand(c, "etp", [fx.etp] if fx.etp is not None else [1, 0] if e else [1])
+        c["etp"] = np.where(c["etp"] == 0, c["tp"], c["etp"])  # 0 stands for "etp = tp"
+        return self.masked(_dedupe_etp(c), "expert", "(ep, etp) pairs")
+
+    def micro(self, c: dict[str, Any]) -> dict[str, Any]:
+        """Micro-batch sizes dividing global batch / dp; vp candidates the divisors of floor(L/p)
+        and of ceil(L/p), so chunks are as even as they go."""
+        fx, gbs, L = self.fx, self.gbs, self.plan.model.num_layers
+        c = _expand(c, "micro_batch_size", self.fixed(divisors(gbs), "micro_batch_size"))
+        c = _keep(c, (gbs // c["dp"]) % c["micro_batch_size"] == 0)
+        c = _expand(c, "vp", self.fixed(range(1, L + 1), "vp"))
+        near = (L // c["pp"]) % c["vp"] == 0
+        near |= (-(-L // c["pp"])) % c["vp"] == 0
+        given = (fx.vp is not None) & (c["vp"] == (fx.vp or 0))
+        c = _keep(c, (c["vp"] == 1) | (near & (c["pp"] * c["vp"] <= L)) | given)
+        return self.masked(c, "micro", "(mbs, vp) pairs")
+
+
+def _dedupe_etp(c: dict[str, Any]) -> dict[str, Any]:
+    """etp 1 and etp = tp are the same candidate when tp = 1."""
+    key = np.stack([c[k] for k in c], axis=1)
+    _, first = np.unique(key, axis=0, return_index=True)
+    keep = np.zeros(len(key), bool)
+    keep[first] = True
+    return _keep(c, keep)
+
+
+def _categorical(
+    c: dict[str, Any],
+    fx: Parallel,
+    moe: bool,
+    facts_of: Callable[[dict[str, Any]], Facts],
+    counts: dict[str, int],
+) -> dict[str, Any]:
+    """Expand SP, recompute, ZeRO and schedule over the combinations, keeping what is runnable (each
+    mask right after its expansion, so the arrays never hold the discarded products)."""
+    c = _expand(c, "sequence_parallel", np.array([False, True]))
+    sp = c["sequence_parallel"].astype(bool)
+    ok = (c["tp"] > 1) | ~sp
+    if fx.sequence_parallel is not None:
+        ok &= sp == fx.sequence_parallel
+    elif moe:
+        ok &= sp | (c["tp"] == 1)  # Megatron requires SP for MoE with TP
+    c = _keep(c, ok)
+    c = _expand(
+        c, "recompute", np.array([RECOMPUTE_CODES[fx.recompute]] if fx.recompute else [0, 1, 2])
+    )
+    c = _expand(
+        c, "zero_stage", np.asarray([z for z in (0, 1, 2, 3) if fx.zero_stage in (None, z)])
+    )
+    c = _keep(c, (c["dp"] * c["cp"] > 1) | (c["zero_stage"] == 0))
+    c = _keep(
+        c,
+        apply_masks(
+            "framework", facts_of(c), np.ones(c["tp"].size, bool), counts, "configurations"
+        ),
+    )
+    c = _expand(c, "schedule", np.array(sorted(SCHEDULE_CODES.values())))
+    ok = (c["vp"] > 1) == (c["schedule"] == SCHEDULE_CODES["interleaved"])
+    if fx.schedule is not None:
+        ok &= c["schedule"] == SCHEDULE_CODES[fx.schedule]
+    c = _keep(c, ok)
+    c["sequence_parallel"] = c["sequence_parallel"].astype(bool)
+    return _cp_comm(c, fx, facts_of)
+
+
+def _cp_comm(
+    c: dict[str, Any], fx: Parallel, facts_of: Callable[[dict[str, Any]], Facts]
+) -> dict[str, Any]:
+    """CP's exchange: the plan's, or both Megatron-Core offers where cp > 1 (the K/V ring, p2p, and
+    Ulysses' all-to-all, a2a, which splits the heads over tp x cp: only where they divide)."""
+    if fx.cp_comm_type is not None:
+        c["cp_comm_type"] = np.full(c["tp"].size, CP_COMM_CODES[fx.cp_comm_type])
+        return c
+    c["cp_comm_type"] = np.full(c["tp"].size, CP_COMM_CODES["p2p"])
+    heads = facts_of({"tp": c["tp"][:1]}).heads
+    ulysses = (c["cp"] > 1) & (heads % (c["tp"] * c["cp"]) == 0)
+    if not ulysses.any():
+        return c
+    extra = {k: v[ulysses] for k, v in c.items()}
+    extra["cp_comm_type"] = np.full(int(ulysses.sum()), CP_COMM_CODES["a2a"])
+    return {k: np.concatenate([c[k], extra[k]]) for k in c}
