@@ -90,13 +90,17 @@ def test_pm103_query_groups_and_tp_do_not_divide_one_another():
     assert rejected(p) == {"tp does not divide the attention heads / query groups (tp values)": 1}
 
 
-def test_fewer_kv_groups_than_tp_is_valid_everywhere():
-    """2 KV groups at tp 8: each rank holds one group's K and V (tp % g == 0). estimate, the search
-    and check (roofline rule PM203 included) all accept it."""
+def test_fewer_kv_groups_than_tp_is_refused_everywhere():
+    """2 KV groups at tp 8: Megatron-Core splits the query groups over the TP ranks
+    (divide(num_query_groups, tp), megatron/core/transformer/attention.py) and does not replicate
+    them, so check reports PM103, estimate refuses it, and the search never proposes tp above the
+    groups (issue 19: it used to pass all three)."""
     p = plan(custom(heads=32, groups=2), tp=8, pp=8, micro_batch_size=1)
-    assert not {"PM103", "PM102"} & rules_in_check(p)
-    assert estimate(p, resolve_config(p)).values["step_time_s"] > 0
-    assert len(enumerate_space(p).knobs) > 0
+    assert "PM103" in rules_in_check(p)
+    with pytest.raises(PerfModelError, match=r"num_query_groups\(2\) is not divisible by tp\(8\)"):
+        estimate(p, resolve_config(p))
+    free = plan(custom(heads=32, groups=2), pp=8, micro_batch_size=1)
+    assert set(enumerate_space(free).knobs.tp.tolist()) <= {1, 2}
 
 
 def test_pm104_more_stages_than_layers():

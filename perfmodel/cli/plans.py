@@ -30,6 +30,7 @@ from perfmodel.cli.common import (
     "--sort", type=click.Choice(["step_time", "memory"]), default="step_time", show_default=True
 )
 @click.option("--allow-cross-node-tp", is_flag=True, help="Let TP groups span nodes.")
+@click.option("--verbose", is_flag=True, help="Also the closed-form bubble figures (equal stages).")
 @click.option(
     "--plot",
     type=click.Path(dir_okay=False),
@@ -50,6 +51,7 @@ def plan_cmd(
     allow_cross_node_tp: bool,
     plot: str | None,
     emit: str | None,
+    verbose: bool,
     as_json: bool,
     **kw: Any,
 ) -> None:
@@ -89,7 +91,7 @@ def plan_cmd(
     elif as_json:
         console.emit_json(result.to_json())
     else:
-        render_plan.plan(plan, result)
+        render_plan.plan(plan, result, verbose=verbose)
     if not result.results:
         raise click.exceptions.Exit(1)
 
@@ -98,11 +100,14 @@ def plan_cmd(
 @click.argument("plan_file")
 @parallel_options
 @click.option("--per-layer", is_flag=True, help="Also list every operation of one layer.")
+@click.option("--verbose", is_flag=True, help="Also the closed-form bubble figures (equal stages).")
 @click.option("--strict", is_flag=True, help="Exit 1 when the configuration does not fit in HBM.")
 @launch_options
 @format_option
 @json_option
-def estimate(plan_file: str, per_layer: bool, strict: bool, as_json: bool, **kw: Any) -> None:
+def estimate(
+    plan_file: str, per_layer: bool, verbose: bool, strict: bool, as_json: bool, **kw: Any
+) -> None:
     """Per-layer and per-iteration breakdown of one configuration (Narayanan et al. 2021;
     Korthikanti et al. 2022).
 
@@ -135,7 +140,7 @@ def estimate(plan_file: str, per_layer: bool, strict: bool, as_json: bool, **kw:
                 "free knobs chosen by the search (fastest that fits): "
                 + ", ".join(f"{k}={v}" for k, v in chosen.items())
             )
-        render_plan.estimate(plan, est, ops)
+        render_plan.estimate(plan, est, ops, verbose=verbose)
     if strict and not est.values["fits"]:
         raise click.exceptions.Exit(1)
 

@@ -115,6 +115,8 @@ class Estimate:
     framework: str = ""
     assumed: list[str] = field(default_factory=list)  # what the figures rest on that no one checked
     band: Band | None = None  # the expected error, if attached
+    compute_dtype: str = "bf16"  # the dtype the GEMMs run in
+    mfu_peak: str = "bf16"  # the dtype whose peak MFU and HFU are measured against
     slower_link_step_s: float | None = None  # with the inter-node link 20% slower (plan)
     equivalent_to_best: bool | None = None  # inside the best's band (plan)
 
@@ -128,7 +130,11 @@ class Estimate:
             "hardware_tflops_per_gpu": v["hardware_tflops_per_gpu"],
             "mfu": v["mfu"],
             "hfu": v["hfu"],
-            "flop_convention": flop_convention(self.config.recompute),
+            "mfu_peak": self.mfu_peak,
+            "mfu_peak_flops_per_s": v["mfu_peak_flops_per_s"],
+            "flop_convention": flop_convention(
+                self.config.recompute, self.mfu_peak, self.compute_dtype, v["mfu_peak_flops_per_s"]
+            ),
             "breakdown_s": {key: v[key] for key in BREAKDOWN_KEYS},
             "bubble_over_step": v["bubble_over_step"],
             "bubble_over_ideal": v["bubble_over_ideal"],
@@ -163,14 +169,26 @@ class Estimate:
         }
 
 
-def flop_convention(recompute: str) -> str:
-    """How MFU and HFU count FLOPs (SPEC 5)."""
+def flop_convention(
+    recompute: str, peak: str = "bf16", compute: str = "bf16", peak_flops: float = 0.0
+) -> str:
+    """How MFU and HFU count FLOPs (SPEC 5), and the peak they are measured against."""
     hw = {
         "full": "Narayanan 2021 eq. 3 (4x forward)",
         "selective": "Korthikanti 2022 eq. 8",
         "none": "= model FLOPs",
     }[recompute]
-    return f"MFU: model FLOPs, Korthikanti 2022 eq. 7 (3x forward, no recompute); HFU: {hw}"
+    against = f"; both against the {peak.upper()} peak" + (
+        f" ({peak_flops / 1e12:,.0f} TFLOP/s)" if peak_flops else ""
+    )
+    if peak != compute:
+        against += (
+            f", as NeMo and Megatron-LM report {compute.upper()} runs: {compute.upper()} GEMMs run"
+            " above that peak, so these can exceed 100%"
+        )
+    return (
+        f"MFU: model FLOPs, Korthikanti 2022 eq. 7 (3x forward, no recompute); HFU: {hw}{against}"
+    )
 
 
 def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
@@ -204,6 +222,8 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
         stages.stages.layer_counts(0),
         plan.training.framework,
         assumptions(plan),
+        compute_dtype=plan.training.dtype,
+        mfu_peak=plan.training.mfu_peak or plan.training.dtype,
     )
 
 

@@ -131,6 +131,7 @@ def throughput(st: Setting, k: Knobs, step: Array) -> dict[str, Any]:
     out["hardware_tflops_per_gpu"] = hw_fl / step / n / 1e12
     out["mfu"] = out["model_tflops_per_gpu"] * 1e12 / peak
     out["hfu"] = out["hardware_tflops_per_gpu"] * 1e12 / peak
+    out["mfu_peak_flops_per_s"] = np.full(np.shape(step), float(peak))
     return out
 
 

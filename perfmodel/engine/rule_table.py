@@ -121,10 +121,14 @@ RULES: tuple[Rule, ...] = (
         "PM103",
         "parallel.tp",
         ("tp",),
-        lambda f: (f.heads % _a(f.tp) == 0)
-        & (f.groups % _a(f.tp) != 0)
-        & (_a(f.tp) % f.groups != 0),
-        lambda f: f"num_query_groups({f.groups}) and tp({f.tp}) do not divide one another",
+        # Megatron-Core splits the KV heads over the TP ranks, divide(num_query_groups, tp)
+        # (megatron/core/transformer/attention.py); replicating them is what inference engines do
+        lambda f: (f.heads % _a(f.tp) == 0) & (f.groups % _a(f.tp) != 0),
+        lambda f: (
+            f"num_query_groups({f.groups}) is not divisible by tp({f.tp}): Megatron-Core splits"
+            " the KV heads over the TP ranks (it does not replicate them); pick tp dividing"
+            f" {f.groups}"
+        ),
         "tp",
         "tp does not divide the attention heads / query groups",
     ),
@@ -323,6 +327,20 @@ RULES: tuple[Rule, ...] = (
             f"a mixture-of-experts model with tp({f.tp}) > 1 needs sequence_parallel: true "
             "(Megatron-LM arguments.py asserts it)"
         ),
+    ),
+    Rule(
+        "PM110",
+        "parallel.vp",
+        ("vp",),
+        # DeepSpeed's PipelineEngine runs one schedule, TrainSchedule (1F1B), with one chunk per
+        # stage (deepspeed/runtime/pipe/schedule.py); Megatron-LM has interleaved 1F1B since 2021
+        lambda f: _vp_above_1(f) & (not f.profile["interleaved"]),
+        lambda f: (
+            f"vp({f.vp}) needs the interleaved schedule, which {f.framework}'s pipeline engine does"
+            " not run (one chunk per stage, 1F1B); use vp 1"
+        ),
+        "micro",
+        "the framework cannot run it",
     ),
     Rule(
         "PM110",

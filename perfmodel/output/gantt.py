@@ -102,7 +102,8 @@ def svg(sim: Simulation, title: str = "", unit: str = "s", max_width: int = 8000
         f'<title>{escape(title or f"{sim.schedule} p={sim.p} m={sim.m} v={sim.v}")}</title>',
         (
             f'<text x="{left}" y="20">{escape(title or "")} {escape(sim.schedule)}: p={sim.p},'
-            f" m={sim.m}, v={sim.v}, bubble {100 * sim.bubble_over_step:.1f}% of the step</text>"
+            f" m={sim.m}, v={sim.v}, idle {100 * sim.bubble_over_step:.1f}% (mean over"
+            " stages)</text>"
         ),
     ]
     for s in range(sim.p):

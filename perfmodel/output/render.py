@@ -240,7 +240,7 @@ def schedule(sim, gantt_rows: list[str], axis_rows: list[str], legend: str, titl
         f"{title}: {sim.schedule}, p={sim.p}, m={sim.m}, v={sim.v}",
         [
             ("step time", f"{j['step_time']:.4g}"),
-            ("bubble / step (mean over stages)", pct(j["bubble_over_step"])),
+            ("idle / step (mean over stages)", pct(j["bubble_over_step"])),
             ("bubble / ideal compute", pct(j["bubble_over_ideal"])),
             ("busy per stage", ", ".join(f"{x:.4g}" for x in j["busy"])),
             ("bubble per stage", ", ".join(pct(x) for x in j["bubble_per_stage"])),

@@ -8,7 +8,7 @@ from perfmodel.output.render import config_short, config_text, memory
 from perfmodel.units import fmt_bytes, fmt_time
 
 
-def estimate(plan, est, ops=None) -> None:
+def estimate(plan, est, ops=None, verbose: bool = False) -> None:
     """Per-layer table (optional), per-iteration breakdown, throughput and memory of one
     estimate."""
     from perfmodel.engine.estimate import ops_json
@@ -27,7 +27,7 @@ def estimate(plan, est, ops=None) -> None:
     if ops is not None:
         _per_layer(ops_json(ops))
     _breakdown(j, head)
-    _throughput(j)
+    _throughput(j, verbose)
     m = j["memory"]
     memory(
         m,
@@ -98,7 +98,7 @@ def _breakdown(j: dict, head: str) -> None:
     )
 
 
-def _throughput(j: dict) -> None:
+def _throughput(j: dict, verbose: bool = False) -> None:
     """Step time with its expected error, tokens/s, MFU and HFU, the bubble, the FLOP convention."""
     step = j["step_time_s"]
     band = j.get("expected_error")
@@ -125,19 +125,32 @@ def _throughput(j: dict) -> None:
                 f"{j['hardware_tflops_per_gpu']:.1f} TFLOP/s (HFU {pct(j['hfu'])})",
             ),
             (
-                "pipeline bubble, wall clock",
+                "pipeline bubble",
                 (
-                    f"{pct(j['bubble_over_step'])} closed form (equal stages),"
-                    f" {pct(j['bubble_simulated_over_step'])} simulated; over ideal"
-                    f" {pct(j['bubble_over_ideal'])}; {pct(j['bubble_share_of_step'])} of this step"
+                    f"{pct(j['bubble_share_of_step'])} of the step: the time the schedule adds"
+                    " beyond m x the slowest stage (simulated)"
                 ),
+            ),
+            *(
+                [
+                    (
+                        "closed forms (equal stages)",
+                        (
+                            f"(p-1)/(m v+p-1) = {pct(j['bubble_over_step'])} of a step, (p-1)/(m v)"
+                            f" = {pct(j['bubble_over_ideal'])} of the ideal compute (Narayanan"
+                            " 2021)"
+                        ),
+                    )
+                ]
+                if verbose
+                else []
             ),
             ("FLOP convention", j["flop_convention"]),
         ],
     )
 
 
-def plan(plan_obj, result) -> None:
+def plan(plan_obj, result, verbose: bool = False) -> None:
     """The top configurations, the best one's breakdown, and the search's accounting."""
     rows = []
     marks = ["~" if e.equivalent_to_best else "" for e in result.results]
@@ -152,7 +165,7 @@ def plan(plan_obj, result) -> None:
                 fmt_time(j["step_time_s"]),
                 f"{j['tokens_per_s_per_gpu']:,.0f}",
                 pct(j["mfu"]),
-                pct(j["bubble_over_step"]),
+                pct(j["bubble_share_of_step"]),
                 fmt_bytes(j["memory"]["total_bytes"]),
             )
         )
@@ -165,13 +178,14 @@ def plan(plan_obj, result) -> None:
             rows,
             right=[True, False, True, True, True, True, True],
             caption=(
-                "tp pp dp (cp ep) vp; b: micro-batch; sp: sequence parallel; rc: recompute;\n"
-                "z: ZeRO stage; tok/s: tokens/s per GPU; framework: "
-            )
-            + plan_obj.training.framework,
+                "tp pp dp (cp ep) vp; cpNa2a: Ulysses CP; b: micro-batch; sp: sequence parallel;\n"
+                "rc: recompute; z: ZeRO stage; tok/s: tokens/s per GPU; MFU against the "
+                f"{(plan_obj.training.mfu_peak or plan_obj.training.dtype).upper()} peak;\n"
+                f"framework: {plan_obj.training.framework}"
+            ),
         )
         _equivalents(result)
-        estimate(plan_obj, result.results[0])
+        estimate(plan_obj, result.results[0], verbose=verbose)
     line(
         f"evaluated {result.evaluated:,} configurations in {result.search_time_s:.2f} s"
         f" ({result.evaluated / max(result.search_time_s, 1e-9):,.0f} per second); feasible"

@@ -75,6 +75,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "uneven_stages": False,  # layers must divide evenly (megatron/model/transformer.py, 2021)
         "context_parallel": False,  # CP and EP came with Megatron-Core (2023)
         "expert_parallel": False,
+        "interleaved": True,  # interleaved 1F1B: Narayanan et al. 2021, Sec. 2.2.2
     },
     "megatron-2022": {
         "flash_attention": False,  # Korthikanti 2022 times the unfused CoreAttention (Table 4)
@@ -100,6 +101,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "uneven_stages": False,
         "context_parallel": False,
         "expert_parallel": False,
+        "interleaved": True,
     },
     "megatron-core": {
         "flash_attention": (
@@ -135,6 +137,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         ),  # --decoder-first/last-pipeline-num-layers, --pipeline-model-parallel-layout
         "context_parallel": True,
         "expert_parallel": True,
+        "interleaved": True,
     },
     "deepspeed": {
         "flash_attention": (
@@ -166,6 +169,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         ),  # PipelineModule partition_method="parameters" balances unequal stages
         "context_parallel": True,  # DeepSpeed-Ulysses sequence parallelism (all-to-all)
         "expert_parallel": True,  # DeepSpeed-MoE expert parallelism
+        "interleaved": False,  # PipelineEngine: TrainSchedule only, one chunk per stage
     },
 }
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
@@ -173,6 +177,7 @@ FACTS = (
     "zero_stages",
     "uneven_stages",
     "context_parallel",
+    "interleaved",
     "expert_parallel",
     "grad_bucket_params",
 )

@@ -131,8 +131,8 @@ class Training(Spec):
     mfu_peak: Literal["bf16", "fp8"] | None = Field(
         None,
         description=(
-            "The peak MFU and HFU are measured against; default the compute dtype's, BF16 for FP8 "
-            "runs (as NeMo and Megatron report them)."
+            "The peak MFU and HFU are measured against; default the compute dtype's (FP8's for "
+            "FP8 runs, so MFU never exceeds 1); bf16 reports FP8 runs as NeMo and Megatron-LM do."
         ),
     )
     framework: Framework = Field(

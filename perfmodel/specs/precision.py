@@ -52,8 +52,8 @@ class Precision:
     ) -> Precision:
         """The mixed-precision recipe of Megatron-LM for a compute dtype (see the module docstring).
         FP8 (Transformer Engine): GEMM operands in FP8, everything else BF16, the weights kept in
-        BF16 with an FP8 copy (its transpose is made for each backward GEMM); MFU against the BF16
-        peak unless ``mfu_peak`` says otherwise."""
+        BF16 with an FP8 copy (its transpose is made for each backward GEMM); MFU against the
+        compute dtype's own peak (so it never exceeds 1) unless ``mfu_peak`` says otherwise."""
         if dtype not in TRAINING_DTYPES:
             raise ValueError(
                 f"unknown training dtype {dtype!r}; use one of {', '.join(TRAINING_DTYPES)}"
@@ -66,7 +66,7 @@ class Precision:
             weight_bytes=2 if half else 4,
             gradient_bytes=4 if (grad_accum_fp32 or not half) else 2,
             optimizer_bytes=OPTIMIZER_STATE_BYTES[optimizer],
-            mfu_peak=mfu_peak or ("bf16" if dtype == "fp8" else dtype),
+            mfu_peak=mfu_peak or dtype,
             master_weights=half,
             loss_scaling=dtype == "fp16",
             fp8_weight_bytes=1 if dtype == "fp8" else 0,
