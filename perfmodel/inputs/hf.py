@@ -46,7 +46,12 @@ KEY_OF_FIELD = {
 TIED_BY_DEFAULT = {"gemma", "gemma2", "gpt2"}
 
 
-def _need_int(cfg: dict, key: str, label: str, minimum: int = 1) -> int:
+def _need_int(cfg: dict, key: str, label: str, minimum: int = 1, why: str = "") -> int:
+    if key not in cfg or cfg[key] is None:
+        raise PerfModelError(
+            f"{label}: {key} is missing{why}; transformers would fill its Config class's default,"
+            " which may not be this model's: write it in the file"
+        )
     v = cfg[key]
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
         raise PerfModelError(f"{label}: {key} must be a whole number >= {minimum}, got {v!r}")
@@ -106,16 +111,31 @@ def _refuse(cfg: dict, family: str, label: str) -> None:
 def _moe(cfg: dict, family: str, L: int, label: str) -> dict:
     """The expert keys of each family, as Model fields (num_moe_experts None: dense)."""
     out: dict[str, Any] = {}
+    experts_key = {
+        "mixtral": "num_local_experts",
+        "llama4_text": "num_local_experts",
+        "qwen2_moe": "num_experts",
+        "qwen3_moe": "num_experts",
+        "deepseek_v2": "n_routed_experts",
+        "deepseek_v3": "n_routed_experts",
+    }.get(family)
+    if experts_key and cfg.get(experts_key) == 0:  # 0 experts is no MoE model at all
+        dense_type = {"qwen2_moe": "qwen2", "qwen3_moe": "qwen3", "mixtral": "mistral"}.get(family)
+        raise PerfModelError(
+            f"{label}: {experts_key}: 0 in a {family} config is a mixture-of-experts model without"
+            " experts; give the expert count"
+            + (f", or model_type {dense_type} for a dense model" if dense_type else "")
+        )
+    why = " (the experts' count and inner size)"
     if family == "mixtral" or (family == "llama4_text" and cfg.get("num_local_experts")):
-        out["num_moe_experts"] = _need_int(cfg, "num_local_experts", label)
-        out["moe_ffn_hidden_size"] = _need_int(cfg, "intermediate_size", label)
+        out["num_moe_experts"] = _need_int(cfg, "num_local_experts", label, why=why)
+        out["moe_ffn_hidden_size"] = _need_int(cfg, "intermediate_size", label, why=why)
         if family == "llama4_text":  # one shared expert; dense layers use intermediate_size_mlp
             out["moe_shared_expert_intermediate_size"] = out["moe_ffn_hidden_size"]
-            step = _opt_int(cfg, "interleave_moe_layer_step", label) or 1
-            out["moe_layer_freq"] = [1 if (i + 1) % step == 0 else 0 for i in range(L)]
+            out["moe_layer_freq"] = _llama4_moe_layers(cfg, L, label)
     elif family in ("qwen2_moe", "qwen3_moe") and cfg.get("num_experts"):
         out["num_moe_experts"] = _need_int(cfg, "num_experts", label)
-        out["moe_ffn_hidden_size"] = _need_int(cfg, "moe_intermediate_size", label)
+        out["moe_ffn_hidden_size"] = _need_int(cfg, "moe_intermediate_size", label, why=why)
         shared = _opt_int(cfg, "shared_expert_intermediate_size", label)
         if shared:
             out["moe_shared_expert_intermediate_size"] = shared
@@ -128,7 +148,7 @@ def _moe(cfg: dict, family: str, L: int, label: str) -> dict:
         out["moe_layer_freq"] = [0 if i in dense or (i + 1) % step else 1 for i in range(L)]
     elif family in ("deepseek_v2", "deepseek_v3") and cfg.get("n_routed_experts"):
         out["num_moe_experts"] = _need_int(cfg, "n_routed_experts", label)
-        out["moe_ffn_hidden_size"] = f_e = _need_int(cfg, "moe_intermediate_size", label)
+        out["moe_ffn_hidden_size"] = f_e = _need_int(cfg, "moe_intermediate_size", label, why=why)
         shared = _opt_int(cfg, "n_shared_experts", label, 0) or 0
         if shared:
             out["moe_shared_expert_intermediate_size"] = shared * f_e
@@ -148,7 +168,31 @@ def _moe(cfg: dict, family: str, L: int, label: str) -> dict:
     return out
 
 
+def _llama4_moe_layers(cfg: dict, L: int, label: str) -> list[int]:
+    """Which layers are MoE, as transformers' Llama4TextConfig decides: the moe_layers list when
+    given, else every interleave_moe_layer_step-th layer."""
+    given = cfg.get("moe_layers")
+    if given is not None:
+        if not isinstance(given, list) or not all(isinstance(i, int) and 0 <= i < L for i in given):
+            raise PerfModelError(f"{label}: moe_layers must be a list of layer indices below {L}")
+        if not given:
+            raise PerfModelError(f"{label}: moe_layers is empty: a MoE config with no MoE layer")
+        return [1 if i in given else 0 for i in range(L)]
+    step = _opt_int(cfg, "interleave_moe_layer_step", label) or 1
+    if step > L:
+        raise PerfModelError(
+            f"{label}: interleave_moe_layer_step {step} leaves no MoE layer among {L} layers;"
+            f" use a step of at most {L}, or drop the experts for a dense model"
+        )
+    return [1 if (i + 1) % step == 0 else 0 for i in range(L)]
+
+
 def _mla(cfg: dict, label: str) -> dict:
+    if cfg.get("kv_lora_rank") == 0:
+        raise PerfModelError(
+            f"{label}: kv_lora_rank: 0; DeepSeek's latent attention needs a rank of at least 1"
+            " (transformers has no attention without it for this model_type)"
+        )
     if not cfg.get("kv_lora_rank"):
         return {}
     keys = {
@@ -189,6 +233,49 @@ def _activation(cfg: dict, family: str, label: str) -> str:
     )
 
 
+def _llama4_chunks(cfg: dict, L: int, label: str) -> dict:
+    """Llama 4's chunked attention: attention_chunk_size tokens on the RoPE layers, global attention
+    on the NoPE ones. no_rope_layers marks each layer 1 (RoPE, chunked) or 0 (NoPE, global); without
+    it transformers makes every 4th layer NoPE (3 of 4 chunked)."""
+    if "attention_chunk_size" not in cfg or cfg["attention_chunk_size"] is None:
+        return {}
+    chunk = _need_int(cfg, "attention_chunk_size", label)
+    flags = cfg.get("no_rope_layers")
+    if flags is None:
+        return {"attention_chunk_size": chunk, "chunked_attention_fraction": 0.75}
+    if not isinstance(flags, list) or len(flags) != L or any(x not in (0, 1) for x in flags):
+        raise PerfModelError(f"{label}: no_rope_layers must be {L} flags, 0 (NoPE) or 1 (RoPE)")
+    if not any(flags):  # every layer NoPE: global attention everywhere, no chunk is ever used
+        return {}
+    return {"attention_chunk_size": chunk, "chunked_attention_fraction": sum(flags) / L}
+
+
+# the class names transformers gives each model_type (config.json "architectures")
+ARCHITECTURE_PREFIX = {
+    "llama": "llama", "mistral": "mistral", "mixtral": "mixtral", "qwen2": "qwen2",
+    "qwen2_moe": "qwen2moe", "qwen3": "qwen3", "qwen3_moe": "qwen3moe", "deepseek_v2": "deepseekv2",
+    "deepseek_v3": "deepseekv3", "gemma": "gemma", "gemma2": "gemma2", "llama4_text": "llama4",
+    "gpt2": "gpt2", "nemotron": "nemotron",
+}  # fmt: skip
+
+
+def _architectures(raw: dict, family: str, label: str) -> None:
+    """architectures names the class that runs the checkpoint: it must be one of model_type's."""
+    names = raw.get("architectures")
+    if names is None:
+        return
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise PerfModelError(f"{label}: architectures must be a list of class names")
+    prefix = ARCHITECTURE_PREFIX[family]
+    wrong = [n for n in names if not n.lower().startswith(prefix)]
+    if wrong:
+        raise PerfModelError(
+            f"{label}: architectures {wrong} is not a {family} model (model_type {family!r}"
+            f" runs {prefix.capitalize()}... classes); perfmodel reads the layers model_type"
+            " describes, so fix the one that is wrong"
+        )
+
+
 def model_fields(raw: Any, label: str = "config.json") -> dict:
     """The fields of specs.Model for a Hugging Face config.json (already parsed)."""
     if not isinstance(raw, dict):
@@ -217,6 +304,7 @@ def model_fields(raw: Any, label: str = "config.json") -> dict:
         raise PerfModelError(
             f"{label}: missing {', '.join(missing)}; is this a transformer config.json?"
         )
+    _architectures(raw if family != "llama4_text" else cfg, family, label)
     _refuse(cfg, family, label)
     L = _need_int(cfg, "num_hidden_layers", label)
     data: dict[str, Any] = {
@@ -255,14 +343,8 @@ def model_fields(raw: Any, label: str = "config.json") -> dict:
         and cfg.get("use_sliding_window", family in ("mistral", "mixtral"))
     ):
         data["sliding_window"] = _need_int(cfg, "sliding_window", label)
-    if family == "llama4_text" and cfg.get("attention_chunk_size"):
-        data["attention_chunk_size"] = _need_int(cfg, "attention_chunk_size", label)
-        # no_rope_layers marks each layer 1 (RoPE, chunked attention) or 0 (NoPE, global): 3 of 4
-        # chunked
-        flags = cfg.get("no_rope_layers") or []
-        data["chunked_attention_fraction"] = (
-            (sum(1 for x in flags if x) / len(flags)) if flags else 0.75
-        )
+    if family == "llama4_text":
+        data.update(_llama4_chunks(cfg, L, label))
     data.update(_moe(cfg, family, L, label))
     data.update(_mla(cfg, label))
     return data
