@@ -172,6 +172,7 @@ def test_qwen2_moe_sparse_step_shared_expert_and_dense_layers():
     cfg = {
         **QWEN3_MOE,
         "model_type": "qwen2_moe",
+        "architectures": ["Qwen2MoeForCausalLM"],
         "decoder_sparse_step": 2,
         "mlp_only_layers": [1, 5],
         "shared_expert_intermediate_size": 5632,
@@ -242,7 +243,11 @@ def test_gemma2_reads_head_dim_and_its_gated_gelu():
     [
         ({**MIXTRAL, "tie_word_embeddings": "false"}, "tie_word_embeddings must be true or false"),
         ({**MIXTRAL, "model_type": "phi3"}, "model_type 'phi3' is not one perfmodel reads"),
-        ({**MIXTRAL, "model_type": "llama"}, "num_local_experts in a llama config"),
+        (
+            {**MIXTRAL, "model_type": "llama", "architectures": ["LlamaForCausalLM"]},
+            "num_local_experts in a llama config",
+        ),
+        ({**MIXTRAL, "model_type": "llama"}, "architectures ['MixtralForCausalLM'] is not a llama"),
         ({**MIXTRAL, "num_key_value_heads": 5}, "num_key_value_heads"),
         ({**QWEN3_MOE, "num_experts_per_tok": 0}, "num_experts_per_tok must be a whole number"),
         ({**QWEN3_MOE, "mlp_only_layers": [99]}, "mlp_only_layers"),
