@@ -247,7 +247,10 @@ def test_gemma2_reads_head_dim_and_its_gated_gelu():
             {**MIXTRAL, "model_type": "llama", "architectures": ["LlamaForCausalLM"]},
             "num_local_experts in a llama config",
         ),
-        ({**MIXTRAL, "model_type": "llama"}, "architectures ['MixtralForCausalLM'] is not a llama"),
+        (
+            {**MIXTRAL, "model_type": "llama"},
+            r"architectures \['MixtralForCausalLM'\] is not a llama",
+        ),
         ({**MIXTRAL, "num_key_value_heads": 5}, "num_key_value_heads"),
         ({**QWEN3_MOE, "num_experts_per_tok": 0}, "num_experts_per_tok must be a whole number"),
         ({**QWEN3_MOE, "mlp_only_layers": [99]}, "mlp_only_layers"),

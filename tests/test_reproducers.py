@@ -87,8 +87,9 @@ def test_config_json_zero_experts_refused_in_every_moe_family():
 
 
 def test_llama4_moe_layers_and_no_rope_layers_read_as_transformers_reads_them():
-    """moe_layers, when given, says which layers are MoE (it was ignored: all 48 were); no_rope_layers
-    all 0 means every layer is global attention (it named perfmodel's own field in an error)."""
+    """moe_layers, when given, says which layers are MoE (it was ignored: all 48 were);
+    no_rope_layers all 0 means every layer is global attention (it named perfmodel's own field in
+    an error)."""
     from perfmodel.inputs.presets import model
 
     one = model(str(REPRO / "hf_llama4_moe_layers_ignored" / "config.json"))
