@@ -41,9 +41,9 @@ def test_gpt3_example_reads_as_gpt3_175b():
     # optimizer
     assert m["add_bias_linear"] and m["tied_embeddings"] and m["dropout"] and m["mlp"] == "gelu"
     assert p["sequence_parallel"] is False and p["zero_stage"] == 0 and p["vp"] == 1
-    assert not any(
-        t[k] for k in ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")
-    )  # opt-in
+    # Megatron-LM's opt-in overlaps stay off; its asynchronous TP all-reduce is on by default
+    assert t["tp_comm_overlap"] and not t.get("tp_comm_overlap_ub")
+    assert not any(t[k] for k in ("overlap_grad_reduce", "overlap_param_gather"))  # opt-in
     assert {"--lr", "--rampup-batch-size", "--save", "--tensorboard-dir", "--split"} <= set(
         imp.ignored
     )
@@ -74,7 +74,8 @@ def test_mixtral_example_with_its_defaults_and_comments():
     assert (p["ep"], p["etp"], p["zero_stage"]) == (2, 1, 1) and t[
         "dtype"
     ] == "fp32"  # --bf16 is commented out
-    assert t["overlap_grad_reduce"] and t["overlap_param_gather"] and not t["tp_comm_overlap"]
+    assert t["overlap_grad_reduce"] and t["overlap_param_gather"] and t["tp_comm_overlap"]
+    assert not t.get("tp_comm_overlap_ub")
     assert p["sequence_parallel"] is False and any("turns it off" in a for a in imp.assumed)  # TP 1
     assert "--moe-grouped-gemm" not in imp.ignored + imp.unrecognized  # commented out
     assert imp.unrecognized == ["--no-masked-softmax-fusion"]
@@ -89,7 +90,16 @@ def test_emitted_arguments_read_back_to_the_same_prediction(tmp_path):
     r = invoke("plan", "gpt3-175b.yaml", "--gpus", "512", "--emit", "megatron")
     assert r.exit_code == 0 and r.output.startswith("# GPT-3 175B on 512 x A100")
     script = tmp_path / "run.sh"
-    script.write_text("torchrun --nproc_per_node 8 --nnodes 64 pretrain_gpt.py \\\n" + r.output)
+    # the comment lines above the arguments, then the arguments after the launcher, as a user
+    # pastes them (bash ends a command at a comment line, so they cannot follow a continuation)
+    comments = [ln for ln in r.output.splitlines() if ln.startswith("#")]
+    arguments = "\n".join(ln for ln in r.output.splitlines() if not ln.startswith("#"))
+    script.write_text(
+        "\n".join(comments)
+        + "\ntorchrun --nproc_per_node 8 --nnodes 64 pretrain_gpt.py \\\n"
+        + arguments
+        + "\n"
+    )
     plan = tmp_path / "plan.yaml"
     r = invoke(
         "import", "megatron", script, "--gpu", "a100-80gb", "--vocab-size", "51200", "-o", plan

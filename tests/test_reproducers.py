@@ -98,3 +98,102 @@ def test_llama4_moe_layers_and_no_rope_layers_read_as_transformers_reads_them():
     assert not nope.attention_chunk_size
     r = run("hf_llama4_no_rope_layers_zero", "estimate", "plan.yaml")
     assert "chunked_attention_fraction" not in r.output and "internal error" not in r.output
+
+
+def imported(case: str, *extra: str) -> dict:
+    """The plan `import megatron run.sh --gpu h100-sxm` writes for a reproducer, parsed."""
+    import yaml
+
+    r = run(case, "import", "megatron", "run.sh", "--gpu", "h100-sxm", *extra)
+    assert r.exit_code == 0, r.output
+    return yaml.safe_load(r.stdout) | {"_stderr": r.stderr}
+
+
+@pytest.mark.parametrize(
+    "case, needles",
+    [
+        ("meg_dropout_abc", ["--attention-dropout abc: not a number"]),
+        ("meg_vp_per_stage_zero", ["--num-layers-per-virtual-pipeline-stage 0"]),
+        ("meg_both_vp_arguments", ["--num-virtual-stages-per-pipeline-rank together"]),
+        ("meg_fp16_and_bf16", ["--bf16 and --fp16 together"]),
+        ("meg_swiglu_and_squared_relu", ["--swiglu and --squared-relu together"]),
+        ("meg_attention_backend_bogus", ["--attention-backend bogus: Megatron-LM accepts"]),
+        ("meg_recompute_method_bogus", ["--recompute-method bogus: Megatron-LM accepts"]),
+        ("meg_mla_flag_alone", ["--multi-latent-attention without --kv-lora-rank"]),
+        ("meg_two_commands", ["2 launch commands (lines 1, 2)"]),
+    ],
+)
+def test_megatron_arguments_refused_by_name(case, needles):
+    """Internal errors, and contradictory or bogus arguments that were taken silently."""
+    one_line_error(run(case, "import", "megatron", "run.sh", "--gpu", "h100-sxm"), *needles)
+
+
+def test_megatron_scripts_read_as_bash_reads_them():
+    """Quoted $OPTS, a multi-line "..." variable, a variable reassigned after the command, and
+    $((...)) arithmetic (2**11, and a large no-cost product) as bash expands them."""
+    quoted = imported("meg_quoted_string_var")
+    assert (
+        quoted["parallel"]["sequence_parallel"] and quoted["parallel"]["recompute"] == "selective"
+    )
+    assert imported("meg_multiline_string_var")["model"]["num_layers"] == 24
+    assert imported("meg_var_reassigned_later")["model"]["num_layers"] == 12
+    assert imported("meg_arith_power")["model"]["hidden_size"] == 2048
+    assert "--train-samples" in imported("meg_arith_large_nocost")["_stderr"]
+
+
+def test_megatron_long_word_reads_in_linear_time(tmp_path):
+    """One 2 MB word (--data-path) took 70 s through shlex; the reader is one pass."""
+    import shutil
+    import subprocess
+    import sys
+    import time
+
+    shutil.copy(REPRO / "meg_long_word" / "make.sh", tmp_path)
+    subprocess.run(["sh", "make.sh"], cwd=tmp_path, check=True, capture_output=True)
+    t0 = time.perf_counter()
+    r = subprocess.run(
+        [sys.executable, "-m", "perfmodel", "import", "megatron", "run.sh", "--gpu", "h100-sxm"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    # a generous bound against the old 70 s (not a speed test: machines are noisy)
+    assert time.perf_counter() - t0 < 30
+
+
+def test_megatron_readings_follow_megatron_lm():
+    # --num-query-groups defaults to 1: at tp 2 Megatron-Core cannot split one KV group, and says so
+    gqa = run("meg_gqa_without_groups", "import", "megatron", "run.sh", "--gpu", "h100-sxm")
+    one_line_error(gqa, "num_query_groups(1) is not divisible by tp(2)")
+    assert imported("meg_position_none")["model"]["position_embedding"] == "none"
+    overlap = imported("meg_tp_comm_overlap_mapping")["training"]
+    assert overlap["tp_comm_overlap_ub"] and overlap["tp_comm_overlap"]
+    fsdp = imported("meg_fsdp_args_not_read")
+    assert fsdp["parallel"]["zero_stage"] == 3 and "not recognized" not in fsdp["_stderr"]
+    twice = imported("meg_duplicate_flag")
+    assert twice["parallel"]["tp"] == 4 and "given more than once" in twice["_stderr"]
+
+
+def test_megatron_command_line_values_replace_the_files_with_a_note():
+    out = imported("meg_cli_overrides_file", "--gpus", "32", "--vocab-size", "50000")
+    assert out["system"]["num_gpus"] == 32 and out["model"]["vocab_size"] == 50000
+    assert "replaces the file's 8 x 2 = 16" in out["_stderr"]
+    assert "--vocab-size 50000 replaces the file's --vocab-size 32000" in out["_stderr"]
+
+
+def test_megatron_overrides_apply_before_the_layout_is_checked():
+    r = run(
+        "meg_override_validated_first",
+        "estimate",
+        "run.sh",
+        "--gpu",
+        "h100-sxm",
+        "--gpus",
+        "6",
+        "--pp",
+        "3",
+        "--json",
+    )
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["config"]["pp"] == 3

@@ -152,13 +152,14 @@ def load_plan(source: str, kw: dict[str, Any], refuse_unused: bool = True) -> Pl
         gpus=kw.get("gpus"),
         vocab_size=kw.get("vocab_size"),
         refuse_unused=refuse_unused,
+        parallel=overrides(kw),
     )
     for note in loaded.notes:
         click.echo(f"{source}: {note}", err=True)
     plan = loaded.plan
     if kw.get("memory_reserve") is not None:
         plan = with_reserve(plan, kw["memory_reserve"])
-    return plan.with_parallel(**overrides(kw))
+    return plan
 
 
 def with_reserve(plan: Plan, value: str) -> Plan:

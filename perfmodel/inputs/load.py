@@ -56,11 +56,25 @@ def load(
     gpus: int | None = None,
     vocab_size: int | None = None,
     refuse_unused: bool = True,
+    parallel: dict[str, Any] | None = None,
 ) -> Loaded:
     """Read ``source`` (a file, or a bundled plan's name) into a Plan on ``gpus`` GPUs (default: the
-    file's own count). ``gpu`` and ``vocab_size`` are for launch files, which do not carry them:
-    given for a perfmodel plan they are an error, unless ``refuse_unused`` is off (`compare` passes
-    them for whichever of its files are launch files)."""
+    file's own count), with the ``parallel`` knobs given on the command line replacing the file's
+    (before a launch file's layout is checked, so the layout checked is the one asked for).
+    ``gpu`` and ``vocab_size`` are for launch files, which do not carry them: given for a
+    perfmodel plan they are an error, unless ``refuse_unused`` is off (`compare` passes them for
+    whichever of its files are launch files)."""
+    return _load(source, gpu, gpus, vocab_size, refuse_unused, parallel or {})
+
+
+def _load(
+    source: str,
+    gpu: str | None,
+    gpus: int | None,
+    vocab_size: int | None,
+    refuse_unused: bool,
+    parallel: dict[str, Any],
+) -> Loaded:
     path = Path(source)
     if not source.strip():
         raise PerfModelError(
@@ -85,6 +99,7 @@ def load(
             gpu if refuse_unused else None,
             gpus,
             vocab_size if refuse_unused else None,
+            parallel,
         )
     text = presets.read_text(source, source)
     kind, data = kind_of(path, text)
@@ -96,6 +111,7 @@ def load(
             gpu if refuse_unused else None,
             gpus,
             vocab_size if refuse_unused else None,
+            parallel,
         )
     if gpu is None:
         raise PerfModelError(
@@ -108,6 +124,7 @@ def load(
         if kind == "megatron"
         else read_recipe(data, gpu, gpus, vocab_size)
     )
+    imp.plan["parallel"].update(parallel)
     return Loaded(_launch_plan(imp, source, gpu), kind, notes(imp), imp)
 
 
@@ -154,6 +171,7 @@ def _as_plan(
     gpu: str | None,
     gpus: int | None,
     vocab_size: int | None,
+    parallel: dict[str, Any] | None = None,
 ) -> Loaded:
     if gpu is not None:
         raise PerfModelError(
@@ -172,6 +190,8 @@ def _as_plan(
             plan = plan.with_system(num_gpus=gpus)
         except PerfModelError as e:
             raise PerfModelError(f"--gpus {gpus}: {e}") from None
+    if parallel:
+        plan = plan.with_parallel(**parallel)
     return Loaded(plan, "plan")
 
 

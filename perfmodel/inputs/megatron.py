@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-import shlex
 
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs.megatron_args import (
@@ -29,43 +28,32 @@ from perfmodel.inputs.megatron_args import (
     megatron_defaults,
     megatron_rules,
 )
+from perfmodel.inputs.shell import Command, Reader
+
+LAUNCHERS = ("torchrun", "python", "python3", "deepspeed", "srun", "mpirun", "accelerate")
 
 
 def tokens(text: str) -> list[str]:
-    """The words of a launch script or argument file: comments and line continuations dropped,
-    simple NAME=value variables substituted (``$X``, ``${X}``, ``$((A*B))``), bash array brackets
-    removed.
-    """
-    env: dict[str, str] = {}
-    lines = text.replace("\\\n", " ").splitlines()
-    for ln in lines:
-        m = re.match(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=([^\s(][^\s]*)\s*(#.*)?$", ln)
-        if m:
-            env[m.group(1)] = _expand(m.group(2), env)
-    words = []
-    for ln in lines:
-        if re.match(r"^\s*(?:export\s+)?[A-Za-z_]\w*=[^(]", ln):
-            continue
-        try:
-            parts = shlex.split(_expand(ln, env), comments=True)
-        except ValueError as e:
-            raise PerfModelError(f"cannot read the line {ln.strip()[:60]!r}: {e}") from None
-        words += [w for w in parts if not re.fullmatch(r"[A-Za-z_]\w*=\(|\)|\(", w)]
-    return words
+    """The words Megatron-LM's argument parser sees: the script read as bash reads it
+    (perfmodel/inputs/shell.py), then the launch command's words; an argument file without a
+    launcher gives all its words. Two launch commands are two runs: an error naming their lines."""
+    commands = Reader(text).commands()
 
+    def launches(c: Command) -> bool:
+        return any(w.rsplit("/", 1)[-1] in LAUNCHERS or w.endswith(".py") for w in c.words) and any(
+            w.startswith("--") for w in c.words
+        )
 
-def _expand(s: str, env: dict[str, str]) -> str:
-    def arith(m):
-        expr = _expand(m.group(1), env)
-        if not re.fullmatch(r"[\d\s*+\-/()]+", expr):
-            return m.group(0)
-        return str(int(_small_eval(expr)))
-
-    s = re.sub(
-        r"\$\{([A-Za-z_]\w*):-\"?([^}\"]*)\"?\}", lambda m: env.get(m.group(1), m.group(2)), s
-    )
-    s = re.sub(r"\$\(\((.*?)\)\)", arith, s)
-    return re.sub(r"\$\{?([A-Za-z_]\w*)\}?(?!\[)", lambda m: env.get(m.group(1), m.group(0)), s)
+    runs = [c for c in commands if launches(c)]
+    if len(runs) > 1:
+        lines = ", ".join(str(c.line) for c in runs)
+        raise PerfModelError(
+            f"{len(runs)} launch commands (lines {lines}): each is a run of its own; keep the one"
+            " to plan in the file (or import each from a file of its own)"
+        )
+    if runs:
+        return runs[0].words
+    return [w for c in commands for w in c.words]
 
 
 def read_args(
@@ -75,6 +63,7 @@ def read_args(
     say)."""
     words = tokens(text)
     args: dict[str, list[str]] = {}
+    given_twice: list[str] = []
     i = 0
     while i < len(words):
         w = words[i]
@@ -82,6 +71,8 @@ def read_args(
             i += 1
             continue
         flag, _, inline = w.partition("=")
+        if flag in args:
+            given_twice.append(flag)
         vals = [inline] if inline else []
         i += 1
         while (
@@ -93,7 +84,13 @@ def read_args(
             vals.append(words[i])
             i += 1
         args[flag] = vals
-    return _to_plan(args, gpu, num_gpus, vocab_size)
+    out = _to_plan(args, gpu, num_gpus, vocab_size)
+    for flag in dict.fromkeys(given_twice):
+        out.assumed.append(
+            f"{flag} is given more than once: the last ({' '.join(args[flag])}) counts, as"
+            " Megatron-LM's argparse takes it"
+        )
+    return out
 
 
 def _is_noise(w: str) -> bool:
@@ -128,10 +125,12 @@ def _to_plan(args: dict, gpu: str, num_gpus: int | None, vocab_size: int | None)
         )
     # Megatron-LM's opt-in switches are off unless given (the megatron-core profile, NeMo's
     # defaults, has them on)
+    _contradictions(args)
     off = {
         "overlap_grad_reduce": False,
         "overlap_param_gather": False,
-        "tp_comm_overlap": False,
+        "tp_comm_overlap": True,  # the asynchronous TP all-reduce is on unless turned off
+        "tp_comm_overlap_ub": False,
         "fp8_param_gather": False,
     }
     out = megatron_defaults("imported", gpu, off)
@@ -207,9 +206,50 @@ def _layer_freq(text: str) -> int | list[int]:
     return value
 
 
+# (flags, why): arguments Megatron-LM refuses together (megatron/training/arguments.py,
+# validate_args), or that name two values of one setting
+CONTRADICTIONS = (
+    (("--bf16", "--fp16"), "Megatron-LM refuses --fp16 with --bf16: pick one"),
+    (("--swiglu", "--squared-relu"), "they are two MLP activations: pick one"),
+    (
+        ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank"),
+        "Megatron-LM takes one of them: give the virtual stages one way",
+    ),
+)
+CHOICES = {  # argparse choices of Megatron-LM (arguments.py; AttnBackend)
+    "--attention-backend": ("flash", "fused", "unfused", "local", "auto"),
+    "--recompute-method": ("uniform", "block"),
+    "--data-parallel-sharding-strategy": ("no_shard", "optim", "optim_grads", "optim_grads_params"),
+}
+
+
+def _contradictions(args: dict) -> None:
+    for flags, why in CONTRADICTIONS:
+        if all(f in args for f in flags):
+            raise PerfModelError(f"{' and '.join(flags)} together: {why}")
+    for flag, choices in CHOICES.items():
+        if flag in args and _one(args, flag) not in choices:
+            raise PerfModelError(
+                f"{flag} {_one(args, flag)}: Megatron-LM accepts {', '.join(choices)}"
+            )
+
+
+def _float(args: dict, flag: str) -> float:
+    v = _one(args, flag)
+    try:
+        return float(v)
+    except ValueError:
+        raise PerfModelError(f"{flag} {v}: not a number") from None
+
+
 def _special(args: dict, out: Imported) -> None:
     """The arguments whose meaning depends on others."""
     model, training, parallel = out.plan["model"], out.plan["training"], out.plan["parallel"]
+    if "--group-query-attention" in args and "--num-query-groups" not in args:
+        model["num_query_groups"] = 1  # Megatron-LM's default for --num-query-groups
+        out.assumed.append(
+            "--group-query-attention without --num-query-groups: 1 group, its default"
+        )
     if "--num-query-groups" in args:
         if "--group-query-attention" in args:
             model["num_query_groups"] = _int(args, "--num-query-groups")
@@ -229,10 +269,15 @@ def _special(args: dict, out: Imported) -> None:
                 f"--position-embedding-type {kind}: perfmodel models learned_absolute, rope and"
                 " none"
             )
-        model["position_embedding"] = "learned" if kind == "learned_absolute" else "rope"
-    drops = [float(_one(args, f)) for f in ("--hidden-dropout", "--attention-dropout") if f in args]
+        model["position_embedding"] = {"learned_absolute": "learned"}.get(kind, kind)
+    drops = [_float(args, f) for f in ("--hidden-dropout", "--attention-dropout") if f in args]
     if drops and not any(drops):
         model["dropout"] = False
+    if "--multi-latent-attention" in args and "kv_lora_rank" not in model:
+        raise PerfModelError(
+            "--multi-latent-attention without --kv-lora-rank: give the latent attention's shape"
+            " (--kv-lora-rank, --q-lora-rank, --qk-head-dim, --qk-pos-emb-head-dim, --v-head-dim)"
+        )
     if "--multi-latent-attention" not in args and any(
         k in model for k in ("q_lora_rank", "kv_lora_rank")
     ):
@@ -255,8 +300,13 @@ def _special(args: dict, out: Imported) -> None:
             "--transformer-impl local: modelled with the megatron-core profile's fused kernels"
         )
     _recompute(args, out)
+    _sharding(args, out)
     if "--num-layers-per-virtual-pipeline-stage" in args:
         per = _int(args, "--num-layers-per-virtual-pipeline-stage")
+        if per < 1:
+            raise PerfModelError(
+                f"--num-layers-per-virtual-pipeline-stage {per}: give at least 1 layer per chunk"
+            )
         layers, pp = model.get("num_layers"), parallel["pp"]
         if not layers or layers % (pp * per):
             raise PerfModelError(
@@ -268,6 +318,24 @@ def _special(args: dict, out: Imported) -> None:
     if "dtype" not in training:
         training["dtype"] = "fp32"
         out.assumed.append("no --bf16/--fp16/--fp8-format: fp32, as Megatron-LM runs by default")
+
+
+def _sharding(args: dict, out: Imported) -> None:
+    """Megatron-FSDP (--use-megatron-fsdp) shards by --data-parallel-sharding-strategy: no_shard,
+    optim (ZeRO-1), optim_grads (ZeRO-2), optim_grads_params (ZeRO-3)."""
+    strategy = (
+        _one(args, "--data-parallel-sharding-strategy")
+        if "--data-parallel-sharding-strategy" in args
+        else None
+    )
+    if "--use-megatron-fsdp" not in args:
+        if strategy:
+            out.ignored.append(
+                "--data-parallel-sharding-strategy (read only with --use-megatron-fsdp)"
+            )
+        return
+    stage = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+    out.plan["parallel"]["zero_stage"] = stage[strategy or "optim_grads_params"]
 
 
 def _recompute(args: dict, out: Imported) -> None:
@@ -305,6 +373,11 @@ def _system_and_vocab(
         system["gpus_per_node"] = per_node
     if num_gpus:
         system["num_gpus"] = num_gpus
+        if per_node and nodes and per_node * nodes != num_gpus:
+            out.assumed.append(
+                f"--gpus {num_gpus} replaces the file's {per_node} x {nodes} = {per_node * nodes}"
+                " GPUs (--nproc_per_node x --nnodes)"
+            )
     elif per_node and nodes:
         system["num_gpus"] = per_node * nodes
     else:
@@ -313,6 +386,10 @@ def _system_and_vocab(
             "pass --gpus N"
         )
     if vocab_size:
+        if model.get("vocab_size") not in (None, vocab_size):
+            out.assumed.append(
+                f"--vocab-size {vocab_size} replaces the file's --vocab-size {model['vocab_size']}"
+            )
         model["vocab_size"] = vocab_size
     elif "vocab_size" not in model:
         tok = _one(args, "--tokenizer-type") if "--tokenizer-type" in args else ""

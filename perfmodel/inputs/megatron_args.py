@@ -64,7 +64,12 @@ SWITCHES = {  # flag -> (section, field, value)
     "--use-flash-attn": ("training", "flash_attention", True),
     "--overlap-grad-reduce": ("training", "overlap_grad_reduce", True),
     "--overlap-param-gather": ("training", "overlap_param_gather", True),
-    "--tp-comm-overlap": ("training", "tp_comm_overlap", True),
+    # userbuffers' TP/GEMM overlap (Megatron-LM --tp-comm-overlap, Transformer Engine); the plain
+    # asynchronous TP all-reduce is Megatron-LM's default
+    # (--no-async-tensor-model-parallel-allreduce turns it off)
+    "--tp-comm-overlap": ("training", "tp_comm_overlap_ub", True),
+    "--no-async-tensor-model-parallel-allreduce": ("training", "tp_comm_overlap", False),
+    "--use-megatron-fsdp": None,  # read with --data-parallel-sharding-strategy
     "--fp8-param-gather": ("training", "fp8_param_gather", True),
     "--group-query-attention": None,
     "--multi-latent-attention": None,  # read with the flags they enable
@@ -72,6 +77,7 @@ SWITCHES = {  # flag -> (section, field, value)
 
 
 OTHER_VALUES = (
+    "--data-parallel-sharding-strategy",
     "--num-query-groups",
     "--normalization",
     "--position-embedding-type",

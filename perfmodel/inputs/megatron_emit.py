@@ -26,7 +26,7 @@ def to_args(plan, config: dict) -> list[str]:
             f"{plan.model.name}: Megatron-LM has no argument for {', '.join(lacking)}; "
             "write its arguments by hand"
         )
-    return _model_args(plan) + _parallel_args(c) + _training_args(plan)
+    return _model_args(plan) + _parallel_args(c) + _training_args(plan, c)
 
 
 def _model_args(plan) -> list[str]:
@@ -124,20 +124,21 @@ def _parallel_args(c: dict) -> list[str]:
     return a
 
 
-def _training_args(plan) -> list[str]:
-    """The kernels, overlaps and precision the plan's training section names."""
+def _training_args(plan, c: dict) -> list[str]:
+    """The kernels, overlaps and precision the plan's training section names. The asynchronous TP
+    all-reduce is Megatron-LM's default; userbuffers' overlap (--tp-comm-overlap) needs sequence
+    parallelism, which Megatron-LM asserts, so it is written only with SP."""
     t = plan.training
     a = ["--attention-backend " + ("flash" if t.flash_attention else "unfused")]
     a += [
         f"--{k.replace('_', '-')}"
-        for k in (
-            "overlap_grad_reduce",
-            "overlap_param_gather",
-            "tp_comm_overlap",
-            "fp8_param_gather",
-        )
+        for k in ("overlap_grad_reduce", "overlap_param_gather", "fp8_param_gather")
         if getattr(t, k)
     ]
+    if not t.tp_comm_overlap and c["tp"] > 1:
+        a.append("--no-async-tensor-model-parallel-allreduce")
+    if t.tp_comm_overlap_ub and c["sequence_parallel"]:
+        a.append("--tp-comm-overlap")
     dtype = plan.training.dtype
     a += {"bf16": ["--bf16"], "fp16": ["--fp16"], "fp8": ["--bf16", "--fp8-format hybrid"]}.get(
         dtype, []

@@ -89,7 +89,7 @@ class Model(Spec):
     tied_embeddings: bool = Field(
         True, description="Output layer shares the word-embedding matrix."
     )
-    position_embedding: Literal["learned", "rope"] = Field(
+    position_embedding: Literal["learned", "rope", "none"] = Field(
         "learned", description="learned adds s*h parameters; rope adds none."
     )
     add_bias_linear: bool | None = Field(
