@@ -167,8 +167,14 @@ def test_megatron_readings_follow_megatron_lm():
     gqa = run("meg_gqa_without_groups", "import", "megatron", "run.sh", "--gpu", "h100-sxm")
     one_line_error(gqa, "num_query_groups(1) is not divisible by tp(2)")
     assert imported("meg_position_none")["model"]["position_embedding"] == "none"
+    # the asynchronous TP all-reduce is Megatron-LM's default; --tp-comm-overlap is userbuffers'
     overlap = imported("meg_tp_comm_overlap_mapping")["training"]
-    assert overlap["tp_comm_overlap_ub"] and overlap["tp_comm_overlap"]
+    assert overlap["tp_comm_overlap"] and not overlap["tp_comm_overlap_ub"]
+    from perfmodel.inputs.megatron import read_args
+
+    script = (REPRO / "meg_tp_comm_overlap_mapping" / "run.sh").read_text().strip()
+    ub = read_args(script + " --tp-comm-overlap\n", "h100-sxm").plan["training"]
+    assert ub["tp_comm_overlap_ub"] and ub["tp_comm_overlap"]
     fsdp = imported("meg_fsdp_args_not_read")
     assert fsdp["parallel"]["zero_stage"] == 3 and "not recognized" not in fsdp["_stderr"]
     twice = imported("meg_duplicate_flag")
