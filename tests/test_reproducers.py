@@ -203,3 +203,73 @@ def test_megatron_overrides_apply_before_the_layout_is_checked():
     )
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["config"]["pp"] == 3
+
+
+def nemo(case: str, *extra: str) -> dict:
+    """The plan `import nemo recipe.yaml --gpu h100-sxm` writes for a reproducer, parsed."""
+    import yaml
+
+    r = run(case, "import", "nemo", "recipe.yaml", "--gpu", "h100-sxm", *extra)
+    assert r.exit_code == 0, r.output
+    return yaml.safe_load(r.stdout) | {"_stderr": r.stderr}
+
+
+@pytest.mark.parametrize(
+    "case, needles",
+    [
+        ("nemo_checkpoint_method_bogus", ["activations_checkpoint_method: 'bogus'; NeMo accepts"]),
+        ("nemo_mandatory_missing", ["model.ffn_hidden_size: ??? is OmegaConf's mandatory value"]),
+        ("nemo_num_nodes_true", ["trainer.num_nodes: True is not a count"]),
+    ],
+)
+def test_nemo_values_refused_by_name(case, needles):
+    one_line_error(run(case, "import", "nemo", "recipe.yaml", "--gpu", "h100-sxm"), *needles)
+
+
+def test_nemo_values_typed_as_omegaconf_types_them():
+    """Strings where NeMo's dataclasses hold bools and floats, and YAML 1.1's 'off', read as
+    OmegaConf reads them rather than by Python's bool() of a string."""
+    bias = nemo("nemo_bool_string_bias")["model"]
+    assert bias["add_bias_linear"] is False and bias["tied_embeddings"] is False
+    assert nemo("nemo_yaml11_off")["model"]["add_bias_linear"] is False
+    assert nemo("nemo_dropout_string_zero")["model"]["dropout"] is False
+    assert nemo("nemo_fp8_string_false")["training"]["dtype"] == "bf16"
+    # "false" is off: nothing to offload, nothing to refuse
+    offload = nemo("nemo_cpu_offloading_string_false")["_stderr"]
+    assert "ignored (no effect on the cost): model.cpu_offloading" in offload
+
+
+def test_nemo_bridge_sections_read_as_megatron_bridge_reads_them():
+    sgd = nemo("nemo_bridge_optimizer_sgd", "--gpus", "16")
+    assert sgd["training"]["optimizer"] == "sgd"
+    fp16 = nemo("nemo_mixed_precision_mapping", "--gpus", "16")
+    assert fp16["training"]["dtype"] == "fp16"
+    strategy = nemo("nemo_trainer_strategy_tp")
+    assert strategy["parallel"]["tp"] == 4
+
+
+def test_nemo_unknown_keys_and_sections_are_not_recognized():
+    keys = nemo("nemo_unknown_keys_unreported", "--gpus", "16")["_stderr"]
+    assert "not recognized" in keys and "trainer.bogus_knob" in keys and "ddp.bogus_knob" in keys
+    section = nemo("nemo_unknown_section_costless")["_stderr"]
+    assert "not recognized" in section and "parallelism" in section
+    assert "no effect on the cost): parallelism" not in section
+
+
+def test_nemo_userbuffers_off_keeps_the_async_tp_overlap(tmp_path):
+    """ub_tp_comm_overlap: false turns off userbuffers only; the key absent and false agree."""
+    case = REPRO / "nemo_ub_tp_comm_overlap_false"
+    absent = "\n".join(
+        ln
+        for ln in (case / "recipe.yaml").read_text().splitlines()
+        if "ub_tp_comm_overlap" not in ln
+    )
+    (tmp_path / "recipe.yaml").write_text(absent + "\n")
+    times = []
+    for folder in (case, tmp_path):
+        r = CliRunner().invoke(
+            main, ["estimate", str(folder / "recipe.yaml"), "--gpu", "h100-sxm", "--json"]
+        )
+        assert r.exit_code == 0, r.output
+        times.append(json.loads(r.stdout)["step_time_s"])
+    assert times[0] == pytest.approx(times[1], rel=1e-9)

@@ -157,7 +157,7 @@ def kind_of(path: Path, text: str) -> tuple[Kind, Any]:
             or "train" in data
             or (isinstance(model, dict) and "tensor_model_parallel_size" in model)
         ):
-            return "nemo", data
+            return "nemo", presets.parse_yaml(text, label, omegaconf=True)  # as NeMo reads it
         return "plan", data
     if _ARGUMENT.search(text):
         return "megatron", None
@@ -204,7 +204,7 @@ def read_launch(
     if kind == "megatron":
         imp = read_args(text, gpu, gpus, vocab_size)
     elif kind == "nemo":
-        data = presets.parse_yaml(text, path)
+        data = presets.parse_yaml(text, path, omegaconf=True)
         imp = read_recipe(data, gpu, gpus, vocab_size)
     else:
         raise PerfModelError(f"unknown launch file kind {kind!r}; use megatron or nemo")

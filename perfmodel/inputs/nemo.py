@@ -14,157 +14,59 @@ from typing import Any
 
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs.megatron_args import Imported, megatron_defaults, megatron_rules
-
-MODEL_KEYS = {  # recipe key -> Model field
-    "num_layers": "num_layers",
-    "hidden_size": "hidden_size",
-    "ffn_hidden_size": "ffn_hidden_size",
-    "num_attention_heads": "num_attention_heads",
-    "num_query_groups": "num_query_groups",
-    "kv_channels": "kv_channels",
-    "encoder_seq_length": "seq_length",
-    "seq_length": "seq_length",
-    "vocab_size": "vocab_size",
-    "num_moe_experts": "num_moe_experts",
-    "moe_router_topk": "moe_router_topk",
-    "moe_ffn_hidden_size": "moe_ffn_hidden_size",
-    "qk_layernorm": "qk_layernorm",
-    "moe_shared_expert_intermediate_size": "moe_shared_expert_intermediate_size",
-}
-PARALLEL_KEYS = {
-    "tensor_model_parallel_size": "tp",
-    "pipeline_model_parallel_size": "pp",
-    "context_parallel_size": "cp",
-    "virtual_pipeline_model_parallel_size": "vp",
-    "expert_model_parallel_size": "ep",
-    "expert_tensor_parallel_size": "etp",
-    "micro_batch_size": "micro_batch_size",
-    "sequence_parallel": "sequence_parallel",
-}
-TRAINING_KEYS = {
-    "global_batch_size": "global_batch_size",
-    "use_flash_attention": "flash_attention",
-    "ub_tp_comm_overlap": "tp_comm_overlap",
-    "tp_comm_overlap": "tp_comm_overlap",
-    "overlap_grad_reduce": "overlap_grad_reduce",
-    "overlap_param_gather": "overlap_param_gather",
-    "moe_token_dispatcher_type": "moe_token_dispatcher_type",
-    "persist_layer_norm": "persist_layer_norm",
-    "gradient_accumulation_fusion": "grad_accumulation_fusion",
-}
-READ_ELSEWHERE = {
-    "normalization",
-    "bias",
-    "add_bias_linear",
-    "activation",
-    "activation_func",
-    "gated_linear_unit",
-    "position_embedding_type",
-    "share_embeddings_and_output_weights",
-    "hidden_dropout",
-    "attention_dropout",
-    "ffn_dropout",
-    "activations_checkpoint_granularity",
-    "recompute_granularity",
-    "activations_checkpoint_method",
-    "recompute_method",
-    "activations_checkpoint_num_layers",
-    "recompute_num_layers",
-    "fp8",
-    "fp8_e4m3",
-    "fp8_hybrid",
-    "optim",
-    "max_position_embeddings",
-    "use_distributed_optimizer",
-    "bf16",
-    "fp16",
-    "params_dtype",
-}
-NO_COST = {
-    "mcore_gpt",
-    "init_method_std",
-    "use_scaled_init_method",
-    "apply_query_key_layer_scaling",
-    "layernorm_epsilon",
-    "do_layer_norm_weight_decay",
-    "make_vocab_size_divisible_by",
-    "pre_process",
-    "post_process",
-    "openai_gelu",
-    "normalize_attention_scores",
-    "rotary_percentage",
-    "rotary_base",
-    "attention_type",
-    "batch_p2p_comm",
-    "overlap_p2p_comm",
-    "tokenizer",
-    "native_amp_init_scale",
-    "native_amp_growth_interval",
-    "hysteresis",
-    "fp16_lm_cross_entropy",
-    "megatron_amp_O2",
-    "grad_allreduce_chunk_size_mb",
-    "grad_div_ar_fusion",
-    "bias_activation_fusion",
-    "bias_dropout_add_fusion",
-    "masked_softmax_fusion",
-    "get_attention_mask_from_fusion",
-    "seed",
-    "resume_from_checkpoint",
-    "use_cpu_initialization",
-    "onnx_safe",
-    "apex_transformer_log_level",
-    "gradient_as_bucket_view",
-    "sync_batch_comm",
-    "transformer_engine",
-    "fp8_margin",
-    "fp8_interval",
-    "fp8_amax_history_len",
-    "fp8_amax_compute_algo",
-    "reduce_amax",
-    "use_emha",
-    "data",
-    "nsys_profile",
-    "headscale",
-    "transformer_block_type",
-    "moe_router_load_balancing_type",
-    "moe_aux_loss_coeff",
-    "moe_z_loss_coeff",
-    "moe_grouped_gemm",
-    "num_micro_batches_with_partial_activation_checkpoints",
-    "activations_checkpoint_layers_per_pipeline",
-    "moe_expert_capacity_factor",
-    "mtp_num_layers",
-    "cpu_offloading",
-    "fp32_residual_connection",
-}
-CANNOT = {  # key -> what it turns on (refused when its value is set and not false)
-    "num_micro_batches_with_partial_activation_checkpoints": "partial activation checkpointing",
-    "activations_checkpoint_layers_per_pipeline": "per-stage activation checkpointing",
-    "moe_expert_capacity_factor": "token dropping (perfmodel models dropless routing)",
-    "mtp_num_layers": "multi-token prediction layers",
-    "cpu_offloading": "offloading to the CPU",
-    "headscale": "head scaling",
-    "fp32_residual_connection": "fp32 residual connections",
-}
-SECTIONS_NO_COST = (
-    "exp_manager",
-    "logger",
-    "checkpoint",
-    "scheduler",
-    "rng",
-    "dataset",
-    "tokenizer",
-    "profiling",
-    "logging",
-    "comm_overlap",
-    "rerun_state_machine",
-    "ft",
-    "straggler",
-    "inprocess_restart",
-    "nvrx_straggler",
-    "mixed_precision_ignored",
+from perfmodel.inputs.nemo_keys import (
+    BOOL_KEYS,
+    CANNOT,
+    CHOICES,
+    DDP_KEYS,
+    FLOAT_KEYS,
+    INT_KEYS,
+    MODEL_KEYS,
+    NO_COST,
+    PARALLEL_KEYS,
+    READ_ELSEWHERE,
+    SECTIONS_NO_COST,
+    STRATEGY_KEYS_NO_COST,
+    TRAINER_KEYS_NO_COST,
+    TRAINING_KEYS,
 )
+
+_TRUE = {"true", "yes", "on", "y", "1"}
+_FALSE = {"false", "no", "off", "n", "0"}
+
+
+def typed(key: str, value: Any, where: str) -> Any:
+    """A recipe value as OmegaConf's typed nodes read it (BooleanNode, IntegerNode, FloatNode):
+    "false", "Off" or 0 is false, "0.0" is 0.0; '???' is OmegaConf's mandatory value, left unset,
+    which NeMo would stop on when it reads it."""
+    if isinstance(value, str) and value.strip() == "???":
+        raise PerfModelError(
+            f"{where}.{key}: ??? is OmegaConf's mandatory value, left unset (NeMo stops on it):"
+            " give the value"
+        )
+    if value is None:
+        return None
+    if key in BOOL_KEYS:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) or (
+            isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE
+        ):
+            return str(value).strip().lower() in _TRUE if isinstance(value, str) else value != 0
+        raise PerfModelError(f"{where}.{key}: {value!r} is not true or false")
+    if key in INT_KEYS and not isinstance(value, bool):
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+        if not isinstance(value, int):
+            raise PerfModelError(f"{where}.{key}: {value!r} is not a whole number")
+    if key in FLOAT_KEYS and not isinstance(value, bool):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise PerfModelError(f"{where}.{key}: {value!r} is not a number") from None
+    if key in CHOICES and value not in CHOICES[key]:
+        raise PerfModelError(f"{where}.{key}: {value!r}; NeMo accepts {', '.join(CHOICES[key])}")
+    return value
 
 
 def read_recipe(
@@ -182,11 +84,11 @@ def read_recipe(
     model, parallel, training = out.plan["model"], out.plan["parallel"], out.plan["training"]
 
     def get(key):
-        v = model_cfg.get(key, train.get(key))
-        return _resolve(v, model_cfg, key)
+        where = "model" if key in model_cfg else "train"
+        return typed(key, _resolve(model_cfg.get(key, train.get(key)), model_cfg, key), where)
 
     for key, value in {**train, **model_cfg}.items():
-        value = _resolve(value, model_cfg, key)
+        value = get(key)
         if key in CANNOT and value not in (None, False, 0):
             raise PerfModelError(
                 f"model.{key}: {value!r} turns on {CANNOT[key]}, which perfmodel cannot model; "
@@ -218,6 +120,7 @@ def read_recipe(
     _recompute(get, parallel)
     _precision_and_optimizer(data, get, out)
     megatron_rules(out, "sequence_parallel", "Megatron")
+    _strategy(data, out)
     _system(data, out, num_gpus)
     if vocab_size:
         model["vocab_size"] = vocab_size
@@ -226,21 +129,38 @@ def read_recipe(
             "the vocabulary size is not in the recipe (it comes from the tokenizer); "
             "pass --vocab-size N"
         )
-    for section in data:
-        if (
-            section not in (
-                "model",
-                "train",
-                "trainer",
-                "name",
-                "optimizer",
-                "ddp",
-                "mixed_precision",
-            )
-            and data[section] is not None
-        ):
-            out.ignored.append(f"{section}.*" if isinstance(data[section], dict) else section)
+    _sections(data, out)
     return out
+
+
+def _sections(data: dict, out: Imported) -> None:
+    """Every section accounted for: the ones read, the ones known to have no effect on the cost
+    (ignored), and the rest (not recognized: an unknown section may well change the cost)."""
+    read = ("model", "train", "trainer", "name", "optimizer", "ddp", "mixed_precision")
+    for section in data:
+        if section in read or data[section] is None:
+            continue
+        label = f"{section}.*" if isinstance(data[section], dict) else section
+        (out.ignored if section in SECTIONS_NO_COST else out.unrecognized).append(label)
+    for key in _section(data, "ddp"):
+        if key not in DDP_KEYS:
+            out.unrecognized.append(f"ddp.{key}")
+    for key in _section(data, "trainer"):
+        if key not in ("devices", "num_nodes", "precision", "strategy", *TRAINER_KEYS_NO_COST):
+            out.unrecognized.append(f"trainer.{key}")
+
+
+def _strategy(data: dict, out: Imported) -> None:
+    """NeMo 2's MegatronStrategy holds the parallel layout: trainer.strategy.tensor_model_
+    parallel_size and the rest, read as the model section's keys are."""
+    strategy = _section(_section(data, "trainer"), "strategy")
+    for key, value in strategy.items():
+        value = typed(key, value, "trainer.strategy")
+        if key in PARALLEL_KEYS:
+            if value is not None:
+                out.plan["parallel"][PARALLEL_KEYS[key]] = value
+        elif key not in STRATEGY_KEYS_NO_COST:
+            out.unrecognized.append(f"trainer.strategy.{key}")
 
 
 def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
@@ -250,11 +170,9 @@ def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def _resolve(value, section: dict, key: str):
-    """OmegaConf's ${.key} and ${model.key} interpolations, one level deep; '???' (mandatory, unset)
-    is None."""
+    """OmegaConf's ${.key} and ${model.key} interpolations, one level deep ('???', mandatory and
+    unset, is left for `typed` to refuse)."""
     if isinstance(value, str):
-        if value == "???":
-            return None
         m = re.fullmatch(r"\$\{(?:model)?\.?([A-Za-z_]\w*)\}", value.strip())
         if m and m.group(1) != key:
             return section.get(m.group(1))
@@ -269,7 +187,7 @@ def _architecture(get, model: dict) -> None:
                 f"model.normalization: {norm!r}; perfmodel models layernorm and rmsnorm"
             )
         model["normalization"] = str(norm).lower()
-    bias = get("bias") if get("bias") is not None else get("add_bias_linear")
+    bias = get("bias") if get("bias") is not None else get("add_bias_linear")  # typed by get
     if bias is not None:
         model["add_bias_linear"] = bool(bias)
     act = str(get("activation") or get("activation_func") or "gelu").lower().removeprefix("fast-")
@@ -298,7 +216,7 @@ def _architecture(get, model: dict) -> None:
                 f"model.position_embedding_type: {pos!r}; perfmodel models learned_absolute and"
                 " rope"
             )
-        model["position_embedding"] = "learned" if pos == "learned_absolute" else "rope"
+        model["position_embedding"] = {"learned_absolute": "learned"}.get(pos, pos)
     tied = get("share_embeddings_and_output_weights")
     if tied is not None:
         model["tied_embeddings"] = bool(tied)
@@ -328,9 +246,7 @@ def _recompute(get, parallel: dict) -> None:
 
 def _precision_and_optimizer(data: dict, get, out: Imported) -> None:
     training, parallel = out.plan["training"], out.plan["parallel"]
-    precision = str(
-        (data.get("trainer") or {}).get("precision", "") or data.get("mixed_precision") or ""
-    ).lower()
+    precision = _precision_name(data)
     if get("fp8") or "fp8" in precision:
         training["dtype"] = "fp8"
     elif "bf16" in precision or get("bf16"):
@@ -340,6 +256,7 @@ def _precision_and_optimizer(data: dict, get, out: Imported) -> None:
     else:
         training["dtype"] = "fp32"
         out.assumed.append(f"precision {precision or 'unset'}: fp32")
+    _optimizer(data, out)
     optim = get("optim")
     name = optim.get("name") if isinstance(optim, dict) else None
     ddp = _section(data, "ddp")
@@ -351,13 +268,40 @@ def _precision_and_optimizer(data: dict, get, out: Imported) -> None:
     ):
         parallel["zero_stage"] = 1
     for key in ("overlap_grad_reduce", "overlap_param_gather"):
-        if ddp.get(key) is not None:
-            training[key] = bool(ddp[key])
+        value = typed(key, ddp.get(key), "ddp")
+        if value is not None:
+            training[key] = value
+
+
+def _precision_name(data: dict) -> str:
+    """trainer.precision (bf16-mixed, 16-mixed, ...), or Megatron-Bridge's mixed_precision: a recipe
+    name (bf16_mixed, fp8_...) or a mapping of flags {bf16, fp16, fp8}."""
+    mixed = data.get("mixed_precision")
+    if isinstance(mixed, dict):
+        flags = {k: mixed.get(k) for k in ("fp8", "bf16", "fp16")}
+        if flags["fp8"] not in (None, False, "null"):
+            return "fp8"
+        return next((k for k in ("bf16", "fp16") if typed(k, flags[k], "mixed_precision")), "fp32")
+    trainer = _section(data, "trainer")
+    return str(trainer.get("precision", "") or mixed or "").lower()
+
+
+def _optimizer(data: dict, out: Imported) -> None:
+    """Megatron-Bridge's optimizer.optimizer: adam or sgd (Megatron-Core OptimizerConfig)."""
+    name = _section(data, "optimizer").get("optimizer")
+    if name is None:
+        return
+    if name not in ("adam", "sgd"):
+        raise PerfModelError(f"optimizer.optimizer: {name!r}; Megatron-Core offers adam and sgd")
+    out.plan["training"]["optimizer"] = name
 
 
 def _system(data: dict, out: Imported, num_gpus: int | None) -> None:
     trainer = _section(data, "trainer")
     devices, nodes = trainer.get("devices"), trainer.get("num_nodes")
+    for key, value in (("devices", devices), ("num_nodes", nodes)):
+        if isinstance(value, bool):
+            raise PerfModelError(f"trainer.{key}: {value!r} is not a count; give a whole number")
     system = out.plan["system"]
     if isinstance(devices, int) and devices > 0:
         system["gpus_per_node"] = devices

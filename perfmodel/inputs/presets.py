@@ -54,11 +54,12 @@ def read_text(path: str, label: str) -> str:
     return _read_text(Path(path), label)
 
 
-def parse_yaml(text: str, label: str) -> Any:
-    """YAML text -> Python data under YAML 1.2's core schema (yaml12.py); a syntax error names the
-    line and column, and duplicate keys, runaway aliases and deep nesting are errors."""
+def parse_yaml(text: str, label: str, omegaconf: bool = False) -> Any:
+    """YAML text -> Python data under YAML 1.2's core schema (yaml12.py), or YAML 1.1 as OmegaConf
+    reads it (``omegaconf``: NeMo recipes); a syntax error names the line and column, and duplicate
+    keys, runaway aliases and deep nesting are errors."""
     try:
-        return yaml12.load(text)
+        return yaml12.load(text, omegaconf)
     except yaml12.YamlError as e:
         raise PerfModelError(f"{label}: {e}") from None
     except yaml.YAMLError as e:

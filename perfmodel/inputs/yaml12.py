@@ -102,6 +102,27 @@ _Loader.add_constructor("tag:yaml.org,2002:float", _float)
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 
 
+class _OmegaConfLoader(yaml.SafeLoader):
+    """How OmegaConf reads a config (omegaconf/_utils.py, get_yaml_loader): PyYAML's SafeLoader,
+    so YAML 1.1 (off, no, yes are booleans), with floats written without a dot (1e-5) read as
+    floats, and a key given twice an error. NeMo reads its recipes through it."""
+
+
+_OmegaConfLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+_OmegaConfLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
 def _measure(node, depth: int, memo: dict) -> int:
     """Values the node expands to (aliases counted each time they are used), bounded."""
     if depth > MAX_DEPTH:
@@ -126,11 +147,12 @@ def _measure(node, depth: int, memo: dict) -> int:
     return n
 
 
-def load(text: str):
-    """Parse one YAML document under the rules above; YamlError or yaml.YAMLError on bad input."""
+def load(text: str, omegaconf: bool = False):
+    """Parse one YAML document under the rules above (with ``omegaconf``, as OmegaConf reads it:
+    YAML 1.1); YamlError or yaml.YAMLError on bad input."""
     if text.startswith("\ufeff"):
         text = text[1:]  # a UTF-8 byte-order mark is not part of the document
-    loader = _Loader(text)
+    loader = _OmegaConfLoader(text) if omegaconf else _Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
