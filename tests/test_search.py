@@ -146,7 +146,7 @@ def test_cli_plan_sort_memory(runner):
     "args,needle",
     [
         (["--top", "0"], "--top"),
-        (["--gpus", "7", "--tp", "2"], "no valid configuration for 7 GPUs"),
+        (["--gpus", "7", "--tp", "2"], "parallel.tp 2 does not divide num_gpus(7)"),
         (["--gpus", "13"], "not a multiple of gpus_per_node"),
         (["--vp", "2", "--schedule", "1f1b"], "contradict"),
     ],

@@ -28,6 +28,7 @@ from perfmodel.engine.rules import config_problems
 from perfmodel.engine.uncertainty import Band
 from perfmodel.errors import PerfModelError
 from perfmodel.specs import Config, Plan
+from perfmodel.specs.framework import PROFILES
 from perfmodel.specs.parallel import Parallel
 
 if TYPE_CHECKING:
@@ -85,7 +86,9 @@ def resolve_config(plan: Plan, **overrides: Any) -> Config:
         cp=cp,
         ep=par.ep or 1,
         etp=par.etp or 1,
-        cp_comm_type=par.cp_comm_type or "p2p",
+        # Megatron-Core's default --cp-comm-type is p2p; DeepSpeed's Ulysses is all-to-all
+        cp_comm_type=par.cp_comm_type
+        or (PROFILES[plan.training.framework]["cp_comm_types"] or ("p2p",))[0],
         first_stage_layers=par.decoder_first_pipeline_num_layers or 0,
         last_stage_layers=par.decoder_last_pipeline_num_layers or 0,
     )

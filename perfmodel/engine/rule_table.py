@@ -4,97 +4,21 @@ perfmodel/engine/rules.py applies them; the rule IDs are those of `perfmodel che
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 
-from perfmodel.cost import Array
-from perfmodel.specs.framework import PROFILES
+from perfmodel.engine.facts import (
+    Facts,
+    Rule,
+    as_array,
+    given,
+    interleaved,
+    middle_layers,
+    middle_stages,
+    product_text,
+    vp_above_1,
+)
 
-
-@dataclass(frozen=True)
-class Facts:
-    """What a rule reads: the model's and the job's numbers, and the knobs (arrays or scalars)."""
-
-    heads: int
-    groups: int
-    layers: int
-    num_gpus: int
-    gpus_per_node: int
-    global_batch_size: int
-    seq_length: int = 1
-    experts: int = 0  # routed experts (0: dense model)
-    moe_ffn: int = 0
-    fused_attention: bool = True
-    cp_comm: str = "p2p"
-    # the knobs: an array over configurations, a scalar, or None where not known yet (Any: all
-    # three)
-    tp: Any = 1
-    pp: Any = 1
-    dp: Any = 1
-    cp: Any = 1
-    ep: Any = 1
-    etp: Any = 1
-    vp: Any = 1
-    micro_batch_size: Any = 1
-    sequence_parallel: Any = False
-    schedule: Any = None  # a name, or None when not known
-    # 0: the split is chosen (evenly, or balanced when pp does not divide L)
-    first_stage_layers: Any = 0
-    last_stage_layers: Any = 0
-    zero_stage: Any = 0
-    framework: str = "megatron-core"
-
-    @property
-    def profile(self) -> dict[str, Any]:
-        return PROFILES[self.framework]
-
-    @property
-    def m(self) -> Array:
-        return _a(self.global_batch_size // np.maximum(_a(self.dp) * self.micro_batch_size, 1))
-
-    @property
-    def stage_ranks(self) -> Array:
-        """The tp x cp x dp ranks of one pipeline stage, which EP x ETP fold into."""
-        return _a(_a(self.tp) * self.cp * self.dp)
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One validity rule: the `check` rule ID it reports under, the field to fix, what it reads, the
-    vectorized test of a violation, the message, and the search stage that applies it as a mask
-    (None: the search never builds a violating configuration)."""
-
-    id: str
-    field: str
-    reads: tuple[str, ...]
-    broken: Callable[[Facts], Any]
-    message: Callable[[Facts], str]
-    search_stage: str | None = None
-    search_reason: str = ""
-
-
-def _a(x: Any) -> Array:
-    return np.asarray(x)
-
-
-def _interleaved(f: Facts) -> Array:
-    return _a(f.schedule == "interleaved")
-
-
-def _vp_above_1(f: Facts) -> Array:
-    return _a(False) if f.vp is None else _a(_a(f.vp) > 1)
-
-
-def _given(x: Any) -> Array:
-    return _a(_a(x) > 0)
-
-
-def _product(f: Facts) -> str:
-    cp = f" * cp({f.cp})" if np.any(_a(f.cp) > 1) else ""
-    return f"tp({f.tp}) * pp({f.pp}) * dp({f.dp}){cp} = {f.tp * f.pp * f.dp * f.cp}"
+__all__ = ["KNOB_RULES", "RULES", "Facts", "Rule"]
 
 
 RULES: tuple[Rule, ...] = (
@@ -102,14 +26,16 @@ RULES: tuple[Rule, ...] = (
         "PM102",
         "parallel.dp",
         ("tp", "pp", "dp", "cp"),
-        lambda f: _a(f.tp) * f.pp * f.dp * f.cp != f.num_gpus,
-        lambda f: f"{_product(f)} != num_gpus({f.num_gpus}); choose dp = num_gpus / (tp * pp * cp)",
+        lambda f: as_array(f.tp) * f.pp * f.dp * f.cp != f.num_gpus,
+        lambda f: (
+            f"{product_text(f)} != num_gpus({f.num_gpus}); choose dp = num_gpus / (tp * pp * cp)"
+        ),
     ),
     Rule(
         "PM103",
         "parallel.tp",
         ("tp",),
-        lambda f: f.heads % _a(f.tp) != 0,
+        lambda f: f.heads % as_array(f.tp) != 0,
         lambda f: (
             f"num_attention_heads({f.heads}) is not divisible by tp({f.tp}); pick tp among the "
             f"divisors of {f.heads}"
@@ -123,7 +49,7 @@ RULES: tuple[Rule, ...] = (
         ("tp",),
         # Megatron-Core splits the KV heads over the TP ranks, divide(num_query_groups, tp)
         # (megatron/core/transformer/attention.py); replicating them is what inference engines do
-        lambda f: (f.heads % _a(f.tp) == 0) & (f.groups % _a(f.tp) != 0),
+        lambda f: (f.heads % as_array(f.tp) == 0) & (f.groups % as_array(f.tp) != 0),
         lambda f: (
             f"num_query_groups({f.groups}) is not divisible by tp({f.tp}): Megatron-Core splits"
             " the KV heads over the TP ranks (it does not replicate them); pick tp dividing"
@@ -136,7 +62,7 @@ RULES: tuple[Rule, ...] = (
         "PM104",
         "parallel.vp",
         ("pp", "vp"),
-        lambda f: (_a(f.vp) > 1) & (f.layers + 2 < _a(f.pp) * f.vp),
+        lambda f: (as_array(f.vp) > 1) & (f.layers + 2 < as_array(f.pp) * f.vp),
         lambda f: (
             f"pp({f.pp}) * vp({f.vp}) = {f.pp * f.vp} virtual stages exceed num_layers({f.layers})"
             " + 2: every chunk needs a layer, or the embedding or the loss (Megatron-Core's"
@@ -149,7 +75,7 @@ RULES: tuple[Rule, ...] = (
         "PM104",
         "parallel.pp",
         ("pp",),
-        lambda f: _a(f.pp) > f.layers,
+        lambda f: as_array(f.pp) > f.layers,
         lambda f: (
             f"pp({f.pp}) exceeds num_layers({f.layers}): every stage needs at least one layer"
         ),
@@ -158,35 +84,64 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "PM104",
-        "parallel.decoder_first_pipeline_num_layers",
+        lambda f: "parallel.decoder_"
+        + ("first" if np.any(given(f.first_stage_layers)) else "last")
+        + "_pipeline_num_layers",
         ("pp", "first_stage_layers", "last_stage_layers"),
-        lambda f: (_given(f.first_stage_layers) | _given(f.last_stage_layers))
+        lambda f: (given(f.first_stage_layers) | given(f.last_stage_layers))
         & (
-            (_a(f.pp) < 2)
+            (as_array(f.pp) < 2)
             | (
-                _a(f.first_stage_layers) + f.last_stage_layers
-                > f.layers - np.maximum(_a(f.pp) - 2, 0)
+                as_array(f.first_stage_layers) + f.last_stage_layers
+                > f.layers - np.maximum(as_array(f.pp) - 2, 0)
             )
             | (
-                (_a(f.pp) == 2)
-                & _given(f.first_stage_layers)
-                & _given(f.last_stage_layers)
-                & (_a(f.first_stage_layers) + f.last_stage_layers != f.layers)
+                (as_array(f.pp) == 2)
+                & given(f.first_stage_layers)
+                & given(f.last_stage_layers)
+                & (as_array(f.first_stage_layers) + f.last_stage_layers != f.layers)
             )
         ),
         lambda f: (
             f"first/last stage layers ({f.first_stage_layers}, {f.last_stage_layers}) do not fit"
             f" pp({f.pp}) stages of num_layers({f.layers}): they need pp >= 2 and leave each middle"
-            " stage a layer"
+            " stage a layer; give pp >= 2 and first + last stage layers at most num_layers - (pp -"
+            " 2)"
         ),
         "pair",
         "pp does not divide the layers",
     ),
     Rule(
+        "PM104",
+        "parallel.vp",
+        ("pp", "vp", "first_stage_layers", "last_stage_layers"),
+        # the uneven-split form of the rule above: each of a stage's vp chunks holds a layer, the
+        # embedding (first stage) or the loss (last stage); fewest on a middle stage:
+        # floor(rest / stages)
+        lambda f: (given(f.first_stage_layers) | given(f.last_stage_layers))
+        & vp_above_1(f)
+        & (
+            (given(f.first_stage_layers) & (as_array(f.first_stage_layers) + 1 < as_array(f.vp)))
+            | (given(f.last_stage_layers) & (as_array(f.last_stage_layers) + 1 < as_array(f.vp)))
+            | (
+                (middle_stages(f) > 0)
+                & (middle_layers(f) // np.maximum(middle_stages(f), 1) < as_array(f.vp))
+            )
+        ),
+        lambda f: (
+            f"vp({f.vp}) chunks per stage with first/last stage layers ({f.first_stage_layers},"
+            f" {f.last_stage_layers}) of num_layers({f.layers}) over pp({f.pp}): a stage has"
+            " fewer layers than chunks (each chunk needs a layer, or the embedding or the loss);"
+            " pick a smaller vp"
+        ),
+        "micro",
+        "more virtual stages than layers",
+    ),
+    Rule(
         "PM105",
         "training.global_batch_size",
         ("dp", "micro_batch_size"),
-        lambda f: f.global_batch_size % (_a(f.dp) * f.micro_batch_size) != 0,
+        lambda f: f.global_batch_size % (as_array(f.dp) * f.micro_batch_size) != 0,
         lambda f: (
             f"global_batch_size({f.global_batch_size}) is not divisible by dp({f.dp}) * "
             f"micro_batch_size({f.micro_batch_size}) = {f.dp * f.micro_batch_size}"
@@ -198,7 +153,7 @@ RULES: tuple[Rule, ...] = (
         "PM106",
         "parallel.vp",
         ("pp", "vp", "dp", "micro_batch_size"),
-        lambda f: (_a(f.vp) > 1) & (_a(f.pp) > 1) & (f.m % _a(f.pp) != 0),
+        lambda f: (as_array(f.vp) > 1) & (as_array(f.pp) > 1) & (f.m % as_array(f.pp) != 0),
         lambda f: (
             f"interleaved schedule needs the micro-batch count m({f.m}) to be a multiple of "
             f"pp({f.pp}); change global_batch_size or micro_batch_size"
@@ -210,28 +165,28 @@ RULES: tuple[Rule, ...] = (
         "PM107",
         "parallel.sequence_parallel",
         ("sequence_parallel", "tp"),
-        lambda f: _a(f.sequence_parallel).astype(bool) & (_a(f.tp) == 1),
+        lambda f: as_array(f.sequence_parallel).astype(bool) & (as_array(f.tp) == 1),
         lambda f: "sequence_parallel needs tp > 1; set it false or raise tp",
     ),
     Rule(
         "PM107",
         "parallel.vp",
         ("schedule", "vp"),
-        lambda f: _interleaved(f) & (_a(f.vp) == 1),
+        lambda f: interleaved(f) & (as_array(f.vp) == 1),
         lambda f: "schedule interleaved needs vp > 1; set vp or use schedule 1f1b",
     ),
     Rule(
         "PM107",
         "parallel.schedule",
         ("schedule", "vp"),
-        lambda f: _vp_above_1(f) & ~_interleaved(f),
+        lambda f: vp_above_1(f) & ~interleaved(f),
         lambda f: f"vp({f.vp}) > 1 needs schedule interleaved",
     ),
     Rule(
         "PM107",
         "parallel.vp",
         ("pp",),
-        lambda f: (_a(f.pp) == 1) & (_vp_above_1(f) | _interleaved(f)),
+        lambda f: (as_array(f.pp) == 1) & (vp_above_1(f) | interleaved(f)),
         lambda f: "interleaving (vp > 1) needs pp > 1",
         "micro",
         "interleaving needs pp > 1 and m a multiple of pp",
@@ -240,7 +195,7 @@ RULES: tuple[Rule, ...] = (
         "PM108",
         "parallel.cp",
         ("cp",),
-        lambda f: (_a(f.cp) > 1) & (f.seq_length % (2 * _a(f.cp)) != 0),
+        lambda f: (as_array(f.cp) > 1) & (f.seq_length % (2 * as_array(f.cp)) != 0),
         lambda f: (
             f"seq_length({f.seq_length}) is not divisible by 2 * cp({f.cp}): causal load balancing"
             " splits the sequence into 2 cp chunks (Megatron-Core CP); pick cp dividing"
@@ -253,7 +208,7 @@ RULES: tuple[Rule, ...] = (
         "PM108",
         "training.flash_attention",
         ("cp",),
-        lambda f: (_a(f.cp) > 1) & (not f.fused_attention),
+        lambda f: (as_array(f.cp) > 1) & (not f.fused_attention),
         lambda f: (
             f"cp({f.cp}) needs fused attention: Megatron-Core's context parallelism runs inside "
             "Transformer Engine's fused attention; set training.flash_attention: true"
@@ -265,7 +220,9 @@ RULES: tuple[Rule, ...] = (
         "PM108",
         "parallel.cp_comm_type",
         ("cp", "tp"),
-        lambda f: (_a(f.cp) > 1) & (f.cp_comm == "a2a") & (f.heads % (_a(f.tp) * f.cp) != 0),
+        lambda f: (as_array(f.cp) > 1)
+        & (f.cp_comm == "a2a")
+        & (f.heads % (as_array(f.tp) * f.cp) != 0),
         lambda f: (
             f"cp_comm_type a2a splits the heads over tp * cp = {f.tp * f.cp}, which does not divide"
             f" num_attention_heads({f.heads}); use cp_comm_type p2p"
@@ -277,7 +234,7 @@ RULES: tuple[Rule, ...] = (
         "PM109",
         "parallel.ep",
         ("ep", "etp"),
-        lambda f: (f.experts == 0) & ((_a(f.ep) > 1) | (_a(f.etp) > 1)),
+        lambda f: (f.experts == 0) & ((as_array(f.ep) > 1) | (as_array(f.etp) > 1)),
         lambda f: (
             "expert parallelism (ep, etp > 1) needs a mixture-of-experts model (num_moe_experts)"
         ),
@@ -288,7 +245,7 @@ RULES: tuple[Rule, ...] = (
         "PM109",
         "parallel.ep",
         ("ep",),
-        lambda f: (f.experts > 0) & (max(f.experts, 1) % _a(f.ep) != 0),
+        lambda f: (f.experts > 0) & (max(f.experts, 1) % as_array(f.ep) != 0),
         lambda f: (
             f"num_moe_experts({f.experts}) is not divisible by ep({f.ep}): experts per rank must be"
             " whole"
@@ -300,7 +257,7 @@ RULES: tuple[Rule, ...] = (
         "PM109",
         "parallel.ep",
         ("ep", "etp", "tp", "cp", "dp"),
-        lambda f: f.stage_ranks % (_a(f.ep) * f.etp) != 0,
+        lambda f: f.stage_ranks % (as_array(f.ep) * f.etp) != 0,
         lambda f: (
             f"ep({f.ep}) * etp({f.etp}) does not divide tp * cp * dp = {f.tp * f.cp * f.dp}: expert"
             " parallelism folds into the ranks of a pipeline stage (Megatron-Core MoE parallel"
@@ -313,7 +270,7 @@ RULES: tuple[Rule, ...] = (
         "PM109",
         "parallel.etp",
         ("etp",),
-        lambda f: (f.experts > 0) & (max(f.moe_ffn, 1) % _a(f.etp) != 0),
+        lambda f: (f.experts > 0) & (max(f.moe_ffn, 1) % as_array(f.etp) != 0),
         lambda f: f"moe_ffn_hidden_size({f.moe_ffn}) is not divisible by etp({f.etp})",
         "expert",
         "ep does not divide the experts",
@@ -322,7 +279,9 @@ RULES: tuple[Rule, ...] = (
         "PM109",
         "parallel.sequence_parallel",
         ("tp", "sequence_parallel"),
-        lambda f: (f.experts > 0) & (_a(f.tp) > 1) & ~_a(f.sequence_parallel).astype(bool),
+        lambda f: (f.experts > 0)
+        & (as_array(f.tp) > 1)
+        & ~as_array(f.sequence_parallel).astype(bool),
         lambda f: (
             f"a mixture-of-experts model with tp({f.tp}) > 1 needs sequence_parallel: true "
             "(Megatron-LM arguments.py asserts it)"
@@ -334,7 +293,7 @@ RULES: tuple[Rule, ...] = (
         ("vp",),
         # DeepSpeed's PipelineEngine runs one schedule, TrainSchedule (1F1B), with one chunk per
         # stage (deepspeed/runtime/pipe/schedule.py); Megatron-LM has interleaved 1F1B since 2021
-        lambda f: _vp_above_1(f) & (not f.profile["interleaved"]),
+        lambda f: vp_above_1(f) & (not f.profile["interleaved"]),
         lambda f: (
             f"vp({f.vp}) needs the interleaved schedule, which {f.framework}'s pipeline engine does"
             " not run (one chunk per stage, 1F1B); use vp 1"
@@ -346,7 +305,7 @@ RULES: tuple[Rule, ...] = (
         "PM110",
         "parallel.zero_stage",
         ("zero_stage",),
-        lambda f: ~np.isin(_a(f.zero_stage), f.profile["zero_stages"]),
+        lambda f: ~np.isin(as_array(f.zero_stage), f.profile["zero_stages"]),
         lambda f: (
             f"{f.framework} does not run ZeRO-{f.zero_stage}: it runs stages"
             f" {', '.join(str(z) for z in f.profile['zero_stages'])} (Megatron's distributed"
@@ -360,7 +319,7 @@ RULES: tuple[Rule, ...] = (
         "PM110",
         "parallel.zero_stage",
         ("zero_stage", "pp"),
-        lambda f: (_a(f.zero_stage) >= 2) & (_a(f.pp) > 1),
+        lambda f: (as_array(f.zero_stage) >= 2) & (as_array(f.pp) > 1),
         lambda f: (
             f"ZeRO-{f.zero_stage} with pp({f.pp}) > 1 does not run: DeepSpeed's PipelineEngine"
             " accepts ZeRO-1 only, and Megatron-FSDP has no pipeline parallelism; use zero_stage 1"
@@ -375,9 +334,9 @@ RULES: tuple[Rule, ...] = (
         ("pp", "first_stage_layers", "last_stage_layers"),
         lambda f: (not f.profile["uneven_stages"])
         & (
-            (f.layers % np.maximum(_a(f.pp), 1) != 0)
-            | _given(f.first_stage_layers)
-            | _given(f.last_stage_layers)
+            (f.layers % np.maximum(as_array(f.pp), 1) != 0)
+            | given(f.first_stage_layers)
+            | given(f.last_stage_layers)
         ),
         lambda f: (
             f"{f.framework} splits the layers evenly: num_layers({f.layers}) over pp({f.pp}) stages"
@@ -391,8 +350,8 @@ RULES: tuple[Rule, ...] = (
         "PM110",
         "parallel.cp",
         ("cp", "ep"),
-        lambda f: ((_a(f.cp) > 1) & (not f.profile["context_parallel"]))
-        | ((_a(f.ep) > 1) & (not f.profile["expert_parallel"])),
+        lambda f: ((as_array(f.cp) > 1) & (not f.profile["context_parallel"]))
+        | ((as_array(f.ep) > 1) & (not f.profile["expert_parallel"])),
         lambda f: (
             f"{f.framework} has no context or expert parallelism (cp({f.cp}), ep({f.ep})); use "
             "framework: megatron-core"
@@ -401,10 +360,23 @@ RULES: tuple[Rule, ...] = (
         "the framework cannot run it",
     ),
     Rule(
+        "PM110",
+        "parallel.cp_comm_type",
+        ("cp",),
+        lambda f: (as_array(f.cp) > 1)
+        & bool(f.profile["cp_comm_types"])
+        & (f.cp_comm not in f.profile["cp_comm_types"]),
+        lambda f: (
+            f"cp_comm_type {f.cp_comm} with cp({f.cp}): {f.framework} exchanges by"
+            f" {', '.join(f.profile['cp_comm_types'])} only; set cp_comm_type"
+            f" {f.profile['cp_comm_types'][0]}"
+        ),
+    ),
+    Rule(
         "PM201",
         "parallel.tp",
         ("tp",),
-        lambda f: _a(f.tp) > f.gpus_per_node,
+        lambda f: as_array(f.tp) > f.gpus_per_node,
         lambda f: f"tp({f.tp}) > gpus_per_node({f.gpus_per_node}): the TP group would cross nodes",
         "tp",
         "tp group would cross the node boundary",

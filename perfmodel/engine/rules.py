@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfmodel.cost import Array
-from perfmodel.engine.rule_table import KNOB_RULES, RULES, Facts, Rule
+from perfmodel.engine.facts import Facts, Rule
+from perfmodel.engine.rule_table import KNOB_RULES, RULES
 
 if TYPE_CHECKING:
     from perfmodel.specs import Config, Model, Plan, System, Training
@@ -125,7 +126,8 @@ def config_problems(
         zero_stage=cfg.zero_stage,
     )
     return [
-        (r.id, r.field, r.message(f)) for r in broken_rules(f, cross_node_tp=allow_cross_node_tp)
+        (r.id, r.field_of(f), r.message(f))
+        for r in broken_rules(f, cross_node_tp=allow_cross_node_tp)
     ]
 
 
@@ -151,4 +153,4 @@ def knob_contradictions(
         sequence_parallel=sequence_parallel,
         schedule=schedule,
     )
-    return [(r.field, r.message(f)) for r in broken_rules(f, KNOB_RULES)]
+    return [(r.field_of(f), r.message(f)) for r in broken_rules(f, KNOB_RULES)]

@@ -172,12 +172,36 @@ def annotate(plan: Plan, result: SearchResult, band: Band) -> None:
 
 
 def _no_valid_space(plan: Plan, rejected: dict[str, Any]) -> str:
-    n = plan.system.num_gpus
+    """Why no configuration is left: a fixed knob that cannot work on its own is named first."""
+    n, par, layers = plan.system.num_gpus, plan.parallel, plan.model.num_layers
+    fixed = {k: getattr(par, k) for k in ("tp", "pp", "cp") if getattr(par, k)}
+    product = int(np.prod(list(fixed.values()))) if fixed else 1
+    if n % product:
+        given = (
+            f"parallel.{next(iter(fixed))} {product}"
+            if len(fixed) == 1
+            else "parallel " + " x ".join(f"{k}({v})" for k, v in fixed.items()) + f" = {product}"
+        )
+        return (
+            f"{given} does not divide num_gpus({n}): tp x pp x cp x dp must fill the GPUs; fix"
+            f" values whose product divides {n}"
+        )
+    for end in ("first", "last"):
+        k = f"decoder_{end}_pipeline_num_layers"
+        v = getattr(par, k)
+        if v and v >= layers:
+            return (
+                f"parallel.{k}: {v} layers on the {end} stage, but the model has {layers}: give"
+                " fewer, leaving the other stages a layer each"
+            )
     why = "; ".join(f"{k}: {v}" for k, v in rejected.items()) or "the fixed knobs leave nothing"
-    return (
-        f"no valid configuration for {n} GPUs ({why}). Use a GPU count that tp x pp x dp can fill "
-        f"(e.g. a multiple of {plan.system.gpus_per_node}) or relax the fixed knobs"
+    fill = (
+        "Use a GPU count that tp x pp x dp can fill (e.g. a multiple of"
+        f" {plan.system.gpus_per_node}) or relax"
+        if n % plan.system.gpus_per_node
+        else "Relax"
     )
+    return f"no valid configuration for {n} GPUs ({why}). {fill} the fixed knobs"
 
 
 def _nothing_fits(plan: Plan, knobs: Knobs, res: dict[str, Any]) -> str:
@@ -186,7 +210,8 @@ def _nothing_fits(plan: Plan, knobs: Knobs, res: dict[str, Any]) -> str:
     cfg = knobs.config(i, plan.training.global_batch_size)
     msg = (
         f"nothing fits in {cap / 1e9:.0f} GB of HBM: the leanest configuration (tp={cfg.tp}"
-        f" pp={cfg.pp} dp={cfg.dp} mbs={cfg.micro_batch_size} sp={cfg.sequence_parallel}"
+        + "".join(f" {k}={getattr(cfg, k)}" for k in ("cp", "ep", "etp") if getattr(cfg, k) > 1)
+        + f" pp={cfg.pp} dp={cfg.dp} mbs={cfg.micro_batch_size} sp={cfg.sequence_parallel}"
         f" recompute={cfg.recompute} zero={cfg.zero_stage}) needs {need / 1e9:.1f} GB"
     )
     n = plan.system.num_gpus

@@ -14,8 +14,8 @@ import numpy as np
 from perfmodel.cost import Array
 from perfmodel.cost.memory import RECOMPUTE_CODES
 from perfmodel.cost.pipeline import SCHEDULE_CODES
+from perfmodel.engine.facts import Facts
 from perfmodel.engine.knobs import CP_COMM_CODES, Knobs
-from perfmodel.engine.rule_table import Facts
 from perfmodel.engine.rules import apply_masks, facts, knob_contradictions
 from perfmodel.errors import PerfModelError
 from perfmodel.specs import Parallel, Plan
@@ -231,8 +231,13 @@ def _cp_comm(
         c["cp_comm_type"] = np.full(c["tp"].size, CP_COMM_CODES[fx.cp_comm_type])
         return c
     c["cp_comm_type"] = np.full(c["tp"].size, CP_COMM_CODES["p2p"])
-    heads = facts_of({"tp": c["tp"][:1]}).heads
-    ulysses = (c["cp"] > 1) & (heads % (c["tp"] * c["cp"]) == 0)
+    facts = facts_of({"tp": c["tp"][:1]})
+    ulysses = (c["cp"] > 1) & (facts.heads % (c["tp"] * c["cp"]) == 0)
+    if "p2p" not in facts.profile["cp_comm_types"]:  # Ulysses only (DeepSpeed)
+        keep = (c["cp"] == 1) | ulysses
+        c = {k: v[keep] for k, v in c.items()}
+        c["cp_comm_type"] = np.where(c["cp"] > 1, CP_COMM_CODES["a2a"], CP_COMM_CODES["p2p"])
+        return c
     if not ulysses.any():
         return c
     extra = {k: v[ulysses] for k, v in c.items()}

@@ -74,6 +74,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "zero_stages": (0,),  # no distributed optimizer in 2021 Megatron-LM
         "uneven_stages": False,  # layers must divide evenly (megatron/model/transformer.py, 2021)
         "context_parallel": False,  # CP and EP came with Megatron-Core (2023)
+        "cp_comm_types": (),
         "expert_parallel": False,
         "interleaved": True,  # interleaved 1F1B: Narayanan et al. 2021, Sec. 2.2.2
     },
@@ -100,6 +101,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "zero_stages": (0, 1),  # the distributed optimizer (ZeRO-1) landed in Megatron-LM in 2022
         "uneven_stages": False,
         "context_parallel": False,
+        "cp_comm_types": (),
         "expert_parallel": False,
         "interleaved": True,
     },
@@ -136,6 +138,8 @@ PROFILES: dict[str, dict[str, Any]] = {
             True
         ),  # --decoder-first/last-pipeline-num-layers, --pipeline-model-parallel-layout
         "context_parallel": True,
+        # the K/V ring and Ulysses' all-to-all (--cp-comm-type; a2a+p2p and allgather unmodelled)
+        "cp_comm_types": ("p2p", "a2a"),
         "expert_parallel": True,
         "interleaved": True,
     },
@@ -168,6 +172,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             True
         ),  # PipelineModule partition_method="parameters" balances unequal stages
         "context_parallel": True,  # DeepSpeed-Ulysses sequence parallelism (all-to-all)
+        "cp_comm_types": ("a2a",),  # Ulysses only: no ring attention in Megatron-DeepSpeed
         "expert_parallel": True,  # DeepSpeed-MoE expert parallelism
         "interleaved": False,  # PipelineEngine: TrainSchedule only, one chunk per stage
     },
@@ -177,6 +182,7 @@ FACTS = (
     "zero_stages",
     "uneven_stages",
     "context_parallel",
+    "cp_comm_types",
     "interleaved",
     "expert_parallel",
     "grad_bucket_params",
