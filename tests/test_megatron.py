@@ -88,18 +88,12 @@ def test_mixtral_example_with_its_defaults_and_comments():
 
 def test_emitted_arguments_read_back_to_the_same_prediction(tmp_path):
     r = invoke("plan", "gpt3-175b.yaml", "--gpus", "512", "--emit", "megatron")
-    assert r.exit_code == 0 and r.output.startswith("# GPT-3 175B on 512 x A100")
+    assert r.exit_code == 0 and r.output.startswith("--num-layers 96 \\\n")
+    assert "\n# GPT-3 175B on 512 x A100" in r.output
     script = tmp_path / "run.sh"
-    # the comment lines above the arguments, then the arguments after the launcher, as a user
-    # pastes them (bash ends a command at a comment line, so they cannot follow a continuation)
-    comments = [ln for ln in r.output.splitlines() if ln.startswith("#")]
-    arguments = "\n".join(ln for ln in r.output.splitlines() if not ln.startswith("#"))
-    script.write_text(
-        "\n".join(comments)
-        + "\ntorchrun --nproc_per_node 8 --nnodes 64 pretrain_gpt.py \\\n"
-        + arguments
-        + "\n"
-    )
+    # the output as it is, after the launcher's line: the comments follow the arguments, so the
+    # continuation reaches them all (a comment line would end the command, as bash reads it)
+    script.write_text("torchrun --nproc_per_node 8 --nnodes 64 pretrain_gpt.py \\\n" + r.output)
     plan = tmp_path / "plan.yaml"
     r = invoke(
         "import", "megatron", script, "--gpu", "a100-80gb", "--vocab-size", "51200", "-o", plan
@@ -150,3 +144,107 @@ def test_cli_errors():
     r = invoke("import", "megatron", MIXTRAL, "--gpu", "z900", "--vocab-size", "32000")
     assert r.exit_code == 1 and "z900" in r.output and "Traceback" not in r.output
     assert tokens("A=3\nB=$(($A*4))\n--x $B # c\n") == ["--x", "12"]
+
+
+PLANS = sorted(p.stem for p in (Path(__file__).parents[1] / "configs" / "plans").glob("*.yaml"))
+PROFILE_NAMES = ("megatron-core", "megatron-2021", "megatron-2022", "deepspeed")
+
+
+@pytest.mark.parametrize("framework", PROFILE_NAMES)
+@pytest.mark.parametrize("name", PLANS)
+def test_every_bundled_plan_round_trips_under_every_profile(tmp_path, name, framework):
+    """`import megatron` of `plan --emit megatron` estimates what the plan predicted (issue 19,
+    item 6): layer split, ZeRO stage, CP exchange and framework profile survive the trip. The
+    launch file cannot name the links, so the plan's system section is put back."""
+    import yaml
+
+    from perfmodel.inputs import load
+
+    mapping = yaml.safe_load((Path("configs/plans") / f"{name}.yaml").read_text())
+    mapping.setdefault("training", {})["framework"] = framework
+    source = tmp_path / "p.yaml"
+    source.write_text(yaml.safe_dump(mapping))
+    searched = invoke("plan", source, "--top", "1", "--json")
+    if searched.exit_code == 1:  # nothing fits, or the profile cannot run the fixed knobs
+        if searched.stdout.startswith("{"):
+            assert json.loads(searched.stdout)["results"] == []
+        else:
+            assert searched.output.count("Error:") == 1 and "use framework" in searched.output
+        return
+    emitted = invoke("plan", source, "--emit", "megatron")
+    plan = load(str(source)).plan
+    if framework == "deepspeed" and plan.model.is_moe:
+        assert emitted.exit_code == 1 and "DeepSpeed-MoE" in emitted.output
+        return
+    assert emitted.exit_code == 0, emitted.output
+    script = tmp_path / "run.sh"
+    script.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py \\\n" + emitted.stdout)
+    back = tmp_path / "back.yaml"
+    gpus, vocab = plan.system.num_gpus, plan.model.vocab_size
+    r = invoke("import", "megatron", script, "--gpu", "h100-sxm", "--gpus", gpus,
+               "--vocab-size", vocab, "-o", back)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    read = yaml.safe_load(back.read_text())
+    assert read["training"]["framework"] == framework
+    back.write_text(yaml.safe_dump({**read, "system": mapping["system"]}))
+    est = invoke("estimate", back, "--json")
+    assert est.exit_code == 0, est.output
+    want = json.loads(searched.stdout)["results"][0]
+    got = json.loads(est.stdout)
+    assert got["config"]["zero_stage"] == want["config"]["zero_stage"]
+    assert got["stage_layers"] == want["stage_layers"]
+    assert got["step_time_s"] == pytest.approx(want["step_time_s"], rel=1e-9)
+
+
+BASE = (
+    "--num-layers 8 --hidden-size 64 --num-attention-heads 2 --micro-batch-size 1"
+    " --global-batch-size 8 --vocab-size 100 --pipeline-model-parallel-size 4"
+)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ("--pipeline-model-parallel-layout 'Et|tt|tt|ttL|t'", "5 stages for pp(4) x vp(1) = 4"),
+        ("--pipeline-model-parallel-layout 'Et|tt|tt|tmL'", "multi-token prediction"),
+        ("--pipeline-model-parallel-layout 'Et|tt|tt|ttL'", "places 7 layers; --num-layers is 8"),
+        ("--pipeline-model-parallel-layout 'Et|tttt|t|ttL'", "middle stages of 1 to 4 layers"),
+        ("--pipeline-model-parallel-layout 'tt|Et|tt|ttL'", "the first stage must hold E"),
+        ("--pipeline-model-parallel-layout 'Et|tt|tt|tx'", "characters besides E, t, m, L"),
+        (
+            (
+                "--pipeline-model-parallel-layout 'Et|(tt|)*2,ttL'"
+                " --decoder-first-pipeline-num-layers 2"
+            ),
+            "--decoder-first-pipeline-num-layers together",
+        ),
+        ("--deepspeed --zero-stage 4", "--zero-stage 4: DeepSpeed's ZeRO stages are 0 to 3"),
+        ("\n# perfmodel: framework megatron-1999\n", "unknown framework"),
+    ],
+)
+def test_layouts_and_profiles_refused_by_name(extra, message):
+    import re
+
+    with pytest.raises(PerfModelError, match=re.escape(message)):
+        read_args(BASE + " " + extra, "h100-sxm", num_gpus=4)
+
+
+def test_layouts_read_with_their_repeats():
+    """'(tt|)*2' and 'x*n' repeat as Megatron-Core's layout strings do; an even layout is the
+    default split; Megatron-DeepSpeed's --deepspeed, --zero-stage and Ulysses size are read."""
+    uneven = read_args(
+        BASE + " --pipeline-model-parallel-layout 'Et*1|(tt|)*2,t*3L'", "h100-sxm", 4
+    )
+    par = uneven.plan["parallel"]
+    assert (par["decoder_first_pipeline_num_layers"], par["decoder_last_pipeline_num_layers"]) == (
+        1,
+        3,
+    )
+    even = read_args(BASE + " --pipeline-model-parallel-layout 'Ett|tt|tt|ttL'", "h100-sxm", 4)
+    assert "decoder_first_pipeline_num_layers" not in even.plan["parallel"]
+    ds = read_args(
+        BASE + " --deepspeed --zero-stage 1 --ds-sequence-parallel-size 2", "h100-sxm", 8
+    )
+    assert ds.plan["training"]["framework"] == "deepspeed"
+    assert (ds.plan["parallel"]["zero_stage"], ds.plan["parallel"]["cp"]) == (1, 2)
+    assert ds.plan["parallel"]["cp_comm_type"] == "a2a"

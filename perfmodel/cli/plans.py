@@ -15,6 +15,7 @@ from perfmodel.cli.common import (
     load_plan,
     overrides,
     parallel_options,
+    plot_option,
     with_reserve,
     write_text,
 )
@@ -31,15 +32,14 @@ from perfmodel.cli.common import (
 )
 @click.option("--allow-cross-node-tp", is_flag=True, help="Let TP groups span nodes.")
 @click.option("--verbose", is_flag=True, help="Also the closed-form bubble figures (equal stages).")
-@click.option(
-    "--plot",
-    type=click.Path(dir_okay=False),
-    help="Step time vs memory of the feasible configurations.",
-)
+@plot_option("Step time vs memory of the feasible configurations.")
 @click.option(
     "--emit",
     type=click.Choice(["megatron"]),
-    help="Print only the best configuration, as Megatron-LM arguments ready to paste.",
+    help=(
+        "Print only the best configuration, as Megatron-LM arguments ready to paste"
+        " (Megatron-DeepSpeed's for framework deepspeed); with --json, as a list."
+    ),
 )
 @launch_options
 @format_option
@@ -63,7 +63,8 @@ def plan_cmd(
     \b
     Example:
         perfmodel plan gpt3-175b.yaml --gpus 512
-        perfmodel plan gpt3-175b.yaml --gpus 512 --tp 8 --recompute selective --top 10 --json
+        perfmodel plan gpt3-175b.yaml --gpus 512 --tp 8 --recompute selective \\
+            --top 10 --json
     """
     from perfmodel.engine import search as srch
     from perfmodel.engine import uncertainty
@@ -85,9 +86,12 @@ def plan_cmd(
 
         plots.pareto_or_note(plan, result, plot)
     if emit and result.results:
-        from perfmodel.inputs.megatron_emit import launch_text
+        from perfmodel.inputs.megatron_emit import launch_json, launch_text
 
-        click.echo(launch_text(plan, result.results[0]))
+        if as_json:
+            console.emit_json(launch_json(plan, result.results[0]))
+        else:
+            click.echo(launch_text(plan, result.results[0]))
     elif as_json:
         console.emit_json(result.to_json())
     else:
@@ -115,8 +119,11 @@ def estimate(
     fits), and the first line says which; without a free knob the plan's configuration is estimated
     as it is, and a configuration that does not fit says so first.
 
-    \b Example: perfmodel estimate gpt3-175b-3d.yaml perfmodel estimate gpt3-175b.yaml --tp 8 --pp 8
-    --mbs 1 --sp --recompute selective --per-layer
+    \b
+    Example:
+        perfmodel estimate gpt3-175b-3d.yaml
+        perfmodel estimate gpt3-175b.yaml --tp 8 --pp 8 --sp --recompute selective
+        perfmodel estimate gpt3-175b.yaml --tp 8 --pp 8 --per-layer
     """
     from perfmodel.engine import estimate as est_mod
     from perfmodel.engine import search as srch
@@ -149,18 +156,21 @@ def estimate(
 @click.argument("plan_file", required=False)
 @click.option("--model", "model_name", help="Quick case without a plan: model preset or file.")
 @click.option(
-    "--gpu", "gpu_name", default="a100-80gb", show_default=True, help="Quick case: GPU preset."
+    "--gpu",
+    "gpu_name",
+    help="Quick case: GPU preset (default a100-80gb); or the GPU of a Megatron or NeMo file.",
 )
 @click.option("--gbs", type=count(), help="Quick case: global batch (default dp x mbs).")
-@parallel_options
 @click.option(
-    "--plot", type=click.Path(dir_okay=False), help="Write stacked memory vs capacity to a PNG."
+    "--vocab-size", type=count(), help="Megatron or NeMo file: the vocabulary, where it has none."
 )
+@parallel_options
+@plot_option("Write stacked memory vs capacity to a PNG.")
 @json_option
 def memory(
     plan_file: str | None,
     model_name: str | None,
-    gpu_name: str,
+    gpu_name: str | None,
     gbs: int | None,
     plot: str | None,
     as_json: bool,
@@ -172,16 +182,30 @@ def memory(
     \b
     Example:
         perfmodel memory gpt3-175b-3d.yaml
-        perfmodel memory --model gpt3-175b --gpus 64 --tp 8 --pp 8 --sp --recompute selective
+        perfmodel memory --model gpt3-175b --gpus 64 --tp 8 --pp 8 --sp \\
+            --recompute selective
     """
     from perfmodel.engine.estimate import estimate, resolve_config
     from perfmodel.inputs import presets
     from perfmodel.output import console, render
 
     if plan_file:
-        plan = load_plan(plan_file, kw)
+        quick = [o for o, v in (("--model", model_name), ("--gbs", gbs)) if v is not None]
+        if quick:
+            raise click.UsageError(
+                f"{' and '.join(quick)} are for the quick case without a plan file; the plan"
+                f" {plan_file} names its model and batch (edit it, or drop the plan file)"
+            )
+        plan = load_plan(plan_file, {**kw, "launch_gpu": gpu_name})
     elif model_name:
-        plan = presets.quick_plan(model_name, gpu_name, kw.get("gpus"), gbs, overrides(kw))
+        if kw.get("vocab_size") is not None:
+            raise click.UsageError(
+                "--vocab-size is for a Megatron or NeMo file; the quick case takes the model"
+                " preset's vocabulary"
+            )
+        plan = presets.quick_plan(
+            model_name, gpu_name or "a100-80gb", kw.get("gpus"), gbs, overrides(kw)
+        )
         if kw.get("memory_reserve") is not None:
             plan = with_reserve(plan, kw["memory_reserve"])
     else:

@@ -28,6 +28,9 @@ from perfmodel.inputs.megatron_args import (
     megatron_defaults,
     megatron_rules,
 )
+from perfmodel.inputs.megatron_layout import FLAG as LAYOUT
+from perfmodel.inputs.megatron_layout import first_last, read_layout
+from perfmodel.inputs.megatron_profiles import framework_of, read_sharding
 from perfmodel.inputs.shell import Command, Reader
 
 LAUNCHERS = ("torchrun", "python", "python3", "deepspeed", "srun", "mpirun", "accelerate")
@@ -85,6 +88,7 @@ def read_args(
             i += 1
         args[flag] = vals
     out = _to_plan(args, gpu, num_gpus, vocab_size)
+    out.plan["training"]["framework"] = framework_of(text, args)
     for flag in dict.fromkeys(given_twice):
         out.assumed.append(
             f"{flag} is given more than once: the last ({' '.join(args[flag])}) counts, as"
@@ -300,7 +304,7 @@ def _special(args: dict, out: Imported) -> None:
             "--transformer-impl local: modelled with the megatron-core profile's fused kernels"
         )
     _recompute(args, out)
-    _sharding(args, out)
+    read_sharding(args, _one, parallel, out.ignored, out.assumed)
     if "--num-layers-per-virtual-pipeline-stage" in args:
         per = _int(args, "--num-layers-per-virtual-pipeline-stage")
         if per < 1:
@@ -314,28 +318,32 @@ def _special(args: dict, out: Imported) -> None:
                 f"{layers} over {pp} stages"
             )
         parallel["vp"] = layers // (pp * per)
+    if LAYOUT in args:
+        _layout(args, model, parallel)
     megatron_rules(out, "--sequence-parallel", "Megatron-LM")
     if "dtype" not in training:
         training["dtype"] = "fp32"
         out.assumed.append("no --bf16/--fp16/--fp8-format: fp32, as Megatron-LM runs by default")
 
 
-def _sharding(args: dict, out: Imported) -> None:
-    """Megatron-FSDP (--use-megatron-fsdp) shards by --data-parallel-sharding-strategy: no_shard,
-    optim (ZeRO-1), optim_grads (ZeRO-2), optim_grads_params (ZeRO-3)."""
-    strategy = (
-        _one(args, "--data-parallel-sharding-strategy")
-        if "--data-parallel-sharding-strategy" in args
-        else None
-    )
-    if "--use-megatron-fsdp" not in args:
-        if strategy:
-            out.ignored.append(
-                "--data-parallel-sharding-strategy (read only with --use-megatron-fsdp)"
-            )
-        return
-    stage = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
-    out.plan["parallel"]["zero_stage"] = stage[strategy or "optim_grads_params"]
+def _layout(args: dict, model: dict, parallel: dict) -> None:
+    """--pipeline-model-parallel-layout as the first and last stage layers it gives."""
+    given = [
+        f
+        for f in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers")
+        if f in args
+    ]
+    if given:
+        raise PerfModelError(f"{LAYOUT} and {given[0]} together: Megatron-LM takes one of them")
+    layers = read_layout(_one(args, LAYOUT), parallel["pp"], parallel.get("vp", 1))
+    if sum(layers) != model.get("num_layers"):
+        raise PerfModelError(
+            f"{LAYOUT} places {sum(layers)} layers; --num-layers is {model.get('num_layers')}"
+        )
+    if len(set(layers)) > 1:
+        first, last = first_last(layers)
+        parallel["decoder_first_pipeline_num_layers"] = first
+        parallel["decoder_last_pipeline_num_layers"] = last
 
 
 def _recompute(args: dict, out: Imported) -> None:

@@ -70,6 +70,7 @@ SWITCHES = {  # flag -> (section, field, value)
     "--tp-comm-overlap": ("training", "tp_comm_overlap_ub", True),
     "--no-async-tensor-model-parallel-allreduce": ("training", "tp_comm_overlap", False),
     "--use-megatron-fsdp": None,  # read with --data-parallel-sharding-strategy
+    "--deepspeed": None,  # Megatron-DeepSpeed: read with --zero-stage (megatron_profiles)
     "--fp8-param-gather": ("training", "fp8_param_gather", True),
     "--group-query-attention": None,
     "--multi-latent-attention": None,  # read with the flags they enable
@@ -78,6 +79,11 @@ SWITCHES = {  # flag -> (section, field, value)
 
 OTHER_VALUES = (
     "--data-parallel-sharding-strategy",
+    "--zero-stage",
+    "--ds-sequence-parallel-size",
+    "--deepspeed_config",
+    "--deepspeed-config",
+    "--pipeline-model-parallel-layout",
     "--num-query-groups",
     "--normalization",
     "--position-embedding-type",
@@ -118,7 +124,6 @@ CANNOT = {
     "--cpu-offloading": "activation or weight offloading to the CPU",
     "--moe-expert-capacity-factor": "token dropping (it models dropless routing)",
     "--heterogeneous-layers-config-path": "heterogeneous layers",
-    "--pipeline-model-parallel-layout": "a custom pipeline layout",
     "--account-for-embedding-in-pipeline-split": "embedding-aware layer splits",
     "--account-for-loss-in-pipeline-split": "loss-aware layer splits",
     "--use-torch-fsdp2": "PyTorch FSDP2",

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs.megatron_args import Imported
+from perfmodel.inputs.megatron_layout import FLAG, layout_text
+from perfmodel.inputs.megatron_profiles import cp_args, marker_line, zero_args
 
 
-def to_args(plan, config: dict) -> list[str]:
+def to_args(plan, config: dict, layers: list[float] | None = None) -> list[str]:
     """Megatron-LM arguments for a plan's model and one configuration (an Estimate's
-    config.as_dict())."""
+    config.as_dict()), with the layers on each stage it was predicted with (Estimate.stage_layers;
+    None: the even split)."""
     m, c = plan.model, config
     lacking = [
         name
@@ -26,7 +29,37 @@ def to_args(plan, config: dict) -> list[str]:
             f"{plan.model.name}: Megatron-LM has no argument for {', '.join(lacking)}; "
             "write its arguments by hand"
         )
-    return _model_args(plan) + _parallel_args(c) + _training_args(plan, c)
+    if plan.training.framework == "deepspeed" and m.is_moe:
+        raise PerfModelError(
+            "framework deepspeed: --emit megatron writes Megatron-DeepSpeed's arguments for dense"
+            " models; DeepSpeed-MoE's take another form (--num-experts per layer, --ep-world-size):"
+            " write those by hand"
+        )
+    return (
+        _model_args(plan)
+        + _parallel_args(c)
+        + cp_args(c, plan.training.framework)
+        + zero_args(c["zero_stage"], plan.training.framework)
+        + _split_args(c, layers or [])
+        + _training_args(plan, c)
+    )
+
+
+def _split_args(c: dict, layers: list[float]) -> list[str]:
+    """The layer split the prediction rests on, as Megatron-Core launches it: nothing for the even
+    split; --decoder-first/last-pipeline-num-layers when the other stages share the rest evenly and
+    vp divides every stage (TransformerConfig asserts both); else --pipeline-model-parallel-layout
+    (inputs/megatron_layout)."""
+    n = [int(x) for x in layers]
+    pp, vp = c["pp"], c["vp"]
+    if pp == 1 or len(set(n)) == 1 or len(n) != pp:
+        return []
+    if len(set(n[1:-1])) <= 1 and not any(k % vp for k in n):
+        return [
+            f"--decoder-first-pipeline-num-layers {n[0]}",
+            f"--decoder-last-pipeline-num-layers {n[-1]}",
+        ]
+    return [f"{FLAG} '{layout_text(n, vp)}'"]
 
 
 def _model_args(plan) -> list[str]:
@@ -98,29 +131,17 @@ def _parallel_args(c: dict) -> list[str]:
     ]
     if c["vp"] > 1:
         a.append(f"--num-virtual-stages-per-pipeline-rank {c['vp']}")
-    for key, flag in (
-        ("cp", "--context-parallel-size"),
-        ("ep", "--expert-model-parallel-size"),
-        ("etp", "--expert-tensor-parallel-size"),
-    ):
-        if c.get(key, 1) > 1:
-            a.append(f"{flag} {c[key]}")
-    if c.get("cp", 1) > 1:
-        a.append(f"--cp-comm-type {c['cp_comm_type']}")
+    if c.get("ep", 1) > 1:
+        a.append(f"--expert-model-parallel-size {c['ep']}")
+    # Megatron-LM's expert TP defaults to the tensor-parallel size (arguments.py)
+    if c.get("ep", 1) > 1 and c.get("etp", 1) != c["tp"]:
+        a.append(f"--expert-tensor-parallel-size {c['etp']}")
     if c["sequence_parallel"]:
         a.append("--sequence-parallel")
     if c["recompute"] != "none":
         a.append(f"--recompute-granularity {c['recompute']}")
         if c["recompute"] == "full":
             a += ["--recompute-method uniform", "--recompute-num-layers 1"]
-    if c["zero_stage"] == 1:
-        a.append("--use-distributed-optimizer")
-    elif c["zero_stage"] > 1:
-        a += [
-            "--use-megatron-fsdp",
-            "--data-parallel-sharding-strategy "
-            + {2: "optim_grads", 3: "optim_grads_params"}[c["zero_stage"]],
-        ]
     return a
 
 
@@ -146,8 +167,55 @@ def _training_args(plan, c: dict) -> list[str]:
     return a
 
 
+def read_back(plan, args: list[str]):
+    """The plan as today's Megatron-LM runs the arguments: the plan's model and system, the
+    training and parallel sections as `import megatron` reads them (the megatron-core profile)."""
+    from perfmodel.inputs.megatron import read_args
+    from perfmodel.specs import Plan
+
+    imp = read_args(" ".join(args), "h100-sxm", plan.system.num_gpus, plan.model.vocab_size)
+    full = plan.model_dump()
+    training = {**imp.plan["training"], "seq_length": plan.training.seq_length}
+    return Plan.model_validate({**full, "training": training, "parallel": imp.plan["parallel"]})
+
+
+def profile_note(plan, best) -> str | None:
+    """What the arguments run as where the plan's framework profile is an older Megatron-LM's:
+    the arguments alone cannot say which Megatron-LM, and today's runs them as megatron-core (the
+    comment line of megatron_profiles.marker_line carries the profile back to `import
+    megatron`)."""
+    framework = plan.training.framework
+    if not marker_line(framework):
+        return None
+    from perfmodel.engine.estimate import estimate, resolve_config
+
+    back = read_back(plan, to_args(plan, best.config.as_dict(), best.stage_layers))
+    step = estimate(back, resolve_config(back)).values["step_time_s"]
+    return (
+        f"the prediction ({best.values['step_time_s']:.3g} s) is for framework {framework};"
+        f" today's Megatron-LM runs these arguments as megatron-core, predicted {step:.3g} s"
+    )
+
+
+def launch_json(plan, best) -> dict:
+    """`plan --emit megatron --json`: the arguments as a list, the launcher and the prediction."""
+    nodes = -(-plan.system.num_gpus // plan.system.gpus_per_node)
+    return {
+        "arguments": to_args(plan, best.config.as_dict(), best.stage_layers),
+        "launcher": (
+            f"torchrun --nproc_per_node {plan.system.gpus_per_node} --nnodes {nodes}"
+            " pretrain_gpt.py"
+        ),
+        "step_time_s": best.values["step_time_s"],
+        "mfu": best.values["mfu"],
+        "framework": plan.training.framework,
+        "framework_note": profile_note(plan, best),
+        "config": best.config.as_dict(),
+    }
+
+
 def launch_text(plan, best) -> str:
-    """`plan --emit megatron`: the best configuration as Megatron-LM arguments, under two comment
+    """`plan --emit megatron`: the best configuration as Megatron-LM arguments, then two comment
     lines with the prediction and the launcher."""
     nodes = -(-plan.system.num_gpus // plan.system.gpus_per_node)
     head = [
@@ -161,7 +229,13 @@ def launch_text(plan, best) -> str:
             " tokenizer"
         ),
     ]
-    return "\n".join(head) + "\n" + " \\\n".join(to_args(plan, best.config.as_dict()))
+    note = profile_note(plan, best)
+    head += [f"# {note}"] if note else []
+    head += marker_line(plan.training.framework)
+    args = to_args(plan, best.config.as_dict(), best.stage_layers)
+    # the comments follow the arguments, so that the text can follow a launcher's line ending in
+    # a backslash (a comment there would end the command, as the shell reads it)
+    return " \\\n".join(args) + "\n" + "\n".join(head)
 
 
 def plan_yaml(imp: Imported, source: str = "Megatron-LM arguments") -> str:

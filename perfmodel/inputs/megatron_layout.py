@@ -1,0 +1,79 @@
+"""Megatron-Core's --pipeline-model-parallel-layout (Megatron-Core 0.13+,
+docs/source/api-guide/pipeline_parallel_layout.md), written and read: one '|'-separated entry per
+virtual stage, virtual stage v of pipeline rank r at position v * pp + r; 'E' the embedding, 't' a
+decoder layer, 'm' a multi-token-prediction layer, 'L' the loss; 'x*n' and '(...)*n' repeat."""
+
+from __future__ import annotations
+
+import re
+
+from perfmodel.errors import PerfModelError
+
+FLAG = "--pipeline-model-parallel-layout"
+
+
+def layout_text(layers: list[int], vp: int) -> str:
+    """The layout for the layers on each pipeline rank over its vp chunks: the embedding counts
+    as a unit in the first rank's first chunk and the loss in the last rank's last chunk, and each
+    rank's units are spread as evenly as they go, larger chunks first (the cost model gives a
+    rank's chunks equal shares, exact when vp divides its layers)."""
+    pp = len(layers)
+    out = []
+    for v in range(vp):
+        for r in range(pp):
+            e, loss = int(r == 0), int(r == pp - 1)
+            units = layers[r] + e + loss
+            size = units // vp + (v < units % vp)
+            size -= (e if v == 0 else 0) + (loss if v == vp - 1 else 0)
+            out.append(
+                ("E" if e and v == 0 else "")
+                + "t" * max(size, 0)
+                + ("L" if loss and v == vp - 1 else "")
+            )
+    return "|".join(out)
+
+
+def _expand(text: str) -> str:
+    """'(...)*n' and 'x*n' repeated out, innermost group first."""
+    group = re.compile(r"\(([^()]*)\)\*(\d+)")
+    while group.search(text):
+        text = group.sub(lambda m: m.group(1) * int(m.group(2)), text)
+    text = re.sub(r"([EtmL])\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    if re.search(r"[^EtmL|,]", text):
+        raise PerfModelError(
+            f"{FLAG}: {text!r} has characters besides E, t, m, L, '|', ',' and repeats x*n, (...)*n"
+        )
+    return text.replace(",", "")
+
+
+def read_layout(text: str, pp: int, vp: int) -> list[int]:
+    """The layers on each pipeline rank of a layout, checked as Megatron-Core and the cost model
+    need it: pp x vp virtual stages, the embedding first, the loss last, no MTP layer (the cost
+    model gives a rank's chunks equal shares of its layers)."""
+    stages = _expand(text.strip().strip("'\"")).split("|")
+    if len(stages) != pp * vp:
+        raise PerfModelError(
+            f"{FLAG}: {len(stages)} stages for pp({pp}) x vp({vp}) = {pp * vp}; give one entry per"
+            " virtual stage"
+        )
+    if "m" in "".join(stages):
+        raise PerfModelError(
+            f"perfmodel cannot model multi-token prediction layers ('m' in {FLAG});"
+            " plan without them"
+        )
+    if not stages[0].startswith("E") or not stages[-1].endswith("L"):
+        raise PerfModelError(f"{FLAG}: the first stage must hold E and the last L")
+    chunks = [[stages[v * pp + r].count("t") for v in range(vp)] for r in range(pp)]
+    return [sum(c) for c in chunks]
+
+
+def first_last(layers: list[int]) -> tuple[int, int]:
+    """The first and last stage layers of a split the cost model can hold: any first and last,
+    the middle stages sharing the rest as evenly as it goes (cost/stages.split_layers)."""
+    middle = layers[1:-1]
+    if middle and max(middle) - min(middle) > 1:
+        raise PerfModelError(
+            f"{FLAG}: middle stages of {min(middle)} to {max(middle)} layers; perfmodel models"
+            " any first and last stage with the middle ones sharing the rest within one layer"
+        )
+    return layers[0], layers[-1]
