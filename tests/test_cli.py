@@ -207,3 +207,29 @@ def test_roofline_shows_fused_attention_when_flash_is_on(runner):
         f[0]["bytes"] == 2 * (32 // 8) * 4 * 4096 * 128 * 2
     )  # mbs 2, 32 heads over TP 8, Q K V O, bf16
     assert f[0]["bound"] == "compute" and all(g["bound"] == "memory" for g in u)
+
+
+def _commands(group, prefix=()):
+    import click
+
+    for name, cmd in group.commands.items() if hasattr(group, "commands") else []:
+        yield prefix + (name,), cmd
+    if hasattr(group, "list_commands"):
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):
+            cmd = group.get_command(ctx, name)
+            if isinstance(cmd, click.Group):
+                yield from _commands(cmd, prefix + (name,))
+            else:
+                yield prefix + (name,), cmd
+
+
+def test_every_help_fits_80_columns(runner):
+    """Output for people is at most 80 columns, --help and its examples included."""
+    seen = {path for path, _ in _commands(main)}
+    assert ("plan",) in seen and ("import", "nemo") in seen
+    for path in sorted(seen):
+        r = runner.invoke(main, [*path, "--help"], terminal_width=80)
+        assert r.exit_code == 0, path
+        wide = [ln for ln in r.output.splitlines() if len(ln) > 80]
+        assert not wide, (path, wide)

@@ -337,7 +337,8 @@ def test_issue_14_regressions(tmp_path):
         assert r.exit_code in (1, 2) and "internal error" not in r.output, args
     (tmp_path / "x.txt").write_text("")
     r = runner.invoke(main, ["bubble", "-m", "8", "-p", "4", "--plot", str(tmp_path / "x.txt")])
-    assert r.exit_code == 1 and "--plot" in r.output and "internal error" not in r.output
+    # a usage error (exit 2), refused before any work
+    assert r.exit_code == 2 and "--plot" in r.output and "internal error" not in r.output
     f = tmp_path / "config.json"
     f.write_text(json.dumps({**HF, "tie_word_embeddings": "false"}))
     r = runner.invoke(main, ["roofline", "--mbs", "1", "--model", str(f)])

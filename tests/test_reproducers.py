@@ -273,3 +273,174 @@ def test_nemo_userbuffers_off_keeps_the_async_tp_overlap(tmp_path):
         assert r.exit_code == 0, r.output
         times.append(json.loads(r.stdout)["step_time_s"])
     assert times[0] == pytest.approx(times[1], rel=1e-9)
+
+
+def emitted_and_read_back(tmp_path, case: str, plan_file: str, gpu: str) -> tuple[dict, dict]:
+    """The reproducer's plan searched (its best as JSON) and its `--emit megatron` text after a
+    launcher line, imported and estimated with the plan's system section."""
+    import yaml
+
+    from perfmodel.inputs import load
+
+    source = REPRO / case / plan_file
+    best = json.loads(run(case, "plan", plan_file, "--top", "1", "--json").stdout)["results"][0]
+    emitted = run(case, "plan", plan_file, "--emit", "megatron")
+    assert emitted.exit_code == 0, emitted.output
+    (tmp_path / "run.sh").write_text(
+        "torchrun --nproc_per_node 8 pretrain_gpt.py \\\n" + emitted.stdout
+    )
+    plan = load(str(source)).plan
+    r = CliRunner().invoke(main, ["import", "megatron", str(tmp_path / "run.sh"), "--gpu", gpu,
+        "--gpus", str(plan.system.num_gpus), "--vocab-size", str(plan.model.vocab_size),
+        "-o", str(tmp_path / "back.yaml")])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    back = yaml.safe_load((tmp_path / "back.yaml").read_text())
+    system = yaml.safe_load(source.read_text())["system"]
+    (tmp_path / "back.yaml").write_text(yaml.safe_dump({**back, "system": system}))
+    est = CliRunner().invoke(main, ["estimate", str(tmp_path / "back.yaml"), "--json"])
+    assert est.exit_code == 0, est.output
+    return best, json.loads(est.stdout) | {"_emitted": emitted.stdout, "_back": back}
+
+
+def test_emit_keeps_the_first_and_last_stage_layers(tmp_path):
+    """decoder_first/last_pipeline_num_layers (8, 8) were dropped: 6.49 s read back against the
+    plan's 7.29 s. vp 10 no longer passes with 8 layers on a stage (each chunk needs a layer)."""
+    best, back = emitted_and_read_back(
+        tmp_path, "emit_drops_stage_layers", "plan.yaml", "a100-80gb"
+    )
+    # vp 5 does not divide the 8 layers, so the split is written as a layout
+    assert best["config"]["vp"] <= 9 and "--pipeline-model-parallel-layout" in back["_emitted"]
+    parallel = back["_back"]["parallel"]
+    assert (
+        parallel["decoder_first_pipeline_num_layers"]
+        == 8
+        == parallel["decoder_last_pipeline_num_layers"]
+    )
+    assert back["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
+
+
+def test_emit_writes_the_layout_an_uneven_split_needs(tmp_path):
+    """61 layers on pp 32 were emitted without the arguments Megatron-Core needs to split them;
+    the balanced split (1, 2 x 29, 1, 1) is a --pipeline-model-parallel-layout."""
+    best, back = emitted_and_read_back(
+        tmp_path, "emit_uneven_split_unlaunchable", "deepseek.yaml", "h100-sxm"
+    )
+    assert "--pipeline-model-parallel-layout 'Et|tt|" in back["_emitted"]
+    assert back["stage_layers"] == best["stage_layers"]
+    assert back["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
+
+
+def test_emit_carries_the_framework_profile(tmp_path):
+    """A megatron-2021 plan read back as megatron-core (4.95 s against 5.71 s); the emitted text
+    now names its profile in a comment `import megatron` reads, and says what today's
+    Megatron-LM would run."""
+    best, back = emitted_and_read_back(
+        tmp_path, "emit_framework_profile_lost", "plan.yaml", "a100-80gb"
+    )
+    assert "# perfmodel: framework megatron-2021" in back["_emitted"]
+    assert "today's Megatron-LM runs these arguments as megatron-core" in back["_emitted"]
+    assert back["_back"]["training"]["framework"] == "megatron-2021"
+    assert back["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
+
+
+def test_emit_zero3_reads_back_as_zero3(tmp_path):
+    best, back = emitted_and_read_back(
+        tmp_path, "emit_zero3_not_read_back", "plan.yaml", "h100-sxm"
+    )
+    assert best["config"]["zero_stage"] == 3 == back["config"]["zero_stage"]
+    assert back["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
+
+
+def test_emit_writes_userbuffers_overlap_only_with_sequence_parallelism():
+    out = run("emit_tp_comm_overlap_without_sp", "plan", "a.yaml", "--emit", "megatron").stdout
+    assert "--tp-comm-overlap" not in out or "--sequence-parallel" in out
+
+
+def test_emit_with_json_is_json():
+    r = run("emit_json_ignored", "plan", "a.yaml", "--emit", "megatron", "--json")
+    j = json.loads(r.stdout)
+    assert "--num-layers 32" in j["arguments"] and j["launcher"].startswith("torchrun")
+    assert j["step_time_s"] > 0 and j["config"]["tp"] >= 1
+
+
+def test_compare_empty_path_says_the_argument_is_empty():
+    one_line_error(run("compare_empty_path", "compare", "a.yaml", ""), "the plan argument is empty")
+
+
+def test_nothing_fits_hint_names_context_parallelism():
+    r = run("hint_omits_cp", "plan", "nofit.yaml")
+    assert r.exit_code == 1 and "the leanest configuration (tp=4 cp=2 pp=1" in r.output
+
+
+def test_memory_reads_launch_files_with_its_gpu():
+    r = run("memory_launch_file", "memory", "run.sh", "--gpu", "h100-sxm", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["capacity_bytes"] == pytest.approx(85.52e9, rel=1e-3)
+
+
+def test_memory_refuses_quick_options_with_a_plan():
+    r = run("memory_quick_options_ignored", "memory", "a.yaml", "--model", "gpt3-175b",
+            "--gbs", "4096", "--json")  # fmt: skip
+    one_line_error(r, "--model and --gbs are for the quick case")
+    one_line_error(
+        run("memory_quick_options_ignored", "memory", "a.yaml", "--gpu", "a100-40gb"),
+        "--gpu is for Megatron-LM launch files and NeMo recipes",
+    )
+
+
+def test_stage_layer_messages_name_the_field_given():
+    r = run("msg_last_stage_layers", "plan", "last100.yaml")
+    one_line_error(r, "parallel.decoder_last_pipeline_num_layers: 100 layers on the last stage")
+    c = run("msg_last_stage_layers", "check", "last100.yaml")
+    assert "parallel.decoder_last_pipeline_num_layers:" in c.output
+    assert "fix: fix" not in c.output and "fix: give pp >= 2" in c.output
+
+
+def test_pp_not_dividing_the_gpus_is_named():
+    r = run("msg_pp_not_dividing_gpus", "plan", "pp5.yaml")
+    one_line_error(r, "parallel.pp 5 does not divide num_gpus(64)")
+    assert "node boundary" not in r.output and "a multiple of 8" not in r.output
+
+
+def test_report_refuses_to_overwrite_its_plan(tmp_path):
+    import shutil
+
+    shutil.copy(REPRO / "report_overwrites_plan" / "a.yaml", tmp_path / "a.yaml")
+    before = (tmp_path / "a.yaml").read_text()
+    r = CliRunner().invoke(
+        main, ["report", str(tmp_path / "a.yaml"), "-o", str(tmp_path / "a.yaml")]
+    )
+    one_line_error(r, "that is the input file")
+    assert (tmp_path / "a.yaml").read_text() == before
+
+
+def test_sweep_reads_launch_files():
+    r = run("sweep_launch_file", "sweep", "run.sh", "--gpu", "h100-sxm", "--vary", "gpus=16,32")
+    assert r.exit_code == 0, r.output
+    assert "tp2" in r.stdout
+
+
+def test_sweep_checks_the_plot_name_before_the_work():
+    r = run("sweep_plot_noext_after_work", "sweep", "a.yaml", "--vary", "gpus=16,32",
+            "--plot", "noext")  # fmt: skip
+    assert r.exit_code == 2 and "give the file an extension" in r.output
+    assert "Sweep of" not in r.output
+
+
+def test_sweep_values_are_bounded_and_reported():
+    from perfmodel.review import sweep as sw
+
+    values = (REPRO / "sweep_500_values" / "values.txt").read_text().strip()
+    path, vals = sw.parse_vary(f"gbs={values}")  # 500 values: within the bound
+    assert len(vals) == 500
+    too_many = ",".join(str(16 * i) for i in range(1, sw.MAX_VALUES + 2))
+    one_line_error(run("sweep_500_values", "sweep", "a.yaml", "--vary", f"gbs={too_many}"),
+                   f"a sweep takes at most {sw.MAX_VALUES}")  # fmt: skip
+    calls = []
+    plan = (
+        __import__("perfmodel.inputs", fromlist=["load"])
+        .load(str(REPRO / "sweep_500_values" / "a.yaml"))
+        .plan
+    )
+    sw.sweep(plan, path, vals[:3], progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(0, 3), (1, 3), (2, 3)]

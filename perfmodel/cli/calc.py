@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from perfmodel.cli.common import Finite, count, json_option, quantity
+from perfmodel.cli.common import Finite, count, json_option, plot_option, quantity
 
 # the dtypes a GPU can list a peak for (perfmodel.specs.precision.DTYPES; tests/test_cli.py keeps
 # them equal)
@@ -33,11 +33,7 @@ DTYPE_CHOICES = ("fp32", "tf32", "bf16", "fp16", "fp8")
     help="Wall-clock bubble to stay strictly below.",
 )
 @click.option("--sweep", is_flag=True, help="Also tabulate the bubble over a range of m.")
-@click.option(
-    "--plot",
-    type=click.Path(dir_okay=False),
-    help="Write bubble vs m to a PNG (needs perfmodel[plot]).",
-)
+@plot_option("Write bubble vs m to a PNG (needs perfmodel[plot]).")
 @json_option
 def bubble(
     m: int, p: int, v: int, target: float, sweep: bool, plot: str | None, as_json: bool
@@ -92,11 +88,7 @@ def bubble(
         " HBM."
     ),
 )
-@click.option(
-    "--plot",
-    type=click.Path(dir_okay=False),
-    help="Write the roofline to a PNG (needs perfmodel[plot]).",
-)
+@plot_option("Write the roofline to a PNG (needs perfmodel[plot]).")
 @json_option
 def roofline(
     mbs: int,

@@ -178,16 +178,56 @@ def with_reserve(plan: Plan, value: str) -> Plan:
         ) from None
 
 
-def write_text(path: str, text: str, what: str) -> None:
-    """Write a file a command produces, announced on stderr; an unwritable path is one clear
-    line."""
+def write_text(path: str, text: str, what: str, source: str | None = None) -> None:
+    """Write a file a command produces, announced on stderr; an unwritable path, or the command's
+    own input file (``source``), is one clear line."""
+    import os
+
     from perfmodel.errors import PerfModelError
 
     if not path.strip():
         raise PerfModelError(f"{what} needs a file name")
+    if (
+        source
+        and os.path.exists(source)
+        and os.path.exists(path)
+        and os.path.samefile(source, path)
+    ):
+        raise PerfModelError(
+            f"{what} {path}: that is the input file, which this would overwrite; write elsewhere"
+        )
     try:
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
     except OSError as e:
         raise PerfModelError(f"cannot write {path}: {e.strerror}") from None
     click.echo(f"wrote {path}", err=True)
+
+
+# the formats matplotlib writes (FigureCanvasBase.get_supported_filetypes())
+PLOT_FORMATS = ("png", "svg", "pdf", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp", "pgf")
+
+
+def _plot_path(ctx, param, value: str | None) -> str | None:
+    """--plot's file, its format checked before any work is done."""
+    import os
+
+    if value is None:
+        return None
+    ext = os.path.splitext(value)[1].lstrip(".").lower()
+    if not os.path.basename(value) or not ext:
+        raise click.BadParameter(
+            f"{value!r}: give the file an extension (.png, .svg or .pdf)", ctx, param
+        )
+    if ext not in PLOT_FORMATS:
+        raise click.BadParameter(
+            f"{value!r}: .{ext} is no image format; use .png, .svg or .pdf", ctx, param
+        )
+    return value
+
+
+def plot_option(help_text: str):
+    """--plot FILE, with its extension checked before the command runs."""
+    return click.option(
+        "--plot", type=click.Path(dir_okay=False), callback=_plot_path, help=help_text
+    )

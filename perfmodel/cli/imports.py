@@ -64,7 +64,8 @@ def import_megatron(args_file, gpu_name, gpus, vocab_size, output):
 
     \b
     Example:
-        perfmodel import megatron train_gpt3_175b_distributed.sh --gpu a100-80gb -o gpt3.yaml
+        perfmodel import megatron train_gpt3_175b_distributed.sh \\
+            --gpu a100-80gb -o gpt3.yaml
         perfmodel check train_gpt3_175b_distributed.sh --gpu a100-80gb --gpus 128
     """
     _write(args_file, "megatron", "Megatron-LM arguments", gpu_name, gpus, vocab_size, output)
@@ -81,8 +82,10 @@ def import_nemo(recipe_file, gpu_name, gpus, vocab_size, output):
     recognized, and keys whose cost it cannot model are an error. `check`, `estimate` and `compare`
     also take the recipe itself, with --gpu.
 
-    \b Example: perfmodel import nemo megatron_llama_config.yaml --gpu h100-sxm --vocab-size 32000
-    -o llama.yaml
+    \b
+    Example:
+        perfmodel import nemo megatron_llama_config.yaml --gpu h100-sxm \\
+            --vocab-size 32000 -o llama.yaml
     """
     _write(recipe_file, "nemo", "a NeMo recipe", gpu_name, gpus, vocab_size, output)
 
@@ -106,6 +109,6 @@ def _write(
         click.echo(note, err=True)
     text = plan_yaml(imp, source)
     if output:
-        write_text(output, text, "-o")
+        write_text(output, text, "-o", source=path)
     else:
         click.echo(text, nl=False)

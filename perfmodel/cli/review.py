@@ -14,6 +14,7 @@ from perfmodel.cli.common import (
     launch_options,
     load_plan,
     parallel_options,
+    plot_option,
     write_text,
 )
 
@@ -135,25 +136,33 @@ def compare_cmd(
 @click.option(
     "--fixed", is_flag=True, help="Keep the plan's knobs at every value instead of searching."
 )
-@click.option(
-    "--plot", type=click.Path(dir_okay=False), help="Write the scaling curve (PNG, SVG or PDF)."
-)
+@plot_option("Write the scaling curve (PNG, SVG or PDF).")
+@launch_options
 @format_option
 @json_option
-def sweep_cmd(plan_file: str, vary: str, fixed: bool, plot: str | None, as_json: bool) -> None:
+def sweep_cmd(
+    plan_file: str, vary: str, fixed: bool, plot: str | None, as_json: bool, **kw: Any
+) -> None:
     """What if: one field of the plan over several values; at each, the fastest configuration that
     fits (or, with --fixed, the plan's own) with its step time, throughput, MFU and memory.
 
-    \b Example: perfmodel sweep gpt3-175b.yaml --vary gpus=256,512,1024 perfmodel sweep
-    examples/clean-plan.yaml --vary inter_node_bandwidth="25 GB/s,12.5 GB/s" --fixed perfmodel sweep
-    gpt3-175b.yaml --vary gpu=a100-80gb,h100-sxm --json
+    \b
+    Example:
+        perfmodel sweep gpt3-175b.yaml --vary gpus=256,512,1024
+        perfmodel sweep examples/clean-plan.yaml --fixed \\
+            --vary inter_node_bandwidth="25 GB/s,12.5 GB/s"
+        perfmodel sweep gpt3-175b.yaml --vary gpu=a100-80gb,h100-sxm --json
     """
     from perfmodel.output import console, render_review
     from perfmodel.review import sweep as sw
 
-    plan = load_plan(plan_file, {})
+    plan = load_plan(plan_file, kw)
     path, values = sw.parse_vary(vary)
-    result = sw.sweep(plan, path, values, fixed)
+    bar = console.LazyProgress(f"sweeping {path}")
+    try:
+        result = sw.sweep(plan, path, values, fixed, progress=bar)
+    finally:
+        bar.close()
     console.emit_json(result.to_json()) if as_json else render_review.sweep(result)
     if plot is not None:
         from perfmodel.output import plots
@@ -225,4 +234,4 @@ def report_cmd(plan_file: str, output: str, **kw: Any) -> None:
 
     if not output.strip():
         raise PerfModelError("-o needs a file name, e.g. -o report.html")
-    write_text(output, html.report(load_plan(plan_file, kw)), "-o")
+    write_text(output, html.report(load_plan(plan_file, kw)), "-o", source=plan_file)

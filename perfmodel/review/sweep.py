@@ -10,6 +10,7 @@ changed plan.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
@@ -76,6 +77,10 @@ class Sweep:
         }
 
 
+# a search a value: 1,000 take about a minute on a laptop's core
+MAX_VALUES = 1000
+
+
 def parse_vary(text: str) -> tuple[str, list[str]]:
     """``FIELD=V1,V2,...`` -> (dotted path, values)."""
     name, sep, values = text.partition("=")
@@ -90,6 +95,15 @@ def parse_vary(text: str) -> tuple[str, list[str]]:
             f"--vary {name.strip()!r}: name a field as section.field ({', '.join(SECTIONS)}) "
             f"or one of {', '.join(sorted(SHORT))}"
         )
+    if len(vals) > MAX_VALUES:
+        raise PerfModelError(
+            f"--vary {name.strip()}: {len(vals)} values; a sweep takes at most {MAX_VALUES} (each"
+            " is a search of its own, 10-70 ms): sweep a coarser grid, then a finer one where it"
+            " turns"
+        )
+    if len(set(vals)) < len(vals):
+        dup = next(v for v in vals if vals.count(v) > 1)
+        raise PerfModelError(f"--vary {name.strip()}: {dup} is given twice; give each value once")
     return path, vals
 
 
@@ -130,12 +144,20 @@ def _set(obj: BaseModel, keys: list[str], value, path: str) -> BaseModel:
         ) from None
 
 
-def sweep(plan: Plan, path: str, values: list[str], fixed: bool = False) -> Sweep:
+def sweep(
+    plan: Plan,
+    path: str,
+    values: list[str],
+    fixed: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> Sweep:
     """Each value: the changed plan's fastest configuration that fits (``fixed``: the plan's own
     knobs, free ones chosen as `estimate` does). A value that cannot run is a row with its reason.
-    """
+    ``progress(done, total)`` is called after each value (a search each: about 10-70 ms)."""
     points = []
-    for v in values:
+    for i, v in enumerate(values):
+        if progress is not None:
+            progress(i, len(values))
         try:  # a bad value stops the sweep: it is the user's error, not a result
             p = changed(plan, path, v)
         except PerfModelError as e:
