@@ -307,6 +307,17 @@ def test_pm207_expert_all_to_all_across_nodes():
     )
     f = next(f for f in check(across) if f.rule == "PM207")
     assert f.figures["share"] > 0.25 and "spans 4 nodes" in f.message
+    assert "DeepEP" in f.fix and "moe_a2a_overlap" in f.fix
+    # a plan that already dispatches with DeepEP and overlaps is not told to (issue 19)
+    both = across.model_copy(
+        update={
+            "training": across.training.model_copy(
+                update={"moe_token_dispatcher_type": "deepep", "moe_a2a_overlap": True}
+            )
+        }
+    )
+    told = [f for f in check(both) if f.rule == "PM207"]
+    assert [f.fix for f in told] == ["keep ep x etp <= 8 (one node)"]
     inside = across.with_parallel(ep=8, pp=8, dp=16)
     assert "PM207" not in {f.rule for f in check(inside)}
 

@@ -217,3 +217,54 @@ def test_json_rejections_carry_stable_rule_ids():
     assert {r["rule"] for r in rej} >= {"PM101", "PM103"}
     hbm = next(r for r in rej if r["rule"] == "PM101")
     assert out["evaluated"] == out["feasible"] + hbm["count"]
+
+
+def test_sort_memory_marks_equivalence_against_the_fastest_listed():
+    """The first row under --sort memory is the leanest, not the best: equivalence to the best
+    is judged against the fastest row listed (issue 19: every row was marked equivalent)."""
+    from perfmodel.engine import search as srch
+    from perfmodel.inputs import load, presets
+
+    plan = load("gpt3-175b").plan
+    result = srch.search(plan, 5, "memory")
+    srch.annotate(plan, result, presets.error_bands())
+    steps = [e.values["step_time_s"] for e in result.results]
+    fastest = min(result.results, key=lambda e: e.values["step_time_s"])
+    for e, step in zip(result.results, steps):
+        margin = fastest.band.mean
+        assert e.equivalent_to_best == (step <= fastest.values["step_time_s"] * (1 + margin))
+    assert not all(e.equivalent_to_best for e in result.results)
+
+
+def test_a_zero3_pick_gets_the_widest_band_and_says_why():
+    """No validated run shards parameters: a ZeRO-3 configuration's band is not the +-2% of the
+    Megatron tables (issue 19)."""
+    from perfmodel.engine import uncertainty
+    from perfmodel.inputs import load, presets
+
+    bands = presets.error_bands()
+    plan = load("llama3-8b-h100").plan
+    plain, sharded = uncertainty.band(plan, bands, 1), uncertainty.band(plan, bands, 3)
+    widest = max(t["max_abs_error"] for t in bands.values())
+    assert sharded.max == widest > plain.max and "ZeRO-3" in sharded.basis
+
+
+def test_the_search_never_proposes_a_schedule_the_framework_lacks():
+    """Megatron-LM and DeepSpeed have no GPipe schedule: the search does not offer it, so an
+    emitted pick runs as predicted (issue 19, found by the round-trip fuzz: GPipe beat 1F1B by
+    0.05% and read back as 1F1B)."""
+    import json
+
+    from perfmodel.cost.pipeline import SCHEDULE_CODES
+    from perfmodel.engine.space import enumerate_space
+    from perfmodel.inputs import load
+    from perfmodel.specs.framework import PROFILES
+
+    base = load("llama3-8b-h100").plan
+    for name, profile in PROFILES.items():
+        plan = base.model_copy(
+            update={"training": base.training.model_copy(update={"framework": name})}
+        )
+        codes = set(enumerate_space(plan).knobs.schedule.tolist())
+        allowed = {SCHEDULE_CODES[s] for s in profile["schedules"]}
+        assert codes and codes <= allowed, (name, json.dumps(sorted(codes)))

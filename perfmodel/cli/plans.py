@@ -67,7 +67,6 @@ def plan_cmd(
             --top 10 --json
     """
     from perfmodel.engine import search as srch
-    from perfmodel.engine import uncertainty
     from perfmodel.inputs import presets
     from perfmodel.output import console, render_plan
 
@@ -80,7 +79,7 @@ def plan_cmd(
     finally:
         if bar:
             bar.close()
-    srch.annotate(plan, result, uncertainty.band(plan, presets.error_bands()))
+    srch.annotate(plan, result, presets.error_bands())
     if plot is not None:
         from perfmodel.output import plots
 
@@ -133,7 +132,7 @@ def estimate(
 
     plan = load_plan(plan_file, kw)
     est, chosen = srch.estimate_or_search(plan)
-    est.band = uncertainty.band(plan, presets.error_bands())
+    est.band = uncertainty.band(plan, presets.error_bands(), est.config.zero_stage)
     ops = est_mod.per_layer_ops(plan, est.config) if per_layer else None
     if as_json:
         out = est.to_json()

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from perfmodel.engine import uncertainty
 from perfmodel.engine.estimate import Estimate, estimate, evaluate, resolve_config
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.rules import Reason
 from perfmodel.engine.space import enumerate_space
-from perfmodel.engine.uncertainty import Band
 from perfmodel.errors import PerfModelError
 from perfmodel.specs import Plan
 
@@ -152,7 +152,7 @@ def _exact_top(
 SLOWER_LINK = 0.8  # robustness probe: the inter-node link at 80% of its bandwidth
 
 
-def annotate(plan: Plan, result: SearchResult, band: Band) -> None:
+def annotate(plan: Plan, result: SearchResult, bands: dict[str, Any]) -> None:
     """Attach to each result the expected-error band and its step time with a 20% slower inter-node
     link, and mark the results whose step time lies inside the best one's band as equivalent to it:
     the model cannot tell them apart, so memory and robustness decide (issue 14)."""
@@ -164,11 +164,16 @@ def annotate(plan: Plan, result: SearchResult, band: Band) -> None:
             update={"bandwidth_bytes_per_s": link.bandwidth_bytes_per_s * SLOWER_LINK}
         )
     )
-    best = result.results[0].values["step_time_s"]
     for e in result.results:
-        e.band = band
+        e.band = uncertainty.band(plan, bands, e.config.zero_stage)
+    # the fastest listed (with --sort memory the first row is the leanest, not the fastest)
+    fastest = min(result.results, key=lambda e: e.values["step_time_s"])
+    best = fastest.values["step_time_s"]
+    margin = uncertainty.band(plan, bands, fastest.config.zero_stage).mean
+    for e in result.results:
         e.slower_link_step_s = estimate(slower, e.config).values["step_time_s"]
-        e.equivalent_to_best = e.values["step_time_s"] <= best * (1 + band.mean)
+        # within the best's band: the model cannot tell them apart
+        e.equivalent_to_best = e.values["step_time_s"] <= best * (1 + margin)
 
 
 def _no_valid_space(plan: Plan, rejected: dict[str, Any]) -> str:

@@ -115,7 +115,16 @@ class _Builder:
         knobs = {k: c[k] for k in _FACT_KNOBS if k in c}
         cp_comm = self.fx.cp_comm_type or "p2p"
         p = self.plan
-        return facts(p.model, p.system, self.gbs, p.seq_length, self.tr, cp_comm=cp_comm, **knobs)
+        return facts(
+            p.model,
+            p.system,
+            self.gbs,
+            p.seq_length,
+            self.tr,
+            cp_comm=cp_comm,
+            schedule=self.fx.schedule,
+            **knobs,
+        )
 
     def fixed(self, values: Iterable[int], knob: str) -> Array:
         v = getattr(self.fx, knob)
@@ -213,7 +222,15 @@ def _categorical(
             "framework", facts_of(c), np.ones(c["tp"].size, bool), counts, "configurations"
         ),
     )
-    c = _expand(c, "schedule", np.array(sorted(SCHEDULE_CODES.values())))
+    # the schedules the framework runs (Megatron and DeepSpeed have no GPipe: the search never
+    # proposes it), or the plan's own (check's PM205 says what GPipe costs and that it is not there)
+    runs = facts_of(c).profile["schedules"]
+    names = (
+        [fx.schedule]
+        if fx.schedule
+        else [s for s in SCHEDULE_CODES if s in runs or s == "interleaved"]
+    )
+    c = _expand(c, "schedule", np.array(sorted(SCHEDULE_CODES[s] for s in names)))
     ok = (c["vp"] > 1) == (c["schedule"] == SCHEDULE_CODES["interleaved"])
     if fx.schedule is not None:
         ok &= c["schedule"] == SCHEDULE_CODES[fx.schedule]

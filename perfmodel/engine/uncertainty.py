@@ -60,9 +60,19 @@ def bands_from_report(report: Any) -> dict[str, Any]:
 WEIGHTS = {"framework": 4, "gpu": 2, "moe": 1.5, "dtype": 1}
 
 
-def band(plan: Plan, bands: dict[str, Any]) -> Band:
-    """The error band of the validation table nearest in kind to ``plan``."""
+def band(plan: Plan, bands: dict[str, Any], zero_stage: int = 0) -> Band:
+    """The error band of the validation table nearest in kind to ``plan``. A configuration that
+    shards parameters (ZeRO-3 / FSDP, ``zero_stage`` 3) spends its step on gathers no table without
+    such runs measured: it gets the widest band known, and says so."""
     k = kind(plan)
+    if zero_stage >= 3 and not any(t.get("zero3") for t in bands.values()):
+        widest = max(bands.values(), key=lambda t: t["max_abs_error"])
+        return Band(
+            widest["mean_abs_error"],
+            widest["max_abs_error"],
+            "ZeRO-3: no published run that shards parameters is validated: the widest band of"
+            " any table",
+        )
     scored = [
         (sum(w for f, w in WEIGHTS.items() if t.get(f) == k[f]), name, t)
         for name, t in bands.items()

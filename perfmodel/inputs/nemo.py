@@ -61,9 +61,12 @@ def typed(key: str, value: Any, where: str) -> Any:
             raise PerfModelError(f"{where}.{key}: {value!r} is not a whole number")
     if key in FLOAT_KEYS and not isinstance(value, bool):
         try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise PerfModelError(f"{where}.{key}: {value!r} is not a number") from None
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):
+            raise PerfModelError(f"{where}.{key}: {str(value)[:40]!r} is not a number") from None
+        if number != number or abs(number) == float("inf"):
+            raise PerfModelError(f"{where}.{key}: {value!r} is not a finite number")
+        return number
     if key in CHOICES and value not in CHOICES[key]:
         raise PerfModelError(f"{where}.{key}: {value!r}; NeMo accepts {', '.join(CHOICES[key])}")
     return value

@@ -191,8 +191,13 @@ def plan(plan_obj, result, verbose: bool = False) -> None:
         f" ({result.evaluated / max(result.search_time_s, 1e-9):,.0f} per second); feasible"
         f" {result.feasible:,}"
     )
+    # each candidate is counted once: under the first rule it breaks before evaluation, or as
+    # not fitting among the evaluated
     for reason, count in result.rejected.items():
-        line(f"  rejected: {reason}: {count:,}")
+        when = (
+            "evaluated, rejected" if getattr(reason, "rule", None) == "PM101" else "not evaluated"
+        )
+        line(f"  {when}: {reason}: {count:,}")
     if result.hint:
         line(f"[red]{result.hint}[/red]")
 

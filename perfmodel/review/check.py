@@ -27,6 +27,7 @@ from perfmodel.errors import PerfModelError
 from perfmodel.review.catalogue import ERROR, INFO, RULES, WARNING, Finding
 from perfmodel.review.check_memory import config_or_problem, rule_memory
 from perfmodel.specs import Config, Plan
+from perfmodel.specs.framework import PROFILES
 from perfmodel.units import fmt_bytes, fmt_time
 
 
@@ -168,7 +169,12 @@ def _rule_gpipe(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
             "PM205",
             f"GPipe keeps all m={cfg.num_micro_batches} micro-batches of activations:"
             f" {fmt_bytes(est.values['activations_bytes'])} vs"
-            f" {fmt_bytes(alt['activations_bytes'])} with 1F1B (p={cfg.pp} in flight)",
+            f" {fmt_bytes(alt['activations_bytes'])} with 1F1B (p={cfg.pp} in flight)"
+            + (
+                f"; {plan.training.framework} has no GPipe schedule to run"
+                if "gpipe" not in PROFILES[plan.training.framework]["schedules"]
+                else ""
+            ),
             f"schedule: 1f1b saves {fmt_bytes(saved)} per GPU, same bubble",
             {"saved_bytes": saved},
         )
@@ -273,6 +279,14 @@ def _rule_ep_across_nodes(plan: Plan, cfg: Config) -> list[Finding]:
     if share <= 0.25:
         return []
     gpn = plan.system.gpus_per_node
+    t = plan.training
+    fixes = [f"keep ep x etp <= {gpn} (one node)"]
+    fixes += (
+        []
+        if t.moe_token_dispatcher_type == "deepep"
+        else ["dispatch with DeepEP (moe_token_dispatcher_type: deepep)"]
+    )
+    fixes += [] if t.moe_a2a_overlap else ["overlap the all-to-all (moe_a2a_overlap)"]
     return [
         Finding(
             "PM207",
@@ -280,8 +294,7 @@ def _rule_ep_across_nodes(plan: Plan, cfg: Config) -> list[Finding]:
             f" combine all-to-alls take {fmt_time(a2a)} of the MoE layer's"
             f" {fmt_time(sum(ops.values()))} ({100 * share:.0f}%) per micro-batch on"
             f" {plan.system.inter_node_link.name}",
-            f"keep ep x etp <= {gpn} (one node), dispatch with DeepEP (moe_token_dispatcher_type:"
-            " deepep), or overlap the all-to-all (moe_a2a_overlap)",
+            ", or ".join([", ".join(fixes[:-1]), fixes[-1]] if len(fixes) > 1 else fixes),
             {"a2a_s": a2a, "share": share},
         )
     ]

@@ -75,6 +75,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "uneven_stages": False,  # layers must divide evenly (megatron/model/transformer.py, 2021)
         "context_parallel": False,  # CP and EP came with Megatron-Core (2023)
         "cp_comm_types": (),
+        # forward_backward_pipelining_with(out)_interleaving: 1F1B; Megatron has no GPipe schedule
+        "schedules": ("1f1b", "interleaved"),
         "expert_parallel": False,
         "interleaved": True,  # interleaved 1F1B: Narayanan et al. 2021, Sec. 2.2.2
     },
@@ -102,6 +104,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "uneven_stages": False,
         "context_parallel": False,
         "cp_comm_types": (),
+        # forward_backward_pipelining_with(out)_interleaving: 1F1B; Megatron has no GPipe schedule
+        "schedules": ("1f1b", "interleaved"),
         "expert_parallel": False,
         "interleaved": True,
     },
@@ -140,6 +144,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "context_parallel": True,
         # the K/V ring and Ulysses' all-to-all (--cp-comm-type; a2a+p2p and allgather unmodelled)
         "cp_comm_types": ("p2p", "a2a"),
+        "schedules": ("1f1b", "interleaved"),
         "expert_parallel": True,
         "interleaved": True,
     },
@@ -173,6 +178,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         ),  # PipelineModule partition_method="parameters" balances unequal stages
         "context_parallel": True,  # DeepSpeed-Ulysses sequence parallelism (all-to-all)
         "cp_comm_types": ("a2a",),  # Ulysses only: no ring attention in Megatron-DeepSpeed
+        "schedules": ("1f1b",),  # PipelineEngine's TrainSchedule: one forward, one backward
         "expert_parallel": True,  # DeepSpeed-MoE expert parallelism
         "interleaved": False,  # PipelineEngine: TrainSchedule only, one chunk per stage
     },
@@ -183,6 +189,7 @@ FACTS = (
     "uneven_stages",
     "context_parallel",
     "cp_comm_types",
+    "schedules",
     "interleaved",
     "expert_parallel",
     "grad_bucket_params",
