@@ -278,3 +278,14 @@ def test_presets_listing_counts_experts_and_groups_by_family():
     assert by_name["mixtral-8x7b"]["experts"] == "8x14336 top2"
     keys = [(r["family"], r["params_b"]) for r in rows]
     assert keys == sorted(keys)
+
+
+def test_a_huge_layer_count_is_refused_before_per_layer_lists_are_built():
+    """Found by the fuzz suite (issue 19, item 8): Qwen3-MoE with 10**12 layers built a list of
+    every layer's kind before the size check, and ran out of memory."""
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(PerfModelError, match="num_hidden_layers 1,000,000,000,000 is above"):
+        presets.model_from_hf_config({**QWEN3_MOE, "num_hidden_layers": 10**12})
+    assert time.perf_counter() - t0 < 5  # a generous bound against the hang, not a speed test

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from perfmodel.errors import PerfModelError
+from perfmodel.specs.model import MAX_LAYERS
 
 GATED = {
     "llama",
@@ -307,6 +308,11 @@ def model_fields(raw: Any, label: str = "config.json") -> dict:
     _architectures(raw if family != "llama4_text" else cfg, family, label)
     _refuse(cfg, family, label)
     L = _need_int(cfg, "num_hidden_layers", label)
+    if L > MAX_LAYERS:  # before any per-layer list is built
+        raise PerfModelError(
+            f"{label}: num_hidden_layers {L:,} is above the {MAX_LAYERS:,} layers perfmodel models;"
+            " check the file"
+        )
     data: dict[str, Any] = {
         "name": cfg.get("_name_or_path") or family,
         "num_layers": L,
