@@ -48,14 +48,12 @@ FLAGS = {
 PROFILES: dict[str, dict[str, Any]] = {
     "megatron-2021": {
         "flash_attention": False,  # flash attention came in 2022 (Dao et al.)
-        "tp_comm_overlap": (
-            False
-        ),  # the asynchronous TP all-reduce arrived late 2021 (Korthikanti 2022, 6.2)
+        # the asynchronous TP all-reduce arrived late 2021 (Korthikanti 2022, 6.2)
+        "tp_comm_overlap": False,
         "tp_comm_overlap_ub": False,
         "grad_accumulation_fusion": False,  # fused wgrad arrived with the async all-reduce
-        "persist_layer_norm": (
-            False
-        ),  # apex's persistent layernorm became Megatron's default late 2021
+        # apex's persistent layernorm became Megatron's default late 2021
+        "persist_layer_norm": False,
         "p2p_overlap": False,  # blocking send/recv (p2p_communication.py of 2021)
         "overlap_grad_reduce": False,  # --DDP-impl local: the all-reduce after the backward
         "overlap_param_gather": False,
@@ -68,9 +66,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "step_overhead_s": 0.2,
         "microbatch_overhead_s": 4e-3,
         "hop_overhead_s": 0.0,
-        "grad_bucket_params": (
-            12.5e6
-        ),  # torch DDP's 25 MB buckets of 16-bit gradients (--DDP-impl torch)
+        # torch DDP's 25 MB buckets of 16-bit gradients (--DDP-impl torch)
+        "grad_bucket_params": 12.5e6,
         "zero_stages": (0,),  # no distributed optimizer in 2021 Megatron-LM
         "uneven_stages": False,  # layers must divide evenly (megatron/model/transformer.py, 2021)
         "context_parallel": False,  # CP and EP came with Megatron-Core (2023)
@@ -87,9 +84,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "grad_accumulation_fusion": True,
         "persist_layer_norm": True,
         "p2p_overlap": False,
-        "overlap_grad_reduce": (
-            False
-        ),  # Korthikanti's runs are dp = 1 or report iteration time as such
+        # Korthikanti's runs are dp = 1 or report iteration time as such
+        "overlap_grad_reduce": False,
         "overlap_param_gather": False,
         "bias_gemm_fusion": False,
         "fused_cross_entropy": False,
@@ -110,9 +106,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "interleaved": True,
     },
     "megatron-core": {
-        "flash_attention": (
-            True
-        ),  # TE DotProductAttention (flash / cuDNN fused) is the default backend
+        # TE DotProductAttention (flash / cuDNN fused) is the default backend
+        "flash_attention": True,
         "tp_comm_overlap": True,  # async TP all-reduce / SP overlap in TE linear layers
         "tp_comm_overlap_ub": False,  # --tp-comm-overlap (userbuffers) is opt-in
         "grad_accumulation_fusion": True,  # --gradient-accumulation-fusion default on
@@ -121,26 +116,20 @@ PROFILES: dict[str, dict[str, Any]] = {
         "overlap_grad_reduce": True,  # distributed optimizer recipes set --overlap-grad-reduce
         "overlap_param_gather": True,  # ... and --overlap-param-gather
         "bias_gemm_fusion": True,  # TE Linear adds the bias in the GEMM epilogue
-        "fused_cross_entropy": (
-            True
-        ),  # NeMo 2 / Megatron-Bridge recipes set cross_entropy_loss_fusion
+        # NeMo 2 / Megatron-Bridge recipes set cross_entropy_loss_fusion
+        "fused_cross_entropy": True,
         "fp8_param_gather": False,  # --fp8-param-gather is opt-in
         # fitted on NeMo 24.07 FP8 and the MoE zoo's long-context runs: no fixed overhead improves
         # them
         "step_overhead_s": 0.0,
         "microbatch_overhead_s": 0.0,
         "hop_overhead_s": 0.0,
-        "grad_bucket_params": (
-            40e6
-        ),  # DistributedDataParallelConfig: max(40M, 1M x dp) parameters per bucket
-        "zero_stages": (
-            0,
-            1,
-            3,
-        ),  # distributed optimizer (ZeRO-1); Megatron-FSDP for ZeRO-3 (pp = 1)
-        "uneven_stages": (
-            True
-        ),  # --decoder-first/last-pipeline-num-layers, --pipeline-model-parallel-layout
+        # DistributedDataParallelConfig: max(40M, 1M x dp) parameters per bucket
+        "grad_bucket_params": 40e6,
+        # distributed optimizer (ZeRO-1); Megatron-FSDP for ZeRO-3 (pp = 1)
+        "zero_stages": (0, 1, 3),
+        # --decoder-first/last-pipeline-num-layers, --pipeline-model-parallel-layout
+        "uneven_stages": True,
         "context_parallel": True,
         # the K/V ring and Ulysses' all-to-all (--cp-comm-type; a2a+p2p and allgather unmodelled)
         "cp_comm_types": ("p2p", "a2a"),
@@ -149,9 +138,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "interleaved": True,
     },
     "deepspeed": {
-        "flash_attention": (
-            True
-        ),  # models run under ZeRO use FlashAttention-2 (transformers' attn_implementation)
+        # models run under ZeRO use FlashAttention-2 (transformers' attn_implementation)
+        "flash_attention": True,
         "tp_comm_overlap": False,
         "tp_comm_overlap_ub": False,
         "grad_accumulation_fusion": False,
@@ -166,16 +154,11 @@ PROFILES: dict[str, dict[str, Any]] = {
         "microbatch_overhead_s": 0.0,
         "hop_overhead_s": 0.0,  # no published runs to fit
         "grad_bucket_params": 5e8,  # reduce_bucket_size / allgather_bucket_size defaults (elements)
-        "zero_stages": (
-            0,
-            1,
-            2,
-            3,
-        ),  # ZeRO-2/3 only without pipeline parallelism (PipelineEngine asserts
+        # ZeRO-2/3 only without pipeline parallelism (PipelineEngine asserts
         # zero_optimization_stage < 2)
-        "uneven_stages": (
-            True
-        ),  # PipelineModule partition_method="parameters" balances unequal stages
+        "zero_stages": (0, 1, 2, 3),
+        # PipelineModule partition_method="parameters" balances unequal stages
+        "uneven_stages": True,
         "context_parallel": True,  # DeepSpeed-Ulysses sequence parallelism (all-to-all)
         "cp_comm_types": ("a2a",),  # Ulysses only: no ring attention in Megatron-DeepSpeed
         "schedules": ("1f1b",),  # PipelineEngine's TrainSchedule: one forward, one backward
