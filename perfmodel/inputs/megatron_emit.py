@@ -173,6 +173,7 @@ def read_back(plan, args: list[str]):
     from perfmodel.inputs.megatron import read_args
     from perfmodel.specs import Plan
 
+    # the GPU named here is a placeholder: the plan's own system section replaces it below
     imp = read_args(" ".join(args), "h100-sxm", plan.system.num_gpus, plan.model.vocab_size)
     full = plan.model_dump()
     training = {**imp.plan["training"], "seq_length": plan.training.seq_length}
