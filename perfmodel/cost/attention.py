@@ -14,7 +14,15 @@ import numpy as np
 from perfmodel.cost import Num
 
 from .ops import Collective, FusedAttention, Gemm, OpDesc, Pointwise, Transfer, tag
-from .shapes import LayerShape, Options, Split, _residual, _tp_collective, layernorm_backward_bytes
+from .shapes import (
+    LayerShape,
+    Options,
+    Split,
+    _residual,
+    _tp_collective,
+    hidden_norm,
+    layernorm_backward_bytes,
+)
 
 
 def attention_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
@@ -22,21 +30,7 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     act, h = o.act_bytes, m.hidden
     M, t, tok = x.tokens, x.t, x.tok
     ln_bwd = layernorm_backward_bytes(act, o.persist_ln)
-    ops: list[OpDesc] = tag(
-        [
-            Pointwise(
-                "layernorm 1",
-                M * h / tok,
-                2 * act,
-                ln_bwd,
-                8,
-                "tokens",
-                m.norm_params,
-                saved=act * M * h / tok,
-            )
-        ],
-        "layernorm",
-    )
+    ops: list[OpDesc] = tag([hidden_norm(m, o, "layernorm 1", M * h / tok)], "layernorm")
     projections, first = _input_projections(m, o, x, ln_bwd)
     ops += projections
     ops += attention_core(m, o, x)
@@ -66,18 +60,7 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
         )
     )
     if m.sandwich:  # Gemma 2: the attention output is normed before the residual add
-        ops.append(
-            Pointwise(
-                "post-attention norm",
-                M * h / tok,
-                2 * act,
-                ln_bwd,
-                8,
-                "tokens",
-                m.norm_params,
-                saved=act * M * h / tok,
-            )
-        )
+        ops.append(hidden_norm(m, o, "post-attention norm", M * h / tok))
     ops.append(_residual(m, o, "1", M * h / tok))
     # the residual branch point's two gradients (through the norm, and straight) are summed
     ops.append(Pointwise("residual gradient add 1", M * h / tok, 0.0, 3 * act, 1, "tokens"))

@@ -238,6 +238,23 @@ def _residual(m: LayerShape, o: Options, which: str, elements: Num) -> Pointwise
     )
 
 
+def hidden_norm(m: LayerShape, o: Options, name: str, elements: Num) -> Pointwise:
+    """A LayerNorm/RMSNorm over the hidden size on ``elements`` values (h per token): read x, write
+    y (2 x act bytes an element); backward as layernorm_backward_bytes; 8 FLOPs an element; the
+    input saved for the backward; gamma (and beta) as parameters."""
+    act = o.act_bytes
+    return Pointwise(
+        name,
+        elements,
+        2 * act,
+        layernorm_backward_bytes(act, o.persist_ln),
+        8,
+        "tokens",
+        m.norm_params,
+        saved=act * elements,
+    )
+
+
 def _activation(
     m: LayerShape, act: int, name: str, elements: Num, bias: bool, saved: Num
 ) -> Pointwise:

@@ -37,6 +37,7 @@ from .shapes import (
     _tp_collective,
     fp8_casts,
     grad_accumulation_bytes,
+    hidden_norm,
     layernorm_backward_bytes,
 )
 
@@ -70,35 +71,10 @@ def decoder_layer(
     act, h = o.act_bytes, m.hidden
     M, tok = x.tokens, x.tok
     ops = attention_ops(m, o, x)
-    ops += tag(
-        [
-            Pointwise(
-                "layernorm 2",
-                M * h / tok,
-                2 * act,
-                layernorm_backward_bytes(act, o.persist_ln),
-                8,
-                "tokens",
-                m.norm_params,
-                saved=act * M * h / tok,
-            )
-        ],
-        "layernorm",
-    )
+    ops += tag([hidden_norm(m, o, "layernorm 2", M * h / tok)], "layernorm")
     ops += moe_ops(m, o, x) if moe else tag(mlp_ops(m, o, x), "mlp")
     if m.sandwich:
-        ops.append(
-            Pointwise(
-                "post-MLP norm",
-                M * h / tok,
-                2 * act,
-                layernorm_backward_bytes(act, o.persist_ln),
-                8,
-                "tokens",
-                m.norm_params,
-                saved=act * M * h / tok,
-            )
-        )
+        ops.append(hidden_norm(m, o, "post-MLP norm", M * h / tok))
     ops.append(_residual(m, o, "2", M * h / tok))
     ops.append(Pointwise("residual gradient add 2", M * h / tok, 0.0, 3 * act, 1, "tokens"))
     if o.gemm_bytes == 1:
