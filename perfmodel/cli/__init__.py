@@ -79,9 +79,8 @@ class Group(click.Group):
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
-        if (
-            "perfmodel.output.console" in sys.modules
-        ):  # --format markdown lasts one command (tests run many)
+        # --format markdown lasts one command (tests run many)
+        if "perfmodel.output.console" in sys.modules:
             sys.modules["perfmodel.output.console"].set_markdown(False)
         try:
             return super().invoke(ctx)
@@ -100,9 +99,8 @@ class Group(click.Group):
             message = _user_error(e)
             if message is not None:
                 raise click.ClickException(short(message)) from None
-            if os.environ.get(
-                "PERFMODEL_DEBUG"
-            ):  # a bug, not bad input: still no traceback unless asked
+            # a bug, not bad input: still no traceback unless asked
+            if os.environ.get("PERFMODEL_DEBUG"):
                 raise
             raise click.ClickException(
                 f"internal error ({e.__class__.__name__}: {e}); rerun with "

@@ -190,8 +190,9 @@ def attention_core(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
         "heads",
         attention_core=True,
         saved=v_bytes,
+        # the dropout output (else the softmax's)
         saved_core=act * nb * sq * s if o.dropout else 0.0,
-    )  # the dropout output (else the softmax's)
+    )
     exchange = _cp_exchange(m, o, x, q_bytes + k_bytes + v_bytes, k_bytes + v_bytes)
     before, after = list(exchange[:1]), list(exchange[1:]) + _cp_ring_merges(m, o, x, v_d, k_width)
     if o.flash:
@@ -270,9 +271,8 @@ def _input_projections(
             saved=act * M * h / tok,
         )
     )
-    if (
-        m.bias and not o.bias_fused
-    ):  # output += bias after the GEMM; backward: bias gradient, a reduction
+    # output += bias after the GEMM; backward: bias gradient, a reduction
+    if m.bias and not o.bias_fused:
         ops.append(Pointwise("QKV bias add", M * qkv_n / t, 2 * act, act, 1, "column"))
     if m.qk_norm:  # RMSNorm over each head's d channels of Q and of K (gamma: d each)
         qk_el = M * (m.q_dim + m.kv_dim) / t

@@ -126,9 +126,8 @@ def data_parallel_comm(
         grads, weights = params * precision.gradient_bytes, params * precision.weight_bytes
         t_ar, t_rs = _ring("all-reduce", grads, n, link), _ring("reduce-scatter", grads, n, link)
         t_ag = _ring("all-gather", weights, n, link)
-        last = np.minimum(
-            1.0, ov.bucket_params / np.maximum(params, 1.0)
-        )  # the last (first) bucket's share
+        # the last (first) bucket's share
+        last = np.minimum(1.0, ov.bucket_params / np.maximum(params, 1.0))
         step_reduce = np.where(zero >= 1, t_rs, t_ar)
         if ov.grad_reduce:
             step_reduce = (
@@ -182,9 +181,8 @@ def optimizer_step_bytes(p: Precision, fp8_param_gather: bool = False) -> float:
     states = 2 * p.optimizer_bytes  # read and write every fp32 state
     # one cast a step
     fp8 = 2.0 + p.fp8_weight_bytes if p.fp8_weight_bytes and fp8_param_gather else 0.0
-    return (
-        dp_scale + states + copy_in + unscale + 4.0 + 4.0 + master_out + grad + fp8
-    )  # grad: zeroing
+    # grad: zeroing the gradient buffer
+    return dp_scale + states + copy_in + unscale + 4.0 + 4.0 + master_out + grad + fp8
 
 
 def optimizer_time(

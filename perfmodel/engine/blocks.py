@@ -227,9 +227,8 @@ def block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
     for name in _KEY:  # mixed-radix code of the split, column by column (np.unique on rows is slow)
         col = np.asarray(getattr(k, name), dtype=np.int64)
         top = int(col.max(initial=0)) + 1
-        if (
-            radix * top >= 2**62
-        ):  # too wide for one int64: renumber the column by its distinct values
+        # too wide for one int64: renumber the column by its distinct values
+        if radix * top >= 2**62:
             values, col = np.unique(col, return_inverse=True)
             col, top = col.ravel(), len(values)
         key, radix = key * top + col, radix * top

@@ -47,9 +47,8 @@ def bubble_report(
     }
     if sweep:
         ms = sorted({1, 2, 4, 8, 16, 32, 48, 64, 128, 256, m, out["min_m_for_target"]})
-        if (
-            v > 1
-        ):  # the interleaved schedule runs m a multiple of p only (Narayanan 2021, Sec. 2.2.2)
+        # the interleaved schedule runs m a multiple of p only (Narayanan 2021, Sec. 2.2.2)
+        if v > 1:
             ms = sorted({k for k in ms if k % p == 0} | {p * j for j in (1, 2, 4, 8, 16, 32)})
         out["sweep"] = [
             {

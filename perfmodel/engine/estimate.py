@@ -108,12 +108,10 @@ class Estimate:
     config: Config
     values: dict[str, float]
     warnings: list[str] = field(default_factory=list)
-    stage_fwd_s: list[float] = field(
-        default_factory=list
-    )  # forward seconds per micro-batch, each stage
-    stage_bwd_s: list[float] = field(
-        default_factory=list
-    )  # backward (recompute and TP comm included)
+    # forward seconds per micro-batch, each stage
+    stage_fwd_s: list[float] = field(default_factory=list)
+    # backward (recompute and TP comm included)
+    stage_bwd_s: list[float] = field(default_factory=list)
     stage_layers: list[float] = field(default_factory=list)  # layers on each stage
     framework: str = ""
     assumed: list[str] = field(default_factory=list)  # what the figures rest on that no one checked

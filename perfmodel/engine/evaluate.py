@@ -271,9 +271,8 @@ def _data_parallel(
     expert-data-parallel ranks (Megatron-Core), each on its group's link (cost/step.py)."""
     dp, cp = k.dp.astype(float), k.cp.astype(float)
     dense, experts = memory.pop("_params_max"), memory.pop("_experts_max")
-    grad_dim = np.where(
-        dp > 1, 0, 1
-    )  # the dp x cp group is bounded by dp's link, or cp's when dp = 1
+    # the dp x cp group is bounded by dp's link, or cp's when dp = 1
+    grad_dim = np.where(dp > 1, 0, 1)
     groups = [
         (
             dense,

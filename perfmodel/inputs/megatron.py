@@ -179,9 +179,8 @@ def _small_eval(expr: str):
     characters), with the product of its numbers at most 10^8 and no powers, so that it cannot run
     long or build a huge list.
     """
-    bound = math.prod(
-        max(int(n), 1) for n in re.findall(r"\d+", expr)
-    )  # above any value or length it yields
+    # above any value or length it yields
+    bound = math.prod(max(int(n), 1) for n in re.findall(r"\d+", expr))
     if "**" in expr or bound > 10**8 or len(expr) > 2000:
         raise PerfModelError(f"{expr[:60]!r}: too large an expression to read")
     try:

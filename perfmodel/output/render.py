@@ -186,9 +186,8 @@ def presets(kind: str, rows: list[dict]) -> None:
         line(f"no {kind} presets")
         return
     caption = None
-    if (
-        kind == "models"
-    ):  # a narrower view for 80 columns: heads as a/g; family, vocabulary, sequence in --json
+    # a narrower view for 80 columns: heads as a/g; family, vocabulary, sequence in --json
+    if kind == "models":
         rows = [
             {
                 "name": r["name"],

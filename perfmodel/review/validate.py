@@ -42,9 +42,8 @@ def measured_step_time(plan: Plan, measured: dict) -> float:
     convention."""
     if "iteration_time_s" in measured:
         return float(measured["iteration_time_s"])
-    if (
-        "tokens_per_s_per_gpu" in measured
-    ):  # step = tokens per step / (tokens per second per GPU x GPUs)
+    # step = tokens per step / (tokens per second per GPU x GPUs)
+    if "tokens_per_s_per_gpu" in measured:
         tokens = plan.training.global_batch_size * plan.seq_length
         return tokens / (float(measured["tokens_per_s_per_gpu"]) * plan.system.num_gpus)
     m = plan.model

@@ -254,9 +254,8 @@ class Training(Spec):
         if framework not in FRAMEWORKS:
             return handler(data)  # the Literal names the accepted profiles
         filled = {**profile_defaults(framework), **data}
-        if (
-            "grad_accum_fp32" not in data
-        ):  # Megatron-LM: bf16 (and FP8 over bf16 weights) accumulate in fp32
+        # Megatron-LM: bf16 (and FP8 over bf16 weights) accumulate in fp32
+        if "grad_accum_fp32" not in data:
             filled["grad_accum_fp32"] = data.get("dtype", "bf16") in ("bf16", "fp8")
         model = handler(filled)
         model._given = dict(data)
