@@ -27,6 +27,7 @@ from perfmodel.inputs.megatron_args import (
     Imported,
     megatron_defaults,
     megatron_rules,
+    one_value,
 )
 from perfmodel.inputs.megatron_layout import FLAG as LAYOUT
 from perfmodel.inputs.megatron_layout import first_last, read_layout
@@ -106,15 +107,8 @@ def _is_noise(w: str) -> bool:
     )
 
 
-def _one(args, flag) -> str:
-    v = args[flag]
-    if len(v) != 1:
-        raise PerfModelError(f"{flag} takes one value, got {len(v)} ({' '.join(v) or 'none'})")
-    return v[0]
-
-
 def _int(args, flag) -> int:
-    v = _one(args, flag)
+    v = one_value(args, flag)
     try:
         return int(v)
     except ValueError:
@@ -141,16 +135,16 @@ def _to_plan(args: dict, gpu: str, num_gpus: int | None, vocab_size: int | None)
     model, training, parallel = (out.plan[k] for k in ("model", "training", "parallel"))
     for flag in args:
         if flag == "--moe-layer-freq":
-            model["moe_layer_freq"] = _layer_freq(_one(args, flag))
+            model["moe_layer_freq"] = _layer_freq(one_value(args, flag))
         elif flag in MODEL:
             model[MODEL[flag]] = _int(args, flag)
         elif flag in PARALLEL:
             parallel[PARALLEL[flag]] = (
-                _one(args, flag) if flag == "--cp-comm-type" else _int(args, flag)
+                one_value(args, flag) if flag == "--cp-comm-type" else _int(args, flag)
             )
         elif flag in TRAINING_VALUES:
             training[TRAINING_VALUES[flag]] = (
-                _int(args, flag) if flag == "--global-batch-size" else _one(args, flag)
+                _int(args, flag) if flag == "--global-batch-size" else one_value(args, flag)
             )
         elif flag in SWITCHES:
             if args[flag]:
@@ -231,14 +225,14 @@ def _contradictions(args: dict) -> None:
         if all(f in args for f in flags):
             raise PerfModelError(f"{' and '.join(flags)} together: {why}")
     for flag, choices in CHOICES.items():
-        if flag in args and _one(args, flag) not in choices:
+        if flag in args and one_value(args, flag) not in choices:
             raise PerfModelError(
-                f"{flag} {_one(args, flag)}: Megatron-LM accepts {', '.join(choices)}"
+                f"{flag} {one_value(args, flag)}: Megatron-LM accepts {', '.join(choices)}"
             )
 
 
 def _float(args: dict, flag: str) -> float:
-    v = _one(args, flag)
+    v = one_value(args, flag)
     try:
         return float(v)
     except ValueError:
@@ -261,12 +255,12 @@ def _special(args: dict, out: Imported) -> None:
                 "--num-query-groups (Megatron reads it only with --group-query-attention)"
             )
     if "--normalization" in args:
-        norm = _one(args, "--normalization")
+        norm = one_value(args, "--normalization")
         if norm not in ("LayerNorm", "RMSNorm"):
             raise PerfModelError(f"--normalization {norm}: perfmodel models LayerNorm and RMSNorm")
         model["normalization"] = norm.lower()
     if "--position-embedding-type" in args:
-        kind = _one(args, "--position-embedding-type")
+        kind = one_value(args, "--position-embedding-type")
         if kind not in ("learned_absolute", "rope", "none"):
             raise PerfModelError(
                 f"--position-embedding-type {kind}: perfmodel models learned_absolute, rope and"
@@ -288,22 +282,22 @@ def _special(args: dict, out: Imported) -> None:
             "--q-lora-rank/--kv-lora-rank without --multi-latent-attention: add it or drop them"
         )
     if "--fp8-format" in args:
-        if _one(args, "--fp8-format") not in ("e4m3", "hybrid"):
+        if one_value(args, "--fp8-format") not in ("e4m3", "hybrid"):
             raise PerfModelError(
-                f"--fp8-format {_one(args, '--fp8-format')}: perfmodel models e4m3 and hybrid"
+                f"--fp8-format {one_value(args, '--fp8-format')}: perfmodel models e4m3 and hybrid"
             )
         training["dtype"] = "fp8"
-    backend = _one(args, "--attention-backend") if "--attention-backend" in args else None
+    backend = one_value(args, "--attention-backend") if "--attention-backend" in args else None
     if backend in ("unfused", "local"):
         training["flash_attention"] = False
     elif backend in ("flash", "fused", "auto"):
         training["flash_attention"] = True
-    if "--transformer-impl" in args and _one(args, "--transformer-impl") == "local":
+    if "--transformer-impl" in args and one_value(args, "--transformer-impl") == "local":
         out.assumed.append(
             "--transformer-impl local: modelled with the megatron-core profile's fused kernels"
         )
     _recompute(args, out)
-    read_sharding(args, _one, parallel, out.ignored, out.assumed)
+    read_sharding(args, parallel, out.ignored, out.assumed)
     if "--num-layers-per-virtual-pipeline-stage" in args:
         per = _int(args, "--num-layers-per-virtual-pipeline-stage")
         if per < 1:
@@ -334,7 +328,7 @@ def _layout(args: dict, model: dict, parallel: dict) -> None:
     ]
     if given:
         raise PerfModelError(f"{LAYOUT} and {given[0]} together: Megatron-LM takes one of them")
-    layers = read_layout(_one(args, LAYOUT), parallel["pp"], parallel.get("vp", 1))
+    layers = read_layout(one_value(args, LAYOUT), parallel["pp"], parallel.get("vp", 1))
     if sum(layers) != model.get("num_layers"):
         raise PerfModelError(
             f"{LAYOUT} places {sum(layers)} layers; --num-layers is {model.get('num_layers')}"
@@ -348,13 +342,13 @@ def _layout(args: dict, model: dict, parallel: dict) -> None:
 def _recompute(args: dict, out: Imported) -> None:
     parallel, training = out.plan["parallel"], out.plan["training"]
     if "--recompute-granularity" in args:
-        g = _one(args, "--recompute-granularity")
+        g = one_value(args, "--recompute-granularity")
         if g not in ("full", "selective"):
             raise PerfModelError(f"--recompute-granularity {g}: Megatron accepts full or selective")
         parallel["recompute"] = g
     if "--recompute-modules" in args:
         training["recompute_modules"] = args["--recompute-modules"]
-    method = _one(args, "--recompute-method") if "--recompute-method" in args else None
+    method = one_value(args, "--recompute-method") if "--recompute-method" in args else None
     n = _int(args, "--recompute-num-layers") if "--recompute-num-layers" in args else None
     if method == "block" and n is not None:
         raise PerfModelError(
@@ -399,7 +393,7 @@ def _system_and_vocab(
             )
         model["vocab_size"] = vocab_size
     elif "vocab_size" not in model:
-        tok = _one(args, "--tokenizer-type") if "--tokenizer-type" in args else ""
+        tok = one_value(args, "--tokenizer-type") if "--tokenizer-type" in args else ""
         if tok == "GPT2BPETokenizer" or (
             not tok and "--vocab-file" in args and "--merge-file" in args
         ):

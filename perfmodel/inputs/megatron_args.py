@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from perfmodel.errors import PerfModelError
+
 # flag -> (section, field, kind); kind: int, str, True/False (a switch that sets the field to that
 # value)
 MODEL = {
@@ -183,3 +185,11 @@ def megatron_rules(out: Imported, sp_key: str, who: str) -> None:
     if "num_moe_experts" in model:
         parallel.setdefault("ep", 1)
         parallel.setdefault("etp", parallel["tp"])
+
+
+def one_value(args: dict, flag: str) -> str:
+    """The one value of a flag that takes one (args: flag -> the words after it)."""
+    v = args[flag]
+    if len(v) != 1:
+        raise PerfModelError(f"{flag} takes one value, got {len(v)} ({' '.join(v) or 'none'})")
+    return v[0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from perfmodel.errors import PerfModelError
+from perfmodel.inputs.megatron_args import one_value
 from perfmodel.specs.framework import PROFILES
 
 MARKER = re.compile(r"^[ \t]*#[ \t]*perfmodel:[ \t]*framework[ \t]+(\S+)[ \t]*$", re.MULTILINE)
@@ -71,19 +72,19 @@ def zero_args(zero_stage: int, framework: str) -> list[str]:
     return []
 
 
-def read_sharding(args: dict, one, parallel: dict, ignored: list[str], assumed: list[str]) -> None:
+def read_sharding(args: dict, parallel: dict, ignored: list[str], assumed: list[str]) -> None:
     """The ZeRO stage of a launch: --zero-stage under --deepspeed (the ZeRO JSON of
     --deepspeed_config is not read: Megatron-DeepSpeed's example scripts write --zero-stage into
     it); Megatron-FSDP (--use-megatron-fsdp) by --data-parallel-sharding-strategy: no_shard,
     optim (ZeRO-1), optim_grads (ZeRO-2), optim_grads_params (ZeRO-3)."""
     if "--deepspeed" in args:
         if "--ds-sequence-parallel-size" in args:
-            size = one(args, "--ds-sequence-parallel-size")
+            size = one_value(args, "--ds-sequence-parallel-size")
             if not size.isdigit() or int(size) < 1:
                 raise PerfModelError(f"--ds-sequence-parallel-size {size}: not a whole number >= 1")
             parallel["cp"] = int(size)
             parallel["cp_comm_type"] = "a2a"
-        stage = one(args, "--zero-stage") if "--zero-stage" in args else "0"
+        stage = one_value(args, "--zero-stage") if "--zero-stage" in args else "0"
         if stage not in ("0", "1", "2", "3"):
             raise PerfModelError(f"--zero-stage {stage}: DeepSpeed's ZeRO stages are 0 to 3")
         parallel["zero_stage"] = int(stage)
@@ -94,7 +95,7 @@ def read_sharding(args: dict, one, parallel: dict, ignored: list[str], assumed: 
     if "--zero-stage" in args:
         ignored.append("--zero-stage (read only with --deepspeed)")
     strategy = (
-        one(args, "--data-parallel-sharding-strategy")
+        one_value(args, "--data-parallel-sharding-strategy")
         if "--data-parallel-sharding-strategy" in args
         else None
     )
