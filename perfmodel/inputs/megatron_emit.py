@@ -180,7 +180,7 @@ def read_back(plan, args: list[str]):
     return Plan.model_validate({**full, "training": training, "parallel": imp.plan["parallel"]})
 
 
-def profile_note(plan, best) -> str | None:
+def profile_note(plan, args: list[str], predicted_s: float) -> str | None:
     """What the arguments run as where the plan's framework profile is an older Megatron-LM's:
     the arguments alone cannot say which Megatron-LM, and today's runs them as megatron-core (the
     comment line of megatron_profiles.marker_line carries the profile back to `import
@@ -190,53 +190,54 @@ def profile_note(plan, best) -> str | None:
         return None
     from perfmodel.engine.estimate import estimate, resolve_config
 
-    back = read_back(plan, to_args(plan, best.config.as_dict(), best.stage_layers))
+    back = read_back(plan, args)
     step = estimate(back, resolve_config(back)).values["step_time_s"]
     return (
-        f"the prediction ({best.values['step_time_s']:.3g} s) is for framework {framework};"
+        f"the prediction ({predicted_s:.3g} s) is for framework {framework};"
         f" today's Megatron-LM runs these arguments as megatron-core, predicted {step:.3g} s"
     )
 
 
 def launch_json(plan, best) -> dict:
     """`plan --emit megatron --json`: the arguments as a list, the launcher and the prediction."""
-    nodes = -(-plan.system.num_gpus // plan.system.gpus_per_node)
+    args = to_args(plan, best.config.as_dict(), best.stage_layers)
     return {
-        "arguments": to_args(plan, best.config.as_dict(), best.stage_layers),
-        "launcher": (
-            f"torchrun --nproc_per_node {plan.system.gpus_per_node} --nnodes {nodes}"
-            " pretrain_gpt.py"
-        ),
+        "arguments": args,
+        "launcher": _launcher(plan),
         "step_time_s": best.values["step_time_s"],
         "mfu": best.values["mfu"],
         "framework": plan.training.framework,
-        "framework_note": profile_note(plan, best),
+        "framework_note": profile_note(plan, args, best.values["step_time_s"]),
         "config": best.config.as_dict(),
     }
 
 
 def launch_text(plan, best) -> str:
-    """`plan --emit megatron`: the best configuration as Megatron-LM arguments, then two comment
-    lines with the prediction and the launcher."""
-    nodes = -(-plan.system.num_gpus // plan.system.gpus_per_node)
+    """`plan --emit megatron`: the best configuration as Megatron-LM arguments, then comment lines
+    with the prediction, the launcher and, for an older profile, what it runs as and its marker."""
+    args = to_args(plan, best.config.as_dict(), best.stage_layers)
+    step = best.values["step_time_s"]
     head = [
         (
             f"# {plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}: predicted "
-            f"{best.values['step_time_s']:.3g} s per step, MFU {100 * best.values['mfu']:.1f}%"
+            f"{step:.3g} s per step, MFU {100 * best.values['mfu']:.1f}%"
         ),
         (
-            f"# launch: torchrun --nproc_per_node {plan.system.gpus_per_node} --nnodes {nodes}"
-            f" pretrain_gpt.py ...; the vocabulary ({plan.model.vocab_size:,}) comes from your"
-            " tokenizer"
+            f"# launch: {_launcher(plan)} ...; the vocabulary ({plan.model.vocab_size:,}) comes"
+            " from your tokenizer"
         ),
     ]
-    note = profile_note(plan, best)
+    note = profile_note(plan, args, step)
     head += [f"# {note}"] if note else []
     head += marker_line(plan.training.framework)
-    args = to_args(plan, best.config.as_dict(), best.stage_layers)
     # the comments follow the arguments, so that the text can follow a launcher's line ending in
     # a backslash (a comment there would end the command, as the shell reads it)
     return " \\\n".join(args) + "\n" + "\n".join(head)
+
+
+def _launcher(plan) -> str:
+    nodes = -(-plan.system.num_gpus // plan.system.gpus_per_node)
+    return f"torchrun --nproc_per_node {plan.system.gpus_per_node} --nnodes {nodes} pretrain_gpt.py"
 
 
 def plan_yaml(imp: Imported, source: str = "Megatron-LM arguments") -> str:
