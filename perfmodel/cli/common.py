@@ -204,25 +204,15 @@ def write_text(path: str, text: str, what: str, source: str | None = None) -> No
     click.echo(f"wrote {path}", err=True)
 
 
-# the formats matplotlib writes (FigureCanvasBase.get_supported_filetypes())
-PLOT_FORMATS = ("png", "svg", "pdf", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp", "pgf")
-
-
 def _plot_path(ctx, param, value: str | None) -> str | None:
-    """--plot's file, its format checked before any work is done."""
-    import os
-
+    """--plot's file, its name checked before any work is done (output/plots.path_problem)."""
     if value is None:
         return None
-    ext = os.path.splitext(value)[1].lstrip(".").lower()
-    if not os.path.basename(value) or not ext:
-        raise click.BadParameter(
-            f"{value!r}: give the file an extension (.png, .svg or .pdf)", ctx, param
-        )
-    if ext not in PLOT_FORMATS:
-        raise click.BadParameter(
-            f"{value!r}: .{ext} is no image format; use .png, .svg or .pdf", ctx, param
-        )
+    from perfmodel.output.plots import path_problem
+
+    problem = path_problem(value)
+    if problem:
+        raise click.BadParameter(problem, ctx, param)
     return value
 
 

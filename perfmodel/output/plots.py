@@ -24,16 +24,33 @@ def _pyplot():
     return plt
 
 
+# the formats matplotlib writes (FigureCanvasBase.get_supported_filetypes())
+FORMATS = ("png", "svg", "pdf", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp", "pgf")
+
+
+def path_problem(path: str) -> str | None:
+    """What is wrong with a figure's file name (no extension, or no image format's), or None; the
+    CLI asks before any work is done."""
+    import os
+
+    ext = os.path.splitext(path)[1].lstrip(".").lower()
+    if not os.path.basename(path) or not ext:
+        return f"{path!r}: give the file an extension (.png, .svg or .pdf)"
+    if ext not in FORMATS:
+        return f"{path!r}: .{ext} is no image format; use .png, .svg or .pdf"
+    return None
+
+
 def _save(fig, path: str) -> None:
     """Write the figure where asked, in the format its extension names, and say so on stderr."""
-    import os
     import sys
 
-    if not os.path.splitext(path)[1] or not os.path.basename(path):
+    problem = path_problem(path)
+    if problem:
         import matplotlib.pyplot as plt
 
         plt.close(fig)
-        raise PerfModelError(f"--plot {path!r}: give the file an extension (.png, .svg or .pdf)")
+        raise PerfModelError(f"--plot {problem}")
     try:
         fig.savefig(path, dpi=120, bbox_inches="tight")
         sys.stderr.write(f"wrote {path}\n")
