@@ -1,6 +1,9 @@
 """Shared test helpers: describe and time one block the way evaluate() does, with plain
 arguments."""
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 from perfmodel.cost.layer import Hardware, Link, time_block
@@ -51,3 +54,56 @@ def timed(
         overlap=overlap,
     )
     return {o.name: o for o in ops}, hw
+
+
+@dataclass
+class RoundTrip:
+    """One `plan --emit megatron` round trip: the search's Result and its best result (JSON),
+    the emitted Result, and, when both ran, the imported plan mapping and its estimate (JSON)."""
+
+    searched: Any
+    best: dict | None = None
+    emitted: Any = None
+    back: dict | None = None
+    estimate: dict | None = None
+
+
+def emit_round_trip(plan_file, workdir, gpu="h100-sxm") -> RoundTrip:
+    """`plan --top 1 --json` and `plan --emit megatron` of a plan file, the emitted text after a
+    launcher line imported with `import megatron` (the plan's GPU count and vocabulary given, as
+    a launch file cannot say them), the plan's own system section put back (links), and
+    estimated. Stops early, with what it has, where the search or the emit exits non-zero."""
+    import json
+    from pathlib import Path
+
+    import yaml
+    from click.testing import CliRunner
+
+    from perfmodel.cli import main
+    from perfmodel.inputs import load
+
+    def run(*args):
+        return CliRunner().invoke(main, [str(a) for a in args])
+
+    plan_file, workdir = Path(plan_file), Path(workdir)
+    trip = RoundTrip(run("plan", plan_file, "--top", "1", "--json"))
+    if trip.searched.exit_code:
+        return trip
+    trip.best = json.loads(trip.searched.stdout)["results"][0]
+    trip.emitted = run("plan", plan_file, "--emit", "megatron")
+    if trip.emitted.exit_code:
+        return trip
+    script = workdir / "run.sh"
+    script.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py \\\n" + trip.emitted.stdout)
+    plan = load(str(plan_file)).plan
+    back_file = workdir / "back.yaml"
+    counts = ["--gpus", plan.system.num_gpus, "--vocab-size", plan.model.vocab_size]
+    imported = run("import", "megatron", script, "--gpu", gpu, *counts, "-o", back_file)
+    assert imported.exit_code == 0, imported.output
+    trip.back = yaml.safe_load(back_file.read_text())
+    system = yaml.safe_load(plan_file.read_text())["system"]
+    back_file.write_text(yaml.safe_dump({**trip.back, "system": system}))
+    est = run("estimate", back_file, "--json")
+    assert est.exit_code == 0, est.output
+    trip.estimate = json.loads(est.stdout)
+    return trip

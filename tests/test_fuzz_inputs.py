@@ -9,6 +9,7 @@ import json
 import pytest
 import yaml
 from click.testing import CliRunner
+from helpers import emit_round_trip
 from hypothesis import given
 from hypothesis import strategies as st
 from test_fuzz import BASE, FUZZ, NASTY, assert_contract, mutate, settings, to_yaml
@@ -168,22 +169,13 @@ def test_generated_plans_round_trip_through_megatron_arguments(tmp_path_factory,
     }
     d = tmp_path_factory.mktemp("trip")
     (d / "p.yaml").write_text(yaml.safe_dump(plan))
-    best = CliRunner().invoke(main, ["plan", str(d / "p.yaml"), "--top", "1", "--json"])
-    assert_contract(best, knobs)
-    if best.exit_code:
+    trip = emit_round_trip(d / "p.yaml", d)
+    assert_contract(trip.searched, knobs)
+    if trip.searched.exit_code:
         return
-    emitted = CliRunner().invoke(main, ["plan", str(d / "p.yaml"), "--emit", "megatron"])
-    assert emitted.exit_code == 0, (knobs, emitted.output)
-    (d / "run.sh").write_text("torchrun pretrain_gpt.py \\\n" + emitted.stdout)
-    a = ["import", "megatron", str(d / "run.sh"), "--gpu", "h100-sxm", "--gpus", "16"]
-    r = CliRunner().invoke(main, [*a, "--vocab-size", "32000", "-o", str(d / "back.yaml")])
-    assert r.exit_code == 0, (knobs, r.output)
-    back = yaml.safe_load((d / "back.yaml").read_text()) | {"system": plan["system"]}
-    (d / "back.yaml").write_text(yaml.safe_dump(back))
-    est = CliRunner().invoke(main, ["estimate", str(d / "back.yaml"), "--json"])
-    assert est.exit_code == 0, (knobs, est.output)
-    want = json.loads(best.stdout)["results"][0]["step_time_s"]
-    assert json.loads(est.stdout)["step_time_s"] == pytest.approx(want, rel=1e-9), knobs
+    assert trip.emitted.exit_code == 0, (knobs, trip.emitted.output)
+    want = trip.best["step_time_s"]
+    assert trip.estimate["step_time_s"] == pytest.approx(want, rel=1e-9), knobs
 
 
 VARY = st.sampled_from(

@@ -157,6 +157,7 @@ def test_every_bundled_plan_round_trips_under_every_profile(tmp_path, name, fram
     item 6): layer split, ZeRO stage, CP exchange and framework profile survive the trip. The
     launch file cannot name the links, so the plan's system section is put back."""
     import yaml
+    from helpers import emit_round_trip
 
     from perfmodel.inputs import load
 
@@ -164,33 +165,20 @@ def test_every_bundled_plan_round_trips_under_every_profile(tmp_path, name, fram
     mapping.setdefault("training", {})["framework"] = framework
     source = tmp_path / "p.yaml"
     source.write_text(yaml.safe_dump(mapping))
-    searched = invoke("plan", source, "--top", "1", "--json")
+    trip = emit_round_trip(source, tmp_path)
+    searched = trip.searched
     if searched.exit_code == 1:  # nothing fits, or the profile cannot run the fixed knobs
         if searched.stdout.startswith("{"):
             assert json.loads(searched.stdout)["results"] == []
         else:
             assert searched.output.count("Error:") == 1 and "use framework" in searched.output
         return
-    emitted = invoke("plan", source, "--emit", "megatron")
-    plan = load(str(source)).plan
-    if framework == "deepspeed" and plan.model.is_moe:
-        assert emitted.exit_code == 1 and "DeepSpeed-MoE" in emitted.output
+    if framework == "deepspeed" and load(str(source)).plan.model.is_moe:
+        assert trip.emitted.exit_code == 1 and "DeepSpeed-MoE" in trip.emitted.output
         return
-    assert emitted.exit_code == 0, emitted.output
-    script = tmp_path / "run.sh"
-    script.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py \\\n" + emitted.stdout)
-    back = tmp_path / "back.yaml"
-    gpus, vocab = plan.system.num_gpus, plan.model.vocab_size
-    r = invoke("import", "megatron", script, "--gpu", "h100-sxm", "--gpus", gpus,
-               "--vocab-size", vocab, "-o", back)  # fmt: skip
-    assert r.exit_code == 0, r.output
-    read = yaml.safe_load(back.read_text())
-    assert read["training"]["framework"] == framework
-    back.write_text(yaml.safe_dump({**read, "system": mapping["system"]}))
-    est = invoke("estimate", back, "--json")
-    assert est.exit_code == 0, est.output
-    want = json.loads(searched.stdout)["results"][0]
-    got = json.loads(est.stdout)
+    assert trip.emitted.exit_code == 0, trip.emitted.output
+    assert trip.back["training"]["framework"] == framework
+    want, got = trip.best, trip.estimate
     assert got["config"]["zero_stage"] == want["config"]["zero_stage"]
     assert got["stage_layers"] == want["stage_layers"]
     assert got["step_time_s"] == pytest.approx(want["step_time_s"], rel=1e-9)

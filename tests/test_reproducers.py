@@ -276,30 +276,14 @@ def test_nemo_userbuffers_off_keeps_the_async_tp_overlap(tmp_path):
 
 
 def emitted_and_read_back(tmp_path, case: str, plan_file: str, gpu: str) -> tuple[dict, dict]:
-    """The reproducer's plan searched (its best as JSON) and its `--emit megatron` text after a
-    launcher line, imported and estimated with the plan's system section."""
-    import yaml
+    """The reproducer's plan searched (its best as JSON) and its `--emit megatron` text imported
+    and estimated (tests/helpers.py emit_round_trip), with the emitted text and the imported plan
+    as _emitted and _back."""
+    from helpers import emit_round_trip
 
-    from perfmodel.inputs import load
-
-    source = REPRO / case / plan_file
-    best = json.loads(run(case, "plan", plan_file, "--top", "1", "--json").stdout)["results"][0]
-    emitted = run(case, "plan", plan_file, "--emit", "megatron")
-    assert emitted.exit_code == 0, emitted.output
-    (tmp_path / "run.sh").write_text(
-        "torchrun --nproc_per_node 8 pretrain_gpt.py \\\n" + emitted.stdout
-    )
-    plan = load(str(source)).plan
-    r = CliRunner().invoke(main, ["import", "megatron", str(tmp_path / "run.sh"), "--gpu", gpu,
-        "--gpus", str(plan.system.num_gpus), "--vocab-size", str(plan.model.vocab_size),
-        "-o", str(tmp_path / "back.yaml")])  # fmt: skip
-    assert r.exit_code == 0, r.output
-    back = yaml.safe_load((tmp_path / "back.yaml").read_text())
-    system = yaml.safe_load(source.read_text())["system"]
-    (tmp_path / "back.yaml").write_text(yaml.safe_dump({**back, "system": system}))
-    est = CliRunner().invoke(main, ["estimate", str(tmp_path / "back.yaml"), "--json"])
-    assert est.exit_code == 0, est.output
-    return best, json.loads(est.stdout) | {"_emitted": emitted.stdout, "_back": back}
+    trip = emit_round_trip(REPRO / case / plan_file, tmp_path, gpu)
+    assert trip.estimate is not None, (trip.searched.output, trip.emitted and trip.emitted.output)
+    return trip.best, trip.estimate | {"_emitted": trip.emitted.stdout, "_back": trip.back}
 
 
 def test_emit_keeps_the_first_and_last_stage_layers(tmp_path):
