@@ -60,7 +60,7 @@ def test_the_same_plan_twice_and_the_text_table():
     assert "clean-plan (1)" in r.output and "clean-plan (2)" in r.output
     assert "take the same time" in r.output and "(+" not in r.output
     r = invoke("compare", A, B, B)
-    assert r.exit_code == 0 and r.output.count("is 1% slower than clean-plan") == 2
+    assert r.exit_code == 0 and r.output.count("is 0% faster than clean-plan") == 2
 
 
 def test_a_plan_that_does_not_fit_is_said_first():

@@ -22,14 +22,11 @@ def test_gemms_run_at_the_fp8_peak_and_attention_stays_bf16(plans):
     bf16, fp8 = ops(plans[0])[0], ops(plans[1])[0]
     h100 = presets.gpu("h100-sxm")
     for name in ("QKV projection", "MLP gate+up", "MLP down"):
-        # twice the peak at the FP8 efficiency: at most 2x faster, and faster than BF16
+        # twice the peak at the FP8 efficiency: at most 2 x fp8_eff / bf16_eff faster (less where
+        # a tile's fixed cost, twice as long in K at FP8, weighs), and faster than BF16
         ratio = float(bf16[name].fwd_s) / float(fp8[name].fwd_s)
-        assert (
-            1.2
-            < ratio
-            <= 2.0 * h100.gemm_efficiency / (h100.fp8_gemm_efficiency or h100.gemm_efficiency)
-            + 1e-9
-        )
+        fp8_eff = h100.fp8_gemm_efficiency or h100.gemm_efficiency
+        assert 1.2 < ratio <= 2.0 * fp8_eff / h100.gemm_efficiency + 1e-9
     assert float(fp8["attention core (flash)"].fwd_s) == float(bf16["attention core (flash)"].fwd_s)
 
 

@@ -143,6 +143,7 @@ def _totals_over_tp(pp, mbs, sp_on, rc, schedule):
         ep=one,
         etp=one,
         cp_comm_type=zero,
+        dp_shard=zero,
         first_stage_layers=zero,
         last_stage_layers=zero,
     )

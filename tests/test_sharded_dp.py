@@ -6,6 +6,7 @@ import pytest
 from perfmodel.cost import collectives as coll
 from perfmodel.cost import step as stp
 from perfmodel.cost.layer import Link
+from perfmodel.cost.sharded import Group, Sharding
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.inputs import load_plan
 from perfmodel.specs import Precision
@@ -18,10 +19,23 @@ W = stp.Windows(
 
 
 def run(
-    zero, m=8, reshard=True, params=1e9, layers=32, recompute=0, grad_reduce=True, param_gather=True
+    zero,
+    m=8,
+    reshard=True,
+    params=1e9,
+    layers=32,
+    recompute=0,
+    grad_reduce=True,
+    param_gather=True,
+    fsdp_zero2=False,
+    every_microbatch=True,
+    precision=BF16,
 ):
-    ov = stp.Overlap(grad_reduce, param_gather, reshard, 40e6, 0.4)
-    return stp.data_parallel_comm([(params, 64, LINK)], zero, m, recompute, layers, W, ov, BF16)
+    sharding = Sharding(reshard, fsdp_zero2, every_microbatch, recompute_regathers=True)
+    ov = stp.Overlap(grad_reduce, param_gather, 40e6, 0.4, sharding)
+    return stp.data_parallel_comm(
+        [Group(params, 64, LINK)], zero, m, recompute, layers, W, ov, precision
+    )
 
 
 def ring(kind, nbytes):
@@ -55,7 +69,8 @@ def test_zero3_hides_each_layers_gather_under_the_layer_before():
     ag, rs = ring("all-gather", 2e9 / 32), ring("reduce-scatter", 4e9 / 32)
     fwd = max(0, ag - 0.05) + 0.4 * min(ag, 0.05)
     bwd = max(0, ag + rs - 0.1) + 0.4 * min(ag + rs, 0.1)
-    assert z3 == pytest.approx(4 * (32 * (fwd + bwd) + ag))
+    # the first layer's gather each micro-batch, the last reduce-scatter once a step
+    assert z3 == pytest.approx(4 * (32 * (fwd + bwd) + ag) + rs)
     _, kept = run(3, m=4, layers=32, reshard=False)
     assert (
         kept < z3

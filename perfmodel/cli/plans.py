@@ -132,7 +132,7 @@ def estimate(
 
     plan = load_plan(plan_file, kw)
     est, chosen = srch.estimate_or_search(plan)
-    est.band = uncertainty.band(plan, presets.error_bands(), est.config.zero_stage)
+    est.band = uncertainty.of_estimate(plan, presets.error_bands(), est)
     ops = est_mod.per_layer_ops(plan, est.config) if per_layer else None
     if as_json:
         out = est.to_json()

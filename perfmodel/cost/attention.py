@@ -22,6 +22,8 @@ from .shapes import (
     _tp_collective,
     hidden_norm,
     layernorm_backward_bytes,
+    residual_gradient_add,
+    rope,
 )
 
 
@@ -63,7 +65,7 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
         ops.append(hidden_norm(m, o, "post-attention norm", M * h / tok))
     ops.append(_residual(m, o, "1", M * h / tok))
     # the residual branch point's two gradients (through the norm, and straight) are summed
-    ops.append(Pointwise("residual gradient add 1", M * h / tok, 0.0, 3 * act, 1, "tokens"))
+    ops.append(residual_gradient_add(o, "1", M * h / tok))
     return ops
 
 
@@ -274,6 +276,7 @@ def _input_projections(
     # output += bias after the GEMM; backward: bias gradient, a reduction
     if m.bias and not o.bias_fused:
         ops.append(Pointwise("QKV bias add", M * qkv_n / t, 2 * act, act, 1, "column"))
+    ops += rope(m, o, M * (m.q_dim + m.kv_dim) / t)
     if m.qk_norm:  # RMSNorm over each head's d channels of Q and of K (gamma: d each)
         qk_el = M * (m.q_dim + m.kv_dim) / t
         ops.append(

@@ -61,9 +61,10 @@ class Hardware:
     attn_gemm_eff: float = 0.0
 
     @classmethod
-    def from_gpu(cls, gpu: GPU, dtype: str) -> Hardware:
+    def from_gpu(cls, gpu: GPU, dtype: str, attention_backend: str = "fused") -> Hardware:
         """FP8 GEMMs run at the FP8 peak and its efficiency; attention stays in BF16 (Transformer
-        Engine)."""
+        Engine). ``attention_backend`` fa2: the GPU's FlashAttention-2 fraction
+        (GPU.fa2_attention_efficiency)."""
         fp8 = dtype == "fp8"
         eff = (gpu.fp8_gemm_efficiency or gpu.gemm_efficiency) if fp8 else gpu.gemm_efficiency
         attn_dtype = "bf16" if fp8 else dtype
@@ -77,7 +78,7 @@ class Hardware:
             gemm_eff=eff,
             k_overhead=k0,
             hbm_eff=gpu.hbm_efficiency,
-            attn_eff=gpu.attention_efficiency,
+            attn_eff=gpu.attention_fraction(attention_backend),
             overhead_s=gpu.kernel_overhead_s,
             overlap_penalty=gpu.comm_overlap_penalty,
             tail_waves=gpu.gemm_tail_waves,
@@ -99,6 +100,34 @@ class Link:
     intra_bandwidth: Num | None = None
     intra_latency: Num | None = None
     ranks_per_node: Num | None = None
+    # True where the group leaves one node (None: a single link)
+    spans: Num | None = None
+    # rings over every NIC of a node (the data-parallel collectives; see ring_bandwidth)
+    multi_rail: bool = False
+
+    @property
+    def ring_bandwidth(self) -> Num:
+        """Bytes/s a rank's ring collective moves at. SPEC 3: a group that spans nodes is bounded by
+        the inter-node link, per GPU. Its hierarchical variant, for the data-parallel collectives
+        (``multi_rail``: gradient reductions, ZeRO and FSDP gathers and reduce-scatters, whose
+        buckets and FSDP units are 10^8-10^9 bytes): a group with r ranks in each node, each GPU
+        with its own NIC (as every preset's inter-node link is), runs NCCL's rings one per NIC;
+        each ring crosses a node boundary through its own NIC, so each NIC carries 1/r of a rank's
+        ring bytes and the rest go over NVLink (NCCL src/graph/search.cc builds one ring per
+        network interface; nccl-tests report a node's bus bandwidth as its NICs together). The
+        ring then runs at min(r x NIC, intra-node link), bytes/s. The per-layer model-parallel
+        collectives (TP, CP, EP) keep SPEC 3's bound, with which the Megatron tables were
+        validated."""
+        if (
+            not self.multi_rail
+            or self.spans is None
+            or self.ranks_per_node is None
+            or self.intra_bandwidth is None
+        ):
+            return self.bandwidth
+        rails = np.maximum(np.asarray(self.ranks_per_node, dtype=float), 1.0)
+        multi = np.minimum(rails * np.asarray(self.bandwidth), self.intra_bandwidth)
+        return np.asarray(np.where(self.spans, multi, self.bandwidth))
 
     def seconds(self, kind: str, message: Num, n: Num, dedup_k: int = 0) -> Num:
         """Time of one collective of ``message`` bytes over n ranks (SPEC 3). ``dedup_k``: the
@@ -122,7 +151,7 @@ class Link:
                 self.latency,
                 scale,
             )
-        return sum(coll.collective_time(kind, message, n, self.bandwidth, self.latency))
+        return sum(coll.collective_time(kind, message, n, self.ring_bandwidth, self.latency))
 
 
 def _gemm_time(

@@ -53,6 +53,7 @@ class LayerShape:
     window_share: float = 0.0  # share of the layers with the window
     chunk: int = 0  # chunked attention (Llama 4): keys only within a chunk of this many tokens
     chunk_share: float = 0.0
+    rope: bool = False  # rotary position embedding applied to q and k in every layer
 
     @classmethod
     def of(cls, model: Model) -> LayerShape:
@@ -68,6 +69,7 @@ class LayerShape:
             bias=model.has_bias,
             norm=model.norm,
             learned_positions=model.position_embedding == "learned",
+            rope=model.position_embedding == "rope",
             tied=model.tied_embeddings,
             head_dim=model.head_dim,
             activation=model.mlp,
@@ -146,6 +148,9 @@ class Options:
     fused_ce: bool = False  # fused vocab-parallel cross-entropy on 16-bit logits
     tp_overlap_ub: bool = False  # every TP collective under its GEMM (TE userbuffers)
     fp8_param_gather: bool = False  # FP8 weights cast once per step, not per micro-batch
+    # fused: hand-fused kernels (Megatron, TE); eager: PyTorch ops one kernel each; compiled:
+    # Inductor's fusion of each pointwise chain between GEMMs (torch.compile)
+    pointwise: Literal["fused", "eager", "compiled"] = "fused"
 
 
 @dataclass(frozen=True)
@@ -228,41 +233,80 @@ def _residual(m: LayerShape, o: Options, which: str, elements: Num) -> Pointwise
     """The residual add after a block. With dropout, Megatron's fused bias-dropout-add: read x and
     the residual, write the sum and a 1-byte mask; backward reads dy and the mask, writes dx (the
     residual's gradient is dy itself), plus the bias-gradient reduction. Without dropout a plain add
-    (read two, write one) whose backward passes dy straight through."""
+    (read two, write one) whose backward passes dy straight through. Compiled, Inductor fuses the
+    add into the norm that reads its sum: the sum is written once and never read back (one act an
+    element fewer)."""
     act = o.act_bytes
     if not o.dropout:
-        return Pointwise(f"residual add {which}", elements, 3 * act, 0.0, 1, "tokens")
+        fwd = 2 * act if o.pointwise == "compiled" else 3 * act
+        return Pointwise(f"residual add {which}", elements, fwd, 0.0, 1, "tokens")
     bwd = 2 * act + 1 + (act if m.bias and not o.bias_fused else 0)
     return Pointwise(
         f"bias-dropout-add {which}", elements, 3 * act + 1, bwd, 3, "tokens", saved=elements
     )
 
 
+def residual_gradient_add(o: Options, which: str, elements: Num) -> Pointwise:
+    """The residual branch point's two gradients (through the norm, and straight) summed: read two,
+    write one; compiled, fused into the norm's backward (its dx is added as it is written)."""
+    act = o.act_bytes
+    bwd = 2 * act if o.pointwise == "compiled" else 3 * act
+    return Pointwise(f"residual gradient add {which}", elements, 0.0, bwd, 1, "tokens")
+
+
+# PyTorch 2.5's rms_norm is a composite op (aten/src/ATen/native/layer_norm.cpp rms_norm): in eager
+# mode it runs as separate kernels on an fp32 copy: to(fp32) (read 2, write 4 B), pow (4 + 4),
+# mean (4), mul by the rsqrt (4 + 4), type_as (4 + 2), times gamma (2 + 2): 36 B an element of a
+# bf16 input, 18 activation widths; autograd's backward of those kernels reads and writes about 62
+# B (31 widths), and it keeps the fp32 copy and the unweighted output (3 widths) for the backward
+EAGER_RMSNORM = (18.0, 31.0, 3.0)
+
+
 def hidden_norm(m: LayerShape, o: Options, name: str, elements: Num) -> Pointwise:
     """A LayerNorm/RMSNorm over the hidden size on ``elements`` values (h per token): read x, write
     y (2 x act bytes an element); backward as layernorm_backward_bytes; 8 FLOPs an element; the
-    input saved for the backward; gamma (and beta) as parameters."""
+    input saved for the backward; gamma (and beta) as parameters. PyTorch's LayerNorm is one ATen
+    kernel in eager mode too; its RMSNorm is not (EAGER_RMSNORM)."""
     act = o.act_bytes
-    return Pointwise(
-        name,
-        elements,
-        2 * act,
-        layernorm_backward_bytes(act, o.persist_ln),
-        8,
-        "tokens",
-        m.norm_params,
-        saved=act * elements,
-    )
+    fwd, bwd, saved = 2.0 * act, layernorm_backward_bytes(act, o.persist_ln), 1.0 * act
+    if o.pointwise == "eager" and m.norm == "rmsnorm":
+        fwd, bwd, saved = (x * act for x in EAGER_RMSNORM)
+    return Pointwise(name, elements, fwd, bwd, 8, "tokens", m.norm_params, saved=saved * elements)
+
+
+def rope(m: LayerShape, o: Options, elements: Num) -> list[Pointwise]:
+    """Rotary embedding of q and k (``elements`` values on this rank). Fused (Transformer Engine's
+    fused RoPE, Megatron's apply_rope_fusion) or compiled: read and write once, forward and
+    backward. Eager, as torchtitan's apply_rotary_emb: to(fp32) (2 + 4 B), the complex multiply
+    (4 + 4), type_as (4 + 2): 20 B an element each way."""
+    if not m.rope:
+        return []
+    act = o.act_bytes
+    each = 10.0 * act if o.pointwise == "eager" else 2.0 * act
+    return [Pointwise("RoPE on q and k", elements, each, each, 6, "heads")]
 
 
 def _activation(
-    m: LayerShape, act: int, name: str, elements: Num, bias: bool, saved: Num
+    m: LayerShape,
+    act: int,
+    name: str,
+    elements: Num,
+    bias: bool,
+    saved: Num,
+    pointwise: str = "fused",
 ) -> Pointwise:
     """The MLP's activation kernel on ``elements`` outputs of its first GEMM. Gated (SwiGLU, GeGLU):
-    read gate and up, write the product; backward reads both and dy, writes both gradients. GELU
-    (fused with the bias) and squared ReLU: read x, write y; backward reads dy and x, writes dx,
-    plus the bias-gradient reduction."""
+    read gate and up, write the product; backward reads both and dy, writes both gradients. In
+    PyTorch eager mode (F.silu(w1 x) * w3 x) that is two kernels: silu (read 1, write 1) and the
+    product (read 2, write 1), whose backward reads dy, the silu output and up, writes both
+    gradients, then silu's backward reads its gradient and the gate, writes dx (8 widths), keeping
+    the silu output too. GELU (fused with the bias) and squared ReLU: read x, write y; backward
+    reads dy and x, writes dx, plus the bias-gradient reduction."""
     if m.gated:
+        if pointwise == "eager":
+            return Pointwise(
+                name or m.act_name, elements, 5 * act, 8 * act, 4, "column", saved=saved * 1.5
+            )
         return Pointwise(name or m.act_name, elements, 3 * act, 5 * act, 4, "column", saved=saved)
     label = name or ("bias-gelu" if m.act_name == "gelu" else m.act_name)
     return Pointwise(
@@ -294,15 +338,19 @@ def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
     weights = [g for g in ops if isinstance(g, Gemm) and g.params and g.shard != "tokens"]
     if not weights:
         return []
-    inputs = sum(
-        (g.M * g.K * g.batch for g in weights if g.name not in _FP8_FUSED_INPUTS), 0.0 * x.b
-    )
+    # torchao's Float8Linear in eager mode: every input is cast on its own, after a separate amax
+    # pass over it (tensorwise dynamic scaling: read 2 B more an element); compiled, Inductor
+    # fuses the amax and the cast into the op that writes the tensor, as TE does
+    eager = o.pointwise == "eager"
+    fused = () if eager else _FP8_FUSED_INPUTS
+    each = 6.0 if eager else 4.0
+    inputs = sum((g.M * g.K * g.batch for g in weights if g.name not in fused), 0.0 * x.b)
     grads = sum((g.M * g.N * g.batch for g in weights), 0.0 * x.b)
     params = sum((g.K * g.N * g.batch for g in weights), 0.0 * x.b)
     out: list[OpDesc] = [
-        Pointwise("FP8 cast of GEMM inputs", inputs, 4.0, 0.0, 1, "column"),
-        Pointwise("FP8 cast of output gradients", grads, 0.0, 4.0, 1, "column"),
+        Pointwise("FP8 cast of GEMM inputs", inputs, each, 0.0, 1, "column"),
+        Pointwise("FP8 cast of output gradients", grads, 0.0, each, 1, "column"),
     ]
     if not o.fp8_param_gather:
-        out.append(Pointwise("FP8 cast of weights", params, 4.0, 0.0, 1, "column"))
+        out.append(Pointwise("FP8 cast of weights", params, each, 0.0, 1, "column"))
     return out

@@ -12,6 +12,7 @@ from perfmodel.cost import Array, Num
 from ..specs.precision import Precision
 from . import collectives as coll
 from .layer import Link
+from .sharded import Group, Sharding, sharded_step
 
 
 def layer_recompute(
@@ -45,7 +46,7 @@ def p2p_time(message: Num, tp: Num, sp: Num, pp_link: Link, tp_link: Link) -> Nu
     """
     send = sum(coll.collective_time("p2p", message / tp, 2, pp_link.bandwidth, pp_link.latency))
     gather = sum(
-        coll.collective_time("all-gather", message, tp, tp_link.bandwidth, tp_link.latency)
+        coll.collective_time("all-gather", message, tp, tp_link.ring_bandwidth, tp_link.latency)
     )
     return send + np.where(sp, 0.0, gather)
 
@@ -78,17 +79,17 @@ class Overlap:
 
     grad_reduce: bool
     param_gather: bool
-    reshard_after_forward: bool
     bucket_params: object
     penalty: float
+    sharding: Sharding
 
 
 def _ring(kind: str, nbytes: Num, n: Num, link: Link) -> Num:
-    return sum(coll.collective_time(kind, nbytes, n, link.bandwidth, link.latency))
+    return sum(coll.collective_time(kind, nbytes, n, link.ring_bandwidth, link.latency))
 
 
 def data_parallel_comm(
-    groups: list[tuple[Num, Num, Link]],
+    groups: list[Group],
     zero: Num,
     m: Num,
     recompute: Num,
@@ -97,33 +98,32 @@ def data_parallel_comm(
     ov: Overlap,
     precision: Precision,
 ) -> tuple[Num, Num]:
-    """(exposed DP gradient and parameter traffic per step, exposed ZeRO-3 per-layer traffic per
+    """(exposed DP gradient and parameter traffic per step, exposed sharded per-layer traffic per
     step), s.
 
-    ``groups``: (parameters on this GPU, group size, Link) for each set of parameters reduced over
-    its own
-    data-parallel group: the dense ones over dp x cp, the routed experts' over the
-    expert-data-parallel ranks (Megatron-Core). Gradients (``precision.gradient_bytes`` each), ring
-    collectives (SPEC 3):
+    ``groups``: each set of parameters reduced over its own data-parallel group (cost/sharded.py
+    Group): the dense ones over dp x cp, the routed experts' over the expert-data-parallel ranks
+    (Megatron-Core). Gradients at ``precision.reduce_bytes`` each, ring collectives (SPEC 3):
     - ZeRO-0: an all-reduce per step; ZeRO-1 (Megatron's distributed optimizer): a reduce-scatter,
       then the updated 16-bit parameters all-gathered (Rajbhandari et al. 2020). Bucketed and
       overlapped with the last micro-batch's backward, they expose max(0, comm - window) plus the
       contention share, plus the last bucket, which only starts when the backward ends; the
       parameter all-gather, overlapped with the next step's first forward, likewise exposes what
       that forward cannot hide plus the first bucket.
-    - ZeRO-2: gradients are sharded as they are produced, a reduce-scatter for every micro-batch
-      under its backward (DeepSpeed stage 2).
-    - ZeRO-3 / FSDP (``layers`` on the stage): every layer's parameters are all-gathered one layer
-      ahead of its forward, again for its backward when resharded after the forward (and for the
-      recomputation of full recompute), and its gradients reduce-scattered under the backward: per
-      layer max(0, comm - compute) plus the contention share, plus the first layer's gather, for
-      every micro-batch."""
+    - ZeRO-2 as DeepSpeed stage 2: gradients are sharded as they are produced, a reduce-scatter for
+      every micro-batch under its backward, and the 16-bit parameters stay replicated.
+    - ZeRO-3 and FSDP, and ZeRO-2 as FSDP's SHARD_GRAD_OP (sharding.zero2_per_microbatch): per
+      layer, cost/sharded.py (SHARD_GRAD_OP gathers once a micro-batch, not again for the
+      backward)."""
     reduce: Num = 0.0
     gather: Num = 0.0
     zero3: Num = 0.0
-    for params, n, link in groups:
+    sh = ov.sharding
+    per_layer_rows = (zero >= 3) | ((zero == 2) & sh.zero2_per_microbatch)
+    for g in groups:
+        params, n, link = g.params, g.n, g.link
         active = (n > 1) & (params > 0)
-        grads, weights = params * precision.gradient_bytes, params * precision.weight_bytes
+        grads, weights = params * precision.reduce_bytes, params * precision.weight_bytes
         t_ar, t_rs = _ring("all-reduce", grads, n, link), _ring("reduce-scatter", grads, n, link)
         t_ag = _ring("all-gather", weights, n, link)
         # the last (first) bucket's share
@@ -135,27 +135,28 @@ def data_parallel_comm(
             )
         per_mb_rs = coll.overlapped_time(t_rs, w.backward, ov.penalty) if ov.grad_reduce else t_rs
         reduce = reduce + np.where(
-            active, np.where(zero == 2, m * per_mb_rs, np.where(zero >= 3, 0.0, step_reduce)), 0.0
+            active & ~per_layer_rows,
+            np.where(zero == 2, m * per_mb_rs, step_reduce),
+            0.0,
         )
         t_gather = (
             (coll.overlapped_time(t_ag, w.first_forward, ov.penalty) + last * t_ag)
             if ov.param_gather
             else t_ag
         )
-        gather = gather + np.where(active & (zero >= 1) & (zero <= 2), t_gather, 0.0)
-        per_layer = params / np.maximum(layers, 1.0)
-        ag = _ring("all-gather", per_layer * precision.weight_bytes, n, link)
-        rs = _ring("reduce-scatter", per_layer * precision.gradient_bytes, n, link)
-        bwd = rs + (ag if ov.reshard_after_forward else 0.0) + np.where(recompute == 2, ag, 0.0)
-        per_mb = (
-            layers
-            * (
-                coll.overlapped_time(ag, w.layer_forward, ov.penalty)
-                + coll.overlapped_time(bwd, w.layer_backward, ov.penalty)
-            )
-            + ag
+        gather = gather + np.where(active & (zero >= 1) & ~per_layer_rows, t_gather, 0.0)
+        sharded = sharded_step(
+            g,
+            (zero >= 3) & sh.reshard_after_forward,
+            m,
+            recompute,
+            layers,
+            (w.layer_forward, w.layer_backward),
+            sh,
+            ov.penalty,
+            precision,
         )
-        zero3 = zero3 + np.where(active & (zero >= 3), m * per_mb, 0.0)
+        zero3 = zero3 + np.where(active & per_layer_rows, sharded, 0.0)
     return reduce + gather, zero3
 
 

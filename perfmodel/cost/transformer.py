@@ -39,6 +39,7 @@ from .shapes import (
     grad_accumulation_bytes,
     hidden_norm,
     layernorm_backward_bytes,
+    residual_gradient_add,
 )
 
 __all__ = [
@@ -76,7 +77,7 @@ def decoder_layer(
     if m.sandwich:
         ops.append(hidden_norm(m, o, "post-MLP norm", M * h / tok))
     ops.append(_residual(m, o, "2", M * h / tok))
-    ops.append(Pointwise("residual gradient add 2", M * h / tok, 0.0, 3 * act, 1, "tokens"))
+    ops.append(residual_gradient_add(o, "2", M * h / tok))
     if o.gemm_bytes == 1:
         # Transformer Engine keeps the FP8 copy of each weight GEMM's input for its weight gradient:
         # 1 B an element, not 2
@@ -111,7 +112,7 @@ def mlp_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     up = "MLP gate+up" if m.gated else "MLP up"
     return [
         Gemm(up, M, h, n / t, 1, "column", h * n + (n if m.bias else 0), saved=act * M * h / tok),
-        _activation(m, act, "", M * f / t, m.bias, saved=act * M * n / t),
+        _activation(m, act, "", M * f / t, m.bias, saved=act * M * n / t, pointwise=o.pointwise),
         Gemm(
             "MLP down", M, f / t, h, 1, "row", f * h + (h if m.bias else 0), saved=act * M * f / t
         ),
@@ -187,6 +188,7 @@ def _routed_experts(m: LayerShape, o: Options, x: Split, rows: Num, copies: Num)
         rows * local * fe / etp * imb,
         False,
         saved=act * rows * local * n_e / etp,
+        pointwise=o.pointwise,
     )
     return [
         Collective("ETP all-gather of expert tokens", "etp", gathered, fwd=gather, bwd=scatter),
@@ -226,7 +228,13 @@ def _shared_experts(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     ops: list[OpDesc] = [
         Gemm("shared expert up", M, h, n_s / t, 1, "column", h * n_s, saved=act * M * h / tok),
         _activation(
-            m, act, "shared expert " + m.act_name, M * fs / t, False, saved=act * M * n_s / t
+            m,
+            act,
+            "shared expert " + m.act_name,
+            M * fs / t,
+            False,
+            saved=act * M * n_s / t,
+            pointwise=o.pointwise,
         ),
         Gemm("shared expert down", M, fs / t, h, 1, "row", fs * h, saved=act * M * fs / t),
         _tp_collective("TP comm of the shared expert", M * h * act, "shared expert up"),

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.cost import Array, Num
+from perfmodel.cost import Array, Num, sac
 from perfmodel.cost import step as stp
 from perfmodel.cost.layer import Hardware, Op, time_block
 from perfmodel.cost.ops import Block, Gemm, Pointwise, in_modules
@@ -49,7 +49,7 @@ class Setting:
     @classmethod
     def of(cls, plan: Plan) -> Setting:
         tr = plan.training
-        p = Precision.of(tr.dtype, tr.grad_accum_fp32, tr.optimizer, tr.mfu_peak)
+        p = Precision.of(tr.dtype, tr.grad_accum_fp32, tr.optimizer, tr.mfu_peak, tr.reduce_dtype)
         opts = Options(
             gemm_bytes=p.gemm_bytes,
             act_bytes=p.activation_bytes,
@@ -62,6 +62,7 @@ class Setting:
             fused_ce=tr.fused_cross_entropy,
             tp_overlap_ub=tr.tp_comm_overlap_ub,
             fp8_param_gather=tr.fp8_param_gather,
+            pointwise="compiled" if tr.torch_compile else tr.pointwise_kernels,
             grad_accum_bytes=grad_accumulation_bytes(
                 p.activation_bytes, tr.grad_accumulation_fusion, p.gradient_bytes
             ),
@@ -70,7 +71,7 @@ class Setting:
             plan,
             LayerShape.of(plan.model),
             p,
-            Hardware.from_gpu(plan.system.gpu, p.compute),
+            Hardware.from_gpu(plan.system.gpu, p.compute, tr.attention_backend),
             opts,
             tuple(plan.model.moe_pattern()),
         )
@@ -118,17 +119,24 @@ class BlockCost:
         ep: Num,
         etp: Num,
         modules: tuple[str, ...] = ("core_attn",),
+        shape: LayerShape | None = None,
+        act_bytes: int = 2,
     ) -> BlockCost:
         zero = 0.0 * ops[0].fwd_s
-        repeat = {o.name for o in block.ops if in_modules(o, modules)}
+        # the share of each op's forward that selective recompute repeats: whole modules
+        # (Megatron-Core --recompute-modules), or torchtitan's per-op policy (cost/sac.py)
+        repeat = {o.name: 1.0 for o in block.ops if in_modules(o, modules)}
+        kept_sac = None
+        if sac.MODULE in modules and shape is not None:
+            repeat, kept_sac = sac.policy(block, shape, act_bytes)
 
         def total(attr: str, kinds: tuple[str, ...], core_only: bool = False) -> Array:
             return np.asarray(
                 sum(
                     (
-                        getattr(o, attr)
+                        getattr(o, attr) * (repeat.get(o.name, 0.0) if core_only else 1.0)
                         for o in ops
-                        if o.kind in kinds and (o.name in repeat or not core_only)
+                        if o.kind in kinds
                     ),
                     zero,
                 )
@@ -136,7 +144,15 @@ class BlockCost:
 
         acts = np.stack(
             [
-                np.broadcast_to(block.activation_bytes(rc, modules) + zero, np.shape(zero))
+                np.broadcast_to(
+                    (
+                        kept_sac
+                        if rc == 1 and kept_sac is not None
+                        else block.activation_bytes(rc, modules)
+                    )
+                    + zero,
+                    np.shape(zero),
+                )
                 for rc in (0, 1, 2)
             ]
         )
@@ -269,6 +285,8 @@ def block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
                         f["ep"],
                         f["etp"],
                         tuple(st.plan.training.recompute_modules),
+                        st.shape,
+                        st.precision.activation_bytes,
                     ),
                 )
             )

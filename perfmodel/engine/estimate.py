@@ -89,6 +89,7 @@ def resolve_config(plan: Plan, **overrides: Any) -> Config:
         # Megatron-Core's default --cp-comm-type is p2p; DeepSpeed's Ulysses is all-to-all
         cp_comm_type=par.cp_comm_type
         or (PROFILES[plan.training.framework]["cp_comm_types"] or ("p2p",))[0],
+        dp_shard=0 if par.dp_shard in (None, dp) else par.dp_shard,
         first_stage_layers=par.decoder_first_pipeline_num_layers or 0,
         last_stage_layers=par.decoder_last_pipeline_num_layers or 0,
     )
@@ -377,6 +378,7 @@ def layer_seconds(
     """(forward, backward) seconds of one layer for one micro-batch under ``cfg``, TP communication
     and the recompute of ``recompute`` (default: the configuration's) included."""
     ops, block = _layer(plan, cfg, kind)
+    st = Setting.of(plan)
     cost = BlockCost.of(
         ops,
         block,
@@ -384,6 +386,8 @@ def layer_seconds(
         float(cfg.ep),
         float(cfg.etp),
         tuple(plan.training.recompute_modules),
+        st.shape,
+        st.precision.activation_bytes,
     )
     fwd, bwd = cost.seconds(RECOMPUTE_CODES[recompute or cfg.recompute])
     return float(fwd), float(bwd)

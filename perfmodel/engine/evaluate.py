@@ -17,7 +17,7 @@ stages are not equal, and the slowest sets the pace (cost/stages.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,7 @@ from perfmodel.cost import Array
 from perfmodel.cost import flops as fl
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import step as stp
-from perfmodel.cost.layer import Link
+from perfmodel.cost.sharded import Group, Sharding
 from perfmodel.cost.stages import Stages, build_stages, split_layers
 from perfmodel.engine.blocks import BlockCost, Setting, block_costs
 from perfmodel.engine.knobs import Knobs
@@ -215,28 +215,21 @@ def _windows(
 def _overlap(st: Setting, n: Array) -> stp.Overlap:
     """The profile's bucket (Megatron-Core: max(40M, 1M x dp) parameters) and the overlap flags."""
     tr = st.plan.training
-    bucket = PROFILES[tr.framework]["grad_bucket_params"]
+    profile = PROFILES[tr.framework]
+    bucket = profile["grad_bucket_params"]
     if tr.framework == "megatron-core":
         bucket = np.maximum(bucket, 1e6 * n)
     return stp.Overlap(
         tr.overlap_grad_reduce,
         tr.overlap_param_gather,
-        tr.zero3_reshard_after_forward,
         bucket,
         st.plan.system.gpu.comm_overlap_penalty,
-    )
-
-
-def _pick_link(a: Link, b: Link, which: Array) -> Link:
-    def sel(x: Any, y: Any) -> Array:
-        return np.asarray(np.where(which == 0, x, y))
-
-    return Link(
-        sel(a.bandwidth, b.bandwidth),
-        sel(a.latency, b.latency),
-        a.intra_bandwidth,
-        a.intra_latency,
-        sel(a.ranks_per_node, b.ranks_per_node),
+        Sharding(
+            reshard_after_forward=tr.zero3_reshard_after_forward,
+            zero2_per_microbatch=tr.zero2_gathers_per_microbatch,
+            reduce_every_microbatch=tr.reduce_every_microbatch,
+            recompute_regathers=profile["recompute_regathers"],
+        ),
     )
 
 
@@ -270,16 +263,25 @@ def _data_parallel(
     each configuration: the dense parameters reduced over dp x cp, the routed experts' over the
     expert-data-parallel ranks (Megatron-Core), each on its group's link (cost/step.py)."""
     dp, cp = k.dp.astype(float), k.cp.astype(float)
+    shard = np.where(k.dp_shard > 0, k.dp_shard, k.dp).astype(float)
+    replicas = dp / shard
     dense, experts = memory.pop("_params_max"), memory.pop("_experts_max")
-    # the dp x cp group is bounded by dp's link, or cp's when dp = 1
-    grad_dim = np.where(dp > 1, 0, 1)
+    # the dp_shard x cp ranks (all dp x cp without HSDP) are one block of the order, tp apart;
+    # HSDP's replicas sit tp x cp x dp_shard apart (torchtitan's mesh: dp_replicate outermost)
+    # (with placement tp-pp-dp the pipeline sits between them: the group is as spread as dp's)
+    tp = k.tp.astype(float)
+    order = mesh.order
+    adjacent = order.index("dp") == order.index("cp") + 1
+    block = tp if adjacent else mesh.stride("dp") / np.maximum(cp, 1.0)
     groups = [
-        (
+        Group(
             dense,
-            dp * cp,
-            _pick_link(mesh.link("dp", size=dp * cp), mesh.link("cp", size=dp * cp), grad_dim),
+            shard * cp,
+            mesh.group_link(shard * cp, block),
+            replicas,
+            mesh.group_link(replicas, tp * cp * shard),
         ),
-        (experts, mesh.edp, mesh.link("edp")),
+        Group(experts, mesh.edp, replace(mesh.link("edp"), multi_rail=True)),
     ]
     dp_comm, zero3 = stp.data_parallel_comm(
         groups,
@@ -291,9 +293,9 @@ def _data_parallel(
         _overlap(st, dp * cp),
         st.precision,
     )
-    local = dense / np.where(k.zero_stage >= 1, dp * cp, 1.0) + experts / np.where(
-        k.zero_stage >= 1, mesh.edp, 1.0
-    )
+    local = dense / np.where(
+        k.zero_stage >= 1, np.where(k.zero_stage >= 2, shard, dp) * cp, 1.0
+    ) + experts / np.where(k.zero_stage >= 1, mesh.edp, 1.0)
     return dp_comm, zero3, local
 
 

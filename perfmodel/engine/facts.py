@@ -45,6 +45,7 @@ class Facts:
     first_stage_layers: Any = 0
     last_stage_layers: Any = 0
     zero_stage: Any = 0
+    dp_shard: Any = None  # HSDP's shard group (None: dp, full sharding)
     framework: str = "megatron-core"
 
     @property

@@ -41,6 +41,7 @@ class Knobs:
     ep: np.ndarray
     etp: np.ndarray
     cp_comm_type: np.ndarray
+    dp_shard: np.ndarray
     first_stage_layers: np.ndarray
     last_stage_layers: np.ndarray
 

@@ -59,15 +59,26 @@ def memory_terms(
         etp=k.etp.astype(float),
     )
     z = k.zero_stage[:, None]
+    # ZeRO shards over dp x cp, or under HSDP over dp_shard x cp
+    sharded_over = np.where(k.dp_shard > 0, k.dp_shard, k.dp) * k.cp
     moe_cost = layers[1]
     if st.moe_layers and moe_cost is not None:
         experts = stages.total([None, moe_cost.expert_params], 0.0, 0.0)
-        dense = mem.model_state_bytes(params - experts, (k.dp * k.cp)[:, None], z, st.precision)
+        dense = mem.model_state_bytes(params - experts, sharded_over[:, None], z, st.precision)
         expert = mem.model_state_bytes(experts, mesh.edp[:, None], z, st.precision)
         states = [d + e for d, e in zip(dense, expert)]
     else:
         experts = np.zeros_like(params)
-        states = list(mem.model_state_bytes(params, (k.dp * k.cp)[:, None], z, st.precision))
+        states = list(mem.model_state_bytes(params, sharded_over[:, None], z, st.precision))
+    # ZeRO-3's gathered units: the layer computing and the one prefetched behind it (FSDP1's
+    # limit_all_gathers and FSDP2's implicit prefetch both keep two), and one layer's unsharded
+    # 16-bit gradient with its reduce-dtype copy for the reduce-scatter
+    per_layer = params / np.maximum(stages.layers.sum(axis=-1), 1.0)
+    p = st.precision
+    buffers = np.where(
+        z >= 3, per_layer * (2 * p.weight_bytes + p.weight_bytes + p.reduce_bytes), 0.0
+    )
+    states[0] = states[0] + buffers
     total = sum(states) + acts
     top = stages.slowest(total)
     reserve = reserve_bytes(st.plan.system)
@@ -92,7 +103,7 @@ def memory_terms(
         # the seed's figure (000, Q3): all parameters spread evenly over the tp x pp model-parallel
         # GPUs
         "model_states_mean_bytes": sum(
-            mem.model_state_bytes(mean_params, k.dp * k.cp, k.zero_stage, st.precision)
+            mem.model_state_bytes(mean_params, sharded_over, k.zero_stage, st.precision)
         ),
         "_params_max": stages.present_max(params - experts),
         "_experts_max": stages.present_max(experts),

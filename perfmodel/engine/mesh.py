@@ -14,7 +14,7 @@ Every function takes numpy arrays (one entry per configuration) or scalars.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -89,28 +89,40 @@ class Mesh:
             "hierarchical" if int(np.max(self.stride(dim))) < self.system.gpus_per_node else "inter"
         )
 
+    def group_link(self, n: Num, stride: Num) -> Link:
+        """The link of a data-parallel group of n ranks ``stride`` apart (rings over every NIC:
+        Link.ring_bandwidth), a group that is not one mesh dimension: the
+        data-parallel reduction's dp x cp ranks (cp and dp are neighbours in the order, so the
+        group is tp apart), HSDP's shard group (dp_shard x cp, tp apart) and its replicas
+        (dp / dp_shard, tp x cp x dp_shard apart: torchtitan lays dp_replicate out beyond
+        dp_shard)."""
+        n, stride = np.asarray(n), np.asarray(stride)
+        spans = coll.group_spans_nodes(n, stride, self.system.gpus_per_node)
+        return replace(self._link(n, spans, stride), multi_rail=True)
+
     def link(self, dim: str, size: Num | None = None, efficiency: bool = True) -> Link:
         """Bandwidth and latency of a group's collectives: the inter-node link as soon as it spans
         nodes (SPEC 3); with ``efficiency`` the bandwidth is the achievable fraction (issue 4). The
         ranks per node let an all-to-all send its in-node share over the intra-node link."""
-        s = self.system
         n = self.size(dim) if size is None else np.asarray(size)
-        spans = self.crosses_nodes(dim, size)
+        return self._link(n, self.crosses_nodes(dim, size), self.stride(dim), efficiency)
+
+    def _link(self, n: Num, spans: Num, stride: Num, efficiency: bool = True) -> Link:
+        s = self.system
         bw_in = s.intra_node_link.bandwidth_bytes_per_s * (
             s.intra_node_link.efficiency if efficiency else 1.0
         )
         bw_out = s.inter_node_link.bandwidth_bytes_per_s * (
             s.inter_node_link.efficiency if efficiency else 1.0
         )
-        per_node = np.where(
-            spans, np.maximum(s.gpus_per_node // np.maximum(self.stride(dim), 1), 1), n
-        )
+        per_node = np.where(spans, np.maximum(s.gpus_per_node // np.maximum(stride, 1), 1), n)
         return Link(
             np.where(spans, bw_out, bw_in),
             np.where(spans, s.inter_node_link.latency_s, s.intra_node_link.latency_s),
             bw_in,
             s.intra_node_link.latency_s,
             per_node,
+            spans,
         )
 
     def link_spec(self, dim: str) -> LinkSpec:

@@ -319,11 +319,41 @@ RULES: tuple[Rule, ...] = (
         "PM110",
         "parallel.zero_stage",
         ("zero_stage", "pp"),
-        lambda f: (as_array(f.zero_stage) >= 2) & (as_array(f.pp) > 1),
+        lambda f: (as_array(f.zero_stage) >= 2)
+        & (as_array(f.pp) > 1)
+        & (not f.profile["sharded_pipeline"]),
         lambda f: (
-            f"ZeRO-{f.zero_stage} with pp({f.pp}) > 1 does not run: DeepSpeed's PipelineEngine"
-            " accepts ZeRO-1 only, and Megatron-FSDP has no pipeline parallelism; use zero_stage 1"
-            " or pp 1"
+            f"ZeRO-{f.zero_stage} with pp({f.pp}) > 1 does not run under {f.framework}:"
+            " DeepSpeed's PipelineEngine accepts ZeRO-1 only, and Megatron-FSDP has no pipeline"
+            " parallelism; use zero_stage 1, pp 1, or framework: fsdp (FSDP2 with"
+            " torch.distributed.pipelining)"
+        ),
+        "framework",
+        "the framework cannot run it",
+    ),
+    Rule(
+        "PM110",
+        "parallel.pp",
+        ("pp",),
+        lambda f: (as_array(f.pp) > 1) & (not f.profile["pipeline"]),
+        lambda f: (
+            f"{f.framework} has no pipeline parallelism (pp({f.pp})); use pp 1, or framework:"
+            " fsdp (torchtitan's torch.distributed.pipelining)"
+        ),
+        "pair",
+        "the framework cannot run it",
+    ),
+    Rule(
+        "PM110",
+        "parallel.dp_shard",
+        ("dp_shard", "dp", "zero_stage"),
+        lambda f: (f.dp_shard is not None)
+        & (as_array(f.dp_shard if f.dp_shard is not None else 0) != as_array(f.dp))
+        & ((not f.profile["hsdp"]) | (as_array(f.zero_stage) < 2)),
+        lambda f: (
+            f"dp_shard({f.dp_shard}) < dp({f.dp}) is HSDP, which needs ZeRO-2/3 under a framework"
+            f" that runs it (fsdp, fsdp1), not ZeRO-{f.zero_stage} under {f.framework}; drop"
+            " dp_shard or set zero_stage 3 and framework: fsdp"
         ),
         "framework",
         "the framework cannot run it",

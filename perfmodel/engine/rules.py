@@ -124,6 +124,7 @@ def config_problems(
         first_stage_layers=cfg.first_stage_layers,
         last_stage_layers=cfg.last_stage_layers,
         zero_stage=cfg.zero_stage,
+        dp_shard=cfg.dp_shard or cfg.dp,
     )
     return [
         (r.id, r.field_of(f), r.message(f))

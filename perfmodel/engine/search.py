@@ -165,11 +165,11 @@ def annotate(plan: Plan, result: SearchResult, bands: dict[str, Any]) -> None:
         )
     )
     for e in result.results:
-        e.band = uncertainty.band(plan, bands, e.config.zero_stage)
+        e.band = uncertainty.of_estimate(plan, bands, e)
     # the fastest listed (with --sort memory the first row is the leanest, not the fastest)
     fastest = min(result.results, key=lambda e: e.values["step_time_s"])
     best = fastest.values["step_time_s"]
-    margin = uncertainty.band(plan, bands, fastest.config.zero_stage).mean
+    margin = uncertainty.of_estimate(plan, bands, fastest).mean
     for e in result.results:
         e.slower_link_step_s = estimate(slower, e.config).values["step_time_s"]
         # within the best's band: the model cannot tell them apart

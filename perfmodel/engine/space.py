@@ -224,7 +224,8 @@ def _categorical(
     )
     # the schedules the framework runs (Megatron and DeepSpeed have no GPipe: the search never
     # proposes it), or the plan's own (check's PM205 says what GPipe costs and that it is not there)
-    runs = facts_of(c).profile["schedules"]
+    # a framework without pipeline parallelism runs one stage: 1F1B's code stands for "none"
+    runs = facts_of(c).profile["schedules"] or ("1f1b",)
     names = (
         [fx.schedule]
         if fx.schedule
@@ -236,7 +237,35 @@ def _categorical(
         ok &= c["schedule"] == SCHEDULE_CODES[fx.schedule]
     c = _keep(c, ok)
     c["sequence_parallel"] = c["sequence_parallel"].astype(bool)
-    return _cp_comm(c, fx, facts_of)
+    return _dp_shard(_cp_comm(c, fx, facts_of), fx, facts_of)
+
+
+def _dp_shard(
+    c: dict[str, Any], fx: Parallel, facts_of: Callable[[dict[str, Any]], Facts]
+) -> dict[str, Any]:
+    """HSDP's shard group: the plan's dp_shard where it divides dp, else dp (full sharding); where
+    the framework runs HSDP (torchtitan's dp_replicate x dp_shard, FSDP1's HYBRID_SHARD) the
+    ZeRO-2/3 rows are also tried with every divisor of dp above 1 as the shard group."""
+    dp = c["dp"]
+    if fx.dp_shard is not None:
+        c = _keep(c, c["dp"] % fx.dp_shard == 0)
+        # 0 stands for "all of dp" (Config.dp_shard)
+        c["dp_shard"] = np.where(c["dp"] == fx.dp_shard, 0, fx.dp_shard).astype(np.int64)
+        return c
+    c["dp_shard"] = np.zeros(dp.size, dtype=np.int64)
+    if not facts_of({"tp": c["tp"][:1]}).profile["hsdp"]:
+        return c
+    sharded = c["zero_stage"] >= 2
+    extra = []
+    for value in np.unique(dp[sharded]):
+        rows = sharded & (dp == value)
+        for d in divisors(int(value))[1:-1]:
+            part = {k: v[rows] for k, v in c.items()}
+            part["dp_shard"] = np.full(int(rows.sum()), d, dtype=np.int64)
+            extra.append(part)
+    if not extra:
+        return c
+    return {k: np.concatenate([c[k], *(e[k] for e in extra)]) for k in c}
 
 
 def _cp_comm(
@@ -255,7 +284,7 @@ def _cp_comm(
         c = {k: v[keep] for k, v in c.items()}
         c["cp_comm_type"] = np.where(c["cp"] > 1, CP_COMM_CODES["a2a"], CP_COMM_CODES["p2p"])
         return c
-    if not ulysses.any():
+    if not ulysses.any() or "a2a" not in facts.profile["cp_comm_types"]:
         return c
     extra = {k: v[ulysses] for k, v in c.items()}
     extra["cp_comm_type"] = np.full(int(ulysses.sum()), CP_COMM_CODES["a2a"])

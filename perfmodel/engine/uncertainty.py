@@ -42,14 +42,21 @@ def kind(plan: Plan) -> dict[str, Any]:
     }
 
 
+def sharded_share(values: dict[str, Any]) -> float:
+    """The share of a step its exposed FSDP / ZeRO-3 traffic takes."""
+    return float(values.get("zero_comm", 0.0)) / max(float(values["step_time_s"]), 1e-30)
+
+
 def bands_from_report(report: Any) -> dict[str, Any]:
-    """{table: {kind of its runs, mean and max |error| (fractions), runs}} from a validate
-    Report."""
+    """{table: {kind of its runs, whether they shard parameters and the largest share of a step
+    their sharded traffic took, mean and max |error| (fractions), runs}} from a validate Report."""
     out = {}
     for table, t in report.tables.items():
-        case = next(c for c in report.cases if c.table == table)
+        cases = [c for c in report.cases if c.table == table]
         out[table] = {
-            **kind(case.plan),
+            **kind(cases[0].plan),
+            "sharded": all(c.estimate.config.zero_stage >= 2 for c in cases),
+            "sharded_share_max": round(max(sharded_share(c.estimate.values) for c in cases), 4),
             "mean_abs_error": round(t["mean_abs_error_pct"] / 100, 4),
             "max_abs_error": round(t["max_abs_error_pct"] / 100, 4),
             "runs": t["cases"],
@@ -58,34 +65,48 @@ def bands_from_report(report: Any) -> dict[str, Any]:
 
 
 WEIGHTS = {"framework": 4, "gpu": 2, "moe": 1.5, "dtype": 1}
+# a sharded step may spend this much more of itself in FSDP/ZeRO traffic than any validated run
+# did and still take those runs' band
+SHARE_MARGIN = 0.05
 
 
-def band(plan: Plan, bands: dict[str, Any], zero_stage: int = 0) -> Band:
-    """The error band of the validation table nearest in kind to ``plan``. A configuration that
-    shards parameters (ZeRO-3 / FSDP, ``zero_stage`` 3) spends its step on gathers no table without
-    such runs measured: it gets the widest band known, and says so."""
+def _widest(bands: dict[str, Any], why: str) -> Band:
+    widest = max(bands.values(), key=lambda t: t["max_abs_error"])
+    return Band(widest["mean_abs_error"], widest["max_abs_error"], why)
+
+
+def band(plan: Plan, bands: dict[str, Any], zero_stage: int = 0, share: float = 0.0) -> Band:
+    """The error band of the validation table nearest in kind to ``plan``, among the tables whose
+    runs shard parameters as this configuration does (ZeRO-2/3, FSDP) or do not: a sharded step
+    takes the band of the FSDP and ZeRO runs. One that spends more of its step (``share``) in
+    FSDP/ZeRO traffic than any of those runs did is outside what was validated: the widest band,
+    and it says so."""
     k = kind(plan)
-    if zero_stage >= 3 and not any(t.get("zero3") for t in bands.values()):
-        widest = max(bands.values(), key=lambda t: t["max_abs_error"])
-        return Band(
-            widest["mean_abs_error"],
-            widest["max_abs_error"],
-            "ZeRO-3: no published run that shards parameters is validated: the widest band of"
+    sharded = zero_stage >= 2
+    pool = {n: t for n, t in bands.items() if bool(t.get("sharded")) == sharded}
+    if sharded and not pool:
+        return _widest(
+            bands,
+            "ZeRO-2/3: no published run that shards parameters is validated: the widest band of"
             " any table",
         )
+    pool = pool or bands
     scored = [
         (sum(w for f, w in WEIGHTS.items() if t.get(f) == k[f]), name, t)
-        for name, t in bands.items()
+        for name, t in pool.items()
         if t.get("framework") == k["framework"] or t.get("gpu") == k["gpu"]
     ]
     if not scored:  # neither the framework nor the GPU of any validated run
-        widest = max(bands.values(), key=lambda t: t["max_abs_error"])
-        return Band(
-            widest["mean_abs_error"],
-            widest["max_abs_error"],
-            "no published run of this kind: the widest band of any table",
-        )
+        return _widest(bands, "no published run of this kind: the widest band of any table")
     _, name, t = max(scored, key=lambda x: (x[0], x[2]["max_abs_error"]))
+    if sharded:
+        most = max(x.get("sharded_share_max", 0.0) for x in pool.values())
+        if share > most + SHARE_MARGIN:
+            return _widest(
+                bands,
+                f"unvalidated: {100 * share:.0f}% of the step is FSDP/ZeRO traffic, more than"
+                f" the {100 * most:.0f}% of any validated run: the widest band of any table",
+            )
     shared = ", ".join(
         ("MoE" if k[f] else "dense") if f == "moe" else f"{f} {k[f]}"
         for f in WEIGHTS
@@ -94,3 +115,8 @@ def band(plan: Plan, bands: dict[str, Any], zero_stage: int = 0) -> Band:
     return Band(
         t["mean_abs_error"], t["max_abs_error"], f"{name} ({t['runs']} runs; same {shared})"
     )
+
+
+def of_estimate(plan: Plan, bands: dict[str, Any], est: Any) -> Band:
+    """The band of one estimate (engine/estimate.Estimate): its ZeRO stage and sharded share."""
+    return band(plan, bands, est.config.zero_stage, sharded_share(est.values))

@@ -34,7 +34,7 @@ BREAKDOWN = {
     "tp_comm": "TP comm",
     "pp_comm": "PP point-to-point",
     "dp_comm": "DP grad sync",
-    "zero_comm": "ZeRO-3 gathers",
+    "zero_comm": "FSDP/ZeRO-3 traffic",
     "optimizer": "optimizer step",
     "overhead": "framework overheads",
 }

@@ -221,6 +221,8 @@ def config_text(c: dict, stage_layers: list | None = None) -> str:
     extra = "".join(f" {k}={c[k]}" for k in ("cp", "ep", "etp") if c.get(k, 1) != 1)
     if c.get("cp", 1) > 1:
         extra += f" cp_comm={c['cp_comm_type']}"
+    if c.get("dp_shard"):
+        extra = f" dp_shard={c['dp_shard']}" + extra
     out = (
         f"tp={c['tp']} pp={c['pp']} dp={c['dp']}{extra} vp={c['vp']} mbs={c['micro_batch_size']} "
         f"m={c['num_micro_batches']} gbs={c['global_batch_size']} sp={c['sequence_parallel']} "
@@ -266,11 +268,14 @@ def schedule(sim, gantt_rows: list[str], axis_rows: list[str], legend: str, titl
 def config_short(c: dict) -> str:
     """One configuration in a few columns: "tp8 pp8 dp8 vp3 b1 sp rc=sel z1" (cp, ep where used)."""
     extra = "".join(f" {k}{c[k]}" for k in ("cp", "ep") if c.get(k, 1) != 1)
+    dp = f"dp{c['dp']}"
+    if c.get("dp_shard"):  # HSDP: dp_replicate x dp_shard
+        dp = f"dp{c['dp'] // c['dp_shard']}x{c['dp_shard']}"
     if c.get("cp", 1) != 1 and c.get("cp_comm_type") == "a2a":
         extra = extra.replace(f"cp{c['cp']}", f"cp{c['cp']}a2a")  # Ulysses' all-to-all
     rc = {"none": "", "selective": " rc=sel", "full": " rc=full"}[c["recompute"]]
     return (
-        f"tp{c['tp']} pp{c['pp']} dp{c['dp']}{extra}"
+        f"tp{c['tp']} pp{c['pp']} {dp}{extra}"
         + (f" vp{c['vp']}" if c["vp"] > 1 else "")
         + f" b{c['micro_batch_size']}"
         + (" sp" if c["sequence_parallel"] else "")

@@ -80,7 +80,7 @@ def _breakdown(j: dict, head: str) -> None:
         "tp_comm": "TP comm (critical path)",
         "pp_comm": "PP point-to-point",
         "dp_comm": "DP grad sync (not hidden)",
-        "zero_comm": "ZeRO-3 gathers",
+        "zero_comm": "FSDP/ZeRO-3 traffic (not hidden)",
         "optimizer": "optimizer step",
         "overhead": "framework overheads (fitted)",
     }
@@ -178,10 +178,11 @@ def plan(plan_obj, result, verbose: bool = False) -> None:
             rows,
             right=[True, False, True, True, True, True, True],
             caption=(
-                "tp pp dp (cp ep) vp; cpNa2a: Ulysses CP; b: micro-batch; sp: sequence parallel;\n"
-                "rc: recompute; z: ZeRO stage; tok/s: tokens/s per GPU; MFU against the "
-                f"{(plan_obj.training.mfu_peak or plan_obj.training.dtype).upper()} peak;\n"
-                f"framework: {plan_obj.training.framework}"
+                "tp pp dp (cp ep) vp; dpRxS: HSDP (R replicas x S shards); cpNa2a: Ulysses CP;\n"
+                "b: micro-batch; sp: sequence parallel; rc: recompute; z: ZeRO stage;\n"
+                "tok/s: tokens/s per GPU; MFU against the "
+                f"{(plan_obj.training.mfu_peak or plan_obj.training.dtype).upper()} peak;"
+                f" framework: {plan_obj.training.framework}"
             ),
         )
         _equivalents(result)

@@ -27,7 +27,7 @@ COMPONENTS = {
     "tp_comm": "TP comm",
     "pp_comm": "PP p2p",
     "dp_comm": "DP grad sync",
-    "zero_comm": "ZeRO-3 gathers",
+    "zero_comm": "FSDP/ZeRO-3 traffic",
     "optimizer": "optimizer",
     "overhead": "overheads",
 }

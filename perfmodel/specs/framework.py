@@ -7,14 +7,20 @@ Each flag's value cites where it comes from. Profiles:
 - megatron-2022: Megatron-LM as in Korthikanti et al. 2022 (the SP + selective recompute paper).
 - megatron-core: Megatron-Core with Transformer Engine as NeMo 2 / Megatron-Bridge recipes run it
   (2025-2026), the default.
-- deepspeed: DeepSpeed ZeRO with its pipeline engine (Rajbhandari et al. 2020; DeepSpeed docs).
+- deepspeed: DeepSpeed ZeRO with its pipeline engine as Megatron-DeepSpeed ran it in 2021-2022
+  (Rajbhandari et al. 2020; DeepSpeed 0.5-0.8 docs: overlap_comm, stage3_prefetch_bucket_size).
+- fsdp: PyTorch FSDP2 (fully_shard) as torchtitan runs it (torchtitan 2024-12, the commit of its
+  Llama 3.1 benchmark notes; torch.distributed.fsdp._fully_shard): FSDP with TP (DTensor), PP
+  (torch.distributed.pipelining) and CP (ring attention).
+- fsdp1: PyTorch FSDP1 (FullyShardedDataParallel, flat parameters) as MosaicML Composer and
+  llm-foundry run it (2023-2024): data parallelism only, every micro-batch synchronized.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-Framework = Literal["megatron-core", "megatron-2022", "megatron-2021", "deepspeed"]
+Framework = Literal["megatron-core", "megatron-2022", "megatron-2021", "deepspeed", "fsdp", "fsdp1"]
 FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 
 # flag -> what it means (shown by `perfmodel presets frameworks`)
@@ -40,6 +46,23 @@ FLAGS = {
     "fp8_param_gather": (
         "FP8 weights cast once per step (with the parameter all-gather), not per micro-batch"
     ),
+    "attention_backend": (
+        "fused: the GPU's own fused attention (cuDNN, FA3 on Hopper); fa2: FlashAttention-2"
+        " (PyTorch SDPA flash, flash-attn 2); triton: flash-attn's Triton kernel"
+    ),
+    "reduce_dtype": "dtype of the gradient reduction (None: the gradient buffer's)",
+    "pointwise_kernels": (
+        "fused: the framework's hand-fused norm, activation and RoPE kernels; eager: PyTorch's"
+        " own ops, one kernel each"
+    ),
+    "torch_compile": "Inductor fuses each chain of pointwise and norm kernels between GEMMs",
+    "recompute_modules": "what selective recompute repeats (core_attn; op_sac: torchtitan's)",
+    "reduce_every_microbatch": (
+        "ZeRO-2/3: gradients reduce-scattered after every micro-batch (no no_sync)"
+    ),
+    "zero2_gathers_per_microbatch": (
+        "ZeRO-2 keeps parameters sharded and gathers them every micro-batch (FSDP SHARD_GRAD_OP)"
+    ),
     "step_overhead_s": "fixed time per optimizer step outside the model (s, fitted)",
     "microbatch_overhead_s": "fixed host time per micro-batch on the critical path (s, fitted)",
     "hop_overhead_s": "fixed time per pipeline chunk pass, forward or backward (s, fitted)",
@@ -60,6 +83,13 @@ PROFILES: dict[str, dict[str, Any]] = {
         "bias_gemm_fusion": False,  # F.linear adds the QKV bias in its own kernel on a 3-D input
         "fused_cross_entropy": False,  # _VocabParallelCrossEntropy on fp32 logits, one pass per op
         "fp8_param_gather": False,
+        "attention_backend": "fused",  # no flash attention at all (flash_attention False)
+        "pointwise_kernels": "fused",  # Megatron's fused kernels (bias-gelu, softmax, layernorm)
+        "recompute_modules": ("core_attn",),  # Korthikanti 2022's selective recompute
+        "torch_compile": False,
+        "reduce_dtype": None,
+        "reduce_every_microbatch": True,
+        "zero2_gathers_per_microbatch": False,
         # fitted on Narayanan 2021 Table 1 (benchmarks/calibrate_overheads.py --profile
         # megatron-2021): the timers' torch.cuda.synchronize() and the Python schedule of 2021 cost
         # ~4 ms a micro-batch
@@ -76,6 +106,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         "schedules": ("1f1b", "interleaved"),
         "expert_parallel": False,
         "interleaved": True,  # interleaved 1F1B: Narayanan et al. 2021, Sec. 2.2.2
+        "pipeline": True,
+        "sharded_pipeline": False,
+        "hsdp": False,
+        "recompute_regathers": True,
     },
     "megatron-2022": {
         "flash_attention": False,  # Korthikanti 2022 times the unfused CoreAttention (Table 4)
@@ -90,6 +124,13 @@ PROFILES: dict[str, dict[str, Any]] = {
         "bias_gemm_fusion": False,
         "fused_cross_entropy": False,
         "fp8_param_gather": False,
+        "attention_backend": "fused",
+        "pointwise_kernels": "fused",
+        "torch_compile": False,
+        "recompute_modules": ("core_attn",),
+        "reduce_dtype": None,
+        "reduce_every_microbatch": True,
+        "zero2_gathers_per_microbatch": False,
         # fitted on Korthikanti 2022 Table 5 (benchmarks/calibrate_overheads.py --profile
         # megatron-2022)
         "step_overhead_s": 0.05,
@@ -104,6 +145,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         "schedules": ("1f1b", "interleaved"),
         "expert_parallel": False,
         "interleaved": True,
+        "pipeline": True,
+        "sharded_pipeline": False,
+        "hsdp": False,
+        "recompute_regathers": True,
     },
     "megatron-core": {
         # TE DotProductAttention (flash / cuDNN fused) is the default backend
@@ -119,6 +164,14 @@ PROFILES: dict[str, dict[str, Any]] = {
         # NeMo 2 / Megatron-Bridge recipes set cross_entropy_loss_fusion
         "fused_cross_entropy": True,
         "fp8_param_gather": False,  # --fp8-param-gather is opt-in
+        "attention_backend": "fused",  # TE DotProductAttention: cuDNN fused attention on Hopper
+        # TE's fused norms and SwiGLU, apply_rope_fusion in the NeMo 2 / Bridge recipes
+        "pointwise_kernels": "fused",
+        "torch_compile": False,
+        "recompute_modules": ("core_attn",),  # --recompute-modules' default
+        "reduce_dtype": None,  # grad_reduce_in_fp32 follows the gradient buffer
+        "reduce_every_microbatch": True,  # Megatron-FSDP reduce-scatters every micro-batch
+        "zero2_gathers_per_microbatch": False,
         # fitted on NeMo 24.07 FP8 and the MoE zoo's long-context runs: no fixed overhead improves
         # them
         "step_overhead_s": 0.0,
@@ -136,6 +189,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         "schedules": ("1f1b", "interleaved"),
         "expert_parallel": True,
         "interleaved": True,
+        "pipeline": True,
+        "sharded_pipeline": False,  # Megatron-FSDP has no pipeline parallelism
+        "hsdp": False,
+        "recompute_regathers": True,
     },
     "deepspeed": {
         # models run under ZeRO use FlashAttention-2 (transformers' attn_implementation)
@@ -150,6 +207,16 @@ PROFILES: dict[str, dict[str, Any]] = {
         "bias_gemm_fusion": False,
         "fused_cross_entropy": False,
         "fp8_param_gather": False,
+        # the FlashAttention-2 that Megatron-DeepSpeed and transformers call
+        "attention_backend": "fa2",
+        "pointwise_kernels": "fused",  # Megatron-DeepSpeed keeps Megatron's fused kernels
+        "torch_compile": False,
+        "recompute_modules": ("core_attn",),
+        "reduce_dtype": None,  # communication_data_type: the gradients' dtype
+        # stage 3 reduce-scatters every micro-batch; stage 2 keeps 16-bit parameters replicated
+        # and all-gathers them once after the step (deepspeed/runtime/zero/stage_1_and_2.py)
+        "reduce_every_microbatch": True,
+        "zero2_gathers_per_microbatch": False,
         "step_overhead_s": 0.0,
         "microbatch_overhead_s": 0.0,
         "hop_overhead_s": 0.0,  # no published runs to fit
@@ -164,6 +231,110 @@ PROFILES: dict[str, dict[str, Any]] = {
         "schedules": ("1f1b",),  # PipelineEngine's TrainSchedule: one forward, one backward
         "expert_parallel": True,  # DeepSpeed-MoE expert parallelism
         "interleaved": False,  # PipelineEngine: TrainSchedule only, one chunk per stage
+        "pipeline": True,
+        "sharded_pipeline": False,  # PipelineEngine asserts zero_optimization_stage < 2
+        "hsdp": False,  # ZeRO++'s hpZ is not modelled
+        # activation checkpointing's recompute forward fetches the released parameters again
+        "recompute_regathers": True,
+    },
+    "fsdp": {
+        # torchtitan calls F.scaled_dot_product_attention, whose flash backend is FlashAttention-2
+        # (aten/src/ATen/native/transformers/cuda/flash_attn); cuDNN attention was opt-in in 2024
+        "flash_attention": True,
+        "attention_backend": "fa2",
+        # torchtitan's Llama in eager mode: nn.RMSNorm (a composite op in PyTorch 2.5), F.silu
+        # times w3, RoPE as a complex multiply in fp32 (torchtitan/models/llama/model.py)
+        "pointwise_kernels": "eager",
+        "torch_compile": False,  # --training.compile is opt-in
+        "recompute_modules": ("op_sac",),  # selective_ac_option "op", the 8B toml's default
+        # DTensor TP's collectives run in order on the compute stream; async TP (micro-pipelined
+        # all-gather/reduce-scatter matmuls, torch._inductor's micro_pipeline_tp) is opt-in
+        # (--parallelism.enable_async_tensor_parallel): set tp_comm_overlap_ub for it
+        "tp_comm_overlap": False,
+        "tp_comm_overlap_ub": False,
+        # each micro-batch's gradients are reduce-scattered into the sharded fp32 gradient: no
+        # separate unsharded accumulation pass
+        "grad_accumulation_fusion": True,
+        "persist_layer_norm": True,  # ATen's layer/RMS norm backward is one kernel
+        "p2p_overlap": True,  # torch.distributed.pipelining posts batch_isend_irecv
+        "overlap_grad_reduce": True,  # reduce-scatter on its own stream, per FSDP unit
+        "overlap_param_gather": True,  # the next unit's all-gather runs ahead (implicit prefetch)
+        # PyTorch 2.x at::linear folds a contiguous 3-D input into addmm: the bias rides the GEMM
+        "bias_gemm_fusion": True,
+        # torchtitan's cross_entropy_loss casts the logits to fp32 before F.cross_entropy
+        "fused_cross_entropy": False,
+        # torchao's enable_fsdp_float8_all_gather is off by default (torchtitan float8 config)
+        "fp8_param_gather": False,
+        # MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): torchtitan's
+        # training.mixed_precision_reduce default is float32
+        "reduce_dtype": "fp32",
+        # gradient accumulation keeps requires_gradient_sync on: every micro-batch reduce-scatters
+        "reduce_every_microbatch": True,
+        # fully_shard(reshard_after_forward=False) keeps the gathered parameters to the backward
+        "zero2_gathers_per_microbatch": True,
+        "step_overhead_s": 0.0,
+        "microbatch_overhead_s": 0.0,
+        "hop_overhead_s": 0.0,
+        "grad_bucket_params": 0.0,  # no buckets: one reduce-scatter per FSDP unit (layer)
+        # NO_SHARD is DDP (dp_shard 1); reshard_after_forward False is SHARD_GRAD_OP (ZeRO-2)
+        "zero_stages": (0, 2, 3),
+        # pipeline_parallel_split_points / the layers-per-stage split may be uneven
+        "uneven_stages": True,
+        # context_parallel(): ring attention over the cp mesh, K/V passed round the ring
+        "context_parallel": True,
+        "cp_comm_types": ("p2p",),
+        # PipelineScheduleSingle 1F1B and PipelineScheduleMulti Interleaved1F1B (torchtitan's
+        # default micro-batch count is the stage count; ZBV is not costed)
+        "schedules": ("1f1b", "interleaved"),
+        "expert_parallel": False,  # not in the 2024-12 torchtitan this profile describes
+        "interleaved": True,
+        "pipeline": True,
+        "sharded_pipeline": True,  # FSDP + PP: the 405B run of the benchmark notes
+        "hsdp": True,  # dp_replicate x dp_shard (torchtitan ParallelDims)
+        # the checkpoint wrapper sits inside the FSDP unit: the backward's unshard serves the
+        # recompute too
+        "recompute_regathers": False,
+    },
+    "fsdp1": {
+        # llm-foundry's MPT runs flash-attn 2 or its triton kernel (attn_impl flash / triton)
+        "flash_attention": True,
+        "attention_backend": "fa2",
+        # MPT in PyTorch eager mode: F.layer_norm and F.gelu are one ATen kernel each
+        "pointwise_kernels": "eager",
+        "torch_compile": False,
+        "recompute_modules": ("core_attn",),  # llm-foundry runs full or no checkpointing
+        "tp_comm_overlap": False,
+        "tp_comm_overlap_ub": False,
+        "grad_accumulation_fusion": True,  # every micro-batch reduce-scatters (see below)
+        "persist_layer_norm": True,
+        "p2p_overlap": False,
+        "overlap_grad_reduce": True,  # post-backward reduce-scatter on FSDP's own stream
+        # forward_prefetch and BACKWARD_PRE, limit_all_gathers: at most two units gathered
+        "overlap_param_gather": True,
+        "bias_gemm_fusion": True,  # at::linear: addmm with the bias in the epilogue
+        "fused_cross_entropy": False,
+        "fp8_param_gather": False,
+        # Composer's FSDP mixed_precision DEFAULT: reduce_dtype fp32 (PURE: bf16)
+        "reduce_dtype": "fp32",
+        # composer/distributed/dist_strategy.py ddp_sync_context returns at once for a model that
+        # is not DDP: under FSDP every micro-batch reduce-scatters
+        "reduce_every_microbatch": True,
+        "zero2_gathers_per_microbatch": True,  # SHARD_GRAD_OP frees after the backward
+        "step_overhead_s": 0.0,
+        "microbatch_overhead_s": 0.0,
+        "hop_overhead_s": 0.0,
+        "grad_bucket_params": 0.0,  # one flat parameter per FSDP unit (an MPT block)
+        "zero_stages": (0, 2, 3),  # NO_SHARD, SHARD_GRAD_OP, FULL_SHARD (and HYBRID_SHARD)
+        "uneven_stages": False,
+        "context_parallel": False,
+        "cp_comm_types": (),
+        "schedules": (),
+        "expert_parallel": False,
+        "interleaved": False,
+        "pipeline": False,  # Composer has no pipeline parallelism
+        "sharded_pipeline": False,
+        "hsdp": True,  # HYBRID_SHARD
+        "recompute_regathers": False,  # checkpoint_wrapper inside each FSDP unit
     },
 }
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
@@ -176,6 +347,10 @@ FACTS = (
     "interleaved",
     "expert_parallel",
     "grad_bucket_params",
+    "pipeline",
+    "sharded_pipeline",
+    "hsdp",
+    "recompute_regathers",
 )
 
 

@@ -14,6 +14,9 @@ from ..units import QuantityError, parse_quantity
 from .base import MAX_GPUS, Bytes, BytesPerSecond, FlopsPerSecond, Fraction, Seconds, Spec
 from .precision import DTYPES
 
+# the Triton flash attention's speed over FlashAttention-2's (GPU.attention_fraction)
+TRITON_OVER_FA2 = 0.5
+
 
 class GPU(Spec):
     """One accelerator, from its vendor data sheet (dense, not sparse, FLOP/s)."""
@@ -70,6 +73,15 @@ class GPU(Spec):
     attention_efficiency: Fraction = Field(
         0.60, description="Fraction of peak a fused (flash) attention kernel reaches."
     )
+    fa2_attention_efficiency: Fraction | None = Field(
+        None,
+        description=(
+            "Fraction of peak a FlashAttention-2 class kernel reaches (PyTorch SDPA's flash"
+            " backend, flash-attn 2, triton), forward and backward together; None: as"
+            " attention_efficiency. On Hopper these kernels use neither wgmma nor TMA and reach"
+            " about a third of peak (Shah et al. 2024, FlashAttention-3, Sec. 4.1)."
+        ),
+    )
     unfused_attention_efficiency: Fraction = Field(
         1.0,
         description=(
@@ -107,6 +119,18 @@ class GPU(Spec):
         if not v:
             raise ValueError("give at least one dtype, e.g. {bf16: 312 TFLOPS}")
         return v
+
+    def attention_fraction(self, backend: str) -> float:
+        """Fraction of peak the fused attention kernel of ``backend`` reaches: fused, the GPU's own
+        (attention_efficiency); fa2, FlashAttention-2's (fa2_attention_efficiency, else the same);
+        triton, the Triton flash attention of flash-attn's flash_attn_triton.py (llm-foundry's
+        attn_impl triton), which its header puts at about FlashAttention-1's speed, half of
+        FlashAttention-2's (Dao 2023, FlashAttention-2, abstract: about 2x over FlashAttention)."""
+        fa2 = self.fa2_attention_efficiency
+        fa2 = self.attention_efficiency if fa2 is None else fa2
+        if backend == "triton":
+            return TRITON_OVER_FA2 * fa2
+        return fa2 if backend == "fa2" else self.attention_efficiency
 
     def peak(self, dtype: str) -> float:
         """Peak FLOP/s for dtype (fp16 and bf16 share tensor cores)."""

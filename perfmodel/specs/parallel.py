@@ -106,6 +106,82 @@ class Parallel(Spec):
         validation_alias=AliasChoices("decoder_last_pipeline_num_layers", "last_stage_layers"),
         description="Layers on the last pipeline stage.",
     )
+    dp_shard: int | None = Field(
+        None,
+        gt=0,
+        le=MAX_GPUS,
+        description=(
+            "HSDP: data-parallel ranks each shard group holds (torchtitan's dp_shard; FSDP1's"
+            " HYBRID_SHARD shards within a node); ZeRO-2/3 states are sharded over dp_shard x cp"
+            " and each shard's gradient all-reduced across the dp / dp_shard replicas. None: dp."
+        ),
+    )
+    dp_replicate: int | None = Field(
+        None,
+        gt=0,
+        le=MAX_GPUS,
+        description="HSDP replicas (torchtitan's dp_replicate): dp = dp_replicate x dp_shard.",
+    )
+    sharding_strategy: (
+        Literal["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "_HYBRID_SHARD_ZERO2"]
+        | None
+    ) = Field(
+        None,
+        description=(
+            "PyTorch FSDP1's name for the sharding: FULL_SHARD is zero_stage 3, SHARD_GRAD_OP 2,"
+            " NO_SHARD 0; HYBRID_SHARD (and _HYBRID_SHARD_ZERO2) are 3 (2) sharded over dp_shard."
+        ),
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fsdp_names(cls, data: Any) -> Any:
+        """FSDP's sharding names and torchtitan's dp_replicate x dp_shard, read as zero_stage,
+        dp and dp_shard; a contradiction names both fields."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        name = data.get("sharding_strategy")
+        if name in (
+            "FULL_SHARD",
+            "SHARD_GRAD_OP",
+            "NO_SHARD",
+            "HYBRID_SHARD",
+            "_HYBRID_SHARD_ZERO2",
+        ):
+            stage = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0}.get(name)
+            if stage is None:
+                stage = 2 if name.endswith("ZERO2") else 3
+                if data.get("dp_shard") is None:
+                    raise ValueError(
+                        f"sharding_strategy {name} shards within a group of ranks (FSDP1: one"
+                        " node): set dp_shard, e.g. 8"
+                    )
+            given = data.get("zero_stage")
+            if given is not None and given != stage:
+                raise ValueError(
+                    f"sharding_strategy {name} is zero_stage {stage}, not {given}; give one of them"
+                )
+            data["zero_stage"] = stage
+        replicate, shard, dp = data.get("dp_replicate"), data.get("dp_shard"), data.get("dp")
+        ints = all(isinstance(x, int) and x > 0 for x in (replicate, shard or 1))
+        if replicate is not None and ints:
+            shard = shard or 1
+            if dp is not None and dp != replicate * shard:
+                raise ValueError(
+                    f"dp({dp}) is not dp_replicate({replicate}) x dp_shard({shard}); drop dp or"
+                    " make it the product"
+                )
+            data["dp"], data["dp_shard"] = replicate * shard, shard
+        return data
+
+    @model_validator(mode="after")
+    def _shard_divides_dp(self) -> Parallel:
+        if self.dp is not None and self.dp_shard is not None and self.dp % self.dp_shard:
+            raise ValueError(
+                f"dp_shard({self.dp_shard}) does not divide dp({self.dp}); pick a divisor"
+            )
+        return self
 
 
 class Training(Spec):
@@ -139,7 +215,8 @@ class Training(Spec):
         "megatron-core",
         description=(
             "The training software whose defaults the flags below take: megatron-core, "
-            "megatron-2022, megatron-2021 or deepspeed (`perfmodel presets frameworks`)."
+            "megatron-2022, megatron-2021, deepspeed, fsdp (FSDP2 as torchtitan runs it) or fsdp1"
+            " (FSDP1 as Composer/llm-foundry run it) (`perfmodel presets frameworks`)."
         ),
     )
     grad_accum_fp32: bool = Field(
@@ -214,18 +291,64 @@ class Training(Spec):
     )
     zero3_reshard_after_forward: bool = Field(
         True,
+        validation_alias=AliasChoices("zero3_reshard_after_forward", "reshard_after_forward"),
         description=(
             "ZeRO-3/FSDP frees a layer's gathered parameters after its forward and gathers them "
             "again for the backward (FSDP's reshard_after_forward, DeepSpeed's default)."
         ),
     )
+    attention_backend: Literal["fused", "fa2", "triton"] = Field(
+        "fused", description=FLAGS["attention_backend"]
+    )
+    pointwise_kernels: Literal["fused", "eager"] = Field(
+        "fused", description=FLAGS["pointwise_kernels"]
+    )
+    torch_compile: bool = Field(
+        False,
+        description=(
+            "torch.compile (Inductor): each chain of pointwise and norm ops between two GEMMs runs"
+            " as one kernel, so its intermediate tensors never reach HBM (torchtitan's"
+            " --training.compile); the GEMMs and attention kernels are unchanged."
+        ),
+    )
+    reduce_dtype: Literal["fp32", "bf16"] | None = Field(
+        None,
+        description=(
+            "dtype the gradients are reduced in (FSDP MixedPrecisionPolicy.reduce_dtype, Composer"
+            " DEFAULT fp32 / PURE bf16): fp32 doubles the reduce-scatter bytes. None: the gradient"
+            " buffer's (grad_accum_fp32)."
+        ),
+    )
+    reduce_every_microbatch: bool = Field(
+        True,
+        description=(
+            "ZeRO-2/3: gradients are reduce-scattered after every micro-batch's backward (FSDP"
+            " and Composer by default); false: once, after the last micro-batch (FSDP's no_sync or"
+            " set_requires_gradient_sync(False)), holding unsharded gradients until then."
+        ),
+    )
+    zero2_gathers_per_microbatch: bool = Field(
+        False,
+        description=FLAGS["zero2_gathers_per_microbatch"]
+        + " (FSDP: true; DeepSpeed stage 2 keeps them replicated and gathers once a step).",
+    )
     recompute_modules: list[
-        Literal["core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_experts", "mla_up_proj"]
+        Literal[
+            "core_attn",
+            "layernorm",
+            "mlp",
+            "moe",
+            "moe_act",
+            "shared_experts",
+            "mla_up_proj",
+            "op_sac",
+        ]
     ] = Field(
         ["core_attn"],
         description=(
             "What recompute: selective repeats (Megatron-Core --recompute-modules; core_attn is"
-            " Korthikanti 2022's selective recompute). Memory is counted as for core_attn."
+            " Korthikanti 2022's selective recompute; op_sac is torchtitan's per-op policy, which"
+            " saves every other matmul's output and SDPA's and recomputes the rest)."
         ),
     )
     moe_a2a_overlap: bool = Field(

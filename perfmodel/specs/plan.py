@@ -73,6 +73,8 @@ class Config:
     ep: int = 1
     etp: int = 1
     cp_comm_type: str = "p2p"
+    # HSDP: the ranks each ZeRO-2/3 shard group holds (0: all dp, full sharding)
+    dp_shard: int = 0
     # 0: chosen (even split, or balanced when pp does not divide the layers)
     first_stage_layers: int = 0
     last_stage_layers: int = 0

@@ -45,10 +45,23 @@ class Precision:
     loss_scaling: bool  # fp16: gradients are unscaled and checked for inf/nan
     # the FP8 copy of the weights kept beside the 16-bit ones between micro-batches
     fp8_weight_bytes: int = 0
+    # bytes per gradient element on the wire of the data-parallel reduction (0: gradient_bytes)
+    reduce_wire_bytes: int = 0
+
+    @property
+    def reduce_bytes(self) -> int:
+        """Bytes per gradient element the DP reduction moves: the reduce dtype's, else the
+        gradient buffer's (Megatron reduces its main_grad buffer as it is)."""
+        return self.reduce_wire_bytes or self.gradient_bytes
 
     @classmethod
     def of(
-        cls, dtype: str, grad_accum_fp32: bool, optimizer: str, mfu_peak: str | None = None
+        cls,
+        dtype: str,
+        grad_accum_fp32: bool,
+        optimizer: str,
+        mfu_peak: str | None = None,
+        reduce_dtype: str | None = None,
     ) -> Precision:
         """The mixed-precision recipe of Megatron-LM for a compute dtype (see the module docstring).
         FP8 (Transformer Engine): GEMM operands in FP8, everything else BF16, the weights kept in
@@ -70,4 +83,5 @@ class Precision:
             master_weights=half,
             loss_scaling=dtype == "fp16",
             fp8_weight_bytes=1 if dtype == "fp8" else 0,
+            reduce_wire_bytes=DTYPE_BYTES[reduce_dtype] if reduce_dtype else 0,
         )

@@ -1,0 +1,98 @@
+"""Sharded data parallelism, written once for PyTorch FSDP (FSDP1 and FSDP2), DeepSpeed ZeRO-3
+and Megatron-FSDP: per layer (one FSDP unit, a transformer block), the parameter all-gather
+before its forward, again before its backward when resharded after the forward, and the gradient
+reduce-scatter after its backward, each overlapped with the neighbouring layer's compute
+(Rajbhandari et al. 2020, ZeRO, Sec. 5.3 and 7; Zhao et al. 2023, PyTorch FSDP, Sec. 3.3-3.4:
+forward and backward prefetch issue the next unit's all-gather while this unit computes).
+
+HSDP (Zhao et al. 2023, Sec. 3.2.3; torchtitan's dp_replicate x dp_shard): states are sharded
+over the ``n`` ranks of a shard group and each shard's gradient is then all-reduced across the
+``replicas`` groups, layer by layer, right after its reduce-scatter.
+
+Units: parameters, bytes, seconds; arrays over configurations or floats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfmodel.cost import Num
+
+from ..specs.precision import Precision
+from . import collectives as coll
+from .layer import Link
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """How the framework runs sharded data parallelism (specs/framework.py flags)."""
+
+    reshard_after_forward: bool  # FULL_SHARD: gather again for the backward
+    zero2_per_microbatch: bool  # ZeRO-2 as FSDP's SHARD_GRAD_OP: gathered every micro-batch
+    reduce_every_microbatch: bool  # no no_sync: every micro-batch reduce-scatters
+    recompute_regathers: bool  # full recompute's forward gathers the parameters once more
+
+
+@dataclass(frozen=True)
+class Group:
+    """One set of parameters sharded over its own group: ``params`` on this GPU before sharding,
+    sharded over ``n`` ranks on ``link``, replicated ``replicas`` times (HSDP) over
+    ``replica_link``."""
+
+    params: Num
+    n: Num
+    link: Link
+    replicas: Num = 1
+    replica_link: Link | None = None
+
+
+def unit_traffic(g: Group, layers: Num, p: Precision) -> tuple[Num, Num]:
+    """(all-gather, gradient reduction) seconds of one layer's unit: the 16-bit weights gathered
+    over the shard group; the gradients reduce-scattered in the reduce dtype (FSDP's
+    MixedPrecisionPolicy.reduce_dtype), then, under HSDP, the 1/n shard all-reduced across the
+    replicas."""
+    per_layer = np.asarray(g.params, dtype=float) / np.maximum(layers, 1.0)
+    ag = g.link.seconds("all-gather", per_layer * p.weight_bytes, g.n)
+    rs = g.link.seconds("reduce-scatter", per_layer * p.reduce_bytes, g.n)
+    if g.replica_link is not None:
+        shard = per_layer * p.reduce_bytes / np.maximum(g.n, 1.0)
+        rs = rs + np.where(
+            np.asarray(g.replicas) > 1, g.replica_link.seconds("all-reduce", shard, g.replicas), 0.0
+        )
+    return ag, rs
+
+
+def sharded_step(
+    g: Group,
+    gather_twice: Num,
+    m: Num,
+    recompute: Num,
+    layers: Num,
+    window: tuple[Num, Num],
+    sh: Sharding,
+    penalty: float,
+    p: Precision,
+) -> Num:
+    """Exposed seconds per step of a sharded group's per-layer traffic.
+
+    Each micro-batch, every layer's all-gather runs under the previous layer's forward, and its
+    backward traffic (the re-gather when ``gather_twice``, the reduce-scatter) under its backward
+    (``window``: one layer's forward and backward seconds): max(0, comm - compute) is exposed and
+    the hidden part still costs ``penalty`` of its time (NCCL's SMs, GPU.comm_overlap_penalty).
+    The first layer's gather has nothing to hide under, once per micro-batch; the last
+    reduce-scatter, once per step (the next micro-batch's forward hides the others). Without
+    ``reduce_every_microbatch`` only the last micro-batch reduces."""
+    ag, rs = unit_traffic(g, layers, p)
+    again = np.where(np.asarray(gather_twice, dtype=bool), ag, 0.0)
+    if sh.recompute_regathers:
+        again = again + np.where(np.asarray(recompute) == 2, ag, 0.0)
+    fwd, bwd = window
+    with_rs = coll.overlapped_time(ag, fwd, penalty) + coll.overlapped_time(
+        again + rs, bwd, penalty
+    )
+    without_rs = coll.overlapped_time(ag, fwd, penalty) + coll.overlapped_time(again, bwd, penalty)
+    reducing = m if sh.reduce_every_microbatch else np.minimum(m, 1.0)
+    per_layer = reducing * with_rs + (m - reducing) * without_rs
+    return np.asarray(layers * per_layer + m * ag + rs)
