@@ -67,7 +67,13 @@ def case(r: dict) -> tuple[str, dict]:
     n = hw["num_gpus"]
     training: dict = {"global_batch_size": b["global_seqs"], "seq_length": m["seq_len"]}
     if titan:
-        name = "fsdp-torchtitan-" + r["id"].split("-", 2)[2].lower()
+        size = "8b" if m["layers"] == 32 else "70b"
+        tail = {
+            "FSDP": "fsdp",
+            "FSDP-compile-float8": "compile-fp8",
+            "FSDP32-TP8": "fsdp32-tp8",
+        }[r["id"].split("xH100-", 1)[1]]
+        name = f"titan-{size}-{n}gpu-{tail}"
         model = "llama3-8b" if m["layers"] == 32 else "llama3-70b"
         training["framework"] = "fsdp"
         fp8 = "Float8" in str(r.get("precision"))
@@ -77,7 +83,7 @@ def case(r: dict) -> tuple[str, dict]:
         if compiled:
             training["torch_compile"] = True  # Inductor's fusion of the pointwise kernels
     else:
-        name = "fsdp-llmfoundry-" + r["id"].split("-", 1)[1].lower()
+        name = "llmf-" + r["id"].split("-", 1)[1].lower()
         model = _mpt(m)
         training["framework"] = "fsdp1"
         if "fp8" in str(hw.get("precision")):

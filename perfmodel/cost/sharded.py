@@ -33,6 +33,9 @@ class Sharding:
     zero2_per_microbatch: bool  # ZeRO-2 as FSDP's SHARD_GRAD_OP: gathered every micro-batch
     reduce_every_microbatch: bool  # no no_sync: every micro-batch reduce-scatters
     recompute_regathers: bool  # full recompute's forward gathers the parameters once more
+    # gradients reduce-scattered in buckets of this many (DeepSpeed's reduce_bucket_size), so the
+    # last bucket waits for the backward's end; 0: one unit's, as FSDP reduces each unit
+    reduce_bucket_params: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,9 @@ def sharded_step(
     (``window``: one layer's forward and backward seconds): max(0, comm - compute) is exposed and
     the hidden part still costs ``penalty`` of its time (NCCL's SMs, GPU.comm_overlap_penalty).
     The first layer's gather has nothing to hide under, once per micro-batch; the last
-    reduce-scatter, once per step (the next micro-batch's forward hides the others). Without
-    ``reduce_every_microbatch`` only the last micro-batch reduces."""
+    reduce-scatter (one unit's, or DeepSpeed's last reduce bucket), once per step (the next
+    micro-batch's forward hides the others). Without ``reduce_every_microbatch`` only the last
+    micro-batch reduces."""
     ag, rs = unit_traffic(g, layers, p)
     again = np.where(np.asarray(gather_twice, dtype=bool), ag, 0.0)
     if sh.recompute_regathers:
@@ -95,4 +99,9 @@ def sharded_step(
     without_rs = coll.overlapped_time(ag, fwd, penalty) + coll.overlapped_time(again, bwd, penalty)
     reducing = m if sh.reduce_every_microbatch else np.minimum(m, 1.0)
     per_layer = reducing * with_rs + (m - reducing) * without_rs
-    return np.asarray(layers * per_layer + m * ag + rs)
+    last = rs
+    if sh.reduce_bucket_params:
+        params = np.maximum(np.asarray(g.params, dtype=float), 1.0)
+        bucket_layers = np.clip(sh.reduce_bucket_params / params * layers, 1.0, layers)
+        last = rs * bucket_layers
+    return np.asarray(layers * per_layer + m * ag + last)

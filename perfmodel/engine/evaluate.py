@@ -229,6 +229,7 @@ def _overlap(st: Setting, n: Array) -> stp.Overlap:
             zero2_per_microbatch=tr.zero2_gathers_per_microbatch,
             reduce_every_microbatch=tr.reduce_every_microbatch,
             recompute_regathers=profile["recompute_regathers"],
+            reduce_bucket_params=profile["zero3_reduce_bucket_params"],
         ),
     )
 

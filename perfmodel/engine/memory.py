@@ -15,6 +15,7 @@ from perfmodel.cost.stages import Stages
 from perfmodel.engine.blocks import BlockCost, Setting
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.mesh import Mesh
+from perfmodel.specs.framework import PROFILES
 
 if TYPE_CHECKING:
     from perfmodel.specs import System
@@ -70,13 +71,17 @@ def memory_terms(
     else:
         experts = np.zeros_like(params)
         states = list(mem.model_state_bytes(params, sharded_over[:, None], z, st.precision))
-    # ZeRO-3's gathered units: the layer computing and the one prefetched behind it (FSDP1's
-    # limit_all_gathers and FSDP2's implicit prefetch both keep two), and one layer's unsharded
-    # 16-bit gradient with its reduce-dtype copy for the reduce-scatter
+    # ZeRO-3's gathered units: the layer computing and what is prefetched behind it (FSDP1's
+    # limit_all_gathers and FSDP2's implicit prefetch: one more unit; DeepSpeed: its prefetch
+    # bucket), and one layer's unsharded 16-bit gradient with its reduce-dtype copy
     per_layer = params / np.maximum(stages.layers.sum(axis=-1), 1.0)
     p = st.precision
+    prefetch = PROFILES[st.plan.training.framework]["zero3_prefetch_params"]
+    ahead = per_layer if prefetch is None else np.minimum(prefetch, params)
     buffers = np.where(
-        z >= 3, per_layer * (2 * p.weight_bytes + p.weight_bytes + p.reduce_bytes), 0.0
+        z >= 3,
+        (per_layer + ahead) * p.weight_bytes + per_layer * (p.weight_bytes + p.reduce_bytes),
+        0.0,
     )
     states[0] = states[0] + buffers
     total = sum(states) + acts

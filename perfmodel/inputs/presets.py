@@ -396,6 +396,8 @@ def _describe_models() -> list[dict]:
 
 
 def _describe_frameworks() -> list[dict]:
+    """Each profile's facts and the flags it turns on; the text view shows the facts
+    (output/render.py), --json everything."""
     from perfmodel.specs.framework import FLAGS, PROFILES
 
     rows = []
@@ -407,7 +409,13 @@ def _describe_frameworks() -> list[dict]:
                 "zero_stages": ",".join(str(z) for z in prof["zero_stages"]),
                 "uneven_stages": prof["uneven_stages"],
                 "cp_ep": prof["context_parallel"],
+                "pipeline": prof["pipeline"],
+                "hsdp": prof["hsdp"],
+                "attention": prof["attention_backend"] if prof["flash_attention"] else "unfused",
+                "kernels": prof["pointwise_kernels"],
+                "reduce_dtype": prof["reduce_dtype"] or "grads",
                 "flags_on": " ".join(on) or "-",
+                "profile": dict(prof),
             }
         )
     return rows

@@ -204,6 +204,26 @@ def presets(kind: str, rows: list[dict]) -> None:
             "by family, then size; experts: count x inner size, k routed per token; vocabulary and "
             "sequence length: --json"
         )
+    if kind == "frameworks":
+        yes = {True: "yes", False: "no"}
+        rows = [
+            {
+                "name": r["name"],
+                "ZeRO": r["zero_stages"],
+                "PP": yes[r["pipeline"]],
+                "CP": yes[r["cp_ep"]],
+                "EP": yes[r["profile"]["expert_parallel"]],
+                "HSDP": yes[r["hsdp"]],
+                "attention": r["attention"],
+                "kernels": r["kernels"],
+                "reduce": r["reduce_dtype"],
+            }
+            for r in rows
+        ]
+        caption = (
+            "attention: unfused, fused (cuDNN/FA3), fa2 or triton; kernels: fused or eager;\n"
+            "reduce: the gradient reduction's dtype; every flag: presets frameworks --json"
+        )
     headers = list(rows[0])
     fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
     table(

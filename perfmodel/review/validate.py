@@ -33,6 +33,8 @@ TABLE_TITLES = {
     "moezoo-long-context": (
         "Megatron-Core MoE model zoo: Qwen3-235B-A22B long context on 256 H100 (CP)"
     ),
+    "llm-foundry": "MosaicML llm-foundry benchmark tables: MPT on PyTorch FSDP1 (A100, H100)",
+    "torchtitan-2412": "torchtitan benchmark notes (2024-12): Llama 3.1 on FSDP2, 128-256 H100",
 }
 CONVENTIONS = ("narayanan-eq3", "korthikanti-eq7", "megatron-core")
 

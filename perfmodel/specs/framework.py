@@ -110,6 +110,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "sharded_pipeline": False,
         "hsdp": False,
         "recompute_regathers": True,
+        "zero3_prefetch_params": None,  # one layer (unit) ahead
+        "zero3_reduce_bucket_params": 0.0,  # each unit reduce-scatters on its own
     },
     "megatron-2022": {
         "flash_attention": False,  # Korthikanti 2022 times the unfused CoreAttention (Table 4)
@@ -149,6 +151,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "sharded_pipeline": False,
         "hsdp": False,
         "recompute_regathers": True,
+        "zero3_prefetch_params": None,  # one layer (unit) ahead
+        "zero3_reduce_bucket_params": 0.0,  # each unit reduce-scatters on its own
     },
     "megatron-core": {
         # TE DotProductAttention (flash / cuDNN fused) is the default backend
@@ -193,6 +197,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "sharded_pipeline": False,  # Megatron-FSDP has no pipeline parallelism
         "hsdp": False,
         "recompute_regathers": True,
+        "zero3_prefetch_params": None,  # one layer (unit) ahead
+        "zero3_reduce_bucket_params": 0.0,  # each unit reduce-scatters on its own
     },
     "deepspeed": {
         # models run under ZeRO use FlashAttention-2 (transformers' attn_implementation)
@@ -234,6 +240,13 @@ PROFILES: dict[str, dict[str, Any]] = {
         "pipeline": True,
         "sharded_pipeline": False,  # PipelineEngine asserts zero_optimization_stage < 2
         "hsdp": False,  # ZeRO++'s hpZ is not modelled
+        # ZeRO-3 as DeepSpeed runs it (DeepSpeed config docs, zero_optimization defaults):
+        # stage3_prefetch_bucket_size 5e7 parameters gathered ahead of the layer computing;
+        # reduce_bucket_size 5e8 gradients per reduce-scatter; stage3_param_persistence_threshold
+        # 1e5 keeps smaller tensors (norm gains, biases: < 0.01% of a model's parameters here)
+        # replicated, below this model's resolution
+        "zero3_prefetch_params": 5e7,
+        "zero3_reduce_bucket_params": 5e8,
         # activation checkpointing's recompute forward fetches the released parameters again
         "recompute_regathers": True,
     },
@@ -294,6 +307,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         # the checkpoint wrapper sits inside the FSDP unit: the backward's unshard serves the
         # recompute too
         "recompute_regathers": False,
+        # FSDP2's implicit prefetch and FSDP1's limit_all_gathers: one unit ahead; each unit
+        # reduce-scatters its own gradients
+        "zero3_prefetch_params": None,
+        "zero3_reduce_bucket_params": 0.0,
     },
     "fsdp1": {
         # llm-foundry's MPT runs flash-attn 2 or its triton kernel (attn_impl flash / triton)
@@ -335,6 +352,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "sharded_pipeline": False,
         "hsdp": True,  # HYBRID_SHARD
         "recompute_regathers": False,  # checkpoint_wrapper inside each FSDP unit
+        "zero3_prefetch_params": None,
+        "zero3_reduce_bucket_params": 0.0,
     },
 }
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
@@ -351,6 +370,8 @@ FACTS = (
     "sharded_pipeline",
     "hsdp",
     "recompute_regathers",
+    "zero3_prefetch_params",
+    "zero3_reduce_bucket_params",
 )
 
 
