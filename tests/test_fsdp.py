@@ -293,3 +293,26 @@ def test_deepspeed_reduces_in_buckets_and_prefetches_a_bucket():
         w[fw] = (v["weights_bytes"], v["params_per_gpu"] / 32)
     per_layer = w["fsdp"][1]
     assert w["fsdp"][0] - w["deepspeed"][0] == pytest.approx(2 * (per_layer - 5e7), rel=1e-6)
+
+
+def test_float8_all_gather_halves_the_gathered_bytes():
+    fp8 = Precision.of("fp8", True, "adam")
+    alpha = 15 * 5e-6
+    ag16, _ = unit_traffic(Group(P, N, LINK), L, fp8)
+    ag8, _ = unit_traffic(Group(P, N, LINK), L, fp8, fp8_gather=True)
+    assert ag8 - alpha == pytest.approx((ag16 - alpha) / 2)
+    ag_bf16, _ = unit_traffic(Group(P, N, LINK), L, BF16, fp8_gather=True)
+    assert ag_bf16 == pytest.approx(AG)  # nothing to gather in FP8 without FP8 weights
+
+
+def test_under_pipeline_parallelism_fsdp_gathers_and_reduces_once_a_step():
+    """torch.distributed.pipelining turns FSDP's resharding and gradient sync off until the last
+    backward: 8 micro-batches cost one gather and one reduce-scatter per layer, not 8 x 2 + 8."""
+    W = stp.Windows(2.0, 1.0, 2.0, 0.01, 0.02)
+    sh = Sharding(True, True, True, False, pipeline_once=True)
+    ov = stp.Overlap(True, True, 0.0, 0.4, sh)
+    _, once = stp.data_parallel_comm([Group(P, N, LINK)], 3, 8, 0, L, W, ov, BF16, once=True)
+    expect = L * (hidden(AG, 0.01) + hidden(RS, 0.02)) + AG + RS
+    assert float(once) == pytest.approx(expect)
+    _, each = stp.data_parallel_comm([Group(P, N, LINK)], 3, 8, 0, L, W, ov, BF16)
+    assert float(each) == pytest.approx(step(True, 8))

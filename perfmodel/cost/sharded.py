@@ -36,6 +36,14 @@ class Sharding:
     # gradients reduce-scattered in buckets of this many (DeepSpeed's reduce_bucket_size), so the
     # last bucket waits for the backward's end; 0: one unit's, as FSDP reduces each unit
     reduce_bucket_params: float = 0.0
+    # parameters gathered in FP8 (torchao's enable_fsdp_float8_all_gather, Megatron's
+    # --fp8-param-gather): 1 byte each on the wire
+    fp8_gather: bool = False
+    # under pipeline parallelism the parameters stay gathered across the micro-batches and the
+    # gradients are reduced once a step (torch.distributed.pipelining's
+    # backward_maybe_with_nosync turns FSDP's gradient sync and resharding off until the last
+    # backward; torchtitan's reshard_after_forward "default" is False with PP)
+    pipeline_once: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,13 +59,14 @@ class Group:
     replica_link: Link | None = None
 
 
-def unit_traffic(g: Group, layers: Num, p: Precision) -> tuple[Num, Num]:
-    """(all-gather, gradient reduction) seconds of one layer's unit: the 16-bit weights gathered
-    over the shard group; the gradients reduce-scattered in the reduce dtype (FSDP's
-    MixedPrecisionPolicy.reduce_dtype), then, under HSDP, the 1/n shard all-reduced across the
-    replicas."""
+def unit_traffic(g: Group, layers: Num, p: Precision, fp8_gather: bool = False) -> tuple[Num, Num]:
+    """(all-gather, gradient reduction) seconds of one layer's unit: the 16-bit weights (FP8 ones
+    with ``fp8_gather``) gathered over the shard group; the gradients reduce-scattered in the
+    reduce dtype (FSDP's MixedPrecisionPolicy.reduce_dtype), then, under HSDP, the 1/n shard
+    all-reduced across the replicas."""
     per_layer = np.asarray(g.params, dtype=float) / np.maximum(layers, 1.0)
-    ag = g.link.seconds("all-gather", per_layer * p.weight_bytes, g.n)
+    wire = 1 if fp8_gather and p.fp8_weight_bytes else p.weight_bytes
+    ag = g.link.seconds("all-gather", per_layer * wire, g.n)
     rs = g.link.seconds("reduce-scatter", per_layer * p.reduce_bytes, g.n)
     if g.replica_link is not None:
         shard = per_layer * p.reduce_bytes / np.maximum(g.n, 1.0)
@@ -88,7 +97,7 @@ def sharded_step(
     reduce-scatter (one unit's, or DeepSpeed's last reduce bucket), once per step (the next
     micro-batch's forward hides the others). Without ``reduce_every_microbatch`` only the last
     micro-batch reduces."""
-    ag, rs = unit_traffic(g, layers, p)
+    ag, rs = unit_traffic(g, layers, p, sh.fp8_gather)
     again = np.where(np.asarray(gather_twice, dtype=bool), ag, 0.0)
     if sh.recompute_regathers:
         again = again + np.where(np.asarray(recompute) == 2, ag, 0.0)

@@ -97,9 +97,11 @@ def data_parallel_comm(
     w: Windows,
     ov: Overlap,
     precision: Precision,
+    once: Num = False,
 ) -> tuple[Num, Num]:
     """(exposed DP gradient and parameter traffic per step, exposed sharded per-layer traffic per
-    step), s.
+    step), s. ``once``: rows whose sharded parameters stay gathered from the step's first forward
+    to its last backward, and whose gradients are reduced once (see Sharding.pipeline_once).
 
     ``groups``: each set of parameters reduced over its own data-parallel group (cost/sharded.py
     Group): the dense ones over dp x cp, the routed experts' over the expert-data-parallel ranks
@@ -147,8 +149,8 @@ def data_parallel_comm(
         gather = gather + np.where(active & (zero >= 1) & ~per_layer_rows, t_gather, 0.0)
         sharded = sharded_step(
             g,
-            (zero >= 3) & sh.reshard_after_forward,
-            m,
+            (zero >= 3) & sh.reshard_after_forward & ~np.asarray(once, dtype=bool),
+            np.where(once, 1.0, m),
             recompute,
             layers,
             (w.layer_forward, w.layer_backward),

@@ -230,6 +230,8 @@ def _overlap(st: Setting, n: Array) -> stp.Overlap:
             reduce_every_microbatch=tr.reduce_every_microbatch,
             recompute_regathers=profile["recompute_regathers"],
             reduce_bucket_params=profile["zero3_reduce_bucket_params"],
+            fp8_gather=tr.fp8_param_gather,
+            pipeline_once=profile["sharded_pipeline"],
         ),
     )
 
@@ -284,6 +286,7 @@ def _data_parallel(
         ),
         Group(experts, mesh.edp, replace(mesh.link("edp"), multi_rail=True)),
     ]
+    ov = _overlap(st, dp * cp)
     dp_comm, zero3 = stp.data_parallel_comm(
         groups,
         k.zero_stage,
@@ -291,8 +294,9 @@ def _data_parallel(
         k.recompute,
         stages.pick(stages.layers.sum(axis=-1), slow),
         _windows(stages, sc, slow, _main_layer(costs).seconds(k.recompute)),
-        _overlap(st, dp * cp),
+        ov,
         st.precision,
+        once=ov.sharding.pipeline_once & (k.pp > 1),
     )
     local = dense / np.where(
         k.zero_stage >= 1, np.where(k.zero_stage >= 2, shard, dp) * cp, 1.0

@@ -71,19 +71,7 @@ def memory_terms(
     else:
         experts = np.zeros_like(params)
         states = list(mem.model_state_bytes(params, sharded_over[:, None], z, st.precision))
-    # ZeRO-3's gathered units: the layer computing and what is prefetched behind it (FSDP1's
-    # limit_all_gathers and FSDP2's implicit prefetch: one more unit; DeepSpeed: its prefetch
-    # bucket), and one layer's unsharded 16-bit gradient with its reduce-dtype copy
-    per_layer = params / np.maximum(stages.layers.sum(axis=-1), 1.0)
-    p = st.precision
-    prefetch = PROFILES[st.plan.training.framework]["zero3_prefetch_params"]
-    ahead = per_layer if prefetch is None else np.minimum(prefetch, params)
-    buffers = np.where(
-        z >= 3,
-        (per_layer + ahead) * p.weight_bytes + per_layer * (p.weight_bytes + p.reduce_bytes),
-        0.0,
-    )
-    states[0] = states[0] + buffers
+    states[0] = states[0] + sharding_buffers(st, k, stages, params)
     total = sum(states) + acts
     top = stages.slowest(total)
     reserve = reserve_bytes(st.plan.system)
@@ -114,6 +102,28 @@ def memory_terms(
         "_experts_max": stages.present_max(experts),
         "_mesh": mesh,
     }
+
+
+def sharding_buffers(st: Setting, k: Knobs, stages: Stages, params: Array) -> Array:
+    """Bytes the sharded data parallelism of ZeRO-3 and FSDP holds gathered on each stage class:
+    the layer computing and what is prefetched behind it (FSDP1's limit_all_gathers and FSDP2's
+    implicit prefetch: one more unit; DeepSpeed: its stage3_prefetch_bucket_size), and one
+    layer's unsharded 16-bit gradient with its reduce-dtype copy. Under pipeline parallelism
+    FSDP keeps every layer's 16-bit weights and gradients unsharded from the first forward to the
+    last backward (cost/sharded.py, Sharding.pipeline_once)."""
+    z = k.zero_stage[:, None]
+    per_layer = params / np.maximum(stages.layers.sum(axis=-1), 1.0)
+    p = st.precision
+    profile = PROFILES[st.plan.training.framework]
+    prefetch = profile["zero3_prefetch_params"]
+    ahead = per_layer if prefetch is None else np.minimum(prefetch, params)
+    buffers = np.where(
+        z >= 3,
+        (per_layer + ahead) * p.weight_bytes + per_layer * (p.weight_bytes + p.reduce_bytes),
+        0.0,
+    )
+    once = profile["sharded_pipeline"] & (k.pp > 1)[:, None]
+    return np.asarray(np.where(once & (z >= 2), params * 2 * p.weight_bytes, buffers))
 
 
 def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Array) -> np.ndarray:
