@@ -316,3 +316,18 @@ def test_under_pipeline_parallelism_fsdp_gathers_and_reduces_once_a_step():
     assert float(once) == pytest.approx(expect)
     _, each = stp.data_parallel_comm([Group(P, N, LINK)], 3, 8, 0, L, W, ov, BF16)
     assert float(each) == pytest.approx(step(True, 8))
+
+
+def test_the_command_line_takes_the_framework_cp_and_dp_shard():
+    import json
+
+    r = CliRunner().invoke(
+        main,
+        ["estimate", "llama3-8b-h100.yaml", "--framework", "fsdp", "--tp", "1", "--pp", "1"]
+        + ["--cp", "1", "--zero", "3", "--dp-shard", "4", "--mbs", "1", "--json"],
+    )
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["framework"] == "fsdp" and out["config"]["dp_shard"] == 4
+    bad = CliRunner().invoke(main, ["estimate", "llama3-8b-h100.yaml", "--framework", "fsdp3"])
+    assert bad.exit_code == 2 and "fsdp1" in bad.output

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from perfmodel.specs.framework import FRAMEWORKS
+
 if TYPE_CHECKING:
     from perfmodel.specs import Plan
 
@@ -96,6 +98,10 @@ def parallel_options(f: F) -> F:
         click.option("--tp", type=count(), help="Tensor-parallel degree."),
         click.option("--pp", type=count(), help="Pipeline stages."),
         click.option("--dp", type=count(), help="Data-parallel replicas."),
+        click.option("--cp", type=count(), help="Context-parallel degree."),
+        click.option(
+            "--dp-shard", "dp_shard", type=count(), help="HSDP: data-parallel ranks per shard."
+        ),
         click.option("--vp", type=count(), help="Virtual stages per GPU (interleaving)."),
         click.option("--mbs", type=count(), help="Micro-batch size."),
         click.option(
@@ -105,6 +111,11 @@ def parallel_options(f: F) -> F:
         click.option("--zero", "zero_stage", type=click.IntRange(0, 3), help="ZeRO stage."),
         click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"])),
         click.option("--gpus", type=count(), help="Override the plan's GPU count."),
+        click.option(
+            "--framework",
+            type=click.Choice(FRAMEWORKS),
+            help="Framework profile (perfmodel presets frameworks).",
+        ),
         click.option(
             "--memory-reserve",
             help=(
@@ -134,7 +145,18 @@ def launch_options(f: F) -> F:
 
 def overrides(kw: dict[str, Any]) -> dict[str, Any]:
     """The parallel knobs given as flags, in the plan's own field names."""
-    keys = ("tp", "pp", "dp", "vp", "sequence_parallel", "recompute", "zero_stage", "schedule")
+    keys = (
+        "tp",
+        "pp",
+        "dp",
+        "cp",
+        "dp_shard",
+        "vp",
+        "sequence_parallel",
+        "recompute",
+        "zero_stage",
+        "schedule",
+    )
     out = {k: kw.get(k) for k in keys if kw.get(k) is not None}
     if kw.get("mbs") is not None:
         out["micro_batch_size"] = kw["mbs"]
@@ -157,6 +179,8 @@ def load_plan(source: str, kw: dict[str, Any], refuse_unused: bool = True) -> Pl
     for note in loaded.notes:
         click.echo(f"{source}: {note}", err=True)
     plan = loaded.plan
+    if kw.get("framework") is not None:
+        plan = plan.with_training(framework=kw["framework"])
     if kw.get("memory_reserve") is not None:
         plan = with_reserve(plan, kw["memory_reserve"])
     return plan

@@ -147,6 +147,8 @@ def data_parallel_comm(
             else t_ag
         )
         gather = gather + np.where(active & (zero >= 1) & ~per_layer_rows, t_gather, 0.0)
+        if not np.any(active & per_layer_rows):
+            continue
         sharded = sharded_step(
             g,
             (zero >= 3) & sh.reshard_after_forward & ~np.asarray(once, dtype=bool),
@@ -159,7 +161,8 @@ def data_parallel_comm(
             precision,
         )
         zero3 = zero3 + np.where(active & per_layer_rows, sharded, 0.0)
-    return reduce + gather, zero3
+    total = np.asarray(reduce + gather)
+    return total, np.zeros_like(total, dtype=float) + zero3
 
 
 def optimizer_step_bytes(p: Precision, fp8_param_gather: bool = False) -> float:
