@@ -331,3 +331,27 @@ def test_the_command_line_takes_the_framework_cp_and_dp_shard():
     assert out["framework"] == "fsdp" and out["config"]["dp_shard"] == 4
     bad = CliRunner().invoke(main, ["estimate", "llama3-8b-h100.yaml", "--framework", "fsdp3"])
     assert bad.exit_code == 2 and "fsdp1" in bad.output
+
+
+def test_a_data_parallel_all_reduce_across_many_nodes_takes_nccls_tree_latency():
+    """1,024 ranks, 8 a node: the ring's 2 x 1,023 latency steps against the tree's 2 x 7 in the
+    node and 2 x log2(128) = 14 across; a reduce-scatter stays a ring (NCCL has no tree for it)."""
+    link = Link(50e9, 5e-6, 450e9, 2e-6, 8, True, multi_rail=True)
+    t = link.seconds("all-reduce", 1e9, 1024)
+    bw = 2 * 1023 / 1024 * 1e9 / 400e9
+    assert t == pytest.approx(2 * 7 * 2e-6 + 14 * 5e-6 + bw)
+    rs = link.seconds("reduce-scatter", 1e9, 1024)
+    assert rs == pytest.approx(1023 * 5e-6 + 1023 / 1024 * 1e9 / 400e9)
+
+
+def test_no_sync_holds_the_unsharded_gradients_until_the_last_micro_batch():
+    plan = load("llama3-8b-h100").plan.with_training(framework="fsdp")
+    cfg = dict(tp=1, pp=1, zero_stage=3, micro_batch_size=1, recompute="full")
+    every = estimate(plan, resolve_config(plan, **cfg)).values
+    quiet = plan.with_training(reduce_every_microbatch=False)
+    held = estimate(quiet, resolve_config(quiet, **cfg)).values
+    assert held["num_micro_batches"] > 1
+    # fp32 gradients of the whole (unsharded) model on this GPU
+    extra = held["weights_bytes"] - every["weights_bytes"]
+    assert extra == pytest.approx(4 * held["params_per_gpu"], rel=1e-6)
+    assert held["zero_comm"] < every["zero_comm"]

@@ -151,7 +151,17 @@ class Link:
                 self.latency,
                 scale,
             )
-        return sum(coll.collective_time(kind, message, n, self.ring_bandwidth, self.latency))
+        lat, bw = coll.collective_time(kind, message, n, self.ring_bandwidth, self.latency)
+        if kind == "all-reduce" and self.multi_rail and self.spans is not None and rpn is not None:
+            # NCCL picks its tree for an all-reduce across many nodes when the tree's latency is
+            # lower (a chain inside each node, a double binary tree across them, at about the
+            # ring's bus bandwidth: NCCL src/graph/tuning.cc): 2 (r - 1) intra-node steps and
+            # 2 log2(nodes) inter-node ones, against the ring's 2 (N - 1)
+            r = np.maximum(np.asarray(rpn, dtype=float), 1.0)
+            nodes = np.maximum(np.asarray(n, dtype=float) / r, 1.0)
+            tree = 2 * (r - 1) * (intra_alpha or 0.0) + 2 * np.ceil(np.log2(nodes)) * self.latency
+            lat = np.where(self.spans, np.minimum(lat, tree), lat)
+        return lat + bw
 
 
 def _gemm_time(

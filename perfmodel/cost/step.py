@@ -85,7 +85,9 @@ class Overlap:
 
 
 def _ring(kind: str, nbytes: Num, n: Num, link: Link) -> Num:
-    return sum(coll.collective_time(kind, nbytes, n, link.ring_bandwidth, link.latency))
+    """One data-parallel collective over the group's link (NCCL's ring, or its tree for an
+    all-reduce across many nodes: Link.seconds), seconds."""
+    return link.seconds(kind, nbytes, n)
 
 
 def data_parallel_comm(

@@ -71,7 +71,7 @@ def memory_terms(
     else:
         experts = np.zeros_like(params)
         states = list(mem.model_state_bytes(params, sharded_over[:, None], z, st.precision))
-    states[0] = states[0] + sharding_buffers(st, k, stages, params)
+    states[0] = states[0] + sharding_buffers(st, k, stages, params, m)
     total = sum(states) + acts
     top = stages.slowest(total)
     reserve = reserve_bytes(st.plan.system)
@@ -104,13 +104,15 @@ def memory_terms(
     }
 
 
-def sharding_buffers(st: Setting, k: Knobs, stages: Stages, params: Array) -> Array:
+def sharding_buffers(st: Setting, k: Knobs, stages: Stages, params: Array, m: Array) -> Array:
     """Bytes the sharded data parallelism of ZeRO-3 and FSDP holds gathered on each stage class:
     the layer computing and what is prefetched behind it (FSDP1's limit_all_gathers and FSDP2's
     implicit prefetch: one more unit; DeepSpeed: its stage3_prefetch_bucket_size), and one
     layer's unsharded 16-bit gradient with its reduce-dtype copy. Under pipeline parallelism
     FSDP keeps every layer's 16-bit weights and gradients unsharded from the first forward to the
-    last backward (cost/sharded.py, Sharding.pipeline_once)."""
+    last backward (cost/sharded.py, Sharding.pipeline_once). Without a reduction every micro-batch
+    (FSDP's no_sync) the unsharded gradients of every layer wait in the gradient buffer's width
+    for the last one."""
     z = k.zero_stage[:, None]
     per_layer = params / np.maximum(stages.layers.sum(axis=-1), 1.0)
     p = st.precision
@@ -123,7 +125,11 @@ def sharding_buffers(st: Setting, k: Knobs, stages: Stages, params: Array) -> Ar
         0.0,
     )
     once = profile["sharded_pipeline"] & (k.pp > 1)[:, None]
-    return np.asarray(np.where(once & (z >= 2), params * 2 * p.weight_bytes, buffers))
+    buffers = np.where(once & (z >= 2), params * 2 * p.weight_bytes, buffers)
+    if not st.plan.training.reduce_every_microbatch:
+        waiting = (z >= 2) & (np.asarray(m) > 1)[:, None] & ~once
+        buffers = buffers + np.where(waiting, params * p.gradient_bytes, 0.0)
+    return np.asarray(buffers)
 
 
 def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Array) -> np.ndarray:
