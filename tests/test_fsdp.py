@@ -160,10 +160,12 @@ def test_the_profiles_say_what_each_framework_runs():
     assert not deepspeed.zero2_gathers_per_microbatch and titan.zero2_gathers_per_microbatch
 
 
-def test_fsdp1_has_no_pipeline_and_megatron_no_hsdp():
+def test_fsdp1_has_no_pipeline_nor_tensor_parallelism_and_megatron_no_hsdp():
+    p = fsdp_plan("fsdp1")
     with pytest.raises(PerfModelError, match="fsdp1 has no pipeline parallelism"):
-        p = fsdp_plan("fsdp1")
         estimate(p, resolve_config(p, tp=1, pp=2, zero_stage=3, micro_batch_size=1))
+    with pytest.raises(PerfModelError, match="fsdp1 has no tensor parallelism"):
+        estimate(p, resolve_config(p, tp=2, pp=1, zero_stage=3, micro_batch_size=1))
     p = fsdp_plan("megatron-core")
     with pytest.raises(PerfModelError, match="HSDP"):
         estimate(p, resolve_config(p, tp=1, pp=1, dp=8, dp_shard=4, zero_stage=3))

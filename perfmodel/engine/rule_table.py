@@ -333,6 +333,18 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "PM110",
+        "parallel.tp",
+        ("tp",),
+        lambda f: (as_array(f.tp) > 1) & (not f.profile["tensor_parallel"]),
+        lambda f: (
+            f"{f.framework} has no tensor parallelism (tp({f.tp})); use tp 1, or framework:"
+            " fsdp (torchtitan's DTensor TP)"
+        ),
+        "tp",
+        "the framework cannot run it",
+    ),
+    Rule(
+        "PM110",
         "parallel.pp",
         ("pp",),
         lambda f: (as_array(f.pp) > 1) & (not f.profile["pipeline"]),

@@ -107,6 +107,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "expert_parallel": False,
         "interleaved": True,  # interleaved 1F1B: Narayanan et al. 2021, Sec. 2.2.2
         "pipeline": True,
+        "tensor_parallel": True,
         "sharded_pipeline": False,
         "hsdp": False,
         "recompute_regathers": True,
@@ -148,6 +149,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "expert_parallel": False,
         "interleaved": True,
         "pipeline": True,
+        "tensor_parallel": True,
         "sharded_pipeline": False,
         "hsdp": False,
         "recompute_regathers": True,
@@ -194,6 +196,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "expert_parallel": True,
         "interleaved": True,
         "pipeline": True,
+        "tensor_parallel": True,
         "sharded_pipeline": False,  # Megatron-FSDP has no pipeline parallelism
         "hsdp": False,
         "recompute_regathers": True,
@@ -238,6 +241,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "expert_parallel": True,  # DeepSpeed-MoE expert parallelism
         "interleaved": False,  # PipelineEngine: TrainSchedule only, one chunk per stage
         "pipeline": True,
+        "tensor_parallel": True,
         "sharded_pipeline": False,  # PipelineEngine asserts zero_optimization_stage < 2
         "hsdp": False,  # ZeRO++'s hpZ is not modelled
         # ZeRO-3 as DeepSpeed runs it (DeepSpeed config docs, zero_optimization defaults):
@@ -302,6 +306,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "expert_parallel": False,  # not in the 2024-12 torchtitan this profile describes
         "interleaved": True,
         "pipeline": True,
+        "tensor_parallel": True,
         "sharded_pipeline": True,  # FSDP + PP: the 405B run of the benchmark notes
         "hsdp": True,  # dp_replicate x dp_shard (torchtitan ParallelDims)
         # the checkpoint wrapper sits inside the FSDP unit: the backward's unshard serves the
@@ -349,6 +354,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "expert_parallel": False,
         "interleaved": False,
         "pipeline": False,  # Composer has no pipeline parallelism
+        "tensor_parallel": False,  # the llm-foundry runs of this profile: FSDP only
         "sharded_pipeline": False,
         "hsdp": True,  # HYBRID_SHARD
         "recompute_regathers": False,  # checkpoint_wrapper inside each FSDP unit
@@ -367,6 +373,7 @@ FACTS = (
     "expert_parallel",
     "grad_bucket_params",
     "pipeline",
+    "tensor_parallel",
     "sharded_pipeline",
     "hsdp",
     "recompute_regathers",
