@@ -357,3 +357,26 @@ def test_no_sync_holds_the_unsharded_gradients_until_the_last_micro_batch():
     extra = held["weights_bytes"] - every["weights_bytes"]
     assert extra == pytest.approx(4 * held["params_per_gpu"], rel=1e-6)
     assert held["zero_comm"] < every["zero_comm"]
+
+
+def test_torchtitan_per_layer_checkpointing_recomputes_every_nth_layer():
+    """selective_ac_option "3": a third of the layers recompute their forward and keep their
+    input; the other two thirds keep everything."""
+    plan = load("llama3-8b-h100").plan.with_training(
+        framework="fsdp", recompute_modules=["layer_sac"], checkpoint_every_n_layers=3
+    )
+    cfg = dict(tp=1, pp=1, zero_stage=3, micro_batch_size=1)
+    none = estimate(plan, resolve_config(plan, recompute="none", **cfg)).values
+    full = estimate(plan, resolve_config(plan, recompute="full", **cfg)).values
+    third = estimate(plan, resolve_config(plan, recompute="selective", **cfg)).values
+    assert third["recompute"] == pytest.approx(full["recompute"] / 3, rel=1e-6)
+    expect = (2 * none["activations_bytes"] + full["activations_bytes"]) / 3
+    assert third["activations_bytes"] == pytest.approx(expect, rel=0.02)
+
+
+def test_torchtitan_splits_the_batch_into_pp_micro_batches_by_default():
+    plan = load("llama3.1-405b-h100").plan.with_training(framework="fsdp")
+    cfg = resolve_config(plan, tp=8, pp=8, zero_stage=3)
+    assert cfg.num_micro_batches == 8  # n_microbatches = pipeline_parallel_degree
+    mega = resolve_config(plan.with_training(framework="megatron-core"), tp=8, pp=8)
+    assert mega.micro_batch_size == 1

@@ -19,6 +19,7 @@ from .ops import Block, FusedAttention, Gemm, Pointwise
 from .shapes import LayerShape
 
 MODULE = "op_sac"  # its name among Training.recompute_modules
+LAYER_MODULE = "layer_sac"  # torchtitan's selective_ac_option "N": every N-th layer checkpointed
 
 
 def _matmul_shares(op: Gemm, m: LayerShape) -> list[float]:
@@ -55,4 +56,16 @@ def policy(block: Block, m: LayerShape, act: int) -> tuple[dict[str, float], Num
             share[op.name] = recomputed
         elif isinstance(op, (Gemm, Pointwise)):
             share[op.name] = 1.0
+    return share, kept
+
+
+def layer_policy(block: Block, every: int) -> tuple[dict[str, float], Num]:
+    """torchtitan's per-layer selective checkpointing (selective_ac_option "N",
+    _apply_ac_to_transformer_block): every N-th layer is wrapped in full activation
+    checkpointing and the others keep everything. Per layer on average: 1/N of each op's forward
+    (its collectives too) is repeated, and (N - 1)/N of the layers keep all their activations, the
+    others their input only."""
+    n = max(int(every), 1)
+    share = {op.name: 1.0 / n for op in block.ops}
+    kept = ((n - 1) * block.activation_bytes(0) + block.input_bytes) / n
     return share, kept

@@ -121,6 +121,7 @@ class BlockCost:
         modules: tuple[str, ...] = ("core_attn",),
         shape: LayerShape | None = None,
         act_bytes: int = 2,
+        layer_every: int = 2,
     ) -> BlockCost:
         zero = 0.0 * ops[0].fwd_s
         # the share of each op's forward that selective recompute repeats: whole modules
@@ -129,6 +130,8 @@ class BlockCost:
         kept_sac = None
         if sac.MODULE in modules and shape is not None:
             repeat, kept_sac = sac.policy(block, shape, act_bytes)
+        elif sac.LAYER_MODULE in modules:
+            repeat, kept_sac = sac.layer_policy(block, layer_every)
 
         def total(attr: str, kinds: tuple[str, ...], core_only: bool = False) -> Array:
             return np.asarray(
@@ -287,6 +290,7 @@ def block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
                         tuple(st.plan.training.recompute_modules),
                         st.shape,
                         st.precision.activation_bytes,
+                        st.plan.training.checkpoint_every_n_layers,
                     ),
                 )
             )

@@ -48,9 +48,11 @@ __all__ = [
 def resolve_config(plan: Plan, **overrides: Any) -> Config:
     """Fill the knobs a plan leaves free with defaults for a single estimate.
 
-    Defaults: tp 1, pp 1, cp 1, ep 1, etp 1, dp = num_gpus / (tp pp cp), vp 1, micro-batch 1, no SP
-    (always SP for a mixture-of-experts model with tp > 1), no recompute, ZeRO 0, schedule 1f1b
-    (interleaved when vp > 1), CP exchange p2p, the default layer split.
+    Defaults: tp 1, pp 1, cp 1, ep 1, etp 1, dp = num_gpus / (tp pp cp), vp 1, micro-batch 1 (a
+    profile whose framework splits the batch into pp micro-batches under pipeline parallelism,
+    as torchtitan does by default, gets that), no SP (always SP for a mixture-of-experts model
+    with tp > 1), no recompute, ZeRO 0, schedule 1f1b (interleaved when vp > 1), CP exchange p2p,
+    the default layer split.
     """
     fixed = plan.parallel.model_dump()
     fixed.update({k: v for k, v in overrides.items() if v is not None})
@@ -69,6 +71,15 @@ def resolve_config(plan: Plan, **overrides: Any) -> Config:
         dp = n // (tp * pp * cp)
     vp = par.vp or 1
     schedule = par.schedule or ("interleaved" if vp > 1 else "1f1b")
+    mbs = par.micro_batch_size or 1
+    local = plan.training.global_batch_size // max(dp, 1)
+    if (
+        par.micro_batch_size is None
+        and pp > 1
+        and PROFILES[plan.training.framework]["default_microbatches"] == "pp"
+        and local % pp == 0
+    ):
+        mbs = local // pp
     sp = par.sequence_parallel
     if sp is None:
         sp = plan.model.is_moe and tp > 1
@@ -77,7 +88,7 @@ def resolve_config(plan: Plan, **overrides: Any) -> Config:
         pp,
         dp,
         vp,
-        par.micro_batch_size or 1,
+        mbs,
         plan.training.global_batch_size,
         bool(sp),
         par.recompute or "none",
@@ -388,6 +399,7 @@ def layer_seconds(
         tuple(plan.training.recompute_modules),
         st.shape,
         st.precision.activation_bytes,
+        plan.training.checkpoint_every_n_layers,
     )
     fwd, bwd = cost.seconds(RECOMPUTE_CODES[recompute or cfg.recompute])
     return float(fwd), float(bwd)

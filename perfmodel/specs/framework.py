@@ -108,6 +108,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "interleaved": True,  # interleaved 1F1B: Narayanan et al. 2021, Sec. 2.2.2
         "pipeline": True,
         "tensor_parallel": True,
+        "default_microbatches": None,
         "sharded_pipeline": False,
         "hsdp": False,
         "recompute_regathers": True,
@@ -150,6 +151,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "interleaved": True,
         "pipeline": True,
         "tensor_parallel": True,
+        "default_microbatches": None,
         "sharded_pipeline": False,
         "hsdp": False,
         "recompute_regathers": True,
@@ -197,6 +199,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "interleaved": True,
         "pipeline": True,
         "tensor_parallel": True,
+        "default_microbatches": None,
         "sharded_pipeline": False,  # Megatron-FSDP has no pipeline parallelism
         "hsdp": False,
         "recompute_regathers": True,
@@ -242,6 +245,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "interleaved": False,  # PipelineEngine: TrainSchedule only, one chunk per stage
         "pipeline": True,
         "tensor_parallel": True,
+        "default_microbatches": None,
         "sharded_pipeline": False,  # PipelineEngine asserts zero_optimization_stage < 2
         "hsdp": False,  # ZeRO++'s hpZ is not modelled
         # ZeRO-3 as DeepSpeed runs it (DeepSpeed config docs, zero_optimization defaults):
@@ -307,6 +311,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "interleaved": True,
         "pipeline": True,
         "tensor_parallel": True,
+        "default_microbatches": "pp",  # torchtitan: n_microbatches defaults to the pp degree
         "sharded_pipeline": True,  # FSDP + PP: the 405B run of the benchmark notes
         "hsdp": True,  # dp_replicate x dp_shard (torchtitan ParallelDims)
         # the checkpoint wrapper sits inside the FSDP unit: the backward's unshard serves the
@@ -355,6 +360,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "interleaved": False,
         "pipeline": False,  # Composer has no pipeline parallelism
         "tensor_parallel": False,  # the llm-foundry runs of this profile: FSDP only
+        "default_microbatches": None,
         "sharded_pipeline": False,
         "hsdp": True,  # HYBRID_SHARD
         "recompute_regathers": False,  # checkpoint_wrapper inside each FSDP unit
@@ -374,6 +380,7 @@ FACTS = (
     "grad_bucket_params",
     "pipeline",
     "tensor_parallel",
+    "default_microbatches",
     "sharded_pipeline",
     "hsdp",
     "recompute_regathers",

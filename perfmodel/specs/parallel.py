@@ -342,13 +342,23 @@ class Training(Spec):
             "shared_experts",
             "mla_up_proj",
             "op_sac",
+            "layer_sac",
         ]
     ] = Field(
         ["core_attn"],
         description=(
             "What recompute: selective repeats (Megatron-Core --recompute-modules; core_attn is"
             " Korthikanti 2022's selective recompute; op_sac is torchtitan's per-op policy, which"
-            " saves every other matmul's output and SDPA's and recomputes the rest)."
+            " saves every other matmul's output and SDPA's and recomputes the rest; layer_sac its"
+            " per-layer policy, every checkpoint_every_n_layers-th layer fully recomputed)."
+        ),
+    )
+    checkpoint_every_n_layers: int = Field(
+        2,
+        ge=1,
+        le=MAX_LAYERS,
+        description=(
+            'layer_sac: every N-th layer is checkpointed (torchtitan\'s selective_ac_option "N").'
         ),
     )
     moe_a2a_overlap: bool = Field(
