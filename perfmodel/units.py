@@ -48,7 +48,21 @@ _UNITS: dict[str, dict[str, float]] = {
         "pflops": PFLOPS,
         "pflop/s": PFLOPS,
     },
-    "seconds": {"s": 1.0, "sec": 1.0, "ms": MS, "us": US, "µs": US, "μs": US, "ns": NS},
+    "seconds": {
+        "s": 1.0,
+        "sec": 1.0,
+        "ms": MS,
+        "us": US,
+        "µs": US,
+        "μs": US,
+        "ns": NS,
+        "min": 60.0,
+        "h": 3600.0,
+        "d": 86400.0,
+    },
+    # counts of tokens as people write them: 300B, 15.6T, 2M (B = billion, as in model sizes)
+    "count": {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15},
+    "watts": {"w": 1.0, "kw": 1e3, "mw": 1e6},
 }
 # Case-sensitive spellings that must not fold into bytes: "Gb/s" is gigabits.
 _CASE_SENSITIVE = {"bytes_per_s": {"Gb/s": GB / 8, "Tb/s": TB / 8, "Mb/s": MB / 8}}
@@ -58,6 +72,8 @@ _EXAMPLES = {
     "bytes_per_s": "'2039 GB/s' or '2.039 TB/s'",
     "flops_per_s": "'312 TFLOPS'",
     "seconds": "'2 us' or '1.5ms'",
+    "count": "'300B' or '15.6T'",
+    "watts": "'700 W' or '10.2 kW'",
 }
 
 _NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
@@ -124,6 +140,25 @@ def fmt_bytes(x: float) -> str:
         if abs(x) >= f:
             return f"{x / f:.3g} {unit}" if abs(x) / f < 100 else f"{x / f:.1f} {unit}"
     return f"{x:.0f} B"
+
+
+def fmt_count(x: float) -> str:
+    """A large count the way it is spoken: 300B, 15.6T."""
+    for unit, f in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(x) >= f:
+            return f"{x / f:.3g}{unit}"
+    return f"{x:.0f}"
+
+
+def fmt_duration(x: float) -> str:
+    """A span of wall time in the unit people plan in: s, min, h or days."""
+    if x < 120:
+        return fmt_time(x)
+    if x < 7200:
+        return f"{x / 60:.3g} min"
+    if x < 2 * 86400:
+        return f"{x / 3600:.3g} h"
+    return f"{x / 86400:,.1f} days"
 
 
 def fmt_time(x: float) -> str:

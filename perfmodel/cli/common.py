@@ -92,6 +92,12 @@ def quantity(
     return convert
 
 
+tokens_option = click.option(
+    "--tokens",
+    help="Tokens to train on (300B, 15.6T): days, GPU-hours, energy, cost, goodput.",
+)
+
+
 def parallel_options(f: F) -> F:
     """The knobs a user may fix on the command line (they override the plan's parallel section)."""
     opts = [
@@ -116,6 +122,7 @@ def parallel_options(f: F) -> F:
             type=click.Choice(FRAMEWORKS),
             help="Framework profile (perfmodel presets frameworks).",
         ),
+        tokens_option,
         click.option(
             "--memory-reserve",
             help=(
@@ -181,9 +188,21 @@ def load_plan(source: str, kw: dict[str, Any], refuse_unused: bool = True) -> Pl
     plan = loaded.plan
     if kw.get("framework") is not None:
         plan = plan.with_training(framework=kw["framework"])
+    if kw.get("tokens") is not None:
+        plan = with_tokens(plan, kw["tokens"])
     if kw.get("memory_reserve") is not None:
         plan = with_reserve(plan, kw["memory_reserve"])
     return plan
+
+
+def with_tokens(plan: Plan, value: str) -> Plan:
+    """The plan with --tokens VALUE (300B, 15.6T, 3e11)."""
+    from perfmodel.errors import PerfModelError
+
+    try:
+        return plan.with_training(tokens=value)
+    except PerfModelError as e:
+        raise click.BadParameter(str(e).split("tokens: ")[-1], param_hint="--tokens") from None
 
 
 def with_reserve(plan: Plan, value: str) -> Plan:

@@ -15,6 +15,7 @@ from perfmodel.cli.common import (
     load_plan,
     parallel_options,
     plot_option,
+    tokens_option,
     write_text,
 )
 
@@ -88,12 +89,14 @@ def check_cmd(
 @click.command("compare")
 @click.argument("plan_files", nargs=-1, required=True)
 @click.option("--gpus", type=count(), help="Run every plan on this many GPUs.")
+@tokens_option
 @launch_options
 @format_option
 @json_option
 def compare_cmd(
     plan_files: tuple[str, ...],
     gpus: int | None,
+    tokens: str | None,
     launch_gpu: str | None,
     vocab_size: int | None,
     as_json: bool,
@@ -116,7 +119,7 @@ def compare_cmd(
         raise PerfModelError("compare needs two plans or more: perfmodel compare A.yaml B.yaml")
     stems = [Path(f).stem for f in plan_files]
     labels = [s if stems.count(s) == 1 else f"{s} ({i + 1})" for i, s in enumerate(stems)]
-    kw = {"gpus": gpus, "launch_gpu": launch_gpu, "vocab_size": vocab_size}
+    kw = {"gpus": gpus, "launch_gpu": launch_gpu, "vocab_size": vocab_size, "tokens": tokens}
     result = compare(
         [(label, load_plan(f, kw, refuse_unused=False)) for label, f in zip(labels, plan_files)]
     )
@@ -137,6 +140,7 @@ def compare_cmd(
     "--fixed", is_flag=True, help="Keep the plan's knobs at every value instead of searching."
 )
 @plot_option("Write the scaling curve (PNG, SVG or PDF).")
+@tokens_option
 @launch_options
 @format_option
 @json_option

@@ -25,6 +25,7 @@ from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import MEMORY_KEYS, reserve_text
 from perfmodel.engine.mesh import Mesh
 from perfmodel.engine.rules import config_problems
+from perfmodel.engine.run import training_run
 from perfmodel.engine.uncertainty import Band
 from perfmodel.errors import PerfModelError
 from perfmodel.specs import Config, Plan
@@ -130,6 +131,7 @@ class Estimate:
     band: Band | None = None  # the expected error, if attached
     compute_dtype: str = "bf16"  # the dtype the GEMMs run in
     mfu_peak: str = "bf16"  # the dtype whose peak MFU and HFU are measured against
+    run: Any = None  # engine/run.TrainingRun of the plan's tokens, if it names them
     slower_link_step_s: float | None = None  # with the inter-node link 20% slower (plan)
     equivalent_to_best: bool | None = None  # inside the best's band (plan)
 
@@ -179,6 +181,7 @@ class Estimate:
                 }
             ),
             "warnings": list(self.warnings),
+            "training_run": None if self.run is None else self.run.to_json(),
         }
 
 
@@ -226,7 +229,7 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
                 " blocks): the bubble is the closed form's"
             )
     _check_finite(values)
-    return Estimate(
+    est = Estimate(
         cfg,
         values,
         notes + _warnings(plan, cfg, values),
@@ -238,6 +241,8 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
         compute_dtype=plan.training.dtype,
         mfu_peak=plan.training.mfu_peak or plan.training.dtype,
     )
+    est.run = training_run(plan, values["step_time_s"])
+    return est
 
 
 def pipeline(plan: Plan, est: Estimate) -> Simulation:

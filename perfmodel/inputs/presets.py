@@ -21,6 +21,7 @@ from perfmodel.errors import PerfModelError
 from perfmodel.inputs import hf, yaml12
 from perfmodel.specs import GPU, Link, Model, Parallel, Plan, System, Training
 from perfmodel.specs.base import format_validation_error
+from perfmodel.specs.run import Run
 
 
 def _configs_root():
@@ -247,7 +248,7 @@ def quick_plan(
     )
 
 
-PLAN_KEYS = ("model", "system", "training", "parallel", "ignore", "description")
+PLAN_KEYS = ("model", "system", "training", "parallel", "run", "ignore", "description")
 
 
 def plan_from_mapping(data: Any, label: str, base_dir: Path | None = None) -> Plan:
@@ -272,10 +273,11 @@ def plan_from_mapping(data: Any, label: str, base_dir: Path | None = None) -> Pl
     sysm = _system(data["system"], f"{label}: system")
     training = _build(Training, data["training"], f"{label}: training")
     parallel = _build(Parallel, data.get("parallel") or {}, f"{label}: parallel")
+    run = _build(Run, data.get("run") or {}, f"{label}: run")
     ignore = data.get("ignore") or []
     if not isinstance(ignore, list) or not all(isinstance(x, str) for x in ignore):
         raise PerfModelError(f"{label}: ignore must be a list of rule IDs, e.g. [PM201]")
-    return Plan(model=m, system=sysm, training=training, parallel=parallel, ignore=ignore)
+    return Plan(model=m, system=sysm, training=training, parallel=parallel, run=run, ignore=ignore)
 
 
 def bundled_plan(name: str) -> dict:

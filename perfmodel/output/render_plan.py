@@ -3,6 +3,7 @@ and memory of one estimate."""
 
 from __future__ import annotations
 
+from perfmodel.output import render_run
 from perfmodel.output.console import kv, line, pct, table
 from perfmodel.output.render import config_short, config_text, memory
 from perfmodel.units import fmt_bytes, fmt_time
@@ -28,6 +29,7 @@ def estimate(plan, est, ops=None, verbose: bool = False) -> None:
         _per_layer(ops_json(ops))
     _breakdown(j, head)
     _throughput(j, verbose)
+    render_run.training_run(j["training_run"])
     m = j["memory"]
     memory(
         m,

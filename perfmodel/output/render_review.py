@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from perfmodel.output import render_run
 from perfmodel.output.console import line, pct, table
 from perfmodel.output.render import config_short
 from perfmodel.units import fmt_bytes, fmt_time
@@ -146,6 +147,27 @@ def comparison(c) -> None:
             line(f"{s.label}: {f.rule} {f.severity}: {f.message}")
 
 
+def _sweep_runs(result) -> None:
+    """With the plan's tokens: the whole run at each value, so GPUs can be traded for days."""
+    runs = [(p, p.est.run.to_json()) for p in result.points if p.est is not None and p.est.run]
+    if not runs:
+        return
+    rows = []
+    for p, r in runs:
+        d, cost = render_run.short(r)
+        energy = "-" if r["energy_mwh"] is None else f"{r['energy_mwh']:,.0f} MWh"
+        rows.append(
+            (p.value, p.num_gpus, d, pct(r["goodput"]), f"{r['gpu_hours']:,.0f}", energy, cost)
+        )
+    table(
+        f"Training run of {render_run.fmt_count(runs[0][1]['tokens'])} tokens at each value",
+        ["value", "GPUs", "time", "goodput", "GPU-hours", "energy", "cost"],
+        rows,
+        right=[False, True, True, True, True, True, True],
+        caption="time with failures, checkpoints and restarts (the assumptions: estimate)",
+    )
+
+
 def sweep(result) -> None:
     """`sweep`: one row per value; throughput and per-GPU throughput relative to the first value
     that ran."""
@@ -183,6 +205,7 @@ def sweep(result) -> None:
             " the batch, weak scaling grows it with the GPUs)"
         ),
     )
+    _sweep_runs(result)
     if result.field == "system.gpu":
         line(
             "the links stay the plan's at every value: vary system.intra_node_link or"

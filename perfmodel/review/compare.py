@@ -148,24 +148,67 @@ def signed_time(x: float) -> str:
     return ("+" if x > 0 else "-" if x < 0 else "") + fmt_time(abs(x))
 
 
+def _days(x: float | None) -> str:
+    return "never" if x is None else f"{x:,.1f}"
+
+
+def _signed_days(d: float | None) -> str:
+    return "-" if d is None else f"{d:+,.1f}"
+
+
 def signed_bytes(x: float) -> str:
     return ("+" if x > 0 else "-" if x < 0 else "") + fmt_bytes(abs(x))
+
+
+def _figure(js: list[dict], get, fmt, dfmt) -> list[str]:
+    """One row's cells: each plan's figure, after the first with its difference in brackets."""
+    cells = []
+    for i, j in enumerate(js):
+        cell = fmt(get(j))
+        delta = get(j) - get(js[0])
+        cells.append(cell if i == 0 or delta == 0 else f"{cell} ({dfmt(delta)})")
+    return cells
+
+
+def _run_rows(js: list[dict]) -> list[tuple[str, list[str]]]:
+    """With the plans' tokens: days to train, GPU-hours and (priced) cost, so a review can trade
+    GPUs for days."""
+    if not all(j["training_run"] and j["training_run"]["days"] is not None for j in js):
+        return []
+
+    def run(key: str):
+        return lambda j: j["training_run"][key]
+
+    out = [
+        ("days to train", _figure(js, run("days"), _days, _signed_days)),
+        (
+            "GPU-hours",
+            _figure(js, run("gpu_hours"), lambda x: f"{x:,.0f}", lambda d: f"{d:+,.0f}"),
+        ),
+    ]
+    if all(j["training_run"]["cost_usd"] is not None for j in js):
+        out.append(
+            (
+                "cost",
+                _figure(
+                    js,
+                    run("cost_usd"),
+                    lambda x: f"${x:,.0f}",
+                    lambda d: f"{'+' if d > 0 else '-'}${abs(d):,.0f}",
+                ),
+            )
+        )
+    return out
 
 
 def rows(c: Comparison) -> list[tuple[str, list[str]]]:
     """(row label, one cell per plan) for the table: the configuration, the breakdown, throughput,
     memory and findings; figures after the first plan's carry their difference from it in brackets.
     """
-    first = c.sides[0].est.to_json()
     js = [s.est.to_json() for s in c.sides]
 
     def figure(get, fmt, dfmt):
-        cells = []
-        for i, j in enumerate(js):
-            cell = fmt(get(j))
-            delta = get(j) - get(first)
-            cells.append(cell if i == 0 or delta == 0 else f"{cell} ({dfmt(delta)})")
-        return cells
+        return _figure(js, get, fmt, dfmt)
 
     out = [
         ("GPUs", [f"{s.plan.system.num_gpus} x {s.plan.system.gpu.name}" for s in c.sides]),
@@ -202,6 +245,7 @@ def rows(c: Comparison) -> list[tuple[str, list[str]]]:
             ),
         )
     )
+    out += _run_rows(js)
     for key, name in MEMORY.items():
         out.append(
             (f"memory: {name}", figure(lambda j, k=key: j["memory"][k], fmt_bytes, signed_bytes))

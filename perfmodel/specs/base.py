@@ -29,6 +29,8 @@ BytesPerSecond = Annotated[float, _quantity("bytes_per_s"), Field(ge=1, le=1e18)
 FlopsPerSecond = Annotated[float, _quantity("flops_per_s"), Field(ge=1, le=1e21)]
 Seconds = Annotated[float, _quantity("seconds"), Field(ge=0, le=86400)]
 Fraction = Annotated[float, Field(gt=0, le=1)]
+# a count as people write it: 300B, 15.6T tokens (units.py "count")
+Count = Annotated[float, _quantity("count"), Field(gt=0, le=1e18)]
 
 
 class Spec(BaseModel):

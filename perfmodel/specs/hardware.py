@@ -108,6 +108,18 @@ class GPU(Spec):
     reserved_bytes: Bytes = Field(
         2e9, description="CUDA context, allocator fragmentation and workspaces, bytes."
     )
+    tdp_w: float | None = Field(
+        None, gt=0, le=1e5, description="Board power limit (TDP), watts: its data sheet's."
+    )
+    system_power_w_per_gpu: float | None = Field(
+        None,
+        gt=0,
+        le=1e5,
+        description=(
+            "A node's maximum system power over its GPUs, watts (the DGX/HGX data sheet's); None"
+            " where no system sheet is known."
+        ),
+    )
     source: str = Field("", description="Where the figures come from.")
 
     @field_validator("peak_flops_per_s")

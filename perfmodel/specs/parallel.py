@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
 
-from .base import MAX_BATCH, MAX_GPUS, Seconds, Spec
+from .base import MAX_BATCH, MAX_GPUS, Count, Seconds, Spec
 from .framework import FLAGS, FRAMEWORKS, Framework
 from .framework import defaults as profile_defaults
 from .model import MAX_LAYERS, MAX_TOKENS
@@ -199,6 +199,13 @@ class Training(Spec):
         le=MAX_TOKENS,
         validation_alias=AliasChoices("seq_length", "seq_len"),
         description="Overrides the model's sequence length.",
+    )
+    tokens: Count | None = Field(
+        None,
+        description=(
+            "Tokens to train on (300B, 15.6T): with them every output gives the run's days,"
+            " GPU-hours, energy, cost and goodput (the plan's run section)."
+        ),
     )
     dtype: TrainingDtype = Field("bf16", description="Compute dtype.")
     optimizer: Literal["adam", "sgd"] = Field(

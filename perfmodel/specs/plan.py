@@ -16,6 +16,7 @@ from .base import Spec, format_validation_error
 from .hardware import System
 from .model import Model
 from .parallel import Parallel, Training
+from .run import Run
 
 
 class Plan(Spec):
@@ -25,6 +26,10 @@ class Plan(Spec):
     system: System
     training: Training
     parallel: Parallel = Field(default_factory=Parallel)
+    run: Run = Field(
+        default_factory=Run,
+        description="Power, price, failures and checkpoints of the whole run (with tokens).",
+    )
     ignore: list[str] = Field(default_factory=list, description="check rule IDs to silence.")
 
     @property
