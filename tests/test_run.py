@@ -103,3 +103,12 @@ def test_compare_and_sweep_trade_gpus_for_days():
         main, ["compare", "gpt3-175b.yaml", "gpt3-175b-3d.yaml", "--tokens", "300B"]
     )
     assert c.exit_code == 0 and "days to train" in c.output and "GPU-hours" in c.output
+
+
+def test_the_report_shows_the_run(tmp_path):
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(main, ["report", "gpt3-175b.yaml", "--tokens", "300B", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    assert "The training run (best configuration)" in page and "goodput" in page
+    assert "419 unexpected interruptions" in page

@@ -199,8 +199,12 @@ def html(plan, result, findings, gantt_svg: str | None, note: str = "") -> str:
             "<h2>Step time against memory</h2>"
             + _scatter(result.points, (j["step_time_s"], m["total_bytes"]), m["capacity_bytes"])
         )
+    run = j["training_run"]
+    if run:
+        parts.append(_run_table(run))
     parts.append("<h2>Design review (check)</h2>" + _findings(findings))
     notes = ["assumed: " + x for x in best.assumed] + ["warning: " + w for w in best.warnings]
+    notes += ["assumed: " + x for x in (run["assumptions"] if run else [])]
     parts.append("<p class='note'>" + "<br>".join(escape(a) for a in notes) + "</p>")
     parts.append(
         "<p class='note'>Written by perfmodel; every figure is a model"
@@ -283,6 +287,26 @@ def _findings(findings) -> str:
         )
         + "</ul>"
     )
+
+
+def _run_table(run: dict) -> str:
+    """The whole run at the best configuration's step time (engine/run.py)."""
+    from perfmodel.output import render_run
+    from perfmodel.units import fmt_count, fmt_duration
+
+    energy = run["energy_mwh"]
+    rows = [
+        ("tokens", f"{fmt_count(run['tokens'])} in {run['steps']:,} steps"),
+        ("time, nothing lost", render_run.days(run["ideal_days"])),
+        ("time, with failures", render_run.days(run["days"])),
+        ("goodput", f"{100 * run['goodput']:.1f}%"),
+        ("GPU-hours", f"{run['gpu_hours']:,.0f}"),
+        ("energy", "-" if energy is None else f"{energy:,.0f} MWh"),
+        ("cost", render_run.money(run["cost_usd"])),
+        ("interruptions", f"{run['interruptions']:,.1f}"),
+        ("checkpoint interval", fmt_duration(run["checkpoint_interval_s"])),
+    ]
+    return _table("The training run (best configuration)", ["", ""], rows)
 
 
 def _table(title: str, headers: list[str], rows) -> str:
