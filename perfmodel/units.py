@@ -65,9 +65,22 @@ _UNITS: dict[str, dict[str, float]] = {
     "watts": {"w": 1.0, "kw": 1e3, "mw": 1e6},
 }
 # Case-sensitive spellings that must not fold into bytes: "Gb/s" is gigabits.
-_CASE_SENSITIVE = {"bytes_per_s": {"Gb/s": GB / 8, "Tb/s": TB / 8, "Mb/s": MB / 8}}
+_CASE_SENSITIVE = {
+    "bytes_per_s": {
+        "Gb/s": GB / 8,
+        "Tb/s": TB / 8,
+        "Mb/s": MB / 8,
+        # "bps" is bits per second; "Bps" bytes
+        "Gbps": GB / 8,
+        "Tbps": TB / 8,
+        "Mbps": MB / 8,
+        "GBps": GB,
+        "TBps": TB,
+        "MBps": MB,
+    }
+}
 
-_EXAMPLES = {
+EXAMPLES = {
     "bytes": "'80 GB' or '80GiB'",
     "bytes_per_s": "'2039 GB/s' or '2.039 TB/s'",
     "flops_per_s": "'312 TFLOPS'",
@@ -93,25 +106,24 @@ def parse_quantity(value: object, dimension: str) -> float:
     if dimension not in _UNITS:
         raise KeyError(dimension)
     if isinstance(value, bool):
-        raise QuantityError(f"expected a quantity such as {_EXAMPLES[dimension]}, got {value!r}")
+        raise QuantityError(f"expected a quantity such as {EXAMPLES[dimension]}, got {value!r}")
     if isinstance(value, (int, float)):
         try:
             out = float(value)
         except OverflowError:
             raise QuantityError(
                 f"a {len(str(value))}-digit number is too large for a quantity; write it like "
-                f"{_EXAMPLES[dimension]}"
+                f"{EXAMPLES[dimension]}"
             ) from None
     elif isinstance(value, str):
         m = _NUMBER.match(value)
         if not m:
             raise QuantityError(
-                f"cannot read {value!r} as a quantity; write it like {_EXAMPLES[dimension]}"
+                f"cannot read {value!r} as a quantity; write it like {EXAMPLES[dimension]}"
             )
         if len(value) > 64:
             raise QuantityError(
-                f"{value[:40]!r}... is too long for a quantity; write it like"
-                f" {_EXAMPLES[dimension]}"
+                f"{value[:40]!r}... is too long for a quantity; write it like {EXAMPLES[dimension]}"
             )
         number, unit = float(m.group(1)), m.group(2).replace(" ", "")
         if not unit:
@@ -122,12 +134,12 @@ def parse_quantity(value: object, dimension: str) -> float:
             factor = _UNITS[dimension][unit.lower()]
         else:
             raise QuantityError(
-                f"unknown unit {unit!r} in {value!r}; write it like {_EXAMPLES[dimension]}"
+                f"unknown unit {unit!r} in {value!r}; write it like {EXAMPLES[dimension]}"
             )
         out = number * factor
     else:
         raise QuantityError(
-            f"expected a quantity such as {_EXAMPLES[dimension]}, got {type(value).__name__}"
+            f"expected a quantity such as {EXAMPLES[dimension]}, got {type(value).__name__}"
         )
     if not math.isfinite(out):
         raise QuantityError(f"{value!r} is not a finite number")

@@ -36,10 +36,20 @@ def test_bundled_name_file_and_launch_file_are_told_apart(tmp_path):
 
 def test_a_plan_saved_as_txt_is_read_as_a_plan(tmp_path):
     """Reproducer txt_plan_misreported (tests/data/repro, from the team's reproducer set): a .txt
-    plan
-    was called a launch file, hiding its own error (no links)."""
+    plan was called a launch file. It names no links: since issue 23 they come from its GPU
+    preset, and every output says so; a plan whose GPU has no usual links still gets its own error,
+    not a launch file's."""
+    loaded = load(str(DATA / "repro" / "txt_plan_misreported" / "plan.txt"))
+    assert loaded.kind == "plan" and loaded.plan.system.links_from
+    bad = tmp_path / "odd.txt"
+    text = (DATA / "repro" / "txt_plan_misreported" / "plan.txt").read_text()
+    inline = (
+        "gpu: {name: X, peak_flops_per_s: {bf16: 1e14}, hbm_capacity_bytes: 80 GB,"
+        " hbm_bandwidth_bytes_per_s: 2 TB/s, num_sms: 100, l2_bytes: 40 MB}"
+    )
+    bad.write_text(text.replace("gpu: h100-sxm", inline))
     with pytest.raises(PerfModelError, match="link") as e:
-        load(str(DATA / "repro" / "txt_plan_misreported" / "plan.txt"))
+        load(str(bad))
     assert "--gpu" not in str(e.value)
     (tmp_path / "ok.txt").write_text(_plan_text())
     assert load(str(tmp_path / "ok.txt")).kind == "plan"

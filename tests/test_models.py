@@ -10,6 +10,7 @@ from perfmodel.cost import memory as mem
 from perfmodel.cost.transformer import LayerShape
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
+from perfmodel.inputs.describe import describe
 
 
 def total(model) -> float:
@@ -272,7 +273,7 @@ def test_presets_listing_counts_experts_and_groups_by_family():
     """`perfmodel presets models` listed DeepSeek-V3 at 37 B (its dense shape, experts left out):
     the listing now counts every expert, as the model cards do, and sorts by family, then size
     (issue 15)."""
-    rows = presets.describe("models")
+    rows = describe("models")
     by_name = {r["name"]: r for r in rows}
     assert by_name["deepseek-v3"]["params_b"] == pytest.approx(671, rel=0.01)
     assert by_name["mixtral-8x7b"]["experts"] == "8x14336 top2"

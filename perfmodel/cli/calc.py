@@ -230,11 +230,11 @@ def presets_cmd(kind: str | None, as_json: bool) -> None:
     Example:
         perfmodel presets models
     """
-    from perfmodel.inputs import presets
+    from perfmodel.inputs.describe import describe
     from perfmodel.output import console, render
 
     kinds = [kind] if kind else ["hardware", "links", "models", "frameworks", "plans"]
-    data = {k: presets.describe(k) for k in kinds}
+    data = {k: describe(k) for k in kinds}
     if as_json:
         console.emit_json(data if not kind else data[kind])
         return

@@ -45,9 +45,31 @@ format_option = click.option(
 )
 
 
+class _Count(click.IntRange):
+    """click's IntRange without its range in the help ("[1<=x<=1099511627776]" reads as noise);
+    the bounds still hold, and a value outside them is named with the bound it breaks."""
+
+    name = "integer"
+
+    def _describe_range(self) -> str:
+        return ""  # click puts this in the help; the bounds are in the error instead
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        n = click.INT.convert(value, param, ctx)
+        if self.min is not None and n < self.min:
+            self.fail(f"{n} is below {self.min}; give {self.min} or more", param, ctx)
+        if self.max is not None and n > self.max:
+            top = f"2^{int(math.log2(self.max))}" if self.max > 1e6 else f"{self.max}"
+            self.fail(f"{n} is above {top}, more than any machine or batch", param, ctx)
+        return n
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "INTEGER"
+
+
 def count(min_value: int = 1, max_value: int = MAX_COUNT) -> click.IntRange:
     """A whole number in a range where every formula stays finite."""
-    return click.IntRange(min_value, max_value)
+    return _Count(min_value, max_value)
 
 
 class Finite(click.ParamType):
@@ -61,8 +83,10 @@ class Finite(click.ParamType):
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
+        text = str(value).strip()
         try:
-            x = float(value)
+            # a share may be written as a percentage where the range is a fraction: 10% = 0.10
+            x = float(text[:-1]) / 100 if text.endswith("%") and self.high <= 1 else float(text)
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not a number", param, ctx)
         if not math.isfinite(x):
@@ -80,10 +104,16 @@ def quantity(
     """click callback: '67.1MB' -> bytes (SI), with the field named on error."""
 
     def convert(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
-        from perfmodel.units import QuantityError, parse_quantity
+        from perfmodel.units import EXAMPLES, QuantityError, parse_quantity
 
         if value is None:
             return None
+        try:
+            float(value)
+        except ValueError:
+            pass
+        else:  # a bare number on the command line is a mistake waiting: 67.1 would be bytes
+            raise click.BadParameter(f"{value!r} has no unit; write it like {EXAMPLES[dimension]}")
         try:
             return parse_quantity(value, dimension)
         except QuantityError as e:

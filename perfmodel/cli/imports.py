@@ -6,7 +6,7 @@ from typing import Literal
 
 import click
 
-from perfmodel.cli.common import count, write_text
+from perfmodel.cli.common import count, json_option, write_text
 
 
 @click.group("import")
@@ -44,6 +44,7 @@ def import_options(f):
                 type=click.Path(dir_okay=False),
                 help="Write the plan here (default: print it).",
             ),
+            json_option,
         )
     ):
         f = opt(f)
@@ -53,7 +54,7 @@ def import_options(f):
 @import_group.command("megatron")
 @click.argument("args_file", type=click.Path(dir_okay=False))
 @import_options
-def import_megatron(args_file, gpu_name, gpus, vocab_size, output):
+def import_megatron(args_file, gpu_name, gpus, vocab_size, output, as_json):
     """A plan from a Megatron-LM launch script or argument file (--num-layers,
     --tensor-model-parallel-size, --sequence-parallel, --recompute-granularity,
     --use-distributed-optimizer, --fp8-format, ...).
@@ -68,13 +69,15 @@ def import_megatron(args_file, gpu_name, gpus, vocab_size, output):
             --gpu a100-80gb -o gpt3.yaml
         perfmodel check train_gpt3_175b_distributed.sh --gpu a100-80gb --gpus 128
     """
-    _write(args_file, "megatron", "Megatron-LM arguments", gpu_name, gpus, vocab_size, output)
+    _write(
+        args_file, "megatron", "Megatron-LM arguments", gpu_name, gpus, vocab_size, output, as_json
+    )
 
 
 @import_group.command("nemo")
 @click.argument("recipe_file", type=click.Path(dir_okay=False))
 @import_options
-def import_nemo(recipe_file, gpu_name, gpus, vocab_size, output):
+def import_nemo(recipe_file, gpu_name, gpus, vocab_size, output, as_json):
     """A plan from a NeMo recipe YAML: a NeMo 1 Megatron config (trainer and model sections) or a
     Megatron-Bridge config dump (model, train, optimizer, ddp sections).
 
@@ -87,7 +90,7 @@ def import_nemo(recipe_file, gpu_name, gpus, vocab_size, output):
         perfmodel import nemo megatron_llama_config.yaml --gpu h100-sxm \\
             --vocab-size 32000 -o llama.yaml
     """
-    _write(recipe_file, "nemo", "a NeMo recipe", gpu_name, gpus, vocab_size, output)
+    _write(recipe_file, "nemo", "a NeMo recipe", gpu_name, gpus, vocab_size, output, as_json)
 
 
 def _write(
@@ -98,13 +101,27 @@ def _write(
     gpus: int | None,
     vocab_size: int | None,
     output: str | None,
+    as_json: bool = False,
 ) -> None:
-    """Read, check that the plan loads and runs, say what was ignored or assumed, write the plan."""
+    """Read, check that the plan loads and runs, say what was ignored or assumed, write the plan
+    (with --json: the plan mapping and those lists, as JSON)."""
     from perfmodel.inputs.load import notes, plan_of, read_launch
     from perfmodel.inputs.megatron_emit import plan_yaml
+    from perfmodel.output import console
 
     imp = read_launch(path, kind, gpu, gpus, vocab_size)
     plan_of(imp, path)
+    if as_json:
+        console.emit_json(
+            {
+                "plan": imp.plan,
+                "ignored": imp.ignored,
+                "unrecognized": imp.unrecognized,
+                "assumed": imp.assumed,
+                "source": source,
+            }
+        )
+        return
     for note in notes(imp):
         click.echo(note, err=True)
     text = plan_yaml(imp, source)

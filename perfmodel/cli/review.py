@@ -224,7 +224,8 @@ def validate(cases: tuple[str, ...], breakdown: bool, as_json: bool) -> None:
     "-o", "--output", type=click.Path(dir_okay=False), required=True, help="The HTML file to write."
 )
 @launch_options
-def report_cmd(plan_file: str, output: str, **kw: Any) -> None:
+@json_option
+def report_cmd(plan_file: str, output: str, as_json: bool, **kw: Any) -> None:
     """One self-contained HTML file to share: the plan, the best configurations, the breakdown,
     memory against capacity, the pipeline Gantt chart, step time against memory, and the check
     findings.
@@ -238,4 +239,11 @@ def report_cmd(plan_file: str, output: str, **kw: Any) -> None:
 
     if not output.strip():
         raise PerfModelError("-o needs a file name, e.g. -o report.html")
-    write_text(output, html.report(load_plan(plan_file, kw)), "-o", source=plan_file)
+    plan = load_plan(plan_file, kw)
+    summary: dict[str, Any] = {}
+    page = html.report(plan, summary)
+    write_text(output, page, "-o", source=plan_file)
+    if as_json:
+        from perfmodel.output import console
+
+        console.emit_json({"written": output, "plan": plan_file, **summary})

@@ -307,6 +307,9 @@ def assumptions(plan: Plan) -> list[str]:
         )
     if tr.dtype == "fp8" and gpu.fp8_gemm_efficiency is None:
         out.append(f"{gpu.name}: FP8 GEMM efficiency taken as the BF16 one (not measured)")
+    s = plan.system
+    if s.links_from:
+        out.append(f"links: {s.links_from} (name them in the plan's system to change them)")
     out.append(reserve_text(plan.system))
     return out
 

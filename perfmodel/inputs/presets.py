@@ -193,6 +193,15 @@ def _system(data: Any, label: str) -> System:
             "intra_node_link, inter_node_link"
         )
     data = dict(data)
+    missing = [k for k in ("intra_node_link", "inter_node_link") if k not in data]
+    if missing and isinstance(data.get("gpu"), str) and "links_from" not in data:
+        usual = _usual_links(data["gpu"])
+        if usual is not None:
+            data.update({k: usual[k] for k in missing})
+            data["links_from"] = (
+                f"{data['gpu']}'s usual {data['intra_node_link']} inside a node and"
+                f" {data['inter_node_link']} across nodes"
+            )
     for key, resolver in (("gpu", gpu), ("intra_node_link", link), ("inter_node_link", link)):
         if key in data:
             data[key] = resolver(data[key], f"{label}.{key}")
@@ -208,6 +217,13 @@ _LINKS_FOR = {
     "mi300x": ("infinity-fabric", "roce-400g"),
     "v100": ("nvlink2", "ib-hdr"),
 }
+
+
+def _usual_links(gpu_name: str) -> dict[str, str] | None:
+    """The links a GPU preset's generation ships with, or None for a GPU this table lacks."""
+    key = _norm(gpu_name)
+    found = next((v for k, v in _LINKS_FOR.items() if key.startswith(k)), None)
+    return None if found is None else {"intra_node_link": found[0], "inter_node_link": found[1]}
 
 
 def default_links(gpu_name: str) -> dict[str, str]:
@@ -251,6 +267,18 @@ def quick_plan(
 PLAN_KEYS = ("model", "system", "training", "parallel", "run", "ignore", "description")
 
 
+def _seq_from_training(data: dict) -> Any:
+    """An inline model without a sequence length takes the training's (training.seq_length is the
+    one the run uses either way)."""
+    raw, tr = data["model"], data.get("training")
+    seq_keys = ("seq_length", "seq_len", "max_position_embeddings")
+    if isinstance(raw, dict) and isinstance(tr, dict) and not any(k in raw for k in seq_keys):
+        seq = tr.get("seq_length", tr.get("seq_len"))
+        if seq is not None:
+            return {**raw, "seq_length": seq}
+    return raw
+
+
 def plan_from_mapping(data: Any, label: str, base_dir: Path | None = None) -> Plan:
     """A Plan from parsed YAML: presets resolved, every error one line."""
     if not isinstance(data, dict):
@@ -269,7 +297,7 @@ def plan_from_mapping(data: Any, label: str, base_dir: Path | None = None) -> Pl
     for key in ("model", "system", "training"):
         if key not in data:
             raise PerfModelError(f"{label}: missing section {key!r}")
-    m = model(data["model"], f"{label}: model", base_dir)
+    m = model(_seq_from_training(data), f"{label}: model", base_dir)
     sysm = _system(data["system"], f"{label}: system")
     training = _build(Training, data["training"], f"{label}: training")
     parallel = _build(Parallel, data.get("parallel") or {}, f"{label}: parallel")
@@ -312,119 +340,3 @@ def validation_cases() -> list[dict]:
 def error_bands() -> dict:
     """The model's error per validation table and what its runs were (configs/error_bands.yaml)."""
     return _load_yaml(_configs_root().joinpath("error_bands.yaml"), "configs/error_bands.yaml")
-
-
-def describe(kind: str) -> list[dict]:
-    """Key figures of every preset of a kind, for `perfmodel presets`."""
-    describers = {
-        "hardware": _describe_gpus,
-        "links": _describe_links,
-        "models": _describe_models,
-        "frameworks": _describe_frameworks,
-        "plans": _describe_plans,
-    }
-    if kind not in describers:
-        raise PerfModelError(
-            f"unknown preset kind {kind!r}; use hardware, links, models, frameworks or plans"
-        )
-    return describers[kind]()
-
-
-def _describe_gpus() -> list[dict]:
-    rows = []
-    for name in preset_names("gpus"):
-        g = gpu(name)
-        rows.append(
-            {
-                "name": name,
-                "gpu": g.name,
-                "bf16_tflops": g.peak("bf16") / 1e12,
-                "hbm_gb": g.hbm_capacity_bytes / 1e9,
-                "hbm_bandwidth_gb_per_s": g.hbm_bandwidth_bytes_per_s / 1e9,
-                "sms": g.num_sms,
-            }
-        )
-    return rows
-
-
-def _describe_links() -> list[dict]:
-    rows = []
-    for name in preset_names("links"):
-        lk = link(name)
-        rows.append(
-            {
-                "name": name,
-                "link": lk.name,
-                "bandwidth_gb_per_s": lk.bandwidth_bytes_per_s / 1e9,
-                "latency_us": lk.latency_s * 1e6,
-            }
-        )
-    return rows
-
-
-def _describe_models() -> list[dict]:
-    """Every model preset with its parameter count (all experts counted), by family, then size."""
-    import re
-
-    from perfmodel.cost.memory import total_params
-    from perfmodel.cost.transformer import LayerShape
-
-    rows = []
-    for name in preset_names("models"):
-        m = model(name)
-        p = total_params(LayerShape.of(m), m.num_layers, m.seq_length, sum(m.moe_pattern()))
-        experts = "-"
-        if m.is_moe:
-            experts = f"{m.num_moe_experts}x{m.moe_ffn_hidden_size or m.ffn} top{m.moe_router_topk}"
-        family = re.match(r"[a-z]+", name)
-        rows.append(
-            {
-                "family": family.group(0) if family else name,
-                "name": name,
-                "params_b": p / 1e9,
-                "layers": m.num_layers,
-                "hidden": m.hidden_size,
-                "heads": m.num_attention_heads,
-                "kv_heads": m.groups,
-                "ffn": m.ffn,
-                "experts": experts,
-                "vocab": m.vocab_size,
-                "seq": m.seq_length,
-                "mlp": m.mlp,
-            }
-        )
-    rows.sort(key=lambda r: (r["family"], r["params_b"]))
-    return rows
-
-
-def _describe_frameworks() -> list[dict]:
-    """Each profile's facts and the flags it turns on; the text view shows the facts
-    (output/render.py), --json everything."""
-    from perfmodel.specs.framework import FLAGS, PROFILES
-
-    rows = []
-    for name, prof in PROFILES.items():
-        on = [k for k in FLAGS if prof.get(k) is True]
-        rows.append(
-            {
-                "name": name,
-                "zero_stages": ",".join(str(z) for z in prof["zero_stages"]),
-                "uneven_stages": prof["uneven_stages"],
-                "cp_ep": prof["context_parallel"],
-                "pipeline": prof["pipeline"],
-                "hsdp": prof["hsdp"],
-                "attention": prof["attention_backend"] if prof["flash_attention"] else "unfused",
-                "kernels": prof["pointwise_kernels"],
-                "reduce_dtype": prof["reduce_dtype"] or "grads",
-                "flags_on": " ".join(on) or "-",
-                "profile": dict(prof),
-            }
-        )
-    return rows
-
-
-def _describe_plans() -> list[dict]:
-    return [
-        {"name": name, "description": str(data.get("description", ""))}
-        for name, data in _bundled("plans").items()
-    ]

@@ -326,9 +326,10 @@ def _table(title: str, headers: list[str], rows) -> str:
     return f"<h2>{escape(title)}</h2><table><tr>{head}</tr>{body}</table>"
 
 
-def report(plan) -> str:
+def report(plan, summary: dict | None = None) -> str:
     """`perfmodel report`: search the plan, simulate the best configuration's pipeline, check it,
-    and draw it all as one page."""
+    and draw it all as one page; ``summary`` (a dict) receives the best configurations' estimates
+    and the findings, for --json."""
     from perfmodel.engine import search as srch
     from perfmodel.engine.estimate import pipeline
     from perfmodel.engine.schedule import MAX_GANTT_BLOCKS
@@ -357,4 +358,8 @@ def report(plan) -> str:
                 f"{MAX_GANTT_BLOCKS:,}); `perfmodel schedule` simulates it"
             )
         )
-    return html(plan, result, check(fixed), sim_svg, note)
+    findings = check(fixed)
+    if summary is not None:
+        summary["results"] = [e.to_json() for e in result.results]
+        summary["findings"] = [f.to_json() for f in findings]
+    return html(plan, result, findings, sim_svg, note)

@@ -189,6 +189,13 @@ class System(Spec):
         ),
     )
 
+    links_from: str | None = Field(
+        None,
+        description=(
+            "Set when the plan names no links: which usual links of the GPU preset were taken"
+            " (every output says so)."
+        ),
+    )
     memory_reserve: float | None = Field(
         None,
         ge=0,

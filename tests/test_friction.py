@@ -1,0 +1,93 @@
+"""Issue 23's friction: what a new user wrote that was refused or silently misread."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from perfmodel.cli import main
+from perfmodel.engine.estimate import assumptions
+from perfmodel.inputs import presets
+from perfmodel.units import parse_quantity
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_links_default_from_the_gpu_preset_and_the_output_says_so():
+    plan = presets.plan_from_mapping(
+        {
+            "model": "llama3-8b",
+            "system": {"gpu": "h100-sxm", "num_gpus": 16},
+            "training": {"global_batch_size": 64},
+        },
+        "t",
+    )
+    assert plan.system.intra_node_link.name.startswith("NVLink 4")
+    assert any("h100-sxm's usual nvlink4" in a for a in assumptions(plan))
+    named = presets.plan_from_mapping(
+        {
+            "model": "llama3-8b",
+            "system": {
+                "gpu": "h100-sxm",
+                "num_gpus": 16,
+                "intra_node_link": "nvlink4",
+                "inter_node_link": "roce-400g",
+            },
+            "training": {"global_batch_size": 64},
+        },
+        "t",
+    )
+    assert not any(a.startswith("links:") for a in assumptions(named))
+
+
+def test_an_inline_model_takes_the_training_sequence_length():
+    plan = presets.plan_from_mapping(
+        {
+            "model": {
+                "num_layers": 2,
+                "hidden_size": 256,
+                "num_attention_heads": 4,
+                "vocab_size": 1000,
+            },
+            "system": {"gpu": "a100-80gb", "num_gpus": 8},
+            "training": {"global_batch_size": 8, "seq_length": 512},
+        },
+        "t",
+    )
+    assert plan.model.seq_length == 512 == plan.seq_length
+
+
+def test_bits_and_bytes_per_second_and_percentages():
+    assert parse_quantity("400 Gbps", "bytes_per_s") == 50e9
+    assert parse_quantity("400 Gb/s", "bytes_per_s") == 50e9
+    assert parse_quantity("50 GBps", "bytes_per_s") == 50e9
+    r = invoke("bubble", "-m", "48", "-p", "8", "--target", "10%", "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["target"] == pytest.approx(0.10)
+
+
+def test_a_size_without_a_unit_is_an_error_naming_the_units():
+    r = invoke("comm", "all-reduce", "--size", "67.1")
+    assert r.exit_code == 2 and "has no unit" in r.output and "80 GB" in r.output
+    assert invoke("comm", "all-reduce", "--size", "67.1MB").exit_code == 0
+
+
+def test_import_and_report_speak_json(tmp_path):
+    from pathlib import Path
+
+    script = Path(__file__).parent / "data" / "megatron" / "train_gpt3_175b_distributed.sh"
+    r = invoke("import", "megatron", str(script), "--gpu", "a100-80gb", "--gpus", "128", "--json")
+    assert r.exit_code == 0, r.output
+    j = json.loads(r.output)
+    assert j["plan"]["system"]["num_gpus"] == 128 and isinstance(j["ignored"], list)
+    rep = invoke("report", "gpt3-175b.yaml", "-o", str(tmp_path / "r.html"), "--json")
+    assert rep.exit_code == 0
+    out = json.loads(rep.stdout)
+    assert out["written"].endswith("r.html") and out["results"][0]["step_time_s"] > 0
+
+
+def test_help_shows_no_machine_ranges_and_errors_name_the_bound():
+    assert "1099511627776" not in invoke("plan", "--help").output
+    r = invoke("plan", "gpt3-175b.yaml", "--tp", "0")
+    assert r.exit_code == 2 and "below 1" in r.output
