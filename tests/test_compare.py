@@ -41,8 +41,14 @@ def test_verdict_names_the_largest_changes_first_and_only_those_that_matter():
     pa, pb = json.loads(r.output)["plans"]
     text = json.loads(r.output)["verdicts"][0]
     pct = abs(pb["step_time_s"] / pa["step_time_s"] - 1) * 100
-    word = "slower" if pb["step_time_s"] > pa["step_time_s"] else "faster"
-    assert text.startswith(f"proposal-pp16 is {pct:.0f}% {word} than clean-plan: ")
+    word = "more" if pb["step_time_s"] > pa["step_time_s"] else "less"
+    rate_a, rate_b = (p["tokens_per_s_per_gpu"] * p["num_gpus"] for p in (pa, pb))
+    rate = abs(rate_b / rate_a - 1) * 100
+    other = "less" if word == "more" else "more"
+    assert text.startswith(
+        f"proposal-pp16 takes {pct:.0f}% {word} step time ({rate:.0f}% {other} throughput) than"
+        " clean-plan: "
+    )
     named = text.split(": ", 1)[1].split(", ")
     moved = sorted(
         (abs(v), k)
@@ -60,7 +66,7 @@ def test_the_same_plan_twice_and_the_text_table():
     assert "clean-plan (1)" in r.output and "clean-plan (2)" in r.output
     assert "take the same time" in r.output and "(+" not in r.output
     r = invoke("compare", A, B, B)
-    assert r.exit_code == 0 and r.output.count("is 0% faster than clean-plan") == 2
+    assert r.exit_code == 0 and r.output.count("takes 0% less step time") == 2
 
 
 def test_a_plan_that_does_not_fit_is_said_first():
@@ -115,3 +121,19 @@ def test_markdown_format_is_a_table_per_table_and_lasts_one_command():
         ), cmd
     plain = invoke("compare", A, B)
     assert plain.exit_code == 0 and not any(ln.startswith("|") for ln in plain.output.splitlines())
+
+
+def test_the_words_say_step_time_and_throughput_and_different_jobs_are_named():
+    """Issue 23: "27% faster" meant 27% less step time (37% more throughput); a 7.5B plan on 32
+    GPUs against a 175B one on 512 is a different job, said before any verdict."""
+    from perfmodel.review.compare import step_change
+
+    assert (
+        step_change(1.0, 0.73, 100.0, 100 / 0.73)
+        == "takes 27% less step time (37% more throughput)"
+    )
+    r = invoke("compare", "gpt3-175b.yaml", "llama3-8b-h100.yaml", "--json")
+    warnings = json.loads(r.output)["warnings"]
+    assert len(warnings) == 1 and "different jobs" in warnings[0] and "model" in warnings[0]
+    same = invoke("compare", A, B, "--json")
+    assert json.loads(same.output)["warnings"] == []

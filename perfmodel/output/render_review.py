@@ -140,6 +140,8 @@ def comparison(c) -> None:
         [(name, *cells) for name, cells in rows(c)],
         right=[False] + [True] * len(labels),
     )
+    for w in c.warnings:
+        line(f"[yellow]warning:[/yellow] {w}")
     for v in c.verdicts:
         line(v)
     for s in c.sides:

@@ -1,7 +1,7 @@
 """Plans side by side (issue 15, item 1): each plan's configuration, per-iteration breakdown, memory
 by component, MFU and check findings, every figure beside its difference from the first plan, and a
-verdict naming the components that decide it ("B is 14% faster than A: bubble -2.1 s, TP comm +0.6
-s").
+verdict naming the components that decide it ("B takes 14% less step time (16% more throughput)
+than A: bubble -2.1 s, TP comm +0.6 s"), and a warning where the plans are different jobs.
 
 The figures are `estimate`'s (free knobs chosen by the search, as `estimate` does) and the findings
 `check`'s on the configuration compared; nothing here computes a cost of its own."""
@@ -72,6 +72,8 @@ class Side:
 class Comparison:
     sides: list[Side]
     verdicts: list[str]  # one per plan after the first, against the first
+    # where plans are different jobs (model, tokens per step, tokens to train) than the first
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         base = self.sides[0].est.to_json()
@@ -104,7 +106,7 @@ class Comparison:
                     },
                 }
             )
-        return {"plans": plans, "verdicts": self.verdicts}
+        return {"plans": plans, "verdicts": self.verdicts, "warnings": self.warnings}
 
 
 def compare(named: list[tuple[str, Plan]]) -> Comparison:
@@ -117,7 +119,7 @@ def compare(named: list[tuple[str, Plan]]) -> Comparison:
             raise PerfModelError(f"{label}: {e}") from None
         fixed = plan.with_parallel(**chosen) if chosen else plan
         sides.append(Side(label, plan, est, chosen, check(fixed)))
-    return Comparison(sides, [verdict(sides[0], s) for s in sides[1:]])
+    return Comparison(sides, [verdict(sides[0], s) for s in sides[1:]], different_jobs(sides))
 
 
 def verdict(a: Side, b: Side) -> str:
@@ -133,14 +135,49 @@ def verdict(a: Side, b: Side) -> str:
     ta, tb = va["step_time_s"], vb["step_time_s"]
     if abs(tb - ta) <= 1e-9 * ta:
         return f"{prefix}{b.label} and {a.label} take the same time ({fmt_time(ta)} per step)"
-    faster = "faster" if tb < ta else "slower"
-    pct = abs(tb - ta) / ta * 100
     moved = sorted(
         ((vb[k] - va[k], k) for k in BREAKDOWN_KEYS if abs(vb[k] - va[k]) >= DECISIVE_SHARE * ta),
         key=lambda d: -abs(d[0]),
     )
     why = ", ".join(f"{COMPONENTS[k]} {signed_time(d)}" for d, k in moved[:3])
-    return f"{prefix}{b.label} is {pct:.0f}% {faster} than {a.label}" + (f": {why}" if why else "")
+    change = step_change(ta, tb, va["tokens_per_s"], vb["tokens_per_s"])
+    return f"{prefix}{b.label} {change} than {a.label}" + (f": {why}" if why else "")
+
+
+def step_change(ta: float, tb: float, rate_a: float, rate_b: float) -> str:
+    """A step time against another's in words that say what they mean: the step's change and the
+    throughput's (tokens/s), which differ ("27% less step time" is 37% more throughput for the
+    same job)."""
+    step = abs(tb - ta) / ta * 100
+    more = rate_b >= rate_a
+    rate = abs(rate_b / rate_a - 1) * 100
+    words = f"{rate:.0f}% {'more' if more else 'less'} throughput"
+    return f"takes {step:.0f}% {'less' if tb < ta else 'more'} step time ({words})"
+
+
+def different_jobs(sides: list[Side]) -> list[str]:
+    """What makes the plans different jobs (model, tokens per step, tokens to train), where they
+    are: their step times then time different work, and tokens/s or days compare them."""
+    first = sides[0].plan
+    out = []
+    for s in sides[1:]:
+        p, why = s.plan, []
+        if p.model.name != first.model.name or p.model != first.model:
+            why.append(f"model {p.model.name} vs {first.model.name}")
+        batch = (
+            p.training.global_batch_size * p.seq_length,
+            first.training.global_batch_size * first.seq_length,
+        )
+        if batch[0] != batch[1]:
+            why.append(f"{batch[0]:,} tokens a step vs {batch[1]:,}")
+        if p.training.tokens != first.training.tokens:
+            why.append("different tokens to train")
+        if why:
+            out.append(
+                f"{s.label} and {sides[0].label} are different jobs ({'; '.join(why)}): their"
+                " step times time different work; compare tokens/s per GPU or days to train"
+            )
+    return out
 
 
 def signed_time(x: float) -> str:
