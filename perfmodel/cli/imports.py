@@ -123,7 +123,8 @@ def _write(
         )
         return
     for note in notes(imp):
-        click.echo(note, err=True)
+        for part in console.wrap_keeping_units(note, 80, hang=2):
+            click.echo(part, err=True)
     text = plan_yaml(imp, source)
     if output:
         write_text(output, text, "-o", source=path)

@@ -242,6 +242,8 @@ def _launcher(plan) -> str:
 
 def plan_yaml(imp: Imported, source: str = "Megatron-LM arguments") -> str:
     """The imported plan as YAML, with what was ignored or assumed as comments."""
+    import textwrap
+
     import yaml
 
     head = [f"# Imported from {source} by `perfmodel import`."]
@@ -255,4 +257,12 @@ def plan_yaml(imp: Imported, source: str = "Megatron-LM arguments") -> str:
         else []
     )
     head += [f"# assumed: {a}" for a in imp.assumed]
-    return "\n".join(head) + "\n" + yaml.safe_dump(imp.plan, sort_keys=False)
+    # comments within 80 columns, each continued under its first word
+    wrapped = [
+        ln
+        for c in head
+        for ln in textwrap.wrap(
+            c, 80, subsequent_indent="#   ", break_long_words=False, break_on_hyphens=False
+        )
+    ]
+    return "\n".join(wrapped) + "\n" + yaml.safe_dump(imp.plan, sort_keys=False, width=78)

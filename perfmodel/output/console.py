@@ -48,13 +48,36 @@ def is_terminal() -> bool:
     return sys.stdout.isatty() and not MARKDOWN["on"]
 
 
+def width() -> int:
+    """Columns to fit: the terminal's; in a pipe, COLUMNS when it is set, else 80."""
+    if is_terminal():
+        return int(_console().width)
+    import os
+
+    try:
+        return max(40, int(os.environ.get("COLUMNS", "")))
+    except ValueError:
+        return 80
+
+
 def line(text: str = "") -> None:
+    """One line of text; a longer one wraps at the width with a hanging indent, never between a
+    number and its unit."""
     if MARKDOWN["on"]:
         _markdown_line(_strip_markup(text))
-    elif is_terminal():
+        return
+    w = width()
+    plain = _strip_markup(text)
+    if is_terminal() and len(plain) <= w:
         _console().print(text)
+        return
+    lead = len(plain) - len(plain.lstrip())
+    parts = wrap_keeping_units(plain.strip(), w - lead, hang=2) if plain.strip() else [""]
+    out = "\n".join(" " * lead + p for p in parts)
+    if is_terminal():
+        _console().print(out, highlight=False, markup=False)
     else:
-        sys.stdout.write(_strip_markup(text) + "\n")
+        sys.stdout.write(out + "\n")
 
 
 def _markdown_line(text: str) -> None:
@@ -85,65 +108,116 @@ def table(
     right: Sequence[bool] | None = None,
     caption: str | None = None,
 ) -> None:
-    """A rich table on a terminal wide enough for it; aligned plain text otherwise (pipes too)."""
+    """An aligned table that fits the width (the terminal's; in a pipe COLUMNS, or 80): text
+    columns wrap inside their cells, numbers never do, and a number never parts from its unit. On
+    a terminal the same text, with the title bold and the caption dim."""
     rows = [[str(c) for c in r] for r in rows]
     right = list(right) if right is not None else [i > 0 for i in range(len(headers))]
     if MARKDOWN["on"]:
         _markdown_table(title, headers, rows, right, caption)
         return
-    widths = [
-        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
-    ]
+    w = width()
+    lines = plain_table(title, headers, rows, right, caption, w)
     if is_terminal():
+        # the same aligned text a pipe gets, so the widths are exact
         console = _console()
-        wide = sum(widths) + 3 * len(widths) + 1 > console.width
-        text_cols = [i for i, r in enumerate(right) if not r]
-        # too wide: the widest text column wraps inside its cell; numbers (right-aligned) never wrap
-        fold = max(text_cols, key=lambda i: widths[i]) if wide and text_cols else None
-        if not wide or (
-            fold is not None and sum(widths) - widths[fold] + 3 * len(widths) + 16 <= console.width
-        ):
-            from rich import box
-            from rich.table import Table
-
-            for ln in wrap_keeping_units(title, console.width):
-                console.print(ln, highlight=False, markup=False)
-            t = Table(box=box.SIMPLE_HEAD)
-            for i, (h, is_number) in enumerate(zip(headers, right)):
-                t.add_column(
-                    h, justify="right" if is_number else "left", no_wrap=i != fold, overflow="fold"
-                )
-            for row in rows:
-                t.add_row(*row)
-            console.print(t)
-            for ln in (caption or "").splitlines():
-                for part in wrap_keeping_units(ln, console.width):
-                    console.print(part, highlight=False, markup=False, style="dim")
-            return
-
-    def fmt(cells: Sequence[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)
-        ).rstrip()
-
-    out = [title, fmt(headers), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows]
-    if caption:
-        out.append(caption)
-    sys.stdout.write("\n".join(out) + "\n\n")
+        n_title = len(wrap_keeping_units(title, w))
+        n_caption = sum(len(wrap_keeping_units(ln, w)) for ln in (caption or "").splitlines())
+        body_end = len(lines) - n_caption
+        for k, ln in enumerate(lines):
+            style = "bold" if k < n_title else "dim" if k >= body_end else None
+            console.print(ln, highlight=False, markup=False, style=style)
+        console.print()
+        return
+    sys.stdout.write("\n".join(lines) + "\n\n")
 
 
-_UNIT = re.compile(r"(\d) (?=(?:s|ms|us|GB|MB|TB|KB|B|TFLOP/s|GB/s|Gb/s|FLOP/B|FLOP|GPUs?|%)\b)")
+def fit_widths(
+    headers: Sequence[str], rows: list[list[str]], right: Sequence[bool], limit: int
+) -> list[int]:
+    """Column widths that fit ``limit`` columns with two spaces between: numbers keep their
+    natural width; the widest text column gives way first, down to 8 columns (or its longest
+    word), until the table fits."""
+    natural = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    widths = list(natural)
+    # a column gives way down to its longest word, or 16 columns where a word is longer (a path or
+    # a list without spaces then breaks inside the word)
+    floor = [
+        max(8, min(16, max(len(x) for c in [h, *(r[i] for r in rows)] for x in _words(c))))
+        for i, h in enumerate(headers)
+    ]
+    text = [i for i, r in enumerate(right) if not r]
+    while sum(widths) + 2 * (len(widths) - 1) > limit:
+        shrinkable = [i for i in text if widths[i] > floor[i]]
+        if not shrinkable:
+            break
+        i = max(shrinkable, key=lambda j: widths[j])
+        widths[i] -= 1
+    return widths
 
 
-def wrap_keeping_units(text: str, width: int) -> list[str]:
-    """Wrap at spaces, never between a number and its unit ("1.38 s" stays on one line)."""
+def _words(cell: str) -> list[str]:
+    return _UNIT.sub("\\1\x00", cell).split() or [""]
+
+
+def plain_table(
+    title: str,
+    headers: Sequence[str],
+    rows: list[list[str]],
+    right: Sequence[bool],
+    caption: str | None,
+    limit: int,
+) -> list[str]:
+    """The table as aligned plain text within ``limit`` columns (fit_widths): a text cell wider
+    than its column wraps onto more lines of the row."""
+    import itertools
+
+    widths = fit_widths(headers, rows, right, limit)
+
+    def fmt(cells: Sequence[str]) -> list[str]:
+        parts = [
+            [c] if r else wrap_keeping_units(c, w, floor=1, break_words=True)
+            for c, w, r in zip(cells, widths, right)
+        ]
+        out = []
+        for lines in itertools.zip_longest(*parts, fillvalue=""):
+            out.append(
+                "  ".join(
+                    c.rjust(w) if r else c.ljust(w) for c, w, r in zip(lines, widths, right)
+                ).rstrip()
+            )
+        return out
+
+    out = [*wrap_keeping_units(title, limit), *fmt(headers), "  ".join("-" * w for w in widths)]
+    for r in rows:
+        out += fmt(r)
+    for ln in (caption or "").splitlines():
+        out += wrap_keeping_units(ln, limit)
+    return out
+
+
+_UNIT = re.compile(
+    r"(\d) (?=(?:s|ms|us|min|h|days?|GB|MB|TB|KB|B|GiB|TFLOP/s|PFLOP/s|GB/s|Gb/s|TB/s|FLOP/B|FLOP"
+    r"|GPUs?|W|kW|MWh|%)(?![\w/]))"
+)
+
+
+def wrap_keeping_units(
+    text: str, width: int, hang: int = 0, floor: int = 20, break_words: bool = False
+) -> list[str]:
+    """Wrap at spaces, never between a number and its unit ("1.38 s" stays on one line); lines
+    after the first are indented by ``hang``."""
     import textwrap
 
     glued = _UNIT.sub("\\1\x00", _strip_markup(text))
     return [
         ln.replace("\x00", " ")
         for ln in textwrap.wrap(
-            glued, max(20, width), break_long_words=False, break_on_hyphens=False
+            glued,
+            max(floor, width),
+            subsequent_indent=" " * hang,
+            break_long_words=break_words,
+            break_on_hyphens=False,
         )
     ] or [""]
 

@@ -44,7 +44,12 @@ def roofline(r: dict) -> None:
 
     def name(g):
         return (
-            g["name"].replace(" (column-parallel)", " (col)").replace(" (row-parallel)", " (row)")
+            g["name"]
+            .replace(" (column-parallel)", " (col)")
+            .replace(" (row-parallel)", " (row)")
+            .replace(" projection", " proj")
+            .replace("output proj", "out proj")
+            .replace("fused attention", "attention")
         )
 
     rows = [
@@ -65,11 +70,11 @@ def roofline(r: dict) -> None:
         f" TP={r['tp']}, M={r['tokens']} tokens",
         ["GEMM", "M x K x N", "bytes", "AI", "bound", "TFLOP/s", "time"],
         rows,
-        right=[False, False, True, True, False, True, True],
+        right=[False, True, True, True, False, True, True],
         caption=(
             f"AI: FLOP/B; ridge point {r['ridge_point']:.0f} FLOP/B, below it a GEMM is"
-            " memory-bound; TFLOP/s: attainable; M = mbs x seq-len tokens; col/row: column- or"
-            " row-parallel; attention "
+            " memory-bound; TFLOP/s: attainable; M = mbs x seq-len tokens; proj: projection;"
+            " col/row: column- or row-parallel; attention "
         )
         + (
             "fused (FlashAttention: Q, K, V and the output through HBM once; --no-flash for its two"
@@ -191,17 +196,18 @@ def presets(kind: str, rows: list[dict]) -> None:
         rows = [
             {
                 "name": r["name"],
-                "params B": r["params_b"],
+                "params": f"{r['params_b']:.4g}B",
                 "layers": r["layers"],
                 "hidden/ffn": f"{r['hidden']}/{r['ffn']}",
                 "heads/kv": f"{r['heads']}/{r['kv_heads']}",
                 "experts": r["experts"].replace(" top", " k"),
-                "mlp": r["mlp"],
+                "mlp": r["mlp"].replace("squared-relu", "relu^2"),
             }
             for r in rows
         ]
         caption = (
-            "by family, then size; experts: count x inner size, k routed per token; vocabulary and "
+            "by family, then size; experts: count x inner size, k routed per token; relu^2: squared"
+            " ReLU; vocabulary and "
             "sequence length: --json"
         )
     if kind == "frameworks":
@@ -230,7 +236,7 @@ def presets(kind: str, rows: list[dict]) -> None:
         f"{kind} presets",
         headers,
         [[fmt(r[h]) for h in headers] for r in rows],
-        right=[isinstance(rows[0][h], (int, float)) or "/" in h for h in headers],
+        right=[isinstance(rows[0][h], (int, float)) or "/" in h or h == "params" for h in headers],
         caption=caption,
     )
 
@@ -286,14 +292,14 @@ def schedule(sim, gantt_rows: list[str], axis_rows: list[str], legend: str, titl
 
 
 def config_short(c: dict) -> str:
-    """One configuration in a few columns: "tp8 pp8 dp8 vp3 b1 sp rc=sel z1" (cp, ep where used)."""
+    """One configuration in a few columns: "tp8 pp8 dp8 vp3 b1 sp sel z1" (cp, ep where used)."""
     extra = "".join(f" {k}{c[k]}" for k in ("cp", "ep") if c.get(k, 1) != 1)
     dp = f"dp{c['dp']}"
     if c.get("dp_shard"):  # HSDP: dp_replicate x dp_shard
         dp = f"dp{c['dp'] // c['dp_shard']}x{c['dp_shard']}"
     if c.get("cp", 1) != 1 and c.get("cp_comm_type") == "a2a":
         extra = extra.replace(f"cp{c['cp']}", f"cp{c['cp']}a2a")  # Ulysses' all-to-all
-    rc = {"none": "", "selective": " rc=sel", "full": " rc=full"}[c["recompute"]]
+    rc = {"none": "", "selective": " sel", "full": " full"}[c["recompute"]]
     return (
         f"tp{c['tp']} pp{c['pp']} {dp}{extra}"
         + (f" vp{c['vp']}" if c["vp"] > 1 else "")

@@ -181,7 +181,7 @@ def plan(plan_obj, result, verbose: bool = False) -> None:
             right=[True, False, True, True, True, True, True],
             caption=(
                 "tp pp dp (cp ep) vp; dpRxS: HSDP (R replicas x S shards); cpNa2a: Ulysses CP;\n"
-                "b: micro-batch; sp: sequence parallel; rc: recompute; z: ZeRO stage;\n"
+                "b: micro-batch; sp: sequence parallel; sel, full: recompute; z: ZeRO stage;\n"
                 "tok/s: tokens/s per GPU; MFU against the "
                 f"{(plan_obj.training.mfu_peak or plan_obj.training.dtype).upper()} peak;"
                 f" framework: {plan_obj.training.framework}"

@@ -79,3 +79,4 @@ def training_run(run: dict[str, Any] | None) -> None:
     kv("Training run (at the predicted step time)", rows)
     for a in run["assumptions"]:
         line(f"assumed: {a}")
+    line()
