@@ -111,13 +111,13 @@ def table(
     """An aligned table that fits the width (the terminal's; in a pipe COLUMNS, or 80): text
     columns wrap inside their cells, numbers never do, and a number never parts from its unit. On
     a terminal the same text, with the title bold and the caption dim."""
-    rows = [[str(c) for c in r] for r in rows]
+    cells = [[str(c) for c in r] for r in rows]
     right = list(right) if right is not None else [i > 0 for i in range(len(headers))]
     if MARKDOWN["on"]:
-        _markdown_table(title, headers, rows, right, caption)
+        _markdown_table(title, headers, cells, right, caption)
         return
     w = width()
-    lines = plain_table(title, headers, rows, right, caption, w)
+    lines = plain_table(title, headers, cells, right, caption, w)
     if is_terminal():
         # the same aligned text a pipe gets, so the widths are exact
         console = _console()
