@@ -3,6 +3,7 @@ are taken against the first plan, and the verdict names the components that deci
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from perfmodel.cli import main
@@ -137,3 +138,17 @@ def test_the_words_say_step_time_and_throughput_and_different_jobs_are_named():
     assert len(warnings) == 1 and "different jobs" in warnings[0] and "model" in warnings[0]
     same = invoke("compare", A, B, "--json")
     assert json.loads(same.output)["warnings"] == []
+
+
+def test_expert_and_context_parallel_traffic_have_their_own_lines():
+    """At tp 1 nothing is TP traffic: DeepSeek-V3's all-to-alls are EP comm and its Ulysses
+    exchange CP comm (issue 23; the breakdown still sums to the step)."""
+    from perfmodel.engine.estimate import BREAKDOWN_KEYS, estimate, resolve_config
+    from perfmodel.inputs import load
+
+    plan = load("deepseek-v3-h100").plan
+    cfg = resolve_config(plan, tp=1, pp=32, cp=4, cp_comm_type="a2a", ep=8, micro_batch_size=1)
+    v = estimate(plan, cfg).values
+    assert v["tp_comm"] == pytest.approx(0.0, abs=1e-9)
+    assert v["ep_comm"] > 0 and v["cp_comm"] > 0
+    assert sum(v[k] for k in BREAKDOWN_KEYS) == pytest.approx(v["step_time_s"])

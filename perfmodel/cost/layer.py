@@ -39,6 +39,7 @@ class Op:
     bwd_s: Num  # backward time on the critical path (exposed part for comm)
     attention_core: bool = False  # recomputed by selective recompute
     compute_bound: Num | None = None
+    group: str = ""  # a collective's parallel group (tp, cp, ep, etp)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -292,7 +293,16 @@ def _time_collective(
 
     bytes_ = sum((np.where(on[x.when], wire(x), 0.0) for x in c.fwd), np.zeros(sp.shape))
     zero = np.zeros(np.shape(bytes_))
-    return Op(c.name, "comm", zero, bytes_ + zero, total(c.fwd), total(c.bwd), c.attention_core)
+    return Op(
+        c.name,
+        "comm",
+        zero,
+        bytes_ + zero,
+        total(c.fwd),
+        total(c.bwd),
+        c.attention_core,
+        group=c.group,
+    )
 
 
 def time_block(

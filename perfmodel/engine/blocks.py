@@ -109,6 +109,12 @@ class BlockCost:
     activations: Array  # (3, n): recompute none, selective, full
     params: Array
     expert_params: Array
+    # of comm_fwd and comm_bwd, what the context- and the expert-parallel groups move (the rest is
+    # TP's): the breakdown's own lines for them
+    cp_fwd: Array
+    cp_bwd: Array
+    ep_fwd: Array
+    ep_bwd: Array
 
     @classmethod
     def of(
@@ -145,6 +151,11 @@ class BlockCost:
                 )
             )
 
+        def group_total(attr: str, groups: tuple[str, ...]) -> Array:
+            return np.asarray(
+                sum((getattr(o, attr) for o in ops if o.kind == "comm" and o.group in groups), zero)
+            )
+
         acts = np.stack(
             [
                 np.broadcast_to(
@@ -178,6 +189,10 @@ class BlockCost:
             acts,
             params,
             np.asarray(expert / (ep * etp) + zero),
+            group_total("fwd_s", ("cp",)),
+            group_total("bwd_s", ("cp",)),
+            group_total("fwd_s", ("ep", "etp")),
+            group_total("bwd_s", ("ep", "etp")),
         )
 
     def seconds(self, recompute: Num = 0) -> tuple[Array, Array]:

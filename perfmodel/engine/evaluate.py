@@ -41,6 +41,8 @@ BREAKDOWN_KEYS = (
     "recompute",
     "bubble",
     "tp_comm",
+    "cp_comm",
+    "ep_comm",
     "pp_comm",
     "dp_comm",
     "zero_comm",
@@ -73,12 +75,23 @@ def stage_costs(
             emb.comm_fwd + emb.comm_bwd,
             head.comm_fwd + head.comm_bwd,
         ),
+        # the context- and expert-parallel part of comm; a recompute's repeat of the forward's
+        # collectives in the forward's proportions
+        "cp": stages.total(per(lambda x, r: _group(x.cp_fwd, x.cp_bwd, x, r)), 0.0, 0.0),
+        "ep": stages.total(per(lambda x, r: _group(x.ep_fwd, x.ep_bwd, x, r)), 0.0, 0.0),
     }
     out["time"] = out["fwd"] + out["bwd"] + out["rec"] + out["comm"]
     out["fwd_share"] = stages.total(
         per(lambda x, r: x.fwd + x.comm_fwd), emb.fwd + emb.comm_fwd, head.fwd + head.comm_fwd
     )
     return out
+
+
+def _group(fwd: Array, bwd: Array, x: BlockCost, r: tuple[Array, Array]) -> Array:
+    """One group's collectives in a layer's comm: forward, backward, and its share of what
+    recompute repeats."""
+    share = np.where(x.comm_fwd > 0, fwd / np.where(x.comm_fwd > 0, x.comm_fwd, 1.0), 0.0)
+    return np.asarray(fwd + bwd + share * r[1])
 
 
 def layout(st: Setting, k: Knobs, c: dict[str, BlockCost]) -> tuple[Stages, Array]:
@@ -169,7 +182,9 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
         "forward": m * stages.pick(sc["fwd"], slow),
         "backward": m * stages.pick(sc["bwd"], slow),
         "recompute": m * stages.pick(sc["rec"], slow),
-        "tp_comm": m * stages.pick(sc["comm"], slow),
+        "tp_comm": m * stages.pick(np.maximum(sc["comm"] - sc["cp"] - sc["ep"], 0.0), slow),
+        "cp_comm": m * stages.pick(sc["cp"], slow),
+        "ep_comm": m * stages.pick(sc["ep"], slow),
         "bubble": (pp - 1) / vp * t_mean,
         "pp_comm": stp.pipeline_comm(p2p, pp, m, vp),
         "dp_comm": dp_comm,

@@ -32,6 +32,8 @@ BREAKDOWN = {
     "recompute": "recompute",
     "bubble": "pipeline bubble",
     "tp_comm": "TP comm",
+    "cp_comm": "CP comm",
+    "ep_comm": "EP comm",
     "pp_comm": "PP point-to-point",
     "dp_comm": "DP grad sync",
     "zero_comm": "FSDP/ZeRO-3 traffic",

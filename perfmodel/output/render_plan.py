@@ -80,6 +80,8 @@ def _breakdown(j: dict, head: str) -> None:
         "recompute": "recompute",
         "bubble": "pipeline bubble",
         "tp_comm": "TP comm (critical path)",
+        "cp_comm": "CP comm (critical path)",
+        "ep_comm": "EP comm (critical path)",
         "pp_comm": "PP point-to-point",
         "dp_comm": "DP grad sync (not hidden)",
         "zero_comm": "FSDP/ZeRO-3 traffic (not hidden)",

@@ -25,6 +25,8 @@ COMPONENTS = {
     "recompute": "recompute",
     "bubble": "bubble",
     "tp_comm": "TP comm",
+    "cp_comm": "CP comm",
+    "ep_comm": "EP comm",
     "pp_comm": "PP p2p",
     "dp_comm": "DP grad sync",
     "zero_comm": "FSDP/ZeRO-3 traffic",
