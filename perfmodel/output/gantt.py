@@ -81,6 +81,47 @@ FORWARD = ("#4c9a2a", "#7cc35a", "#2f6b16", "#a4d88a")  # one shade per interlea
 BACKWARD = ("#2a5d9a", "#5a8fd0", "#183d6b", "#8fb6e6")
 
 
+BUSY = "#4c78a8"  # an aggregated stage's busy time
+
+
+def _busy_spans(sim: Simulation, stage: int, join: float) -> list[tuple[float, float]]:
+    """A stage's blocks merged into busy spans, gaps shorter than ``join`` closed."""
+    spans: list[list[float]] = []
+    for b in sorted((x for x in sim.blocks if x.stage == stage), key=lambda x: x.start):
+        if spans and b.start - spans[-1][1] <= join:
+            spans[-1][1] = max(spans[-1][1], b.end)
+        else:
+            spans.append([b.start, b.end])
+    return [(a, b) for a, b in spans]
+
+
+def _axis(
+    sim: Simulation, left: int, scale: float, axis_y: int, height: int, unit: str, aggregate: bool
+) -> list[str]:
+    """The time axis and the legend under the rows."""
+    out = []
+    for k in range(6):  # the time axis, in the unit of the stage times given; the last label
+        t = sim.step_time * k / 5  # ends at its tick, so it is never clipped
+        anchor = "end" if k == 5 else "middle" if k else "start"
+        out.append(
+            f'<line x1="{left + t * scale:.1f}" y1="{axis_y}" x2="{left + t * scale:.1f}"'
+            f' y2="{axis_y + 4}" stroke="#333"/><text x="{left + t * scale:.1f}" y="{axis_y + 15}"'
+            f' text-anchor="{anchor}">{t:.3g}</text>'
+        )
+    if aggregate:
+        legend = (
+            f"time ({unit}); {len(sim.blocks):,} blocks are too thin to draw one by one at this"
+            " width: dark = busy, grey = idle (perfmodel schedule draws each)"
+        )
+    else:
+        chunks = (
+            f" (shade: chunk 0-{sim.v - 1}; labels F<micro-batch>.<chunk>)" if sim.v > 1 else ""
+        )
+        legend = f"time ({unit}); green: forward, blue: backward, grey: idle{chunks}"
+    out.append(f'<text x="{left}" y="{height - 8}">{escape(legend)}</text>')
+    return out
+
+
 def svg(sim: Simulation, title: str = "", unit: str = "s", max_width: int = 8000) -> str:
     """The Gantt chart as a standalone SVG document: one <g class="stage"> per stage."""
     left, row_h, gap = 70, 26, 6
@@ -106,6 +147,9 @@ def svg(sim: Simulation, title: str = "", unit: str = "s", max_width: int = 8000
             " stages)</text>"
         ),
     ]
+    # blocks thinner than 3 px on average blur into grey: draw each stage's busy spans instead
+    blocks_per_row = len(sim.blocks) / max(sim.p, 1)
+    aggregate = blocks_per_row and (width - left - 10) / blocks_per_row < 3
     for s in range(sim.p):
         y = 36 + s * (row_h + gap)
         out.append(f'<g class="stage" id="stage-{s}">')
@@ -114,6 +158,14 @@ def svg(sim: Simulation, title: str = "", unit: str = "s", max_width: int = 8000
             f'<rect x="{left}" y="{y}" width="{sim.step_time * scale:.2f}" height="{row_h}"'
             ' fill="#eeeeee"/>'
         )
+        if aggregate:
+            for a, z in _busy_spans(sim, s, 1.0 / scale):
+                out.append(
+                    f'<rect x="{left + a * scale:.2f}" y="{y}" width="{(z - a) * scale:.2f}"'
+                    f' height="{row_h}" fill="{BUSY}"><title>busy {a:.4g}-{z:.4g}</title></rect>'
+                )
+            out.append("</g>")
+            continue
         for b in (x for x in sim.blocks if x.stage == s):
             x0, w = left + b.start * scale, max(0.5, (b.end - b.start) * scale)
             color = (FORWARD if b.kind == "F" else BACKWARD)[b.chunk % len(FORWARD)]
@@ -129,18 +181,6 @@ def svg(sim: Simulation, title: str = "", unit: str = "s", max_width: int = 8000
                     f'text-anchor="middle">{label}</text>'
                 )
         out.append("</g>")
-    axis_y = 36 + sim.p * (row_h + gap)
-    for k in range(6):  # the time axis, in the unit of the stage times given
-        t = sim.step_time * k / 5
-        out.append(
-            f'<line x1="{left + t * scale:.1f}" y1="{axis_y}" x2="{left + t * scale:.1f}"'
-            f' y2="{axis_y + 4}" stroke="#333"/><text x="{left + t * scale:.1f}" y="{axis_y + 15}"'
-            f' text-anchor="middle">{t:.3g}</text>'
-        )
-    chunks = f" (shade: chunk 0-{sim.v - 1}; labels F<micro-batch>.<chunk>)" if sim.v > 1 else ""
-    out.append(
-        f'<text x="{left}" y="{height - 8}">time ({escape(unit)}); green: forward, blue: backward,'
-        f" grey: idle{escape(chunks)}</text>"
-    )
+    out += _axis(sim, left, scale, 36 + sim.p * (row_h + gap), height, unit, bool(aggregate))
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -64,7 +64,7 @@ def _bar(
     line_label: str = "",
 ) -> str:
     """A horizontal stacked bar with a legend: parts are (label, value, shown value)."""
-    width, left, height = 900, 10, 70 + 18 * len(parts)
+    width, left, height = 900, 10, 76 + 18 * len(parts)
     full = max(sum(v for _, v, _ in parts), line_at or 0) or 1.0
     scale = (width - 2 * left) / full
     out = [
@@ -84,14 +84,24 @@ def _bar(
         )
         x += w
     if line_at is not None:
+        # the line's label beside its line, on the side with room; its detail under the legend
         lx = left + line_at * scale
+        head, _, detail = line_label.partition(" (")
+        anchor, tx = ("end", lx - 4) if lx > width / 2 else ("start", lx + 4)
         out.append(
             f'<line x1="{lx:.1f}" y1="4" x2="{lx:.1f}" y2="46" stroke="#b00"'
-            f' stroke-width="2"/><text x="{min(lx + 4, width - 200):.1f}" y="{height - 6}"'
-            f' fill="#b00">{escape(line_label)}</text>'
+            f' stroke-width="2"/><text x="{tx:.1f}" y="58" text-anchor="{anchor}" fill="#b00"'
+            f' paint-order="stroke" stroke="white" stroke-width="3">{escape(head)}</text>'
         )
+        if detail:
+            out.append(
+                f'<text x="{left}" y="{height - 6}" fill="#b00">{escape(head)}:'
+                f" {escape(detail.rstrip(')'))}</text>"
+            )
+    total_x = left + sum(v for _, v, _ in parts) * scale
     out.append(
-        f'<text x="{width - left}" y="{62}" text-anchor="end">{escape(total_label)}</text></svg>'
+        f'<text x="{min(total_x, width - left):.1f}" y="8" font-size="11"'
+        f' text-anchor="end">{escape(total_label)}</text></svg>'
     )
     return "".join(out)
 
@@ -113,12 +123,12 @@ def _scatter(points: dict, best: tuple[float, float], capacity: float) -> str:
         else shown[np.linspace(0, shown.size - 1, MAX_SCATTER).astype(int)]
     )
     front = front[t[front] <= 3 * t.min()]
-    w, h, pad = 900, 420, 60
+    w, h, pad = 900, 420, 60  # the plot's frame; the caption goes below it
     xmax, tmin, tmax = max(mem.max(), capacity / 1e9) * 1.05, t.min() * 0.95, t[shown].max() * 1.02
     sx = lambda x: pad + (x / xmax) * (w - pad - 20)  # noqa: E731
     sy = lambda y: h - pad + 20 - (y - tmin) / (tmax - tmin or 1) * (h - pad - 10)  # noqa: E731
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-size="12"'
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h + 40}" font-size="12"'
         ' role="img"><title>step time against memory per GPU</title>'
     ]
     for i in keep:
@@ -133,11 +143,22 @@ def _scatter(points: dict, best: tuple[float, float], capacity: float) -> str:
         + '"/>'
     )
     bx, by = sx(best[1] / 1e9), sy(best[0])
+    anchor, tx = ("end", bx - 10) if bx > w / 2 else ("start", bx + 10)
     out.append(
         f'<circle cx="{bx:.1f}" cy="{by:.1f}" r="7" fill="none" stroke="#000"'
-        f' stroke-width="2"/><text x="{bx + 10:.1f}" y="{by - 8:.1f}">best: {fmt_time(best[0])},'
-        f" {fmt_bytes(best[1])}</text>"
+        f' stroke-width="2"/><text x="{tx:.1f}" y="{by - 10:.1f}" text-anchor="{anchor}"'
+        ' font-weight="bold" paint-order="stroke" stroke="white" stroke-width="4">best:'
+        f" {fmt_time(best[0])}, {fmt_bytes(best[1])}</text>"
     )
+    # the step axis starts near the fastest, not at zero: a break mark on it says so
+    base = sy(tmin)
+    out.append(
+        f'<path d="M{pad - 4},{base - 10} l8,-4 M{pad - 4},{base - 5} l8,-4" stroke="#333"'
+        ' fill="none"/>'
+    )
+    if order.size:  # the front's name at its leanest end, above the curve
+        fx, fy = sx(mem[order[0]]), sy(t[order[0]])
+        out.append(f'<text x="{fx:.1f}" y="{fy - 10:.1f}" fill="#e45756">Pareto front</text>')
     cx = sx(capacity / 1e9)
     out.append(
         f'<line x1="{cx:.1f}" y1="10" x2="{cx:.1f}" y2="{h - pad + 20}" stroke="#b00"'
@@ -154,10 +175,10 @@ def _scatter(points: dict, best: tuple[float, float], capacity: float) -> str:
         f'<text x="{w / 2}" y="{h - 4}" text-anchor="middle">memory per GPU (GB)</text>'
         f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">step'
         " time (s)"
-        f'</text><text x="{pad + 6}" y="{h - pad + 8}">{t.size:,} feasible configurations, '
+        f'</text><text x="{pad}" y="{h + 18}" fill="#666">{t.size:,} feasible configurations, '
         f"{t.size - shown.size:,} slower than 3x the fastest not drawn (closed-form bubble; the"
-        " best's is "
-        "simulated); red: the Pareto front</text></svg>"
+        f' best\'s is simulated);</text><text x="{pad}" y="{h + 34}" fill="#666">the step'
+        f" axis starts at {fmt_time(tmin)}, not zero</text></svg>"
     )
     return "".join(out)
 

@@ -163,7 +163,7 @@ def memory_plot(mem: dict, path: str, title: str = "") -> None:
         "optimizer_bytes",
         "activations_bytes",
     )
-    fig, ax = plt.subplots(figsize=(5, 6))
+    fig, ax = plt.subplots(figsize=(7.5, 6))
     bottom = 0.0
     for key in parts:
         ax.bar(
@@ -189,7 +189,8 @@ def memory_plot(mem: dict, path: str, title: str = "") -> None:
         f" {verdict}",
         fontsize=9,
     )
-    ax.legend(fontsize=8)
+    # beside the bar, never over it
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     _save(fig, path)
 
 
@@ -234,30 +235,62 @@ def pareto_plot(
     ax.set_xlabel("memory per GPU (GB)")
     ax.set_ylabel("step time (s)")
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(plt.FuncFormatter(_log_minor_label))
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     _save(fig, path)
 
 
+def _log_minor_label(v: float, _pos: object) -> str:
+    """On a log axis, label the minor ticks at 2, 3, 4 and 6 of each decade, plainly."""
+    if v <= 0:
+        return ""
+    lead = round(v / 10 ** np.floor(np.log10(v)))
+    return f"{v:g}" if lead in (2, 3, 4, 6) else ""
+
+
 def sweep_plot(result, title: str, path: str) -> None:
     """Throughput against the swept value, with the ideal (linear in GPUs) line when GPUs are
-    swept."""
+    swept. Numeric values sit at their value, on a log axis for GPU counts (evenly spaced ticks
+    made linear scaling look exponential) or values spanning more than 4x; a linear y axis starts
+    at zero, so a 6% drop looks like one."""
     plt = _pyplot()
     ok = [p for p in result.points if p.est is not None]
     if not ok:
         raise PerfModelError("--plot: no value of the sweep ran, nothing to draw")
-    x = list(range(len(ok)))
+    numbers = _numeric([p.value for p in ok])
+    x = numbers if numbers is not None else list(range(len(ok)))
     y = [p.est.values["tokens_per_s"] for p in ok]
     fig, ax = plt.subplots(figsize=(8, 5))
     ax.plot(x, y, "o-", label="predicted tokens/s")
     if result.field == "system.num_gpus":
         ax.plot(x, [y[0] * p.num_gpus / ok[0].num_gpus for p in ok], "k--", label="linear in GPUs")
-    ax.set_xticks(x, [p.value for p in ok])
+    gpus = result.field == "system.num_gpus"
+    if numbers is not None and min(numbers) > 0 and (gpus or max(numbers) > 4 * min(numbers)):
+        ax.set_xscale("log", base=2)
+        if gpus:
+            ax.set_yscale("log", base=2)  # linear scaling is then a straight line
+    ax.set_xticks(x, [str(p.value) for p in ok])
+    if ax.get_yscale() == "linear":
+        ax.set_ylim(0, 1.15 * max(y))  # from zero, with room for the legend above the curve
+        ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    else:
+        ax.set_yticks(y, [f"{v:,.0f}" for v in y])  # on a log axis, the predictions themselves
+    ax.minorticks_off()
     ax.set_xlabel(result.field)
     ax.set_ylabel("tokens/s")
     ax.set_title(title)
-    ax.legend()
+    ax.legend(loc="lower right")
     _save(fig, path)
+
+
+def _numeric(values: list) -> list[float] | None:
+    """The swept values as numbers, or None where any is not one (a GPU name)."""
+    try:
+        return [float(v) for v in values]
+    except (TypeError, ValueError):
+        return None
 
 
 def pareto_or_note(plan, result, path: str) -> None:
