@@ -112,3 +112,23 @@ def test_the_report_shows_the_run(tmp_path):
     page = out.read_text()
     assert "The training run (best configuration)" in page and "goodput" in page
     assert "419 unexpected interruptions" in page
+
+
+def test_edge_runs_say_never_or_none_instead_of_breaking(tmp_path):
+    """A storage so slow the run never finishes, and a run with no failures at all."""
+    base = (
+        "model: llama3-8b\nsystem: {gpu: h100-sxm, num_gpus: 8}\n"
+        "training: {global_batch_size: 64, tokens: 1T}\n"
+    )
+    for run, words in (
+        ("run: {checkpoint_bandwidth_per_node: 5}", "never"),
+        ("run: {failure_rate_per_gpu_hour: 0}", "none needed without failures"),
+    ):
+        path = tmp_path / "p.yaml"
+        path.write_text(base + run + "\n")
+        for cmd in (["estimate", str(path)], ["sweep", str(path), "--vary", "gpus=8,16"]):
+            r = CliRunner().invoke(main, cmd)
+            assert r.exit_code == 0 and "internal error" not in r.output, r.output
+        assert words in CliRunner().invoke(main, ["estimate", str(path)]).output
+        out = tmp_path / "r.html"
+        assert CliRunner().invoke(main, ["report", str(path), "-o", str(out)]).exit_code == 0

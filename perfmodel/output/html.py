@@ -315,7 +315,7 @@ def _findings(findings) -> str:
 def _run_table(run: dict) -> str:
     """The whole run at the best configuration's step time (engine/run.py)."""
     from perfmodel.output import render_run
-    from perfmodel.units import fmt_count, fmt_duration
+    from perfmodel.units import fmt_count
 
     energy = run["energy_mwh"]
     rows = [
@@ -323,11 +323,11 @@ def _run_table(run: dict) -> str:
         ("time, nothing lost", render_run.days(run["ideal_days"])),
         ("time, with failures", render_run.days(run["days"])),
         ("goodput", f"{100 * run['goodput']:.1f}%"),
-        ("GPU-hours", f"{run['gpu_hours']:,.0f}"),
+        ("GPU-hours", "-" if run["gpu_hours"] is None else f"{run['gpu_hours']:,.0f}"),
         ("energy", "-" if energy is None else f"{energy:,.0f} MWh"),
         ("cost", render_run.money(run["cost_usd"])),
-        ("interruptions", f"{run['interruptions']:,.1f}"),
-        ("checkpoint interval", fmt_duration(run["checkpoint_interval_s"])),
+        ("interruptions", f"{run['interruptions'] or 0:,.1f}"),
+        ("checkpoint interval", render_run._maybe(run["checkpoint_interval_s"])),
     ]
     return _table("The training run (best configuration)", ["", ""], rows)
 

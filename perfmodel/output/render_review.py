@@ -158,9 +158,8 @@ def _sweep_runs(result) -> None:
     for p, r in runs:
         d, cost = render_run.short(r)
         energy = "-" if r["energy_mwh"] is None else f"{r['energy_mwh']:,.0f} MWh"
-        rows.append(
-            (p.value, p.num_gpus, d, pct(r["goodput"]), f"{r['gpu_hours']:,.0f}", energy, cost)
-        )
+        hours = "-" if r["gpu_hours"] is None else f"{r['gpu_hours']:,.0f}"
+        rows.append((p.value, p.num_gpus, d, pct(r["goodput"]), hours, energy, cost))
     table(
         f"Training run of {render_run.fmt_count(runs[0][1]['tokens'])} tokens at each value",
         ["value", "GPUs", "time", "goodput", "GPU-hours", "energy", "cost"],

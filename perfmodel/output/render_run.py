@@ -11,7 +11,7 @@ from perfmodel.units import fmt_count, fmt_duration
 
 def days(x: float | None) -> str:
     if x is None:
-        return "never (interruptions outpace the checkpoints)"
+        return "never"  # interruptions outpace the checkpoints
     return f"{x:,.1f} days" if x >= 1 else f"{24 * x:.3g} h"
 
 
@@ -19,6 +19,29 @@ def money(x: float | None) -> str:
     if x is None:
         return "-"
     return f"${x / 1e6:,.2f}M" if x >= 1e6 else f"${x:,.0f}"
+
+
+def _maybe(seconds: float | None) -> str:
+    """A duration, or "never" where it is infinite (no failures: no checkpoint needed)."""
+    return "never" if seconds is None else fmt_duration(seconds)
+
+
+def _checkpoints(run: dict[str, Any]) -> str:
+    save = _maybe(run["checkpoint_s"])
+    if run["checkpoint_interval_s"] is None:
+        return f"{save} a save; none needed without failures"
+    return (
+        f"{save} a save, every {fmt_duration(run['checkpoint_interval_s'])};"
+        f" {_maybe(run['restart_s'])} to restart"
+    )
+
+
+def _interruptions(run: dict[str, Any]) -> str:
+    if run["job_mtbf_s"] is None:
+        return "none expected (no failure rate)"
+    if run["interruptions"] is None:
+        return "-"
+    return f"{run['interruptions']:,.1f} expected, one every {fmt_duration(run['job_mtbf_s'])}"
 
 
 def short(run: dict[str, Any] | None) -> tuple[str, str]:
@@ -46,11 +69,18 @@ def training_run(run: dict[str, Any] | None) -> None:
         (
             "time, with failures",
             (
-                f"{days(run['days'])} (goodput {pct(run['goodput'])}: checkpoints, lost work,"
-                " restarts)"
+                "never: interruptions come faster than the work between them can be saved"
+                if run["days"] is None
+                else (
+                    f"{days(run['days'])} (goodput {pct(run['goodput'])}: checkpoints, lost"
+                    " work, restarts)"
+                )
             ),
         ),
-        ("GPU-hours", fmt_count(hours) if hours >= 1e6 else f"{hours:,.0f}"),
+        (
+            "GPU-hours",
+            "-" if hours is None else fmt_count(hours) if hours >= 1e6 else f"{hours:,.0f}",
+        ),
         (
             "energy",
             (
@@ -63,18 +93,8 @@ def training_run(run: dict[str, Any] | None) -> None:
             ),
         ),
         ("cost", money(run["cost_usd"])),
-        (
-            "interruptions",
-            f"{run['interruptions']:,.1f} expected, one every {fmt_duration(run['job_mtbf_s'])}",
-        ),
-        (
-            "checkpoints",
-            (
-                f"{fmt_duration(run['checkpoint_s'])} a save, every"
-                f" {fmt_duration(run['checkpoint_interval_s'])};"
-                f" {fmt_duration(run['restart_s'])} to restart"
-            ),
-        ),
+        ("interruptions", _interruptions(run)),
+        ("checkpoints", _checkpoints(run)),
     ]
     kv("Training run (at the predicted step time)", rows)
     for a in run["assumptions"]:
