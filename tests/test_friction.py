@@ -91,3 +91,23 @@ def test_help_shows_no_machine_ranges_and_errors_name_the_bound():
     assert "1099511627776" not in invoke("plan", "--help").output
     r = invoke("plan", "gpt3-175b.yaml", "--tp", "0")
     assert r.exit_code == 2 and "below 1" in r.output
+
+
+def test_a_gpu_sweep_keeps_each_gpus_caveats_and_its_usual_links(tmp_path):
+    """Issue 22's Hopper bug: H200 had no FP8 efficiency (98% MFU, 1.17x an H100) and a sweep
+    dropped the caveats plan prints; links the plan does not name follow each GPU."""
+    h100, h200 = presets.gpu("h100-sxm"), presets.gpu("h200")
+    assert h200.fp8_gemm_efficiency == h100.fp8_gemm_efficiency
+    assert h200.gemm_efficiency == h100.gemm_efficiency  # the same chip, the same basis
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "model: llama3-70b\nsystem: {gpu: h100-sxm, num_gpus: 64}\n"
+        "training: {global_batch_size: 128, dtype: fp8}\n"
+    )
+    r = invoke("sweep", str(path), "--vary", "gpu=h100-sxm,b200")
+    assert r.exit_code == 0
+    assert "assumed (at b200): B200-SXM-180GB: efficiencies assumed" in r.output
+    assert "links follow each GPU's usual ones" in r.output
+    j = json.loads(invoke("sweep", str(path), "--vary", "gpu=h100-sxm,b200", "--json").output)
+    b200 = j["points"][1]
+    assert any("b200's usual nvlink5" in a for a in b200["assumed"])

@@ -144,9 +144,34 @@ def comparison(c) -> None:
         line(f"[yellow]warning:[/yellow] {w}")
     for v in c.verdicts:
         line(v)
+    _assumed_by(c.sides[0].est.assumed, [(s.label, s.est.assumed) for s in c.sides])
     for s in c.sides:
         for f in s.findings:
             line(f"{s.label}: {f.rule} {f.severity}: {f.message}")
+
+
+def _sweep_assumed(result) -> None:
+    """What the figures rest on, as plan prints it (_assumed_by)."""
+    ran = [p for p in result.points if p.est is not None]
+    if ran:
+        _assumed_by(ran[0].est.assumed, [(f"at {p.value}", p.est.assumed) for p in ran])
+
+
+def _assumed_by(first: list[str], each: list[tuple[str, list[str]]]) -> None:
+    """Assumptions once where every row shares them, with their row where only some do (a GPU
+    whose efficiencies are assumed, say)."""
+    common = set.intersection(*(set(a) for _, a in each))
+    for a in first:
+        if a in common:
+            line(f"assumed: {a}")
+    for label, assumed in each:
+        for a in assumed:
+            if a not in common:
+                line(f"assumed ({label}): {a}")
+
+
+def _links_followed(point) -> bool:
+    return any(a.startswith("links:") for a in point.est.assumed)
 
 
 def _sweep_runs(result) -> None:
@@ -207,10 +232,16 @@ def sweep(result) -> None:
         ),
     )
     _sweep_runs(result)
+    _sweep_assumed(result)
     if result.field == "system.gpu":
+        followed = any(p.est is not None and _links_followed(p) for p in result.points)
         line(
-            "the links stay the plan's at every value: vary system.intra_node_link or"
-            " system.inter_node_link to change them"
+            "the links follow each GPU's usual ones (the plan names none)"
+            if followed
+            else (
+                "the links stay the plan's at every value: vary system.intra_node_link or"
+                " system.inter_node_link to change them"
+            )
         )
     for p in result.points:
         if p.est is None:

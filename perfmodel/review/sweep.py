@@ -60,6 +60,8 @@ class Point:
             "memory_total_bytes": j["memory"]["total_bytes"],
             "fits": j["memory"]["fits"],
             "num_gpus": self.num_gpus,
+            "assumed": j["assumed"],
+            "training_run": j["training_run"],
         }
 
 
@@ -113,6 +115,8 @@ def changed(plan: Plan, path: str, value: str) -> Plan:
     section, *rest = path.split(".")
     parsed = presets.parse_yaml(value, f"--vary {path}={value}")
     if rest == ["gpu"] and section == "system" and isinstance(parsed, str):
+        if plan.system.links_from:  # the plan named no links: each GPU brings its usual ones
+            return presets.plan_from_mapping(_with_gpu(plan, parsed), f"--vary gpu={parsed}")
         parsed = presets.gpu(parsed)
     elif (
         section == "system"
@@ -130,6 +134,24 @@ def changed(plan: Plan, path: str, value: str) -> Plan:
     if deeper:
         parsed = _set(getattr(part, top), deeper, parsed, path)
     return getattr(plan, f"with_{section}")(**{top: parsed})
+
+
+def _with_gpu(plan: Plan, gpu: str) -> dict:
+    """The plan as a mapping with another GPU preset and no links, so that the loader gives it
+    that GPU's usual links (and says so), as it did for the plan's own GPU."""
+    system = {
+        k: v
+        for k, v in plan.system.model_dump(exclude_none=True).items()
+        if k not in ("gpu", "intra_node_link", "inter_node_link", "links_from")
+    }
+    return {
+        "model": plan.model.model_dump(exclude_none=True),
+        "system": {**system, "gpu": gpu},
+        "training": plan.training.given(),
+        "parallel": plan.parallel.model_dump(exclude_none=True),
+        "run": plan.run.model_dump(exclude_unset=True),
+        "ignore": list(plan.ignore),
+    }
 
 
 def _set(obj: BaseModel, keys: list[str], value, path: str) -> BaseModel:
