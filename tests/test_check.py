@@ -317,7 +317,7 @@ def test_pm207_expert_all_to_all_across_nodes():
         }
     )
     told = [f for f in check(both) if f.rule == "PM207"]
-    assert [f.fix for f in told] == ["keep ep x etp <= 8 (one node)"]
+    assert [f.fix for f in told] == ["keep ep x etp <= 8 (one NVLink domain)"]
     inside = across.with_parallel(ep=8, pp=8, dp=16)
     assert "PM207" not in {f.rule for f in check(inside)}
 

@@ -117,7 +117,7 @@ def test_tp_across_nodes_is_much_slower():  # seed 000, 4.2: TP on IB is several
         ),
     )
     assert across.values["tp_comm"] > 5 * inside["tp_comm"]
-    assert any("crosses the node boundary" in w for w in across.warnings)
+    assert any("leaves its NVLink domain" in w for w in across.warnings)
 
 
 def test_per_layer_table_lists_every_operation(plan3d):

@@ -111,3 +111,48 @@ def test_a_gpu_sweep_keeps_each_gpus_caveats_and_its_usual_links(tmp_path):
     j = json.loads(invoke("sweep", str(path), "--vary", "gpu=h100-sxm,b200", "--json").output)
     b200 = j["points"][1]
     assert any("b200's usual nvlink5" in a for a in b200["assumed"])
+
+
+def _rack(num_gpus, domain, tp=8):
+    return presets.plan_from_mapping(
+        {
+            "model": "llama3-70b",
+            "system": {
+                "gpu": "b200",
+                "num_gpus": num_gpus,
+                "gpus_per_node": 4,
+                "nvlink_domain": domain,
+                "intra_node_link": "nvlink5",
+                "inter_node_link": "ib-ndr",
+            },
+            "training": {"global_batch_size": 256},
+            "parallel": {"tp": tp, "pp": 1, "cp": 1, "micro_batch_size": 1},
+        },
+        "t",
+    )
+
+
+def test_an_nvlink_domain_larger_than_a_node_keeps_tp_on_nvlink():
+    """Issue 22's rack-scale NVLink (the rest of that issue is not done): 4 GPUs a tray, 72 on
+    one NVLink fabric; TP 8 spans two trays and stays on NVLink; without the domain it leaves."""
+    from perfmodel.engine.mesh import Mesh
+
+    rack = _rack(144, 72)
+    assert Mesh(8, 1, 18, rack.system).crossing("tp") == "intra"
+    trays = rack.with_system(nvlink_domain=None)
+    assert Mesh(8, 1, 18, trays.system).crossing("tp") != "intra"
+    from perfmodel.review.check import check
+
+    assert not [f for f in check(rack) if f.rule in ("PM201", "PM110")]
+
+
+def test_a_domain_must_hold_whole_nodes_and_the_placement_is_said():
+    with pytest.raises(Exception, match=r"nvlink_domain\(70\) is not a multiple of gpus_per_node"):
+        _rack(144, 70)
+    assert (
+        _rack(144, 64).system.placement_note()
+        == "144 GPUs on 2 full 64-GPU NVLink domains and one of 16"
+    )
+    assert _rack(32, 72).system.placement_note() == "32 GPUs inside one 72-GPU NVLink domain"
+    assert any(a.startswith("placement:") for a in assumptions(_rack(144, 64)))
+    assert _rack(144, 72).system.placement_note() is None

@@ -308,6 +308,8 @@ def assumptions(plan: Plan) -> list[str]:
     if tr.dtype == "fp8" and gpu.fp8_gemm_efficiency is None:
         out.append(f"{gpu.name}: FP8 GEMM efficiency taken as the BF16 one (not measured)")
     s = plan.system
+    if s.placement_note():
+        out.append(f"placement: {s.placement_note()}")
     if s.links_from:
         out.append(f"links: {s.links_from} (name them in the plan's system to change them)")
     out.append(reserve_text(plan.system))
@@ -348,8 +350,8 @@ def _warnings(plan: Plan, cfg: Config, v: dict[str, Any]) -> list[str]:
     mesh = Mesh(cfg.tp, cfg.pp, cfg.dp, plan.system)
     if mesh.crossing("tp") != "intra":
         out.append(
-            f"TP group of {cfg.tp} crosses the node boundary ({plan.system.gpus_per_node} GPUs per"
-            f" node): TP collectives run on {plan.system.inter_node_link.name}"
+            f"TP group of {cfg.tp} leaves its NVLink domain ({plan.system.domain} GPUs):"
+            f" TP collectives run on {plan.system.inter_node_link.name}"
         )
     if not v["fits"]:
         out.append(

@@ -22,7 +22,7 @@ class Facts:
     groups: int
     layers: int
     num_gpus: int
-    gpus_per_node: int
+    gpus_per_node: int  # GPUs on one NVLink domain (System.domain)
     global_batch_size: int
     seq_length: int = 1
     experts: int = 0  # routed experts (0: dense model)

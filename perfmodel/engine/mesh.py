@@ -43,7 +43,7 @@ class Mesh:
     tp: Num
     pp: Num
     dp: Num
-    system: System  # gpus_per_node, intra_node_link, inter_node_link, placement
+    system: System  # its NVLink domain (System.domain), links and placement
     cp: Num = 1
     ep: Num = 1
     etp: Num = 1
@@ -77,7 +77,7 @@ class Mesh:
         """True where a group of ``dim`` (or of ``size`` of its ranks, e.g. 2 for a p2p pair) leaves
         one node."""
         n = self.size(dim) if size is None else size
-        return coll.group_spans_nodes(n, self.stride(dim), self.system.gpus_per_node)
+        return coll.group_spans_nodes(n, self.stride(dim), self.system.domain)
 
     def crossing(self, dim: str) -> str:
         """'intra' (inside a node), 'hierarchical' (spans nodes with several ranks in each: a ring
@@ -86,7 +86,7 @@ class Mesh:
         if not bool(np.all(self.crosses_nodes(dim))):
             return "intra"
         return (
-            "hierarchical" if int(np.max(self.stride(dim))) < self.system.gpus_per_node else "inter"
+            "hierarchical" if int(np.max(self.stride(dim))) < self.system.domain else "inter"
         )
 
     def group_link(self, n: Num, stride: Num) -> Link:
@@ -97,7 +97,7 @@ class Mesh:
         (dp / dp_shard, tp x cp x dp_shard apart: torchtitan lays dp_replicate out beyond
         dp_shard)."""
         n, stride = np.asarray(n), np.asarray(stride)
-        spans = coll.group_spans_nodes(n, stride, self.system.gpus_per_node)
+        spans = coll.group_spans_nodes(n, stride, self.system.domain)
         return replace(self._link(n, spans, stride), multi_rail=True)
 
     def link(self, dim: str, size: Num | None = None, efficiency: bool = True) -> Link:
@@ -115,7 +115,7 @@ class Mesh:
         bw_out = s.inter_node_link.bandwidth_bytes_per_s * (
             s.inter_node_link.efficiency if efficiency else 1.0
         )
-        per_node = np.where(spans, np.maximum(s.gpus_per_node // np.maximum(stride, 1), 1), n)
+        per_node = np.where(spans, np.maximum(s.domain // np.maximum(stride, 1), 1), n)
         return Link(
             np.where(spans, bw_out, bw_in),
             np.where(spans, s.inter_node_link.latency_s, s.intra_node_link.latency_s),

@@ -419,7 +419,10 @@ RULES: tuple[Rule, ...] = (
         "parallel.tp",
         ("tp",),
         lambda f: as_array(f.tp) > f.gpus_per_node,
-        lambda f: f"tp({f.tp}) > gpus_per_node({f.gpus_per_node}): the TP group would cross nodes",
+        lambda f: (
+            f"tp({f.tp}) > {f.gpus_per_node} GPUs on one NVLink domain: the TP group would cross"
+            " it"
+        ),
         "tp",
         "tp group would cross the node boundary",
     ),

@@ -87,7 +87,7 @@ def facts(
         model.groups,
         model.num_layers,
         system.num_gpus,
-        system.gpus_per_node,
+        system.domain,
         global_batch_size,
         seq_length,
         model.num_moe_experts or 0,

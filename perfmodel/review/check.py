@@ -32,15 +32,17 @@ from perfmodel.units import fmt_bytes, fmt_time
 
 
 def _rule_tp_cross_node(plan: Plan, cfg: Config) -> list[Finding]:
-    gpn = plan.system.gpus_per_node
+    gpn = plan.system.domain
     if Mesh(cfg.tp, cfg.pp, cfg.dp, plan.system).crossing("tp") == "intra":
         return []
     on_ib = sum(layer_seconds(plan, cfg, "none"))
-    on_nv = sum(layer_seconds(plan.with_system(gpus_per_node=cfg.tp), cfg, "none"))
+    on_nv = sum(
+        layer_seconds(plan.with_system(gpus_per_node=cfg.tp, nvlink_domain=None), cfg, "none")
+    )
     return [
         Finding(
             "PM201",
-            f"tp({cfg.tp}) > gpus_per_node({gpn}): TP collectives run on "
+            f"tp({cfg.tp}) > {gpn} GPUs on one NVLink domain: TP collectives run on "
             f"{plan.system.inter_node_link.name}; one layer takes {fmt_time(on_ib)} instead of "
             f"{fmt_time(on_nv)} on {plan.system.intra_node_link.name} ({on_ib / on_nv:.1f}x)",
             f"keep tp <= {gpn} and move the rest to pp or dp",
@@ -278,9 +280,9 @@ def _rule_ep_across_nodes(plan: Plan, cfg: Config) -> list[Finding]:
     share = a2a / sum(ops.values())
     if share <= 0.25:
         return []
-    gpn = plan.system.gpus_per_node
+    gpn = plan.system.domain
     t = plan.training
-    fixes = [f"keep ep x etp <= {gpn} (one node)"]
+    fixes = [f"keep ep x etp <= {gpn} (one NVLink domain)"]
     fixes += (
         []
         if t.moe_token_dispatcher_type == "deepep"

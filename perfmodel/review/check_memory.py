@@ -46,7 +46,7 @@ def _evaluate_variants(plan: Plan, cfgs: list[Config]) -> list[dict]:
 def _fits_fixes(plan: Plan, cfg: Config) -> list[tuple[str, Config]]:
     n, gpn, L, heads = (
         plan.system.num_gpus,
-        plan.system.gpus_per_node,
+        plan.system.domain,
         plan.model.num_layers,
         plan.model.num_attention_heads,
     )

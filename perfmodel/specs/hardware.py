@@ -179,6 +179,15 @@ class System(Spec):
     gpus_per_node: int = Field(
         8, gt=0, le=MAX_GPUS, description="GPUs sharing the intra-node link."
     )
+    nvlink_domain: int | None = Field(
+        None,
+        gt=0,
+        le=MAX_GPUS,
+        description=(
+            "GPUs on one NVLink fabric (intra_node_link): a GB200 NVL72 rack is 72 (often run as"
+            " 64) of gpus_per_node 4; default gpus_per_node. A multiple of gpus_per_node."
+        ),
+    )
     intra_node_link: Link
     inter_node_link: Link
     placement: Literal["tp-dp-pp", "tp-pp-dp"] = Field(
@@ -247,4 +256,25 @@ class System(Spec):
                 f"num_gpus({self.num_gpus}) is not a multiple of gpus_per_node"
                 f"({self.gpus_per_node}); use whole nodes"
             )
+        if self.nvlink_domain is not None and self.nvlink_domain % self.gpus_per_node:
+            raise ValueError(
+                f"nvlink_domain({self.nvlink_domain}) is not a multiple of gpus_per_node"
+                f"({self.gpus_per_node}): an NVLink domain holds whole nodes (trays); e.g. 72 of 4"
+            )
         return self
+
+    @property
+    def domain(self) -> int:
+        """GPUs that share the intra-node link: the NVLink domain, else one node. Every decision
+        "inside NVLink or across the scale-out network" reads this (engine/mesh.py)."""
+        return self.nvlink_domain or self.gpus_per_node
+
+    def placement_note(self) -> str | None:
+        """How the job sits on NVLink domains when it does not fill them evenly, or None."""
+        d = self.domain
+        if d == self.gpus_per_node or self.num_gpus % d == 0:
+            return None
+        if self.num_gpus < d:
+            return f"{self.num_gpus} GPUs inside one {d}-GPU NVLink domain"
+        full, rest = divmod(self.num_gpus, d)
+        return f"{self.num_gpus} GPUs on {full} full {d}-GPU NVLink domains and one of {rest}"
