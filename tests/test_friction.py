@@ -25,7 +25,7 @@ def test_links_default_from_the_gpu_preset_and_the_output_says_so():
         "t",
     )
     assert plan.system.intra_node_link.name.startswith("NVLink 4")
-    assert any("h100-sxm's usual nvlink4" in a for a in assumptions(plan))
+    assert any("h100-sxm's usual nvlink4 on NVLink" in a for a in assumptions(plan))
     named = presets.plan_from_mapping(
         {
             "model": "llama3-8b",
@@ -110,7 +110,7 @@ def test_a_gpu_sweep_keeps_each_gpus_caveats_and_its_usual_links(tmp_path):
     assert "links follow each GPU's usual ones" in r.output
     j = json.loads(invoke("sweep", str(path), "--vary", "gpu=h100-sxm,b200", "--json").output)
     b200 = j["points"][1]
-    assert any("b200's usual nvlink5" in a for a in b200["assumed"])
+    assert any("b200's usual nvlink5 on NVLink" in a for a in b200["assumed"])
 
 
 def _rack(num_gpus, domain, tp=8):
@@ -156,3 +156,25 @@ def test_a_domain_must_hold_whole_nodes_and_the_placement_is_said():
     assert _rack(32, 72).system.placement_note() == "32 GPUs inside one 72-GPU NVLink domain"
     assert any(a.startswith("placement:") for a in assumptions(_rack(144, 64)))
     assert _rack(144, 72).system.placement_note() is None
+
+
+def test_the_blackwell_and_h800_presets_load_and_plan_a_rack():
+    """Issue 22's presets (assumed efficiencies, said in every output; NVFP4 and MXFP8 are not
+    training dtypes yet): GB200 and GB300 as they run in an NVL72 rack, B300, H800 with its cut
+    NVLink."""
+    for name in ("b300", "gb200", "gb300", "h800"):
+        g = presets.gpu(name)
+        assert g.peak("fp8") == pytest.approx(2 * g.peak("bf16"), rel=1e-3) and g.source
+    assert presets.link("nvlink4-h800").bandwidth_bytes_per_s == 200e9
+    assert presets.link("cx8-800g").bandwidth_bytes_per_s == 100e9
+    plan = presets.plan_from_mapping(
+        {
+            "model": "llama3-70b",
+            "system": {"gpu": "gb200", "num_gpus": 144, "gpus_per_node": 4, "nvlink_domain": 72},
+            "training": {"global_batch_size": 256, "dtype": "fp8"},
+        },
+        "t",
+    )
+    assert plan.system.intra_node_link.name.startswith("NVLink 5 + NVLink Switch, NVL72")
+    notes = assumptions(plan)
+    assert any("efficiencies assumed" in a for a in notes)

@@ -85,9 +85,7 @@ class Mesh:
         links) or 'inter' (one rank per node), for one configuration."""
         if not bool(np.all(self.crosses_nodes(dim))):
             return "intra"
-        return (
-            "hierarchical" if int(np.max(self.stride(dim))) < self.system.domain else "inter"
-        )
+        return "hierarchical" if int(np.max(self.stride(dim))) < self.system.domain else "inter"
 
     def group_link(self, n: Num, stride: Num) -> Link:
         """The link of a data-parallel group of n ranks ``stride`` apart (rings over every NIC:

@@ -420,8 +420,7 @@ RULES: tuple[Rule, ...] = (
         ("tp",),
         lambda f: as_array(f.tp) > f.gpus_per_node,
         lambda f: (
-            f"tp({f.tp}) > {f.gpus_per_node} GPUs on one NVLink domain: the TP group would cross"
-            " it"
+            f"tp({f.tp}) > {f.gpus_per_node} GPUs on one NVLink domain: the TP group would cross it"
         ),
         "tp",
         "tp group would cross the node boundary",

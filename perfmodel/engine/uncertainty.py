@@ -29,7 +29,8 @@ class Band:
 
 def gpu_family(name: str) -> str:
     low = name.lower()
-    return next((f for f in ("a100", "h100", "h200", "b200", "v100", "mi300") if f in low), low)
+    families = ("a100", "h100", "h200", "h800", "gb200", "gb300", "b200", "b300", "v100", "mi300")
+    return next((f for f in families if f in low), low)
 
 
 def kind(plan: Plan) -> dict[str, Any]:

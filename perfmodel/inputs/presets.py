@@ -199,8 +199,8 @@ def _system(data: Any, label: str) -> System:
         if usual is not None:
             data.update({k: usual[k] for k in missing})
             data["links_from"] = (
-                f"{data['gpu']}'s usual {data['intra_node_link']} inside a node and"
-                f" {data['inter_node_link']} across nodes"
+                f"{data['gpu']}'s usual {data['intra_node_link']} on NVLink and"
+                f" {data['inter_node_link']} across"
             )
     for key, resolver in (("gpu", gpu), ("intra_node_link", link), ("inter_node_link", link)):
         if key in data:
@@ -213,7 +213,11 @@ _LINKS_FOR = {
     "a100": ("nvlink3", "ib-hdr"),
     "h100": ("nvlink4", "ib-ndr"),
     "h200": ("nvlink4", "ib-ndr"),
+    "h800": ("nvlink4-h800", "ib-ndr"),
     "b200": ("nvlink5", "ib-ndr"),
+    "b300": ("nvlink5", "cx8-800g"),
+    "gb200": ("nvlink5-nvl72", "ib-ndr"),
+    "gb300": ("nvlink5-nvl72", "cx8-800g"),
     "mi300x": ("infinity-fabric", "roce-400g"),
     "v100": ("nvlink2", "ib-hdr"),
 }
