@@ -178,3 +178,38 @@ def test_the_blackwell_and_h800_presets_load_and_plan_a_rack():
     assert plan.system.intra_node_link.name.startswith("NVLink 5 + NVLink Switch, NVL72")
     notes = assumptions(plan)
     assert any("efficiencies assumed" in a for a in notes)
+
+
+def test_mxfp8_and_nvfp4_run_at_their_peaks_with_their_scales_where_the_gpu_has_them():
+    """Issue 22's formats (their published recipes' BF16 layers and the Blackwell validation are
+    not done): MXFP8 at the FP8 rate with a scale per 32 elements, NVFP4 at the FP4 rate with a
+    scale per 16; Hopper has neither, and the error names the GPUs that do."""
+    from perfmodel.engine.estimate import estimate, resolve_config
+    from perfmodel.errors import PerfModelError
+    from perfmodel.specs import Precision
+
+    mx, n4 = Precision.of("mxfp8", True, "adam"), Precision.of("nvfp4", True, "adam")
+    assert (mx.gemm_bytes, mx.scale_bytes) == (1, 1 / 32)
+    assert (n4.gemm_bytes, n4.scale_bytes) == (0.5, 1 / 16)
+    assert n4.fp8_weight_bytes == pytest.approx(0.5625)
+
+    def plan(dtype, gpu="gb200"):
+        return presets.plan_from_mapping(
+            {
+                "model": "llama3-8b",
+                "system": {"gpu": gpu, "num_gpus": 8, "gpus_per_node": 4, "nvlink_domain": 8},
+                "training": {"global_batch_size": 32, "dtype": dtype},
+                "parallel": {"tp": 1, "pp": 1, "cp": 1, "micro_batch_size": 1, "zero_stage": 1},
+            },
+            "t",
+        )
+
+    steps = {}
+    for d in ("bf16", "fp8", "mxfp8", "nvfp4"):
+        p = plan(d)
+        steps[d] = estimate(p, resolve_config(p)).values["step_time_s"]
+    assert steps["nvfp4"] < steps["mxfp8"] < steps["bf16"]
+    assert steps["mxfp8"] >= steps["fp8"]  # the same rate, plus the block scales
+    assert any("NVFP4 GEMM efficiency taken as the FP8" in a for a in assumptions(plan("nvfp4")))
+    with pytest.raises(PerfModelError, match="no nvfp4 tensor cores; GPUs that have them: b200"):
+        plan("nvfp4", gpu="h100-sxm")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfmodel.cost import Num
+from perfmodel.specs.precision import LOW_PRECISION
 
 from . import collectives as coll
 from .ops import Block, Collective, FusedAttention, Gemm, Pointwise, Transfer
@@ -63,11 +64,11 @@ class Hardware:
 
     @classmethod
     def from_gpu(cls, gpu: GPU, dtype: str, attention_backend: str = "fused") -> Hardware:
-        """FP8 GEMMs run at the FP8 peak and its efficiency; attention stays in BF16 (Transformer
-        Engine). ``attention_backend`` fa2: the GPU's FlashAttention-2 fraction
+        """FP8, MXFP8 and NVFP4 GEMMs run at their format's peak and efficiency; attention stays
+        in BF16 (Transformer Engine). ``attention_backend`` fa2: the GPU's FlashAttention-2 fraction
         (GPU.fa2_attention_efficiency)."""
-        fp8 = dtype == "fp8"
-        eff = (gpu.fp8_gemm_efficiency or gpu.gemm_efficiency) if fp8 else gpu.gemm_efficiency
+        fp8 = dtype in LOW_PRECISION
+        eff = gpu.low_precision_efficiency(dtype) if fp8 else gpu.gemm_efficiency
         attn_dtype = "bf16" if fp8 else dtype
         # a tile's prologue and epilogue take the same time at any dtype, so at twice the math rate
         # they cost twice the K elements (GPU.gemm_k_overhead is measured in BF16)

@@ -133,7 +133,8 @@ class Options:
     """Kernel choices that change the op list: byte widths, the framework's fusions, CP's
     exchange."""
 
-    gemm_bytes: int = 2  # bytes per GEMM operand element
+    gemm_bytes: float = 2  # bytes per GEMM operand element (0.5 for NVFP4)
+    scale_bytes: float = 0.0  # block-scale bytes per quantized element (MXFP8, NVFP4)
     act_bytes: int = 2  # stored activations and elementwise kernels (>= 16-bit)
     flash: bool = False  # fused attention kernel
     causal: bool = True  # a fused kernel skips the masked half of a causal attention
@@ -329,12 +330,13 @@ _FP8_FUSED_INPUTS = {
 
 
 def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
-    """The memory-bound casts FP8 GEMMs need (Micikevicius et al. 2022; Transformer Engine): each
-    GEMM input not already written in FP8 by the op before it is read in 16-bit and written in FP8
-    with a transposed copy for the weight gradient (2 + 1 + 1 B per element); in the backward every
-    output gradient is cast the same way; the weights are cast (with their transposes) once per
-    micro-batch, or once per step with the FP8 parameter gather. The router stays in 16/32-bit.
-    Delayed scaling's amax bookkeeping rides in these kernels."""
+    """The memory-bound casts FP8 (and MXFP8, NVFP4) GEMMs need (Micikevicius et al. 2022;
+    Transformer Engine): each GEMM input not already written in FP8 by the op before it is read
+    in 16-bit and written in FP8 with a transposed copy for the weight gradient (2 + 1 + 1 B per
+    element); in the backward every output gradient is cast the same way; the weights are cast
+    (with their transposes) once per micro-batch, or once per step with the FP8 parameter
+    gather. The router stays in 16/32-bit. Delayed scaling's amax bookkeeping rides in these
+    kernels."""
     weights = [g for g in ops if isinstance(g, Gemm) and g.params and g.shard != "tokens"]
     if not weights:
         return []
@@ -343,7 +345,10 @@ def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
     # fuses the amax and the cast into the op that writes the tensor, as TE does
     eager = o.pointwise == "eager"
     fused = () if eager else _FP8_FUSED_INPUTS
-    each = 6.0 if eager else 4.0
+    # read the 16-bit tensor, write it quantized row-wise and column-wise (the backward GEMMs read
+    # the transpose), each with its block scales: FP8 2 + 2 x 1 = 4 B an element, MXFP8 4.06,
+    # NVFP4 3.125 (its per-tensor amax rides in the same pass, as TE's delayed scaling's does)
+    each = 2.0 + 2.0 * (o.gemm_bytes + o.scale_bytes) + (2.0 if eager else 0.0)
     inputs = sum((g.M * g.K * g.batch for g in weights if g.name not in fused), 0.0 * x.b)
     grads = sum((g.M * g.N * g.batch for g in weights), 0.0 * x.b)
     params = sum((g.K * g.N * g.batch for g in weights), 0.0 * x.b)

@@ -78,12 +78,12 @@ def decoder_layer(
         ops.append(hidden_norm(m, o, "post-MLP norm", M * h / tok))
     ops.append(_residual(m, o, "2", M * h / tok))
     ops.append(residual_gradient_add(o, "2", M * h / tok))
-    if o.gemm_bytes == 1:
-        # Transformer Engine keeps the FP8 copy of each weight GEMM's input for its weight gradient:
-        # 1 B an element, not 2
+    if o.gemm_bytes < 2:
+        # Transformer Engine keeps the low-precision copy of each weight GEMM's input for its
+        # weight gradient: 1 B an element for FP8 (with block scales for MXFP8, 0.56 for NVFP4)
         ops = [
             (
-                replace(op, saved=op.saved * 0.5)
+                replace(op, saved=op.saved * (o.gemm_bytes + o.scale_bytes) / 2)
                 if isinstance(op, Gemm) and op.params and op.shard != "tokens"
                 else op
             )

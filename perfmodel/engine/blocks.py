@@ -52,6 +52,7 @@ class Setting:
         p = Precision.of(tr.dtype, tr.grad_accum_fp32, tr.optimizer, tr.mfu_peak, tr.reduce_dtype)
         opts = Options(
             gemm_bytes=p.gemm_bytes,
+            scale_bytes=p.scale_bytes,
             act_bytes=p.activation_bytes,
             flash=tr.flash_attention,
             persist_ln=tr.persist_layer_norm,

@@ -305,8 +305,15 @@ def assumptions(plan: Plan) -> list[str]:
         out.append(
             f"{gpu.name}: efficiencies assumed (carried over, not measured or fitted on this GPU)"
         )
-    if tr.dtype == "fp8" and gpu.fp8_gemm_efficiency is None:
+    if tr.dtype in ("fp8", "mxfp8") and gpu.fp8_gemm_efficiency is None:
         out.append(f"{gpu.name}: FP8 GEMM efficiency taken as the BF16 one (not measured)")
+    if tr.dtype == "nvfp4":
+        if gpu.fp4_gemm_efficiency is None:
+            out.append(f"{gpu.name}: NVFP4 GEMM efficiency taken as the FP8 one (not measured)")
+        out.append(
+            "nvfp4: every linear layer in NVFP4; published recipes keep some in BF16 and add"
+            " random Hadamard transforms (NVIDIA 2025), not modelled: this is a lower bound"
+        )
     s = plan.system
     if s.placement_note():
         out.append(f"placement: {s.placement_note()}")

@@ -309,7 +309,22 @@ def plan_from_mapping(data: Any, label: str, base_dir: Path | None = None) -> Pl
     ignore = data.get("ignore") or []
     if not isinstance(ignore, list) or not all(isinstance(x, str) for x in ignore):
         raise PerfModelError(f"{label}: ignore must be a list of rule IDs, e.g. [PM201]")
+    _format_runs_on(training, sysm, label)
     return Plan(model=m, system=sysm, training=training, parallel=parallel, run=run, ignore=ignore)
+
+
+def _format_runs_on(training: Training, system: System, label: str) -> None:
+    """A compute format (or MFU peak) the GPU has no tensor cores for is an error naming the GPU,
+    the format and the bundled GPUs that have it (NVFP4 or MXFP8 on Hopper, FP8 on A100)."""
+    for dtype in {training.dtype, training.mfu_peak or training.dtype}:
+        try:
+            system.gpu.peak(dtype)
+        except PerfModelError:
+            have = [n for n in preset_names("gpus") if dtype in gpu(n).peak_flops_per_s]
+            raise PerfModelError(
+                f"{label}: training.dtype {dtype}: {system.gpu.name} has no {dtype} tensor cores;"
+                f" GPUs that have them: {', '.join(have) or 'none bundled'}"
+            ) from None
 
 
 def bundled_plan(name: str) -> dict:

@@ -59,6 +59,13 @@ class GPU(Spec):
             " of their peak."
         ),
     )
+    fp4_gemm_efficiency: Fraction | None = Field(
+        None,
+        description=(
+            "Fraction of the NVFP4 peak a large NVFP4 GEMM reaches; None: the FP8 figure (a"
+            " documented default, said in the output)."
+        ),
+    )
     efficiency_source: str = Field(
         "assumed",
         description=(
@@ -131,6 +138,12 @@ class GPU(Spec):
         if not v:
             raise ValueError("give at least one dtype, e.g. {bf16: 312 TFLOPS}")
         return v
+
+    def low_precision_efficiency(self, dtype: str) -> float:
+        """The GEMM fraction of a low-precision format: FP8's for FP8 and MXFP8 (the same tensor
+        cores, MX scales applied in the epilogue), NVFP4's own else FP8's, else the BF16 one."""
+        fp8 = self.fp8_gemm_efficiency or self.gemm_efficiency
+        return (self.fp4_gemm_efficiency or fp8) if dtype == "nvfp4" else fp8
 
     def attention_fraction(self, backend: str) -> float:
         """Fraction of peak the fused attention kernel of ``backend`` reaches: fused, the GPU's own

@@ -10,7 +10,7 @@ from .base import MAX_BATCH, MAX_GPUS, Count, Seconds, Spec
 from .framework import FLAGS, FRAMEWORKS, Framework
 from .framework import defaults as profile_defaults
 from .model import MAX_LAYERS, MAX_TOKENS
-from .precision import TrainingDtype
+from .precision import LOW_PRECISION, TrainingDtype
 
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
@@ -211,7 +211,7 @@ class Training(Spec):
     optimizer: Literal["adam", "sgd"] = Field(
         "adam", description="adam: 12 B/param of fp32 states."
     )
-    mfu_peak: Literal["bf16", "fp8"] | None = Field(
+    mfu_peak: Literal["bf16", "fp8", "mxfp8", "nvfp4"] | None = Field(
         None,
         description=(
             "The peak MFU and HFU are measured against; default the compute dtype's (FP8's for "
@@ -396,7 +396,7 @@ class Training(Spec):
         filled = {**profile_defaults(framework), **data}
         # Megatron-LM: bf16 (and FP8 over bf16 weights) accumulate in fp32
         if "grad_accum_fp32" not in data:
-            filled["grad_accum_fp32"] = data.get("dtype", "bf16") in ("bf16", "fp8")
+            filled["grad_accum_fp32"] = data.get("dtype", "bf16") in ("bf16", *LOW_PRECISION)
         model = handler(filled)
         model._given = dict(data)
         return model

@@ -21,10 +21,24 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 # Every dtype perfmodel knows, with its bytes per element; a GPU lists its peak for a subset.
-DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+DTYPE_BYTES: dict[str, float] = {
+    "fp32": 4,
+    "tf32": 4,
+    "bf16": 2,
+    "fp16": 2,
+    "fp8": 1,
+    "mxfp8": 1,  # OCP Microscaling: E4M3 elements
+    "nvfp4": 0.5,  # NVIDIA's FP4: E2M1 elements
+}
 DTYPES = tuple(DTYPE_BYTES)
+# Scale bytes per element of the block-scaled formats: MXFP8 one 8-bit power-of-two scale per
+# 32 elements (OCP Microscaling spec v1.0); NVFP4 one FP8 (E4M3) scale per 16 elements plus a
+# per-tensor FP32 scale (NVIDIA 2025, "Pretraining Large Language Models with NVFP4")
+SCALE_BYTES = {"mxfp8": 1 / 32, "nvfp4": 1 / 16}
+# the formats whose GEMMs run below 16 bits (FP8 with per-tensor scales, MXFP8, NVFP4)
+LOW_PRECISION = ("fp8", "mxfp8", "nvfp4")
 # Dtypes a training run can compute in (tf32 is a GEMM mode of fp32, not a training dtype).
-TrainingDtype = Literal["bf16", "fp16", "fp32", "fp8"]
+TrainingDtype = Literal["bf16", "fp16", "fp32", "fp8", "mxfp8", "nvfp4"]
 TRAINING_DTYPES: tuple[str, ...] = get_args(TrainingDtype)
 # fp32 optimizer states per parameter: Adam master + m + v (12 B), SGD master + momentum (8 B)
 OPTIMIZER_STATE_BYTES = {"adam": 12.0, "sgd": 8.0}
@@ -35,7 +49,7 @@ class Precision:
     """Bytes per element of each role, and the dtype MFU's peak is read for."""
 
     compute: str  # dtype of the GEMM inputs; its peak FLOP/s times the GEMMs
-    gemm_bytes: int  # bytes per GEMM operand element
+    gemm_bytes: float  # bytes per GEMM operand element (0.5 for NVFP4)
     activation_bytes: int  # stored activations, attention core, elementwise kernels
     weight_bytes: int  # the copy of the weights forward and backward read
     gradient_bytes: int  # the gradient buffer (accumulation dtype)
@@ -43,8 +57,11 @@ class Precision:
     mfu_peak: str  # the dtype whose peak MFU and HFU are measured against
     master_weights: bool  # an fp32 master copy exists (16-bit training)
     loss_scaling: bool  # fp16: gradients are unscaled and checked for inf/nan
-    # the FP8 copy of the weights kept beside the 16-bit ones between micro-batches
-    fp8_weight_bytes: int = 0
+    # the low-precision copy of the weights kept beside the 16-bit ones between micro-batches
+    # (FP8: 1 B; MXFP8 and NVFP4 with their block scales)
+    fp8_weight_bytes: float = 0
+    # block-scale bytes per element of a quantized tensor (0 for FP8's per-tensor scaling)
+    scale_bytes: float = 0.0
     # bytes per gradient element on the wire of the data-parallel reduction (0: gradient_bytes)
     reduce_wire_bytes: int = 0
 
@@ -65,23 +82,26 @@ class Precision:
     ) -> Precision:
         """The mixed-precision recipe of Megatron-LM for a compute dtype (see the module docstring).
         FP8 (Transformer Engine): GEMM operands in FP8, everything else BF16, the weights kept in
-        BF16 with an FP8 copy (its transpose is made for each backward GEMM); MFU against the
-        compute dtype's own peak (so it never exceeds 1) unless ``mfu_peak`` says otherwise."""
+        BF16 with an FP8 copy (its transpose is made for each backward GEMM); MXFP8 and NVFP4 the
+        same with their block scales; MFU against the compute dtype's own peak (so it never
+        exceeds 1) unless ``mfu_peak`` says otherwise."""
         if dtype not in TRAINING_DTYPES:
             raise ValueError(
                 f"unknown training dtype {dtype!r}; use one of {', '.join(TRAINING_DTYPES)}"
             )
         half = dtype != "fp32"
+        scale = SCALE_BYTES.get(dtype, 0.0)
         return cls(
             compute=dtype,
             gemm_bytes=DTYPE_BYTES[dtype],
-            activation_bytes=max(DTYPE_BYTES[dtype], 2),
+            activation_bytes=int(max(DTYPE_BYTES[dtype], 2)),
             weight_bytes=2 if half else 4,
             gradient_bytes=4 if (grad_accum_fp32 or not half) else 2,
             optimizer_bytes=OPTIMIZER_STATE_BYTES[optimizer],
             mfu_peak=mfu_peak or dtype,
             master_weights=half,
             loss_scaling=dtype == "fp16",
-            fp8_weight_bytes=1 if dtype == "fp8" else 0,
-            reduce_wire_bytes=DTYPE_BYTES[reduce_dtype] if reduce_dtype else 0,
+            fp8_weight_bytes=DTYPE_BYTES[dtype] + scale if dtype in LOW_PRECISION else 0,
+            reduce_wire_bytes=int(DTYPE_BYTES[reduce_dtype]) if reduce_dtype else 0,
+            scale_bytes=scale,
         )
