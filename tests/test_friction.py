@@ -213,3 +213,16 @@ def test_mxfp8_and_nvfp4_run_at_their_peaks_with_their_scales_where_the_gpu_has_
     assert any("NVFP4 GEMM efficiency taken as the FP8" in a for a in assumptions(plan("nvfp4")))
     with pytest.raises(PerfModelError, match="no nvfp4 tensor cores; GPUs that have them: b200"):
         plan("nvfp4", gpu="h100-sxm")
+
+
+def test_activation_offloading_is_refused_by_name(tmp_path):
+    """Issue 22 item 4, decided: not modelled; `import megatron` names the argument."""
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096"
+        " --num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096"
+        " --micro-batch-size 1 --global-batch-size 64 --cpu-offloading-num-layers 4"
+        " --vocab-size 32000\n"
+    )
+    r = invoke("import", "megatron", str(script), "--gpu", "gb200", "--gpus", "8")
+    assert r.exit_code == 1 and "cannot model --cpu-offloading-num-layers" in r.output

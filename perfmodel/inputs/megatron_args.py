@@ -122,8 +122,12 @@ CANNOT = {
     "--encoder-seq-length": "encoder-decoder models (T5)",
     "--hybrid-override-pattern": "hybrid Mamba layers",
     "--mtp-num-layers": "multi-token prediction layers",
-    "--fp4-format": "FP4 training",
+    "--fp4-format": "FP4 training from a launch file (a plan's training.dtype: nvfp4 models it)",
     "--cpu-offloading": "activation or weight offloading to the CPU",
+    "--cpu-offloading-num-layers": (
+        "activation offloading to host memory (the memory it saves and its NVLink-C2C or PCIe"
+        " transfers)"
+    ),
     "--moe-expert-capacity-factor": "token dropping (it models dropless routing)",
     "--heterogeneous-layers-config-path": "heterogeneous layers",
     "--account-for-embedding-in-pipeline-split": "embedding-aware layer splits",
