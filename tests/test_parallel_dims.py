@@ -215,3 +215,39 @@ def test_deepseek_v3_dense_layers_sit_on_the_first_stage():
     )
     dense_first = stages_obj.layers[0, 0, 0]
     assert dense_first == min(3, e.stage_layers[0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    L=st.integers(3, 96),
+    p=st.integers(2, 32),
+    e_first=st.floats(0, 20).map(lambda x: round(x, 3)),
+    e_last=st.floats(0, 20).map(lambda x: round(x, 3)),
+)
+def test_balanced_split_is_the_best_of_every_split(L, p, e_first, e_last):
+    """cost/stages._balanced tries five last-stage sizes per first-stage size; every (f, l) up to
+    one layer past the even share, tried one by one, finds no shorter slowest stage, and none as
+    short nearer the even split (f + l larger)."""
+    from perfmodel.cost.stages import _balanced
+
+    if p > L:
+        return
+    f, la = (
+        int(x[0])
+        for x in _balanced(L, np.array([p]), np.ones(1), np.array([e_first]), np.array([e_last]))
+    )
+
+    def span(f, la):
+        rest = L - f - la
+        if f < 1 or la < 1 or (rest < p - 2 if p > 2 else rest != 0):
+            return np.inf
+        mid = -(-rest // (p - 2)) if p > 2 else 0
+        return max(f + e_first, la + e_last, mid)
+
+    top = -(-L // p) + 1
+    best = min(
+        ((span(a, b), -(a + b)) for a in range(top + 1) for b in range(top + 1)),
+        key=lambda x: (x[0] * (1 - 1e-12 * -x[1] / L), x[1]),
+    )
+    assert span(f, la) <= best[0] * (1 + 1e-9)
+    assert f + la >= -best[1] or span(f, la) < best[0]
