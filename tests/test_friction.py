@@ -106,7 +106,9 @@ def test_a_gpu_sweep_keeps_each_gpus_caveats_and_its_usual_links(tmp_path):
     )
     r = invoke("sweep", str(path), "--vary", "gpu=h100-sxm,b200")
     assert r.exit_code == 0
-    assert "assumed (at b200): B200-SXM-180GB: efficiencies assumed" in r.output
+    # B200's FP8 and NVFP4 GEMM fractions are fitted on Megatron-Bridge's runs; the rest assumed
+    assert "assumed (at b200): B200-SXM-180GB: efficiencies fitted FP8/NVFP4" in r.output
+    assert "BF16 and attention assumed" in r.output
     assert "links follow each GPU's usual ones" in r.output
     j = json.loads(invoke("sweep", str(path), "--vary", "gpu=h100-sxm,b200", "--json").output)
     b200 = j["points"][1]
@@ -159,9 +161,8 @@ def test_a_domain_must_hold_whole_nodes_and_the_placement_is_said():
 
 
 def test_the_blackwell_and_h800_presets_load_and_plan_a_rack():
-    """Issue 22's presets (assumed efficiencies, said in every output; NVFP4 and MXFP8 are not
-    training dtypes yet): GB200 and GB300 as they run in an NVL72 rack, B300, H800 with its cut
-    NVLink."""
+    """Issue 22's presets (what of their efficiencies is fitted and what assumed, said in every
+    output): GB200 and GB300 as they run in an NVL72 rack, B300, H800 with its cut NVLink."""
     for name in ("b300", "gb200", "gb300", "h800"):
         g = presets.gpu(name)
         assert g.peak("fp8") == pytest.approx(2 * g.peak("bf16"), rel=1e-3) and g.source
@@ -177,13 +178,17 @@ def test_the_blackwell_and_h800_presets_load_and_plan_a_rack():
     )
     assert plan.system.intra_node_link.name.startswith("NVLink 5 + NVLink Switch, NVL72")
     notes = assumptions(plan)
-    assert any("efficiencies assumed" in a for a in notes)
+    assert any(
+        "efficiencies fitted FP8/MXFP8/NVFP4" in a and "attention assumed" in a for a in notes
+    )
+    b300 = plan.with_system(gpu=presets.gpu("b300"), nvlink_domain=None, gpus_per_node=8)
+    assert any("efficiencies assumed" in a and "GB300's" in a for a in assumptions(b300))
 
 
 def test_mxfp8_and_nvfp4_run_at_their_peaks_with_their_scales_where_the_gpu_has_them():
-    """Issue 22's formats (their published recipes' BF16 layers and the Blackwell validation are
-    not done): MXFP8 at the FP8 rate with a scale per 32 elements, NVFP4 at the FP4 rate with a
-    scale per 16; Hopper has neither, and the error names the GPUs that do."""
+    """Issue 22's formats: MXFP8 at the FP8 rate with a scale per 32 elements, NVFP4 at the FP4
+    rate with a scale per 16; Hopper has neither, and the error names the GPUs that do; a GPU with
+    no NVFP4 figure takes FP8's and says so."""
     from perfmodel.engine.estimate import estimate, resolve_config
     from perfmodel.errors import PerfModelError
     from perfmodel.specs import Precision
@@ -210,19 +215,28 @@ def test_mxfp8_and_nvfp4_run_at_their_peaks_with_their_scales_where_the_gpu_has_
         steps[d] = estimate(p, resolve_config(p)).values["step_time_s"]
     assert steps["nvfp4"] < steps["mxfp8"] < steps["bf16"]
     assert steps["mxfp8"] >= steps["fp8"]  # the same rate, plus the block scales
-    assert any("NVFP4 GEMM efficiency taken as the FP8" in a for a in assumptions(plan("nvfp4")))
+    p4 = plan("nvfp4")
+    bare = p4.with_system(gpu=p4.system.gpu.model_copy(update={"fp4_gemm_efficiency": None}))
+    assert any("NVFP4 GEMM efficiency taken as the FP8" in a for a in assumptions(bare))
+    assert not any("NVFP4 GEMM efficiency taken" in a for a in assumptions(p4))
     with pytest.raises(PerfModelError, match="no nvfp4 tensor cores; GPUs that have them: b200"):
         plan("nvfp4", gpu="h100-sxm")
 
 
-def test_activation_offloading_is_refused_by_name(tmp_path):
-    """Issue 22 item 4, decided: not modelled; `import megatron` names the argument."""
+def test_activation_offloading_is_read_as_megatron_reads_it(tmp_path):
+    """Issue 22 item 4: --cpu-offloading with --cpu-offloading-num-layers offloads that many
+    layers; the count alone does nothing in Megatron-LM, and the import says so."""
     script = tmp_path / "run.sh"
-    script.write_text(
+    base = (
         "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096"
         " --num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096"
         " --micro-batch-size 1 --global-batch-size 64 --cpu-offloading-num-layers 4"
-        " --vocab-size 32000\n"
+        " --vocab-size 32000"
     )
+    script.write_text(base + " --cpu-offloading\n")
+    r = invoke("import", "megatron", str(script), "--gpu", "gb200", "--gpus", "8", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["plan"]["training"]["cpu_offloading_num_layers"] == 4
+    script.write_text(base + "\n")
     r = invoke("import", "megatron", str(script), "--gpu", "gb200", "--gpus", "8")
-    assert r.exit_code == 1 and "cannot model --cpu-offloading-num-layers" in r.output
+    assert r.exit_code == 0 and "without --cpu-offloading" in r.output and "offloads" in r.output

@@ -47,7 +47,10 @@ def test_mfu_against_bf16_peak_says_why_it_can_exceed_one(tmp_path):
     j = json.loads(
         CliRunner().invoke(main, ["estimate", str(tmp_path / "fp8-bf16.yaml"), "--json"]).stdout
     )
-    assert j["mfu_peak"] == "bf16" and j["mfu"] > 1
+    fp8 = json.loads(run("mfu_above_one", "estimate", "fp8.yaml", "--json").stdout)
+    # the same step against the BF16 peak: twice the FP8 figure on B200 (4.5 vs 2.25 PFLOP/s),
+    # which exceeds 1 once the FP8 GEMMs pass half their peak, and the convention line says so
+    assert j["mfu_peak"] == "bf16" and j["mfu"] == pytest.approx(2 * fp8["mfu"])
     assert "can exceed 100%" in j["flop_convention"]
 
 

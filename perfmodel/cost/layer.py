@@ -61,6 +61,7 @@ class Hardware:
     # FLOP/s of the attention core (BF16 even when the GEMMs run FP8); 0: peak
     attn_peak: float = 0.0
     attn_gemm_eff: float = 0.0
+    attn_k_overhead: float = 0.0  # the 16-bit GEMMs' K overhead (k_overhead is the format's)
 
     @classmethod
     def from_gpu(cls, gpu: GPU, dtype: str, attention_backend: str = "fused") -> Hardware:
@@ -87,6 +88,7 @@ class Hardware:
             core_eff=gpu.unfused_attention_efficiency,
             attn_peak=gpu.peak(attn_dtype),
             attn_gemm_eff=gpu.gemm_efficiency,
+            attn_k_overhead=gpu.gemm_k_overhead,
         )
 
 
@@ -169,11 +171,12 @@ class Link:
 def _gemm_time(
     hw: Hardware, M: Num, K: Num, N: Num, dt: Num, batch: Num, core: Num, attention: bool = False
 ) -> Num:
-    """Seconds of one GEMM at the roofline with the efficiency of its shape (the attention core's at
-    the attention dtype's peak)."""
+    """Seconds of one GEMM at the roofline with the efficiency of its shape (the attention core's
+    and the 16-bit GEMMs' at the 16-bit peak, fraction and K overhead)."""
     peak = (hw.attn_peak or hw.peak) if attention else hw.peak
     base = (hw.attn_gemm_eff or hw.gemm_eff) if attention else hw.gemm_eff
-    eff = gemm_efficiency(M, N, K, hw.num_sms, base, hw.k_overhead, batch, hw.tail_waves)
+    k0 = (hw.attn_k_overhead or hw.k_overhead) if attention else hw.k_overhead
+    eff = gemm_efficiency(M, N, K, hw.num_sms, base, k0, batch, hw.tail_waves)
     return kernel_time(
         gemm_flops(M, K, N, batch),
         gemm_bytes(M, K, N, dt, batch),
@@ -190,8 +193,9 @@ def _time_gemm(hw: Hardware, g: Gemm, dt: float) -> tuple[Op, Num, Num]:
     more than the mean (routed experts); FLOPs and bytes stay the mean's."""
     core = hw.core_eff if g.attention_core else 1.0
     M = g.M if g.time_rows is None else g.time_rows
-    a = g.attention_core
-    dt = max(dt, 2) if a else dt  # the attention core's operands stay 16-bit under FP8
+    # the attention core and the 16-bit GEMMs (logits, router) run at the 16-bit peak under FP8
+    a = g.attention_core or g.sixteen_bit
+    dt = max(dt, 2) if a else dt
     fwd = _gemm_time(hw, M, g.K, g.N, dt, g.batch, core, a)
     dgrad = _gemm_time(hw, M, g.N, g.K, dt, g.batch, core, a)
     wgrad = _gemm_time(hw, g.K, M, g.N, dt, g.batch, core, a)

@@ -58,6 +58,11 @@ class Gemm:
     saved_core: Num = 0.0
     time_rows: Num | None = None
     modules: tuple[str, ...] = ()
+    # runs in 16-bit under an FP8/MXFP8/NVFP4 recipe: Megatron-Core's output layer is its own
+    # tensor_parallel.ColumnParallelLinear, outside Transformer Engine's autocast
+    # (megatron/core/models/gpt/gpt_model.py), torchtitan's Float8 skips "output" (filter_fqns),
+    # and the router runs in 16/32-bit (Megatron-Core moe/router.py)
+    sixteen_bit: bool = False
 
     @property
     def flops(self) -> Num:

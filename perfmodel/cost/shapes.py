@@ -148,7 +148,9 @@ class Options:
     bias_fused: bool = False  # biases added in the GEMM epilogue (Transformer Engine)
     fused_ce: bool = False  # fused vocab-parallel cross-entropy on 16-bit logits
     tp_overlap_ub: bool = False  # every TP collective under its GEMM (TE userbuffers)
-    fp8_param_gather: bool = False  # FP8 weights cast once per step, not per micro-batch
+    # FP8 weights cast once per step, not per micro-batch (FP8 parameter gather, or TE's weight
+    # cache across a step's micro-batches)
+    fp8_param_gather: bool = False
     # fused: hand-fused kernels (Megatron, TE); eager: PyTorch ops one kernel each; compiled:
     # Inductor's fusion of each pointwise chain between GEMMs (torch.compile)
     pointwise: Literal["fused", "eager", "compiled"] = "fused"
@@ -337,7 +339,7 @@ def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
     (with their transposes) once per micro-batch, or once per step with the FP8 parameter
     gather. The router stays in 16/32-bit. Delayed scaling's amax bookkeeping rides in these
     kernels."""
-    weights = [g for g in ops if isinstance(g, Gemm) and g.params and g.shard != "tokens"]
+    weights = [g for g in ops if isinstance(g, Gemm) and g.params and not g.sixteen_bit]
     if not weights:
         return []
     # torchao's Float8Linear in eager mode: every input is cast on its own, after a separate amax

@@ -206,6 +206,17 @@ def optimizer_time(
     )
 
 
+def weight_cast_time(
+    params_on_rank: Num, p: Precision, hbm_bandwidth: float, hbm_efficiency: float
+) -> Num:
+    """Transformer Engine's weight cache (is_first_microbatch): a rank's weights are cast to the
+    low-precision format with their transposes on the step's first micro-batch and reused by the
+    others, read 2 B and written twice at the format's width with its block scales, seconds a
+    step (cost/shapes.fp8_casts charges the same cast per micro-batch without the cache)."""
+    each = 2.0 + 2.0 * p.fp8_weight_bytes
+    return params_on_rank * each / (hbm_bandwidth * hbm_efficiency)
+
+
 def fixed_overheads(
     per_step: Num, per_microbatch: Num, per_hop: Num, m: Num, pp: Num, vp: Num
 ) -> Num:

@@ -84,7 +84,7 @@ def decoder_layer(
         ops = [
             (
                 replace(op, saved=op.saved * (o.gemm_bytes + o.scale_bytes) / 2)
-                if isinstance(op, Gemm) and op.params and op.shard != "tokens"
+                if isinstance(op, Gemm) and op.params and not op.sixteen_bit
                 else op
             )
             for op in ops
@@ -136,7 +136,17 @@ def moe_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     rows = copies * x.etp * x.ep / E  # rows per local expert, mean
     dispatch, combine = _ep_exchange(o, act * n_loc * x.ep * h * imb, act * copies * h * imb, k)
     ops: list[OpDesc] = [
-        Gemm("router", n_loc, h, E, 1, "tokens", h * E, saved=act * n_loc * h + 4.0 * n_loc * E),
+        Gemm(
+            "router",
+            n_loc,
+            h,
+            E,
+            1,
+            "tokens",
+            h * E,
+            saved=act * n_loc * h + 4.0 * n_loc * E,
+            sixteen_bit=True,
+        ),
         Pointwise("token permute", copies * h * imb, 2 * act, 2 * act, 0, "experts"),
         dispatch,
         *_routed_experts(m, o, x, rows, copies),
@@ -252,7 +262,7 @@ def lm_head(m: LayerShape, o: Options, b: Num, s: int, t: Num, sp: Num, cp: Num 
     x = Split.of(b, s, t, sp, cp)
     act, h, V = o.act_bytes, m.hidden, m.vocab
     M, t, tok = x.tokens, x.t, x.tok
-    logits = Gemm("logits", M, h, V / t, 1, "column", 0 if m.tied else V * h)
+    logits = Gemm("logits", M, h, V / t, 1, "column", 0 if m.tied else V * h, sixteen_bit=True)
     comm = Collective(
         "TP comm at the logits input",
         "tp",

@@ -19,10 +19,11 @@ from perfmodel.cost.layer import Op
 from perfmodel.cost.memory import RECOMPUTE_CODES
 from perfmodel.cost.ops import Block
 from perfmodel.cost.transformer import decoder_layer
+from perfmodel.engine.assumptions import assumptions
 from perfmodel.engine.blocks import BlockCost, Setting, block_ops
 from perfmodel.engine.evaluate import BREAKDOWN_KEYS, evaluate
 from perfmodel.engine.knobs import Knobs
-from perfmodel.engine.memory import MEMORY_KEYS, reserve_text
+from perfmodel.engine.memory import MEMORY_KEYS
 from perfmodel.engine.mesh import Mesh
 from perfmodel.engine.rules import config_problems
 from perfmodel.engine.run import training_run
@@ -292,35 +293,6 @@ def _check_finite(values: dict[str, Any]) -> None:
             " and latencies, the GPU's peak and HBM figures and the batch for values off by orders"
             " of magnitude"
         )
-
-
-def assumptions(plan: Plan) -> list[str]:
-    """What a result rests on that the plan did not state and no measurement checked: the framework
-    profile's defaults, and a GPU's efficiencies when they are assumed (not measured or fitted)."""
-    tr, gpu = plan.training, plan.system.gpu
-    out = []
-    if tr.profile_flags:
-        out.append(f"framework {tr.framework}: its defaults for {', '.join(tr.profile_flags)}")
-    if gpu.efficiency_source.split()[0] == "assumed":
-        out.append(
-            f"{gpu.name}: efficiencies assumed (carried over, not measured or fitted on this GPU)"
-        )
-    if tr.dtype in ("fp8", "mxfp8") and gpu.fp8_gemm_efficiency is None:
-        out.append(f"{gpu.name}: FP8 GEMM efficiency taken as the BF16 one (not measured)")
-    if tr.dtype == "nvfp4":
-        if gpu.fp4_gemm_efficiency is None:
-            out.append(f"{gpu.name}: NVFP4 GEMM efficiency taken as the FP8 one (not measured)")
-        out.append(
-            "nvfp4: every linear layer in NVFP4; published recipes keep some in BF16 and add"
-            " random Hadamard transforms (NVIDIA 2025), not modelled: this is a lower bound"
-        )
-    s = plan.system
-    if s.placement_note():
-        out.append(f"placement: {s.placement_note()}")
-    if s.links_from:
-        out.append(f"links: {s.links_from} (name them in the plan's system to change them)")
-    out.append(reserve_text(plan.system))
-    return out
 
 
 def _refine_with_simulation(

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.cost import Array
+from perfmodel.cost import Array, offload
 from perfmodel.cost import flops as fl
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import step as stp
@@ -30,7 +30,7 @@ from perfmodel.cost.sharded import Group, Sharding
 from perfmodel.cost.stages import Stages, build_stages, split_layers
 from perfmodel.engine.blocks import BlockCost, Setting, block_costs
 from perfmodel.engine.knobs import Knobs
-from perfmodel.engine.memory import memory_terms
+from perfmodel.engine.memory import kept_per_layer, memory_terms
 from perfmodel.engine.mesh import Mesh
 from perfmodel.specs import Plan
 from perfmodel.specs.framework import PROFILES
@@ -80,11 +80,40 @@ def stage_costs(
         "cp": stages.total(per(lambda x, r: _group(x.cp_fwd, x.cp_bwd, x, r)), 0.0, 0.0),
         "ep": stages.total(per(lambda x, r: _group(x.ep_fwd, x.ep_bwd, x, r)), 0.0, 0.0),
     }
+    n_off = st.plan.training.cpu_offloading_num_layers
+    link = st.plan.system.host_link
+    if n_off and link is not None:
+        # activation offloading: the copy that the pass's compute does not hide waits in it
+        n = stages.layers.sum(axis=-1)
+        per_layer = kept_per_layer(stages, layers, recompute)
+        moved = offload.moved_bytes(per_layer, n, n_off)
+        t = offload.transfer_seconds(
+            moved, n, n_off, link.bandwidth_bytes_per_s, link.latency_s, link.efficiency
+        )
+        out["fwd"] = out["fwd"] + offload.exposed_seconds(t, out["fwd"])
+        out["bwd"] = out["bwd"] + offload.exposed_seconds(t, out["bwd"])
     out["time"] = out["fwd"] + out["bwd"] + out["rec"] + out["comm"]
     out["fwd_share"] = stages.total(
         per(lambda x, r: x.fwd + x.comm_fwd), emb.fwd + emb.comm_fwd, head.fwd + head.comm_fwd
     )
     return out
+
+
+def _weight_cache(
+    st: Setting, stages: Stages, layers: list[BlockCost | None], slow: Array
+) -> Array | float:
+    """Transformer Engine's weight cache: the slowest stage's layer weights cast once a step (the
+    embedding and the logits stay 16-bit), seconds; 0 where the weights are cast per micro-batch
+    or with the FP8 parameter gather."""
+    tr, gpu = st.plan.training, st.plan.system.gpu
+    if not (tr.fp8_weight_cache and st.precision.fp8_weight_bytes) or tr.fp8_param_gather:
+        return 0.0
+    params = stages.pick(stages.total([c.params if c else None for c in layers], 0.0, 0.0), slow)
+    return np.asarray(
+        stp.weight_cast_time(
+            params, st.precision, gpu.hbm_bandwidth_bytes_per_s, gpu.hbm_efficiency
+        )
+    )
 
 
 def _group(fwd: Array, bwd: Array, x: BlockCost, r: tuple[Array, Array]) -> Array:
@@ -189,12 +218,15 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
         "pp_comm": stp.pipeline_comm(p2p, pp, m, vp),
         "dp_comm": dp_comm,
         "zero_comm": zero3,
-        "optimizer": stp.optimizer_time(
-            local,
-            st.precision,
-            gpu.hbm_bandwidth_bytes_per_s,
-            gpu.hbm_efficiency,
-            tr.fp8_param_gather,
+        "optimizer": (
+            stp.optimizer_time(
+                local,
+                st.precision,
+                gpu.hbm_bandwidth_bytes_per_s,
+                gpu.hbm_efficiency,
+                tr.fp8_param_gather,
+            )
+            + _weight_cache(st, stages, [costs.get(kind) for kind in ("dense", "moe")], slow)
         ),
         "overhead": stp.fixed_overheads(
             tr.step_overhead_s, tr.microbatch_overhead_s, tr.hop_overhead_s, m, pp, vp

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfmodel.cost import Array
+from perfmodel.cost import Array, offload
 from perfmodel.cost import memory as mem
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost.stages import Stages
@@ -132,6 +132,12 @@ def sharding_buffers(st: Setting, k: Knobs, stages: Stages, params: Array, m: Ar
     return np.asarray(buffers)
 
 
+def kept_per_layer(stages: Stages, layers: list[Any], recompute: Array) -> Array:
+    """Mean kept activation bytes per layer of each stage class, per micro-batch."""
+    kept = stages.total([x.kept(recompute) if x else None for x in layers], 0.0, 0.0)
+    return np.asarray(kept / np.maximum(stages.layers.sum(axis=-1), 1))
+
+
 def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Array) -> np.ndarray:
     """Stored activations of each stage class at the schedule's peak, bytes (Korthikanti 2022, Sec.
     4.2): the layers' kept activations times the micro-batches in flight at that stage (1F1B: p - i
@@ -163,8 +169,15 @@ def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Ar
     _, _, embed, head = mem.activation_terms(
         s, b, sh.hidden, 0, sh.vocab, tp, k.sequence_parallel, 0
     )
+    saved: Array | float = 0.0
+    n_off = st.plan.training.cpu_offloading_num_layers
+    if n_off:
+        # activation offloading (cost/offload.py): the offloaded layers wait in host memory
+        per_layer = kept_per_layer(stages, layers, k.recompute)
+        saved = offload.resident_saving(per_layer, stages.layers.sum(axis=-1), n_off, in_flight)
     return (
         stages.total(kept, 0.0, 0.0) * in_flight
+        - saved
         + working[:, None]
         + np.where(stages.embedding, (embed / cp)[:, None] * in_flight, 0.0)
         + np.where(stages.head, (head / cp)[:, None], 0.0)

@@ -78,6 +78,11 @@ def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
     models.
     """
     _fixed_contradictions(plan.parallel)
+    if plan.training.cpu_offloading_num_layers:
+        # Megatron-Core runs activation offloading with pp 1 and no recompute only
+        # (TransformerConfig.__post_init__ refuses either): the plan's validator checked what it
+        # gives, the search pins what it leaves free
+        plan = plan.with_parallel(pp=1, recompute="none")
     b = _Builder(plan)
     c = b.layouts(allow_cross_node_tp)
     c = b.experts(c)

@@ -297,6 +297,7 @@ def _special(args: dict, out: Imported) -> None:
             "--transformer-impl local: modelled with the megatron-core profile's fused kernels"
         )
     _recompute(args, out)
+    _offloading(args, out)
     read_sharding(args, parallel, out.ignored, out.assumed)
     if "--num-layers-per-virtual-pipeline-stage" in args:
         per = _int(args, "--num-layers-per-virtual-pipeline-stage")
@@ -337,6 +338,20 @@ def _layout(args: dict, model: dict, parallel: dict) -> None:
         first, last = first_last(layers)
         parallel["decoder_first_pipeline_num_layers"] = first
         parallel["decoder_last_pipeline_num_layers"] = last
+
+
+def _offloading(args: dict, out: Imported) -> None:
+    """Megatron-LM's activation offloading: --cpu-offloading turns it on for
+    --cpu-offloading-num-layers layers (default 0); the count alone does nothing
+    (megatron/training/arguments.py, TransformerConfig.cpu_offloading)."""
+    n = _int(args, "--cpu-offloading-num-layers") if "--cpu-offloading-num-layers" in args else 0
+    if "--cpu-offloading" in args:
+        out.plan["training"]["cpu_offloading_num_layers"] = n
+    elif n:
+        out.assumed.append(
+            f"--cpu-offloading-num-layers {n} without --cpu-offloading: Megatron-LM offloads"
+            " nothing, nor does the plan"
+        )
 
 
 def _recompute(args: dict, out: Imported) -> None:

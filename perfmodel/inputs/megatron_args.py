@@ -74,6 +74,7 @@ SWITCHES = {  # flag -> (section, field, value)
     "--use-megatron-fsdp": None,  # read with --data-parallel-sharding-strategy
     "--deepspeed": None,  # Megatron-DeepSpeed: read with --zero-stage (megatron_profiles)
     "--fp8-param-gather": ("training", "fp8_param_gather", True),
+    "--cpu-offloading": None,  # read with --cpu-offloading-num-layers
     "--group-query-attention": None,
     "--multi-latent-attention": None,  # read with the flags they enable
 }
@@ -95,6 +96,7 @@ OTHER_VALUES = (
     "--recompute-method",
     "--recompute-num-layers",
     "--recompute-modules",
+    "--cpu-offloading-num-layers",
     "--fp8-format",
     "--attention-backend",
     "--num-layers-per-virtual-pipeline-stage",
@@ -123,11 +125,6 @@ CANNOT = {
     "--hybrid-override-pattern": "hybrid Mamba layers",
     "--mtp-num-layers": "multi-token prediction layers",
     "--fp4-format": "FP4 training from a launch file (a plan's training.dtype: nvfp4 models it)",
-    "--cpu-offloading": "activation or weight offloading to the CPU",
-    "--cpu-offloading-num-layers": (
-        "activation offloading to host memory (the memory it saves and its NVLink-C2C or PCIe"
-        " transfers)"
-    ),
     "--moe-expert-capacity-factor": "token dropping (it models dropless routing)",
     "--heterogeneous-layers-config-path": "heterogeneous layers",
     "--account-for-embedding-in-pipeline-split": "embedding-aware layer splits",

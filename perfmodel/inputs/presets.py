@@ -202,7 +202,14 @@ def _system(data: Any, label: str) -> System:
                 f"{data['gpu']}'s usual {data['intra_node_link']} on NVLink and"
                 f" {data['inter_node_link']} across"
             )
-    for key, resolver in (("gpu", gpu), ("intra_node_link", link), ("inter_node_link", link)):
+    if "host_link" not in data and isinstance(data.get("gpu"), str):
+        data["host_link"] = host_link_of(data["gpu"])
+    for key, resolver in (
+        ("gpu", gpu),
+        ("intra_node_link", link),
+        ("inter_node_link", link),
+        ("host_link", link),
+    ):
         if key in data:
             data[key] = resolver(data[key], f"{label}.{key}")
     return _build(System, data, label)
@@ -221,6 +228,15 @@ _LINKS_FOR = {
     "mi300x": ("infinity-fabric", "roce-400g"),
     "v100": ("nvlink2", "ib-hdr"),
 }
+
+
+def host_link_of(gpu_name: str) -> str:
+    """The GPU's usual link to host memory: NVLink-C2C on Grace superchips (GB200, GB300), PCIe
+    Gen5 on HGX Hopper and Blackwell boards, Gen4 on A100 and older."""
+    key = _norm(gpu_name)
+    if key.startswith("gb"):
+        return "nvlink-c2c"
+    return "pcie-gen4" if key.startswith(("a100", "v100")) else "pcie-gen5"
 
 
 def _usual_links(gpu_name: str) -> dict[str, str] | None:
@@ -310,7 +326,12 @@ def plan_from_mapping(data: Any, label: str, base_dir: Path | None = None) -> Pl
     if not isinstance(ignore, list) or not all(isinstance(x, str) for x in ignore):
         raise PerfModelError(f"{label}: ignore must be a list of rule IDs, e.g. [PM201]")
     _format_runs_on(training, sysm, label)
-    return Plan(model=m, system=sysm, training=training, parallel=parallel, run=run, ignore=ignore)
+    try:
+        return Plan(
+            model=m, system=sysm, training=training, parallel=parallel, run=run, ignore=ignore
+        )
+    except ValidationError as e:  # the plan's cross-section rules (Plan's validators)
+        raise PerfModelError(format_validation_error(e, label, Plan)) from None
 
 
 def _format_runs_on(training: Training, system: System, label: str) -> None:

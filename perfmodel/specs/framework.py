@@ -46,6 +46,10 @@ FLAGS = {
     "fp8_param_gather": (
         "FP8 weights cast once per step (with the parameter all-gather), not per micro-batch"
     ),
+    "fp8_weight_cache": (
+        "the low-precision weights cast on a step's first micro-batch and reused by the rest"
+        " (Transformer Engine's is_first_microbatch)"
+    ),
     "attention_backend": (
         "fused: the GPU's own fused attention (cuDNN, FA3 on Hopper); fa2: FlashAttention-2"
         " (PyTorch SDPA flash, flash-attn 2); triton: flash-attn's Triton kernel"
@@ -83,6 +87,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "bias_gemm_fusion": False,  # F.linear adds the QKV bias in its own kernel on a 3-D input
         "fused_cross_entropy": False,  # _VocabParallelCrossEntropy on fp32 logits, one pass per op
         "fp8_param_gather": False,
+        "fp8_weight_cache": False,
         "attention_backend": "fused",  # no flash attention at all (flash_attention False)
         "pointwise_kernels": "fused",  # Megatron's fused kernels (bias-gelu, softmax, layernorm)
         "recompute_modules": ("core_attn",),  # Korthikanti 2022's selective recompute
@@ -128,6 +133,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "bias_gemm_fusion": False,
         "fused_cross_entropy": False,
         "fp8_param_gather": False,
+        "fp8_weight_cache": False,
         "attention_backend": "fused",
         "pointwise_kernels": "fused",
         "torch_compile": False,
@@ -172,6 +178,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         # NeMo 2 / Megatron-Bridge recipes set cross_entropy_loss_fusion
         "fused_cross_entropy": True,
         "fp8_param_gather": False,  # --fp8-param-gather is opt-in
+        # Megatron-Core calls TE layers with is_first_microbatch (set_is_first_microbatch each
+        # step, megatron/training/training.py), so TE caches the FP8 weights and transposes
+        "fp8_weight_cache": True,
         "attention_backend": "fused",  # TE DotProductAttention: cuDNN fused attention on Hopper
         # TE's fused norms and SwiGLU, apply_rope_fusion in the NeMo 2 / Bridge recipes
         "pointwise_kernels": "fused",
@@ -180,10 +189,11 @@ PROFILES: dict[str, dict[str, Any]] = {
         "reduce_dtype": None,  # grad_reduce_in_fp32 follows the gradient buffer
         "reduce_every_microbatch": True,  # Megatron-FSDP reduce-scatters every micro-batch
         "zero2_gathers_per_microbatch": False,
-        # fitted on NeMo 24.07 FP8 and the MoE zoo's long-context runs: no fixed overhead improves
-        # them
-        "step_overhead_s": 0.0,
-        "microbatch_overhead_s": 0.0,
+        # fitted on NeMo 24.07 FP8 and the MoE zoo's long-context runs, jointly with the H100's
+        # FP8 GEMM fraction (benchmarks/calibrate_overheads.py): 50 ms a step, 0.5 ms a
+        # micro-batch, nothing per chunk pass
+        "step_overhead_s": 0.05,
+        "microbatch_overhead_s": 0.5e-3,
         "hop_overhead_s": 0.0,
         # DistributedDataParallelConfig: max(40M, 1M x dp) parameters per bucket
         "grad_bucket_params": 40e6,
@@ -219,6 +229,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "bias_gemm_fusion": False,
         "fused_cross_entropy": False,
         "fp8_param_gather": False,
+        "fp8_weight_cache": False,
         # the FlashAttention-2 that Megatron-DeepSpeed and transformers call
         "attention_backend": "fa2",
         "pointwise_kernels": "fused",  # Megatron-DeepSpeed keeps Megatron's fused kernels
@@ -286,6 +297,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fused_cross_entropy": False,
         # torchao's enable_fsdp_float8_all_gather is off by default (torchtitan float8 config)
         "fp8_param_gather": False,
+        "fp8_weight_cache": False,
         # MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): torchtitan's
         # training.mixed_precision_reduce default is float32
         "reduce_dtype": "fp32",
@@ -341,6 +353,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "bias_gemm_fusion": True,  # at::linear: addmm with the bias in the epilogue
         "fused_cross_entropy": False,
         "fp8_param_gather": False,
+        "fp8_weight_cache": False,
         # Composer's FSDP mixed_precision DEFAULT: reduce_dtype fp32 (PURE: bf16)
         "reduce_dtype": "fp32",
         # composer/distributed/dist_strategy.py ddp_sync_context returns at once for a model that

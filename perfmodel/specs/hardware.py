@@ -203,6 +203,13 @@ class System(Spec):
     )
     intra_node_link: Link
     inter_node_link: Link
+    host_link: Link | None = Field(
+        None,
+        description=(
+            "A GPU's link to host memory, which activation offloading uses: NVLink-C2C on Grace"
+            " systems (GB200, GB300), PCIe elsewhere. Default: the GPU generation's usual one."
+        ),
+    )
     placement: Literal["tp-dp-pp", "tp-pp-dp"] = Field(
         "tp-dp-pp",
         description=(

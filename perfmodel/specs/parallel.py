@@ -274,6 +274,7 @@ class Training(Spec):
     bias_gemm_fusion: bool = Field(False, description=FLAGS["bias_gemm_fusion"])
     fused_cross_entropy: bool = Field(False, description=FLAGS["fused_cross_entropy"])
     fp8_param_gather: bool = Field(False, description=FLAGS["fp8_param_gather"])
+    fp8_weight_cache: bool = Field(False, description=FLAGS["fp8_weight_cache"])
     step_overhead_s: Seconds = Field(
         0.0,
         description=(
@@ -366,6 +367,17 @@ class Training(Spec):
         le=MAX_LAYERS,
         description=(
             'layer_sac: every N-th layer is checkpointed (torchtitan\'s selective_ac_option "N").'
+        ),
+    )
+    cpu_offloading_num_layers: int = Field(
+        0,
+        ge=0,
+        le=MAX_LAYERS,
+        validation_alias=AliasChoices("cpu_offloading_num_layers", "offload_layers"),
+        description=(
+            "Layers whose activations go to host memory during the forward and come back for the"
+            " backward (Megatron-Core --cpu-offloading-num-layers), over system.host_link."
+            " Megatron-Core runs it with pp 1 and no recompute, and below num_layers."
         ),
     )
     moe_a2a_overlap: bool = Field(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from ..errors import PerfModelError
 from .base import Spec, format_validation_error
@@ -35,6 +35,27 @@ class Plan(Spec):
     @property
     def seq_length(self) -> int:
         return self.training.seq_length or self.model.seq_length
+
+    @model_validator(mode="after")
+    def _offloading(self) -> Plan:
+        """Activation offloading as Megatron-Core takes it (TransformerConfig.__post_init__): fewer
+        layers than the model has, pp 1, no recompute."""
+        n = self.training.cpu_offloading_num_layers
+        if not n:
+            return self
+        L, par = self.model.num_layers, self.parallel
+        if n >= L:
+            raise ValueError(
+                f"training.cpu_offloading_num_layers({n}) must be below num_layers({L}):"
+                " Megatron-Core offloads fewer layers than the model has"
+            )
+        if (par.pp or 1) > 1 or (par.recompute or "none") != "none":
+            raise ValueError(
+                f"training.cpu_offloading_num_layers({n}) with pp({par.pp}) and recompute"
+                f" {par.recompute}: Megatron-Core runs activation offloading with pp 1 and no"
+                " recompute only; set pp 1 and recompute none, or drop the offloading"
+            )
+        return self
 
     def _with(self, section: str, changes: dict[str, Any]) -> Plan:
         """A copy with fields of one section replaced, validated like a loaded plan: a bad value

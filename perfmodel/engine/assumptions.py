@@ -1,0 +1,47 @@
+"""What a result rests on that the plan did not state and no measurement checked, in words every
+output prints (plan, estimate, sweep, compare, the report)."""
+
+from __future__ import annotations
+
+from perfmodel.engine.memory import reserve_text
+from perfmodel.specs import Plan
+
+
+def assumptions(plan: Plan) -> list[str]:
+    """What a result rests on that the plan did not state and no measurement checked: the framework
+    profile's defaults, and a GPU's efficiencies when they are assumed (not measured or fitted)."""
+    tr, gpu, s = plan.training, plan.system.gpu, plan.system
+    out = []
+    if tr.profile_flags:
+        out.append(f"framework {tr.framework}: its defaults for {', '.join(tr.profile_flags)}")
+    source = gpu.efficiency_source
+    if source.split()[0] == "assumed":
+        out.append(
+            f"{gpu.name}: efficiencies assumed (carried over, not measured or fitted on this"
+            f" GPU){': ' + source.split(None, 1)[1] if len(source.split()) > 1 else ''}"
+        )
+    elif "assumed" in source:
+        out.append(f"{gpu.name}: efficiencies {source}")
+    if tr.dtype in ("fp8", "mxfp8") and gpu.fp8_gemm_efficiency is None:
+        out.append(f"{gpu.name}: FP8 GEMM efficiency taken as the BF16 one (not measured)")
+    if tr.dtype == "nvfp4":
+        if gpu.fp4_gemm_efficiency is None:
+            out.append(f"{gpu.name}: NVFP4 GEMM efficiency taken as the FP8 one (not measured)")
+        out.append(
+            "nvfp4: every decoder linear layer in NVFP4, the logits, router and attention in BF16"
+            " (Megatron-Bridge's performance recipes keep no BF16 layers); the Hadamard transform"
+            " of the weight-gradient inputs rides in their cast"
+        )
+    if tr.cpu_offloading_num_layers:
+        link = s.host_link
+        out.append(
+            f"activation offloading: {tr.cpu_offloading_num_layers} layers' activations to host"
+            f" memory over {link.name if link else 'no host link (set system.host_link)'}, hidden"
+            " behind each pass where the copy fits; pp 1 and no recompute (Megatron-Core)"
+        )
+    if s.placement_note():
+        out.append(f"placement: {s.placement_note()}")
+    if s.links_from:
+        out.append(f"links: {s.links_from} (name them in the plan's system to change them)")
+    out.append(reserve_text(plan.system))
+    return out

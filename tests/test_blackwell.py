@@ -1,0 +1,134 @@
+"""Issue 22: what the Blackwell runs needed besides presets and formats, as worked numbers: the
+logits and router in 16 bits under a low-precision recipe, Transformer Engine's weight cache
+across micro-batches, activation offloading to host memory, and the validation targets."""
+
+import numpy as np
+import pytest
+
+from perfmodel.cost import offload
+from perfmodel.cost.transformer import lm_head
+from perfmodel.engine.blocks import Setting, block_ops
+from perfmodel.engine.estimate import estimate, per_layer_ops, resolve_config
+from perfmodel.errors import PerfModelError
+from perfmodel.inputs import presets
+
+
+def _plan(dtype="fp8", gpu="gb200", training=None, parallel=None, **system):
+    return presets.plan_from_mapping(
+        {
+            "model": "llama3-70b",
+            "system": {
+                "gpu": gpu,
+                "num_gpus": 64,
+                "gpus_per_node": 4,
+                "nvlink_domain": 72,
+                **system,
+            },
+            "training": {"global_batch_size": 256, "dtype": dtype, **(training or {})},
+            "parallel": {
+                "tp": 1,
+                "pp": 1,
+                "cp": 1,
+                "micro_batch_size": 2,
+                "zero_stage": 3,
+                "recompute": "none",
+                **(parallel or {}),
+            },
+        },
+        "t",
+    )
+
+
+def _logits_s(plan):
+    ops, _ = block_ops(Setting.of(plan), lm_head, np.array([1]), np.array([2]), np.array([False]))
+    return next(float(np.sum(o.fwd_s)) for o in ops if o.name == "logits")
+
+
+def test_the_logits_run_in_bf16_under_every_low_precision_format():
+    """Megatron-Core's output layer is its own ColumnParallelLinear, outside TE's autocast: the
+    same seconds in BF16, FP8, MXFP8 and NVFP4 (the BF16 peak and fraction)."""
+    bf16 = _logits_s(_plan("bf16"))
+    for dtype in ("fp8", "mxfp8", "nvfp4"):
+        assert _logits_s(_plan(dtype)) == pytest.approx(bf16, rel=1e-12)
+    # 2 x 16384 tokens x 8192 x 128256 FLOPs at 2.5 PFLOP/s x the BF16 fraction, at least
+    flops = 2 * 16384 * 8192 * 128256
+    assert bf16 >= flops / 2.5e15
+
+
+def test_te_casts_the_weights_once_a_step():
+    """Megatron-Core calls TE with is_first_microbatch: the FP8 weights (and transposes) are made
+    on a step's first micro-batch and reused by the others (read 2 B, write 1 + 1 B a weight)."""
+    cached = _plan(parallel={"zero_stage": 1, "tp": 8})
+    per_mb = cached.with_training(fp8_weight_cache=False)
+    cfg = resolve_config(cached)
+    a, b = estimate(cached, cfg).values, estimate(per_mb, cfg).values
+    cast = {o.name: o for o in per_layer_ops(per_mb, cfg)}["FP8 cast of weights"]
+    gpu, L, m = cached.system.gpu, 80, 256 // (8 * 2)
+    # h (h + 2 kv) + h h + 3 h ffn weights of a layer, over tp 8
+    weights = (8192 * (8192 + 2 * 1024) + 8192 * 8192 + 3 * 8192 * 28672) / 8
+    assert float(cast.bytes) == pytest.approx(4 * weights)
+    once = L * 4 * weights / (gpu.hbm_bandwidth_bytes_per_s * gpu.hbm_efficiency)
+    assert a["optimizer"] - b["optimizer"] == pytest.approx(once, rel=1e-3)
+    # without the cache, the same cast (a kernel each) in every micro-batch's forward
+    assert b["forward"] - a["forward"] == pytest.approx(m * L * float(cast.fwd_s))
+
+
+def test_offloading_formulas():
+    # 40 layers of 3.85 GB over NVLink-C2C (225 GB/s each way, 90% of it): 0.76 s a pass
+    moved = offload.moved_bytes(3.85e9, 80, 40)
+    assert float(moved) == pytest.approx(154e9)
+    t = offload.transfer_seconds(moved, 80, 40, 225e9, 5e-6, 0.9)
+    assert float(t) == pytest.approx(40 * 5e-6 + 154e9 / 202.5e9)
+    assert float(offload.exposed_seconds(t, 1.0)) == 0.0
+    assert float(offload.exposed_seconds(t, 0.5)) == pytest.approx(float(t) - 0.5)
+    # one micro-batch in flight: 39 of the 40 layers leave the GPU (one is in transit)
+    assert float(offload.resident_saving(3.85e9, 80, 40, 1)) == pytest.approx(39 * 3.85e9)
+
+
+def test_offloading_frees_the_offloaded_layers_and_exposes_a_slow_copy():
+    def acts(n, **system):
+        p = _plan(training={"cpu_offloading_num_layers": n}, **system)
+        return p, estimate(p, resolve_config(p)).values
+
+    _, v0 = acts(0)
+    _, v10 = acts(10)
+    _, v40 = acts(40)
+    per_layer = (v10["activations_bytes"] - v40["activations_bytes"]) / 30
+    assert v0["activations_bytes"] - v10["activations_bytes"] == pytest.approx(9 * per_layer)
+    assert 80 * per_layer < v0["activations_bytes"]
+    # over NVLink-C2C the copy hides behind each pass: the step is the same
+    assert v40["step_time_s"] == pytest.approx(v0["step_time_s"], rel=1e-9)
+    # over a 1 GB/s link it cannot: each pass waits for the rest of its copy
+    slow = presets.link("pcie-gen5").model_copy(
+        update={"bandwidth_bytes_per_s": 1e9, "efficiency": 1.0}
+    )
+    _, vs = acts(40, host_link=slow.model_dump())
+    m = 256 // (64 * 2)
+    t = 40 * slow.latency_s + 40 * per_layer / 1e9
+    f, b = v0["forward"], v0["backward"]
+    assert vs["step_time_s"] - v0["step_time_s"] == pytest.approx((m * t - f) + (m * t - b))
+
+
+def test_offloading_runs_as_megatron_core_takes_it():
+    with pytest.raises(PerfModelError, match=r"pp\(2\).*pp 1 and no recompute"):
+        _plan(training={"cpu_offloading_num_layers": 4}, parallel={"pp": 2})
+    with pytest.raises(PerfModelError, match=r"must be below num_layers\(80\)"):
+        _plan(training={"cpu_offloading_num_layers": 80})
+    free = _plan(training={"cpu_offloading_num_layers": 60}).with_parallel(pp=None, recompute=None)
+    from perfmodel.engine.search import search
+
+    best = search(free, top=3).results
+    assert best and all(r.config.pp == 1 and r.config.recompute == "none" for r in best)
+
+
+def test_the_host_link_follows_the_gpu():
+    assert _plan().system.host_link.name.startswith("NVLink-C2C")
+    p = presets.plan_from_mapping(
+        {
+            "model": "llama3-8b",
+            "system": {"gpu": "b200", "num_gpus": 8},
+            "training": {"global_batch_size": 64},
+        },
+        "t",
+    )
+    assert p.system.host_link.name.startswith("PCIe Gen5")
