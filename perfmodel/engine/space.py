@@ -180,11 +180,22 @@ class _Builder:
         fx, gbs, L = self.fx, self.gbs, self.plan.model.num_layers
         c = _expand(c, "micro_batch_size", self.fixed(divisors(gbs), "micro_batch_size"))
         c = _keep(c, (gbs // c["dp"]) % c["micro_batch_size"] == 0)
-        c = _expand(c, "vp", self.fixed(range(1, L + 1), "vp"))
-        near = (L // c["pp"]) % c["vp"] == 0
-        near |= (-(-L // c["pp"])) % c["vp"] == 0
-        given = (fx.vp is not None) & (c["vp"] == (fx.vp or 0))
-        c = _keep(c, (c["vp"] == 1) | (near & (c["pp"] * c["vp"] <= L)) | given)
+        # the vp candidates depend on pp alone: one list per distinct pp, each row repeated once
+        # for each of its pp's candidates (rows stay in order, vp ascending within a row)
+        vps = self.fixed(range(1, L + 1), "vp")
+        pps, where = np.unique(c["pp"], return_inverse=True)
+        near = ((L // pps[:, None]) % vps == 0) | ((-(-L // pps[:, None])) % vps == 0)
+        given = (fx.vp is not None) & (vps == (fx.vp or 0))
+        ok = (vps == 1) | (near & (pps[:, None] * vps <= L)) | given
+        counts = ok.sum(axis=1)
+        table = np.zeros((len(pps), max(int(counts.max(initial=0)), 1)), dtype=np.int64)
+        for i in range(len(pps)):
+            table[i, : counts[i]] = vps[ok[i]]
+        per_row = counts[where.ravel()]
+        rows = np.repeat(np.arange(per_row.size), per_row)
+        offset = np.arange(rows.size) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+        c = {k: v[rows] for k, v in c.items()}
+        c["vp"] = table[where.ravel()[rows], offset]
         return self.masked(c, "micro", "(mbs, vp) pairs")
 
 
