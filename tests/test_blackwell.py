@@ -132,3 +132,68 @@ def test_the_host_link_follows_the_gpu():
         "t",
     )
     assert p.system.host_link.name.startswith("PCIe Gen5")
+
+
+def test_multi_token_prediction_as_megatron_bridge_counts_it():
+    """Issue 21 item 1 (needed by the Blackwell DeepSeek-V3 rows): DeepSeek-V3 with its MTP layer
+    is 260.0 GFLOP a token at 4,096 tokens in Megatron-Bridge's tables (TFLOP/s over tokens/s,
+    shared/validation/published-2026.yaml); one more MoE layer, its 2h x h projection and one more
+    logits pass on the last stage."""
+    from perfmodel.cost import flops as fl
+    from perfmodel.cost.transformer import LayerShape
+
+    m = presets.model("deepseek-v3").model_copy(update={"mtp_num_layers": 1})
+    sh = LayerShape.of(m)
+    per_token = fl.megatron_core_flops(sh, 1, 4096, 61, 58, 1, m.mtp_is_moe) / 4096
+    assert per_token / 1e9 == pytest.approx(260.0, abs=0.05)
+    base = presets.model("deepseek-v3")
+    plan = presets.plan_from_mapping(
+        {
+            "model": "deepseek-v3",
+            "system": {"gpu": "h100-sxm", "num_gpus": 1024},
+            "training": {"global_batch_size": 4096, "seq_length": 4096},
+            "parallel": {
+                "tp": 1,
+                "pp": 16,
+                "ep": 64,
+                "cp": 1,
+                "vp": 1,
+                "micro_batch_size": 1,
+                "zero_stage": 1,
+                "recompute": "none",
+                "decoder_first_pipeline_num_layers": 3,
+                "decoder_last_pipeline_num_layers": 2,
+            },
+        },
+        "t",
+    )
+    with_mtp = plan.model_copy(update={"model": m})
+    from perfmodel.engine.blocks import block_costs
+    from perfmodel.engine.evaluate import layout, stage_costs
+    from perfmodel.engine.knobs import Knobs
+
+    def last_stage(p):
+        k = Knobs.from_configs([resolve_config(p)])
+        st = Setting.of(p)
+        c = block_costs(st, k)
+        stages, _ = layout(st, k, c)
+        sc = stage_costs(st, stages, c, k.recompute)
+        moe, head = sum(c["moe"].seconds())[0], sum(c["head"].seconds())[0]
+        return stages.layers[0, 3], float(sc["time"][0, 3]), float(moe), float(head)
+
+    (layers0, t0, moe, head0), (layers1, t1, _, head1) = last_stage(plan), last_stage(with_mtp)
+    # the split is fixed (61 = 3 + 14 x 4 + 2): the last stage holds one more MoE layer, and its
+    # head one more pass through the projection, norms, logits and loss
+    assert list(layers1 - layers0) == [0.0, 1.0]
+    assert t1 - t0 == pytest.approx(moe + (head1 - head0))
+    assert head1 - head0 > 0.8 * head0  # the logits pass dominates both
+    a, b = (estimate(p, resolve_config(p)) for p in (plan, with_mtp))
+    # the model FLOPs grow by the MTP layer's share; the convention line says it counts them
+    ratio = (
+        b.values["model_tflops_per_gpu"]
+        * b.values["step_time_s"]
+        / (a.values["model_tflops_per_gpu"] * a.values["step_time_s"])
+    )
+    full = fl.model_flops(LayerShape.of(base), 1, 4096, 61, 58)
+    assert ratio == pytest.approx(fl.model_flops(sh, 1, 4096, 61, 58, 1, True) / full)
+    assert "MTP layer" in b.to_json()["flop_convention"]

@@ -196,7 +196,14 @@ BASE = (
     "extra, message",
     [
         ("--pipeline-model-parallel-layout 'Et|tt|tt|ttL|t'", "5 stages for pp(4) x vp(1) = 4"),
-        ("--pipeline-model-parallel-layout 'Et|tt|tt|tmL'", "multi-token prediction"),
+        (
+            "--pipeline-model-parallel-layout 'Et|tt|tt|tmL'",
+            "1 MTP layer(s) ('m') for --mtp-num-layers 0",
+        ),
+        (
+            "--mtp-num-layers 1 --pipeline-model-parallel-layout 'Et|tm|tt|ttL'",
+            "put every 'm' in the last entry",
+        ),
         ("--pipeline-model-parallel-layout 'Et|tt|tt|ttL'", "places 7 layers; --num-layers is 8"),
         ("--pipeline-model-parallel-layout 'Et|tttt|t|ttL'", "middle stages of 1 to 4 layers"),
         ("--pipeline-model-parallel-layout 'tt|Et|tt|ttL'", "the first stage must hold E"),
@@ -238,3 +245,22 @@ def test_layouts_read_with_their_repeats():
     assert ds.plan["training"]["framework"] == "deepspeed"
     assert (ds.plan["parallel"]["zero_stage"], ds.plan["parallel"]["cp"]) == (1, 2)
     assert ds.plan["parallel"]["cp_comm_type"] == "a2a"
+
+
+def test_mtp_layers_are_read_from_the_flag_and_the_layout():
+    """Issue 21: --mtp-num-layers builds the MTP layers; a layout places them ('m') in its last
+    entry, beside the loss, as Megatron-Core does by default; the emitted launch writes both."""
+    from perfmodel.inputs.megatron_layout import layout_text
+
+    imp = read_args(
+        BASE + " --mtp-num-layers 1 --pipeline-model-parallel-layout 'Et|ttt|ttt|tmL'",
+        "h100-sxm",
+        num_gpus=4,
+    )
+    assert imp.plan["model"]["mtp_num_layers"] == 1
+    par = imp.plan["parallel"]
+    assert (par["decoder_first_pipeline_num_layers"], par["decoder_last_pipeline_num_layers"]) == (
+        1,
+        1,
+    )
+    assert layout_text([1, 3, 3, 1], 1, mtp=1) == "Et|ttt|ttt|tmL"

@@ -186,9 +186,12 @@ def test_qwen2_moe_sparse_step_shared_expert_and_dense_layers():
 
 
 def test_deepseek_v3_config_json_with_mla_and_dense_first_layers():
-    with pytest.raises(PerfModelError, match="num_nextn_predict_layers"):
-        presets.model_from_hf_config(DEEPSEEK_V3)
+    # issue 21: the multi-token prediction layer is read, a MoE layer like the last one
+    with_mtp = presets.model_from_hf_config(DEEPSEEK_V3)
+    assert with_mtp.mtp_num_layers == DEEPSEEK_V3["num_nextn_predict_layers"] == 1
+    assert with_mtp.mtp_is_moe
     m = presets.model_from_hf_config({**DEEPSEEK_V3, "num_nextn_predict_layers": 0})
+    assert m.mtp_num_layers == 0
     assert m.is_mla and (m.q_lora_rank, m.kv_lora_rank, m.qk_head_dim, m.v_head_dim) == (
         1536,
         512,

@@ -98,7 +98,6 @@ def test_bridge_dump_predicts_as_the_llama3_8b_preset(tmp_path):
     "change, message",
     [
         ({"moe_expert_capacity_factor": 1.0}, "token dropping"),
-        ({"mtp_num_layers": 1}, "multi-token prediction"),
         ({"activation": "reglu"}, "model.activation: 'reglu'"),
         ({"normalization": "batchnorm"}, "model.normalization"),
         (

@@ -59,17 +59,47 @@ def _forward(shape: LayerShape, B: Num, s: int, L: Num, moe_layers: int, core_on
     return B * fwd
 
 
-def model_flops(shape: LayerShape, B: Num, s: int, L: Num, moe_layers: int = 0) -> Num:
+def mtp_forward_flops(shape: LayerShape, B: Num, s: int, mtp: int, moe: bool) -> Num:
+    """Forward FLOPs of the multi-token prediction layers (DeepSeek-AI 2024, DeepSeek-V3 report,
+    Sec. 2.2; Megatron-Core multi_token_prediction.py): per MTP layer one transformer layer (of
+    the last layer's kind), its input projection 2 B s (2h) h, and another pass through the
+    shared output head, 2 B s h V. 0 without MTP."""
+    if not mtp:
+        return 0.0
+    h = shape.hidden
+    return _forward(shape, B, s, mtp, mtp if moe else 0, False) + mtp * (
+        logits_forward_flops(shape, B, s) + 2.0 * B * s * 2 * h * h
+    )
+
+
+def model_flops(
+    shape: LayerShape,
+    B: Num,
+    s: int,
+    L: Num,
+    moe_layers: int = 0,
+    mtp: int = 0,
+    mtp_moe: bool = False,
+) -> Num:
     """Model FLOPs per step: 3 x forward (forward + 2x backward), no recompute, active experts only
     (generalizes Korthikanti eq. 7; the attention core is counted over the whole s x s, as eq. 7
-    does).
+    does), the multi-token prediction layers included.
     """
     fwd = _forward(shape, B, s, L, moe_layers, False)
-    return 3.0 * (fwd + logits_forward_flops(shape, B, s))
+    return 3.0 * (
+        fwd + logits_forward_flops(shape, B, s) + mtp_forward_flops(shape, B, s, mtp, mtp_moe)
+    )
 
 
 def hardware_flops(
-    shape: LayerShape, B: Num, s: int, L: Num, recompute: str, moe_layers: int = 0
+    shape: LayerShape,
+    B: Num,
+    s: int,
+    L: Num,
+    recompute: str,
+    moe_layers: int = 0,
+    mtp: int = 0,
+    mtp_moe: bool = False,
 ) -> Num:
     """Hardware FLOPs per step under each paper's convention (SPEC 5).
 
@@ -78,20 +108,37 @@ def hardware_flops(
     (Korthikanti eq. 8 counts it so: its s/(3h) term is twice eq. 7's s/(6h)).
     none: model FLOPs.
     """
-    base = model_flops(shape, B, s, L, moe_layers)
+    base = model_flops(shape, B, s, L, moe_layers, mtp, mtp_moe)
+    extra = mtp if mtp_moe else 0
     if recompute == "full":
-        return base + _forward(shape, B, s, L, moe_layers, False)
+        return base + _forward(shape, B, s, L + mtp, moe_layers + extra, False)
     if recompute == "selective":
-        return base + 3.0 * _forward(shape, B, s, L, moe_layers, True)
+        return base + 3.0 * _forward(shape, B, s, L + mtp, moe_layers + extra, True)
     return base
 
 
-def megatron_core_flops(shape: LayerShape, B: Num, s: int, L: Num, moe_layers: int = 0) -> Num:
+def megatron_core_flops(
+    shape: LayerShape,
+    B: Num,
+    s: int,
+    L: Num,
+    moe_layers: int = 0,
+    mtp: int = 0,
+    mtp_moe: bool = False,
+) -> Num:
     """FLOPs per step as Megatron-Core prints them (megatron/training/training.py,
-    num_floating_point_operations, 2025): 6 B s per token-weight product over the attention
-    projections, the dense MLPs, the k routed and the shared experts (the router not counted), the
-    attention core with the causal mask halving it (QK^T and AV: 2 x 2 B s^2 a d / 2 each pass), and
-    the logits. MLA counts its down- and up-projections and its core the same way."""
+    num_floating_point_operations, 2025) and Megatron-Bridge counts them (training/utils/
+    flop_utils.py): 6 B s per token-weight product over the attention projections, the dense MLPs,
+    the k routed and the shared experts (the router not counted), the attention core with the
+    causal mask halving it (QK^T and AV: 2 x 2 B s^2 a d / 2 each pass), and the logits. MLA counts
+    its down- and up-projections and its core the same way. Each MTP layer adds a layer of its
+    kind, its 2h x h input projection and one more logits pass (DeepSeek-V3 at s = 4096: 260.0
+    GFLOP a token, as the Megatron-Bridge tables' TFLOP/s over tokens/s give)."""
+    if mtp:
+        h = shape.hidden
+        return megatron_core_flops(
+            shape, B, s, L + mtp, moe_layers + (mtp if mtp_moe else 0)
+        ) + 6.0 * B * s * mtp * (h * shape.vocab + 2 * h * h)
     h, a, V = shape.hidden, shape.heads, shape.vocab
     n = 3.0 if shape.gated else 2.0
     if shape.kv_lora:

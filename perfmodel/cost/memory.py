@@ -51,28 +51,44 @@ def head_params(shape: LayerShape) -> Num:
 
 
 @lru_cache(maxsize=256)
-def total_params(shape: LayerShape, L: int, s: int, moe_layers: int = 0) -> float:
+def total_params(
+    shape: LayerShape, L: int, s: int, moe_layers: int = 0, mtp: int = 0, mtp_moe: bool = False
+) -> float:
     """All parameters of the model (Narayanan 2021: 12lh^2(1 + 13/(12h) + (V+s)/(12lh)) for GPT,
-    plus the final norm's); a MoE layer counts every routed expert. A property of the model, so
-    computed once per model."""
-    moe = decoder_layer(shape, Options(), 1, 1, 1, False, moe=True).params() if moe_layers else 0
+    plus the final norm's); a MoE layer counts every routed expert; each multi-token prediction
+    layer a layer of its kind and its projection and norms (mtp_extra_params). A property of the
+    model, so computed once per model."""
+    any_moe = moe_layers or (mtp and mtp_moe)
+    moe = decoder_layer(shape, Options(), 1, 1, 1, False, moe=True).params() if any_moe else 0
+    n_moe = moe_layers + (mtp if mtp_moe else 0)
     return float(
-        (L - moe_layers) * layer_params(shape)
-        + moe_layers * moe
+        (L + mtp - n_moe) * layer_params(shape)
+        + n_moe * moe
         + embedding_params(shape, s)
         + head_params(shape)
+        + mtp * mtp_extra_params(shape)
     )
 
 
-def end_params(shape: LayerShape, s: int, tp: Num, pp: Num) -> tuple[Array, Array]:
+def mtp_extra_params(shape: LayerShape) -> float:
+    """Besides its transformer layer, an MTP layer's own weights: the 2h -> h input projection
+    and its two input norms and final norm (Megatron-Core MultiTokenPredictionLayer: enorm, hnorm,
+    eh_proj, final_layernorm); the embedding and output layer are the main model's."""
+    h = shape.hidden
+    return float(2 * h * h + 3 * h)
+
+
+def end_params(shape: LayerShape, s: int, tp: Num, pp: Num, mtp: int = 0) -> tuple[Array, Array]:
     """(embedding, head) parameters per GPU on the stages that hold them (SPEC 6): the word
     embedding (V h / t) and the learned positions (not split); the output layer (V h / t), a copy
     even when tied if p > 1 (Megatron keeps it there and all-reduces its gradients), with the final
-    norm counted as h there."""
+    norm counted as h there; and the MTP layers' projections and norms, beside the head (their
+    transformer layers are counted as layers of the last stage)."""
     tp, pp = np.asarray(tp, dtype=float), np.asarray(pp, dtype=float)
     word = shape.vocab * shape.hidden / tp
     positions = shape.hidden * s if shape.learned_positions else 0
     head = np.where((pp > 1) | (not shape.tied), word, 0.0) + np.where(pp > 1, shape.hidden, 0.0)
+    head = head + mtp * mtp_extra_params(shape) / tp
     return np.asarray(word + positions), np.asarray(head)
 
 

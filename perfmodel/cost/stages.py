@@ -182,11 +182,19 @@ def _balanced(L: int, pp: Array, t: Array, e_first: Array, e_last: Array) -> tup
 
 
 def build_stages(
-    L: int, moe_pattern: Sequence[int], pp: Array, first: Array, last: Array
+    L: int,
+    moe_pattern: Sequence[int],
+    pp: Array,
+    first: Array,
+    last: Array,
+    mtp: int = 0,
+    mtp_kind: int = 0,
 ) -> Stages:
     """Stage classes for first/last layer counts: first (embedding), middle stages with one layer
     more, middle stages with one layer less, last (LM head); with p = 1 the one stage holds both
-    ends. ``moe_pattern`` marks each layer MoE (1) or dense (0)."""
+    ends. ``moe_pattern`` marks each layer MoE (1) or dense (0). The ``mtp`` multi-token
+    prediction layers (of kind ``mtp_kind``) sit with the LM head, as Megatron-Core places them
+    on the last pipeline stage."""
     pp = np.asarray(pp, dtype=np.int64)
     n = pp.shape[0]
     first, last = np.asarray(first, dtype=np.int64), np.asarray(last, dtype=np.int64)
@@ -210,4 +218,6 @@ def build_stages(
     embedding = np.zeros((n, 4), bool)
     embedding[:, 0] = True
     head = np.stack([single, np.zeros(n, bool), np.zeros(n, bool), ~single], axis=1)
+    if mtp:
+        layers[..., mtp_kind] += np.where(head, float(mtp), 0.0)
     return Stages(layers, count, first_index, embedding, head)

@@ -293,6 +293,32 @@ def lm_head(m: LayerShape, o: Options, b: Num, s: int, t: Num, sp: Num, cp: Num 
     )
 
 
+def mtp_head(m: LayerShape, o: Options, b: Num, s: int, t: Num, sp: Num, cp: Num = 1) -> Block:
+    """What one multi-token prediction layer adds on the last stage besides its transformer layer
+    (Megatron-Core MultiTokenPredictionLayer; DeepSeek-V3 report, Sec. 2.2): the norms of the
+    shifted tokens' embeddings and of the previous depth's hidden states (enorm, hnorm), their
+    concatenation projected 2h -> h (eh_proj, column-parallel), and a pass through the shared
+    output head and loss (final norm, logits, cross-entropy: the LM head's ops, its weights the
+    main model's)."""
+    x = Split.of(b, s, t, sp, cp)
+    act, h = o.act_bytes, m.hidden
+    M, tok = x.tokens, x.tok
+    head = lm_head(m, o, b, s, t, sp, cp)
+    shared = tuple(
+        replace(op, params=0.0) if isinstance(op, Gemm) and op.name == "logits" else op
+        for op in head.ops
+    )
+    return Block(
+        "MTP head",
+        (
+            hidden_norm(m, o, "MTP enorm", M * h / tok),
+            hidden_norm(m, o, "MTP hnorm", M * h / tok),
+            Gemm("MTP eh_proj", M, 2 * h, h / x.t, 1, "column", 2 * h * h, saved=act * M * 2 * h),
+            *shared,
+        ),
+    )
+
+
 def _cross_entropy(o: Options, logits: Num) -> Pointwise:
     """Vocab-parallel cross-entropy over the [b s, V/t] logits. Unfused, on fp32 logits as
     Megatron-LM runs it (gpt_model: output.float(); mpu/cross_entropy.py): forward cast 2+4, max 4,

@@ -23,6 +23,7 @@ from perfmodel.cost.transformer import (
     embedding,
     grad_accumulation_bytes,
     lm_head,
+    mtp_head,
 )
 from perfmodel.engine.knobs import CP_COMM_NAMES, Knobs
 from perfmodel.engine.mesh import Mesh
@@ -80,6 +81,16 @@ class Setting:
     @property
     def moe_layers(self) -> int:
         return sum(self.moe_pattern)
+
+    @property
+    def mtp(self) -> int:
+        """Multi-token prediction layers (on the last stage)."""
+        return self.plan.model.mtp_num_layers
+
+    @property
+    def mtp_kind(self) -> int:
+        """The MTP layers' kind: 0 dense, 1 MoE (cost/stages.KINDS order)."""
+        return int(self.plan.model.mtp_is_moe)
 
     def kinds(self) -> list[str]:
         """The layer kinds this model has (cost/stages.KINDS order)."""
@@ -196,6 +207,15 @@ class BlockCost:
             group_total("bwd_s", ("ep", "etp")),
         )
 
+    def plus(self, other: BlockCost, times: float) -> BlockCost:
+        """This block and ``times`` copies of another, one after the other (every field adds)."""
+        return BlockCost(
+            *(
+                np.asarray(getattr(self, f)) + times * np.asarray(getattr(other, f))
+                for f in self.__dataclass_fields__
+            )
+        )
+
     def seconds(self, recompute: Num = 0) -> tuple[Array, Array]:
         """(forward, backward) seconds per micro-batch, communication included; the backward
         includes what ``recompute`` (a RECOMPUTE_CODES code) repeats of the forward."""
@@ -274,6 +294,8 @@ def block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
         ("embedding", embedding, {}),
         ("head", lm_head, {}),
     ]
+    if st.mtp:
+        builders.append(("mtp_head", mtp_head, {}))
     builders += [(kind, decoder_layer, {"moe": kind == "moe"}) for kind in st.kinds()]
     out: dict[str, BlockCost] = {}
     for name, builder, kw in builders:
@@ -311,6 +333,10 @@ def block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
                 )
             )
         out[name] = _merge(parts, len(first)).take(inverse)
+    if st.mtp:
+        # each MTP layer's projection, norms and pass through the shared output head run on the
+        # last stage after the main head (its transformer layer is one of that stage's layers)
+        out["head"] = out["head"].plus(out.pop("mtp_head"), st.mtp)
     return out
 
 

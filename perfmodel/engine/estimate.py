@@ -135,6 +135,7 @@ class Estimate:
     run: Any = None  # engine/run.TrainingRun of the plan's tokens, if it names them
     slower_link_step_s: float | None = None  # with the inter-node link 20% slower (plan)
     equivalent_to_best: bool | None = None  # inside the best's band (plan)
+    mtp: int = 0  # multi-token prediction layers the FLOPs count
 
     def to_json(self) -> dict[str, Any]:
         v = self.values
@@ -149,7 +150,11 @@ class Estimate:
             "mfu_peak": self.mfu_peak,
             "mfu_peak_flops_per_s": v["mfu_peak_flops_per_s"],
             "flop_convention": flop_convention(
-                self.config.recompute, self.mfu_peak, self.compute_dtype, v["mfu_peak_flops_per_s"]
+                self.config.recompute,
+                self.mfu_peak,
+                self.compute_dtype,
+                v["mfu_peak_flops_per_s"],
+                self.mtp,
             ),
             "breakdown_s": {key: v[key] for key in BREAKDOWN_KEYS},
             "bubble_over_step": v["bubble_over_step"],
@@ -187,7 +192,11 @@ class Estimate:
 
 
 def flop_convention(
-    recompute: str, peak: str = "bf16", compute: str = "bf16", peak_flops: float = 0.0
+    recompute: str,
+    peak: str = "bf16",
+    compute: str = "bf16",
+    peak_flops: float = 0.0,
+    mtp: int = 0,
 ) -> str:
     """How MFU and HFU count FLOPs (SPEC 5), and the peak they are measured against."""
     hw = {
@@ -203,8 +212,15 @@ def flop_convention(
             f", as NeMo and Megatron-LM report {compute.upper()} runs: {compute.upper()} GEMMs run"
             " above that peak, so these can exceed 100%"
         )
+    mtp_text = (
+        f", the {mtp} MTP layer{'s' if mtp > 1 else ''} with {'their' if mtp > 1 else 'its'}"
+        " projection and logits included (as Megatron-Bridge's flop_utils counts them)"
+        if mtp
+        else ""
+    )
     return (
-        f"MFU: model FLOPs, Korthikanti 2022 eq. 7 (3x forward, no recompute); HFU: {hw}{against}"
+        f"MFU: model FLOPs, Korthikanti 2022 eq. 7 (3x forward, no recompute){mtp_text}; HFU:"
+        f" {hw}{against}"
     )
 
 
@@ -241,6 +257,7 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
         assumptions(plan),
         compute_dtype=plan.training.dtype,
         mfu_peak=plan.training.mfu_peak or plan.training.dtype,
+        mtp=plan.model.mtp_num_layers,
     )
     est.run = training_run(plan, values["step_time_s"])
     return est

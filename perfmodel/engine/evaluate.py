@@ -135,6 +135,13 @@ def layout(st: Setting, k: Knobs, c: dict[str, BlockCost]) -> tuple[Stages, Arra
         if len(per_layer) == 1
         else (1 - moe_share) * per_layer[0] + moe_share * per_layer[1]
     )
+    kinds = [kind for kind in ("dense", "moe") if kind in c]
+    # the MTP layers ride with the head on the last stage: part of its extra time
+    mtp_s = (
+        st.mtp * np.asarray(per_layer[kinds.index(("dense", "moe")[st.mtp_kind])])
+        if st.mtp
+        else 0.0
+    )
     first, last = split_layers(
         L,
         k.pp,
@@ -143,9 +150,10 @@ def layout(st: Setting, k: Knobs, c: dict[str, BlockCost]) -> tuple[Stages, Arra
         k.last_stage_layers,
         t_layer,
         np.asarray(sum(c["embedding"].seconds())),
-        np.asarray(sum(c["head"].seconds())),
+        np.asarray(sum(c["head"].seconds())) + mtp_s,
     )
-    return build_stages(L, st.moe_pattern, k.pp, first, last), t_layer
+    stages = build_stages(L, st.moe_pattern, k.pp, first, last, st.mtp, st.mtp_kind)
+    return stages, t_layer
 
 
 def throughput(st: Setting, k: Knobs, step: Array) -> dict[str, Any]:
@@ -159,12 +167,15 @@ def throughput(st: Setting, k: Knobs, step: Array) -> dict[str, Any]:
         plan.model.num_layers,
         plan.system.num_gpus,
     )
-    model_fl = fl.model_flops(sh, B, s, L, st.moe_layers)
+    mtp = (st.mtp, bool(st.mtp_kind))
+    model_fl = fl.model_flops(sh, B, s, L, st.moe_layers, *mtp)
     rc = k.recompute
     hw_fl = np.where(
         rc == 2,
-        fl.hardware_flops(sh, B, s, L, "full", st.moe_layers),
-        np.where(rc == 1, fl.hardware_flops(sh, B, s, L, "selective", st.moe_layers), model_fl),
+        fl.hardware_flops(sh, B, s, L, "full", st.moe_layers, *mtp),
+        np.where(
+            rc == 1, fl.hardware_flops(sh, B, s, L, "selective", st.moe_layers, *mtp), model_fl
+        ),
     )
     peak = plan.system.gpu.peak(st.precision.mfu_peak)
     out = {"tokens_per_s": B * s / step}

@@ -49,7 +49,9 @@ def memory_terms(
     s = st.plan.seq_length
     layers = [c.get(kind) for kind in ("dense", "moe")]
     acts = _activations(st, k, stages, layers, m)
-    params = stages.total([x.params if x else None for x in layers], *mem.end_params(sh, s, tp, pp))
+    params = stages.total(
+        [x.params if x else None for x in layers], *mem.end_params(sh, s, tp, pp, st.mtp)
+    )
     mesh = Mesh(
         tp,
         pp,
@@ -80,7 +82,9 @@ def memory_terms(
     def pick(x: Array) -> Array:
         return stages.pick(x, top)
 
-    mean_params = mem.total_params(sh, len(st.moe_pattern), s, st.moe_layers) / (tp * pp)
+    mean_params = mem.total_params(
+        sh, len(st.moe_pattern), s, st.moe_layers, st.mtp, bool(st.mtp_kind)
+    ) / (tp * pp)
     return {
         "weights_bytes": pick(states[0]),
         "gradients_bytes": pick(states[1]),
@@ -180,7 +184,8 @@ def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Ar
         - saved
         + working[:, None]
         + np.where(stages.embedding, (embed / cp)[:, None] * in_flight, 0.0)
-        + np.where(stages.head, (head / cp)[:, None], 0.0)
+        # the LM head's, and once more for each MTP layer's pass through it
+        + np.where(stages.head, (head / cp * (1 + st.mtp))[:, None], 0.0)
     )
 
 

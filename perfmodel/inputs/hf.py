@@ -42,6 +42,7 @@ KEY_OF_FIELD = {
     "moe_layer_freq": "decoder_sparse_step",
     "num_layers": "num_hidden_layers",
     "seq_length": "max_position_embeddings",
+    "mtp_num_layers": "num_nextn_predict_layers",
 }
 # tie_word_embeddings when the file does not say (the default of each transformers Config class)
 TIED_BY_DEFAULT = {"gemma", "gemma2", "gpt2"}
@@ -82,11 +83,6 @@ def _unwrap(cfg: dict, label: str) -> dict:
 
 def _refuse(cfg: dict, family: str, label: str) -> None:
     """Keys whose cost perfmodel does not model: one error naming the key."""
-    if cfg.get("num_nextn_predict_layers"):
-        raise PerfModelError(
-            f"{label}: num_nextn_predict_layers={cfg['num_nextn_predict_layers']}: multi-token "
-            "prediction layers are not modelled; set it to 0 to plan the main model without them"
-        )
     for key in ("ssm_state_size", "mamba_d_state", "linear_attn_config", "hybrid_override_pattern"):
         if key in cfg:
             raise PerfModelError(
@@ -211,6 +207,13 @@ def _mla(cfg: dict, label: str) -> dict:
             raise PerfModelError(f"{label}: MLA (kv_lora_rank) needs {key}")
         out[field] = _need_int(cfg, key, label)
     return out
+
+
+def _mtp(cfg: dict, label: str) -> dict:
+    """DeepSeek-V3's multi-token prediction module(s), trained with the model (DeepSeek-V3 report,
+    Sec. 2.2): num_nextn_predict_layers."""
+    mtp = _opt_int(cfg, "num_nextn_predict_layers", label, 0)
+    return {"mtp_num_layers": mtp} if mtp else {}
 
 
 def _activation(cfg: dict, family: str, label: str) -> str:
@@ -352,5 +355,6 @@ def model_fields(raw: Any, label: str = "config.json") -> dict:
     if family == "llama4_text":
         data.update(_llama4_chunks(cfg, L, label))
     data.update(_moe(cfg, family, L, label))
+    data.update(_mtp(cfg, label))
     data.update(_mla(cfg, label))
     return data

@@ -329,7 +329,12 @@ def _layout(args: dict, model: dict, parallel: dict) -> None:
     ]
     if given:
         raise PerfModelError(f"{LAYOUT} and {given[0]} together: Megatron-LM takes one of them")
-    layers = read_layout(one_value(args, LAYOUT), parallel["pp"], parallel.get("vp", 1))
+    layers = read_layout(
+        one_value(args, LAYOUT),
+        parallel["pp"],
+        parallel.get("vp", 1),
+        int(model.get("mtp_num_layers") or 0),
+    )
     if sum(layers) != model.get("num_layers"):
         raise PerfModelError(
             f"{LAYOUT} places {sum(layers)} layers; --num-layers is {model.get('num_layers')}"

@@ -13,6 +13,7 @@ from perfmodel.errors import PerfModelError
 # value)
 MODEL = {
     "--num-layers": "num_layers",
+    "--mtp-num-layers": "mtp_num_layers",
     "--hidden-size": "hidden_size",
     "--num-attention-heads": "num_attention_heads",
     "--kv-channels": "kv_channels",
@@ -123,7 +124,6 @@ CANNOT = {
     "--encoder-num-layers": "encoder-decoder models (T5)",
     "--encoder-seq-length": "encoder-decoder models (T5)",
     "--hybrid-override-pattern": "hybrid Mamba layers",
-    "--mtp-num-layers": "multi-token prediction layers",
     "--fp4-format": "FP4 training from a launch file (a plan's training.dtype: nvfp4 models it)",
     "--moe-expert-capacity-factor": "token dropping (it models dropless routing)",
     "--heterogeneous-layers-config-path": "heterogeneous layers",

@@ -40,12 +40,12 @@ def to_args(plan, config: dict, layers: list[float] | None = None) -> list[str]:
         + _parallel_args(c)
         + cp_args(c, plan.training.framework)
         + zero_args(c["zero_stage"], plan.training.framework)
-        + _split_args(c, layers or [])
+        + _split_args(c, layers or [], plan.model.mtp_num_layers)
         + _training_args(plan, c)
     )
 
 
-def _split_args(c: dict, layers: list[float]) -> list[str]:
+def _split_args(c: dict, layers: list[float], mtp: int = 0) -> list[str]:
     """The layer split the prediction rests on, as Megatron-Core launches it: nothing for the even
     split; --decoder-first/last-pipeline-num-layers when the other stages share the rest evenly and
     vp divides every stage (TransformerConfig asserts both); else --pipeline-model-parallel-layout
@@ -59,7 +59,7 @@ def _split_args(c: dict, layers: list[float]) -> list[str]:
             f"--decoder-first-pipeline-num-layers {n[0]}",
             f"--decoder-last-pipeline-num-layers {n[-1]}",
         ]
-    return [f"{FLAG} '{layout_text(n, vp)}'"]
+    return [f"{FLAG} '{layout_text(n, vp, mtp)}'"]
 
 
 def _model_args(plan) -> list[str]:
@@ -73,6 +73,8 @@ def _model_args(plan) -> list[str]:
         f"--seq-length {plan.seq_length}",
         f"--max-position-embeddings {plan.seq_length}",
     ]
+    if m.mtp_num_layers:
+        a.append(f"--mtp-num-layers {m.mtp_num_layers}")
     if m.groups != m.num_attention_heads:
         a += ["--group-query-attention", f"--num-query-groups {m.groups}"]
     if m.kv_channels:

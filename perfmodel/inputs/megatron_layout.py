@@ -12,11 +12,12 @@ from perfmodel.errors import PerfModelError
 FLAG = "--pipeline-model-parallel-layout"
 
 
-def layout_text(layers: list[int], vp: int) -> str:
+def layout_text(layers: list[int], vp: int, mtp: int = 0) -> str:
     """The layout for the layers on each pipeline rank over its vp chunks: the embedding counts
     as a unit in the first rank's first chunk and the loss in the last rank's last chunk, and each
     rank's units are spread as evenly as they go, larger chunks first (the cost model gives a
-    rank's chunks equal shares, exact when vp divides its layers)."""
+    rank's chunks equal shares, exact when vp divides its layers); the MTP layers ('m') just
+    before the loss, where the cost model holds them."""
     pp = len(layers)
     out = []
     for v in range(vp):
@@ -28,7 +29,7 @@ def layout_text(layers: list[int], vp: int) -> str:
             out.append(
                 ("E" if e and v == 0 else "")
                 + "t" * max(size, 0)
-                + ("L" if loss and v == vp - 1 else "")
+                + ("m" * mtp + "L" if loss and v == vp - 1 else "")
             )
     return "|".join(out)
 
@@ -46,20 +47,22 @@ def _expand(text: str) -> str:
     return text.replace(",", "")
 
 
-def read_layout(text: str, pp: int, vp: int) -> list[int]:
+def read_layout(text: str, pp: int, vp: int, mtp: int = 0) -> list[int]:
     """The layers on each pipeline rank of a layout, checked as Megatron-Core and the cost model
-    need it: pp x vp virtual stages, the embedding first, the loss last, no MTP layer (the cost
-    model gives a rank's chunks equal shares of its layers)."""
+    need it: pp x vp virtual stages, the embedding first, the loss last, the ``mtp`` MTP layers
+    ('m') in the last stage (the cost model gives a rank's chunks equal shares of its layers)."""
     stages = _expand(text.strip().strip("'\"")).split("|")
     if len(stages) != pp * vp:
         raise PerfModelError(
             f"{FLAG}: {len(stages)} stages for pp({pp}) x vp({vp}) = {pp * vp}; give one entry per"
             " virtual stage"
         )
-    if "m" in "".join(stages):
+    placed = "".join(stages).count("m")
+    if placed != mtp or "m" in "".join(stages[:-1]):
         raise PerfModelError(
-            f"perfmodel cannot model multi-token prediction layers ('m' in {FLAG});"
-            " plan without them"
+            f"{FLAG}: {placed} MTP layer(s) ('m') for --mtp-num-layers {mtp}, and perfmodel models"
+            " them in the last stage, as Megatron-Core places them by default; put every 'm' in"
+            " the last entry"
         )
     if not stages[0].startswith("E") or not stages[-1].endswith("L"):
         raise PerfModelError(f"{FLAG}: the first stage must hold E and the last L")

@@ -20,6 +20,7 @@ MODEL_KEYS = {  # recipe key -> Model field
     "moe_ffn_hidden_size": "moe_ffn_hidden_size",
     "qk_layernorm": "qk_layernorm",
     "moe_shared_expert_intermediate_size": "moe_shared_expert_intermediate_size",
+    "mtp_num_layers": "mtp_num_layers",
 }
 
 
@@ -133,7 +134,6 @@ NO_COST = {
     "num_micro_batches_with_partial_activation_checkpoints",
     "activations_checkpoint_layers_per_pipeline",
     "moe_expert_capacity_factor",
-    "mtp_num_layers",
     "cpu_offloading",
     "fp32_residual_connection",
 }
@@ -143,7 +143,6 @@ CANNOT = {  # key -> what it turns on (refused when its value is set and not fal
     "num_micro_batches_with_partial_activation_checkpoints": "partial activation checkpointing",
     "activations_checkpoint_layers_per_pipeline": "per-stage activation checkpointing",
     "moe_expert_capacity_factor": "token dropping (perfmodel models dropless routing)",
-    "mtp_num_layers": "multi-token prediction layers",
     "cpu_offloading": "offloading to the CPU",
     "headscale": "head scaling",
     "fp32_residual_connection": "fp32 residual connections",

@@ -198,6 +198,17 @@ class Model(Spec):
         le=MAX_LAYERS,
         description="The first k layers are dense (DeepSeek's first_k_dense_replace).",
     )
+    mtp_num_layers: int = Field(
+        0,
+        ge=0,
+        le=MAX_LAYERS,
+        validation_alias=AliasChoices("mtp_num_layers", "num_nextn_predict_layers"),
+        description=(
+            "Multi-token prediction layers (DeepSeek-V3: 1; Megatron's --mtp-num-layers): each a"
+            " transformer layer of the last layer's kind with its input projection (2h -> h), two"
+            " norms and a pass through the shared output head, on the last pipeline stage."
+        ),
+    )
     moe_load_imbalance: float = Field(
         1.5,
         ge=1.0,
@@ -313,6 +324,12 @@ class Model(Spec):
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank is not None
+
+    @property
+    def mtp_is_moe(self) -> bool:
+        """An MTP layer is built from the last decoder layer's spec (Megatron-Core
+        get_gpt_mtp_block_spec): MoE where that layer is."""
+        return bool(self.mtp_num_layers) and bool(self.moe_pattern()[-1])
 
     def moe_pattern(self) -> list[int]:
         """1 for each MoE layer, 0 for each dense one (Megatron-Core's moe_layer_freq rule, after
