@@ -197,3 +197,41 @@ def test_multi_token_prediction_as_megatron_bridge_counts_it():
     full = fl.model_flops(LayerShape.of(base), 1, 4096, 61, 58)
     assert ratio == pytest.approx(fl.model_flops(sh, 1, 4096, 61, 58, 1, True) / full)
     assert "MTP layer" in b.to_json()["flop_convention"]
+
+
+def test_mean_model_states_of_a_mixture_of_experts_shard_the_experts():
+    """Issue 21 item 5: 'model states, mean over stages' counted every routed expert on every GPU
+    (DeepSeek-V3 on 1,024 H100: 129.7 GB against 40.9 GB on the most loaded stage). By hand:
+    the dense part over tp x pp with ZeRO-1 over dp, the experts over pp x ep with their
+    optimizer over the expert-data-parallel ranks (here 1)."""
+    from perfmodel.cost import memory as mem
+    from perfmodel.cost.transformer import LayerShape
+
+    plan = presets.plan_from_mapping(
+        {
+            "model": "deepseek-v3",
+            "system": {"gpu": "h100-sxm", "num_gpus": 1024},
+            "training": {"global_batch_size": 4096, "seq_length": 4096},
+            "parallel": {
+                "tp": 1,
+                "pp": 16,
+                "ep": 64,
+                "cp": 1,
+                "vp": 1,
+                "micro_batch_size": 1,
+                "zero_stage": 1,
+                "recompute": "full",
+            },
+        },
+        "t",
+    )
+    m = plan.model
+    v = estimate(plan, resolve_config(plan)).values
+    experts = 58 * m.num_moe_experts * 3 * m.hidden_size * m.moe_ffn_hidden_size
+    whole = mem.total_params(LayerShape.of(m), 61, 4096, 58)
+    dense_gpu, experts_gpu = (whole - experts) / 16, experts / (16 * 64)
+    # bf16 weights (2 B), fp32 gradient accumulation (4 B), Adam's 12 B sharded over dp 64 / edp 1
+    by_hand = dense_gpu * (2 + 4 + 12 / 64) + experts_gpu * (2 + 4 + 12 / 1)
+    assert v["model_states_mean_bytes"] == pytest.approx(by_hand, rel=1e-6)
+    most = v["weights_bytes"] + v["gradients_bytes"] + v["optimizer_bytes"]
+    assert v["model_states_mean_bytes"] < most

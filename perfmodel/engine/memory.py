@@ -82,9 +82,8 @@ def memory_terms(
     def pick(x: Array) -> Array:
         return stages.pick(x, top)
 
-    mean_params = mem.total_params(
-        sh, len(st.moe_pattern), s, st.moe_layers, st.mtp, bool(st.mtp_kind)
-    ) / (tp * pp)
+    whole = mem.total_params(sh, len(st.moe_pattern), s, st.moe_layers, st.mtp, bool(st.mtp_kind))
+    mean_states = _mean_states(st, k, whole, moe_cost, sharded_over, mesh)
     return {
         "weights_bytes": pick(states[0]),
         "gradients_bytes": pick(states[1]),
@@ -99,9 +98,7 @@ def memory_terms(
         "params_per_gpu": pick(params),
         # the seed's figure (000, Q3): all parameters spread evenly over the tp x pp model-parallel
         # GPUs
-        "model_states_mean_bytes": sum(
-            mem.model_state_bytes(mean_params, sharded_over, k.zero_stage, st.precision)
-        ),
+        "model_states_mean_bytes": mean_states,
         "_params_max": stages.present_max(params - experts),
         "_experts_max": stages.present_max(experts),
         "_mesh": mesh,
@@ -134,6 +131,31 @@ def sharding_buffers(st: Setting, k: Knobs, stages: Stages, params: Array, m: Ar
         waiting = (z >= 2) & (np.asarray(m) > 1)[:, None] & ~once
         buffers = buffers + np.where(waiting, params * p.gradient_bytes, 0.0)
     return np.asarray(buffers)
+
+
+def _mean_states(
+    st: Setting, k: Knobs, whole: float, moe: BlockCost | None, sharded_over: Array, mesh: Mesh
+) -> Array:
+    """The seed's figure (000, Q3): the model's states spread evenly over the pipeline stages,
+    bytes a GPU. The dense parameters split over tp x pp and their states over the ZeRO group;
+    the routed experts split over pp x ep x etp and their states over the expert-data-parallel
+    ranks (so a mixture of experts' mean never exceeds its most loaded stage by counting every
+    expert on every GPU)."""
+    tp, pp = k.tp.astype(float), k.pp.astype(float)
+    n_moe = st.moe_layers + (st.mtp if st.mtp_kind else 0)
+    experts_rank = (
+        np.asarray(moe.expert_params) * n_moe / pp if moe is not None and n_moe else 0.0 * tp
+    )
+    experts_whole = (
+        np.asarray(moe.expert_params) * k.ep * k.etp * n_moe if moe is not None else 0.0 * tp
+    )
+    dense = (whole - experts_whole) / (tp * pp)
+    total = sum(mem.model_state_bytes(dense, sharded_over, k.zero_stage, st.precision))
+    if n_moe and moe is not None:
+        total = total + sum(
+            mem.model_state_bytes(experts_rank, mesh.edp, k.zero_stage, st.precision)
+        )
+    return np.asarray(total)
 
 
 def kept_per_layer(stages: Stages, layers: list[Any], recompute: Array) -> Array:
