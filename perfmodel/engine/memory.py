@@ -150,12 +150,14 @@ def _mean_states(
         np.asarray(moe.expert_params) * k.ep * k.etp * n_moe if moe is not None else 0.0 * tp
     )
     dense = (whole - experts_whole) / (tp * pp)
-    total = sum(mem.model_state_bytes(dense, sharded_over, k.zero_stage, st.precision))
+    total: Array = np.asarray(
+        sum(mem.model_state_bytes(dense, sharded_over, k.zero_stage, st.precision))
+    )
     if n_moe and moe is not None:
-        total = total + sum(
-            mem.model_state_bytes(experts_rank, mesh.edp, k.zero_stage, st.precision)
+        total = total + np.asarray(
+            sum(mem.model_state_bytes(experts_rank, mesh.edp, k.zero_stage, st.precision))
         )
-    return np.asarray(total)
+    return total
 
 
 def kept_per_layer(stages: Stages, layers: list[Any], recompute: Array) -> Array:
