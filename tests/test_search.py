@@ -279,3 +279,23 @@ def test_the_search_never_proposes_a_schedule_the_framework_lacks():
         # no pipeline parallelism: one stage, whose schedule code is 1F1B's
         allowed = {SCHEDULE_CODES[s] for s in profile["schedules"] or ("1f1b",)}
         assert codes and codes <= allowed, (name, json.dumps(sorted(codes)))
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3-h100.yaml", "llama3-8b-h100.yaml"])
+def test_the_memory_bound_never_exceeds_what_a_configuration_needs(name):
+    """The search sets aside, unpriced, what its model states alone prove cannot fit
+    (engine/memory.states_lower_bound); the bound must sit at or under every priced total, or the
+    search would drop a configuration that fits."""
+    from perfmodel.engine.memory import states_lower_bound
+    from perfmodel.engine.search import evaluate_chunked
+    from perfmodel.engine.space import enumerate_space
+    from perfmodel.inputs import load_plan
+
+    plan = load_plan(name)
+    knobs = enumerate_space(plan, False).knobs
+    pick = np.arange(0, len(knobs), max(1, len(knobs) // 4000))
+    sub = knobs.take(pick)
+    bound = states_lower_bound(plan, sub)
+    total = evaluate_chunked(plan, sub)["total_bytes"]
+    assert (bound <= total * (1 + 1e-9)).all()
+    assert (bound > 0.3 * total).mean() > 0.5  # and it is not vacuous

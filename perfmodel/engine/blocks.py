@@ -273,10 +273,30 @@ def block_ops(
     )
 
 
+# one-configuration costs of the last plans seen, by split: the search details its top
+# configurations one estimate at a time, and they share a handful of splits
+_ONE: dict[tuple[int, tuple[int, ...]], tuple[Plan, dict[str, BlockCost]]] = {}
+
+
 def block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
     """Dense layer, MoE layer, LM head and embedding costs per micro-batch. They depend on the split
     of a micro-batch only (tp, b, sp, cp, ep, etp, CP's exchange), so each is computed once per
     distinct split and broadcast back to every configuration."""
+    if len(k) != 1:
+        return _block_costs(st, k)
+    key = (id(st.plan), tuple(int(np.asarray(getattr(k, n))[0]) for n in _KEY))
+    hit = _ONE.get(key)
+    if hit is not None and hit[0] is st.plan:
+        return hit[1]
+    out = _block_costs(st, k)
+    if len(_ONE) > 256:
+        _ONE.clear()
+    _ONE[key] = (st.plan, out)
+    return out
+
+
+def _block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
+    """block_costs over any number of configurations."""
     key = np.zeros(len(k), dtype=np.int64)
     radix = 1
     for name in _KEY:  # mixed-radix code of the split, column by column (np.unique on rows is slow)

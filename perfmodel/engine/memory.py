@@ -11,14 +11,16 @@ import numpy as np
 from perfmodel.cost import Array, offload
 from perfmodel.cost import memory as mem
 from perfmodel.cost import pipeline as pipe
+from perfmodel.cost.ops import Gemm, Pointwise
 from perfmodel.cost.stages import Stages
+from perfmodel.cost.transformer import Options, decoder_layer
 from perfmodel.engine.blocks import BlockCost, Setting
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.mesh import Mesh
 from perfmodel.specs.framework import PROFILES
 
 if TYPE_CHECKING:
-    from perfmodel.specs import System
+    from perfmodel.specs import Plan, System
 
 MEMORY_KEYS = (
     "weights_bytes",
@@ -131,6 +133,44 @@ def sharding_buffers(st: Setting, k: Knobs, stages: Stages, params: Array, m: Ar
         waiting = (z >= 2) & (np.asarray(m) > 1)[:, None] & ~once
         buffers = buffers + np.where(waiting, params * p.gradient_bytes, 0.0)
     return np.asarray(buffers)
+
+
+def states_lower_bound(plan: Plan, k: Knobs) -> Array:
+    """A lower bound on every configuration's memory per GPU, bytes, from the model states alone:
+    their mean over the stages (_mean_states), which the most loaded stage's states reach at
+    least, and its total (states, buffers, activations) more so. The search drops what it proves
+    cannot fit before pricing it (engine/search.py); no block is timed here."""
+    st = Setting.of(plan)
+    sh = st.shape
+    n_moe = st.moe_layers + (st.mtp if st.mtp_kind else 0)
+    whole = mem.total_params(
+        sh, len(st.moe_pattern), plan.seq_length, st.moe_layers, st.mtp, bool(st.mtp_kind)
+    )
+    expert_layer = 0.0
+    if n_moe:
+        moe = decoder_layer(sh, Options(), 1, 1, 1, False, moe=True)
+        expert_layer = float(
+            sum(
+                op.params
+                for op in moe.ops
+                if isinstance(op, (Gemm, Pointwise)) and op.shard == "experts"
+            )
+        )
+    tp, pp, cp = k.tp.astype(float), k.pp.astype(float), k.cp.astype(float)
+    ep, etp = k.ep.astype(float), k.etp.astype(float)
+    mesh = Mesh(tp, pp, k.dp.astype(float), plan.system, cp=cp, ep=ep, etp=etp)
+    sharded_over = np.where(k.dp_shard > 0, k.dp_shard, k.dp) * k.cp
+    experts_whole = expert_layer * n_moe
+    dense = (whole - experts_whole) / (tp * pp)
+    total: Array = np.asarray(
+        sum(mem.model_state_bytes(dense, sharded_over, k.zero_stage, st.precision))
+    )
+    if n_moe:
+        rank = experts_whole / (pp * ep * etp)
+        total = total + np.asarray(
+            sum(mem.model_state_bytes(rank, mesh.edp, k.zero_stage, st.precision))
+        )
+    return total
 
 
 def _mean_states(

@@ -22,6 +22,7 @@ import numpy as np
 from perfmodel.engine import uncertainty
 from perfmodel.engine.estimate import Estimate, estimate, evaluate, resolve_config
 from perfmodel.engine.knobs import Knobs
+from perfmodel.engine.memory import reserve_bytes, states_lower_bound
 from perfmodel.engine.rules import Reason
 from perfmodel.engine.space import enumerate_space
 from perfmodel.errors import PerfModelError
@@ -46,6 +47,31 @@ def evaluate_chunked(
             out[k][idx] = res[k]
         if progress:
             progress(min(n, start + chunk), n)
+    return out
+
+
+def _evaluate_what_can_fit(
+    plan: Plan, knobs: Knobs, progress: Callable[[int, int], None] | None
+) -> dict[str, np.ndarray]:
+    """evaluate_chunked over the configurations whose model states alone leave room in HBM
+    (engine/memory.states_lower_bound, a bound every priced total reaches); the rest are recorded
+    as not fitting, at that bound, and not priced. When the bound leaves nothing, everything is
+    priced, so what is reported about the leanest configuration is its real memory."""
+    usable = plan.system.gpu.hbm_capacity_bytes - reserve_bytes(plan.system)
+    bound = states_lower_bound(plan, knobs)
+    keep = np.flatnonzero(bound <= usable)
+    if keep.size in (0, len(knobs)):
+        return evaluate_chunked(plan, knobs, progress)
+    part = evaluate_chunked(plan, knobs.take(keep), progress)
+    n = len(knobs)
+    out = {
+        "step_time_s": np.full(n, np.inf),
+        "total_bytes": bound.astype(float),
+        "fits": np.zeros(n, dtype=bool),
+        "simulated_step_lower_bound_s": np.full(n, np.inf),
+    }
+    for key in KEEP:
+        out[key][keep] = part[key]
     return out
 
 
@@ -95,7 +121,7 @@ def search(
     rejected = dict(space.rejected)
     if len(knobs) == 0:
         raise PerfModelError(_no_valid_space(plan, rejected))
-    res = evaluate_chunked(plan, knobs, progress)
+    res = _evaluate_what_can_fit(plan, knobs, progress)
     finite = np.isfinite(res["step_time_s"]) & np.isfinite(res["total_bytes"])
     if not finite.any():
         raise PerfModelError(
@@ -107,6 +133,10 @@ def search(
     if n_fail:
         rejected[Reason("does not fit in HBM (configurations)", "PM101")] = n_fail
     idx = np.flatnonzero(fits)
+    if idx.size == 0 and not np.isfinite(res["step_time_s"]).all():
+        # nothing fits: price the configurations the bound set aside too, so that what the
+        # message says of the leanest is its real memory
+        res = evaluate_chunked(plan, knobs, progress)
     if idx.size == 0:
         elapsed = time.perf_counter() - t0
         return SearchResult(len(knobs), 0, rejected, elapsed, [], _nothing_fits(plan, knobs, res))
