@@ -30,6 +30,7 @@ CARDS = [
     ("nemotron-4-340b", 341e9),  # Nemotron-4 340B report
     ("gemma-2-9b", 9.24e9),  # google/gemma-2-9b: 9,241,705,984
     ("gemma-2-27b", 27.2e9),  # google/gemma-2-27b: 27,227,128,320
+    ("gpt-oss-120b", 116.83e9),  # OpenAI gpt-oss model card: 116.83B
 ]
 
 
@@ -57,6 +58,40 @@ def test_moe_flops_count_the_active_experts(name, active):
     )  # s = 1: no attention term
     embed = m.vocab_size * m.hidden_size  # a lookup, no FLOPs
     assert per_token / 6 + embed == pytest.approx(active, rel=0.06)
+
+
+def test_gpt_oss_reads_as_transformers_builds_it():
+    """Issue 21 item 2: model_type gpt_oss was refused. Every layer MoE (128 experts, top 4),
+    attention biases, half the layers on a 128-token window (layer_types); the card's 5.13B active
+    parameters a token (the output layer counted, the embedding lookup not)."""
+    kinds = ["sliding_attention", "full_attention"] * 18
+    cfg = {
+        "architectures": ["GptOssForCausalLM"],
+        "model_type": "gpt_oss",
+        "hidden_size": 2880,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "intermediate_size": 2880,
+        "num_local_experts": 128,
+        "num_experts_per_tok": 4,
+        "vocab_size": 201088,
+        "sliding_window": 128,
+        "layer_types": kinds,
+        "attention_bias": True,
+        "tie_word_embeddings": False,
+        "hidden_act": "silu",
+        "swiglu_limit": 7.0,
+    }
+    m = presets.model_from_hf_config(cfg)
+    assert (m.num_moe_experts, m.moe_router_topk, m.sliding_window) == (128, 4, 128)
+    assert m.sliding_window_fraction == 0.5 and m.add_bias_linear and sum(m.moe_pattern()) == 36
+    assert total(m) == pytest.approx(total(presets.model("gpt-oss-120b")), rel=1e-12)
+    sh = LayerShape.of(m)
+    assert fl.model_flops(sh, 1, 1, 36, 36) / 6 == pytest.approx(5.13e9, rel=0.02)
+    with pytest.raises(PerfModelError, match="layer_types must name 36 layers"):
+        presets.model_from_hf_config({**cfg, "layer_types": kinds[:10]})
 
 
 # ---------------------------------------------------------------- Hugging Face config.json

@@ -28,6 +28,7 @@ GATED = {
     "gemma",
     "gemma2",
     "llama4_text",
+    "gpt_oss",
 }
 UNGATED = {"gpt2", "nemotron"}
 FAMILIES = GATED | UNGATED
@@ -115,6 +116,7 @@ def _moe(cfg: dict, family: str, L: int, label: str) -> dict:
         "qwen3_moe": "num_experts",
         "deepseek_v2": "n_routed_experts",
         "deepseek_v3": "n_routed_experts",
+        "gpt_oss": "num_local_experts",
     }.get(family)
     if experts_key and cfg.get(experts_key) == 0:  # 0 experts is no MoE model at all
         dense_type = {"qwen2_moe": "qwen2", "qwen3_moe": "qwen3", "mixtral": "mistral"}.get(family)
@@ -124,7 +126,9 @@ def _moe(cfg: dict, family: str, L: int, label: str) -> dict:
             + (f", or model_type {dense_type} for a dense model" if dense_type else "")
         )
     why = " (the experts' count and inner size)"
-    if family == "mixtral" or (family == "llama4_text" and cfg.get("num_local_experts")):
+    if family in ("mixtral", "gpt_oss") or (
+        family == "llama4_text" and cfg.get("num_local_experts")
+    ):
         out["num_moe_experts"] = _need_int(cfg, "num_local_experts", label, why=why)
         out["moe_ffn_hidden_size"] = _need_int(cfg, "intermediate_size", label, why=why)
         if family == "llama4_text":  # one shared expert; dense layers use intermediate_size_mlp
@@ -209,6 +213,25 @@ def _mla(cfg: dict, label: str) -> dict:
     return out
 
 
+def _gpt_oss(cfg: dict, L: int, label: str) -> dict:
+    """gpt-oss (OpenAI 2025, gpt-oss model card; transformers' GptOssConfig): every layer MoE
+    (num_local_experts, top num_experts_per_tok, each expert intermediate_size wide, with biases),
+    attention with biases alternating a sliding window (layer_types "sliding_attention") and full
+    causal attention. Two details cost nothing the model times: each head's learned attention
+    sink (one logit per head in the softmax's denominator, inside the fused kernel) and the
+    SwiGLU's clamp at swiglu_limit (one more compare in the same elementwise kernel)."""
+    out: dict[str, Any] = {"add_bias_linear": True}
+    kinds = cfg.get("layer_types") or []
+    window = _opt_int(cfg, "sliding_window", label)
+    if kinds and len(kinds) != L:
+        raise PerfModelError(f"{label}: layer_types must name {L} layers, one per layer")
+    sliding = sum(k == "sliding_attention" for k in kinds) if kinds else L // 2
+    if window and sliding:
+        out["sliding_window"] = window
+        out["sliding_window_fraction"] = sliding / L
+    return out
+
+
 def _mtp(cfg: dict, label: str) -> dict:
     """DeepSeek-V3's multi-token prediction module(s), trained with the model (DeepSeek-V3 report,
     Sec. 2.2): num_nextn_predict_layers."""
@@ -259,7 +282,7 @@ ARCHITECTURE_PREFIX = {
     "llama": "llama", "mistral": "mistral", "mixtral": "mixtral", "qwen2": "qwen2",
     "qwen2_moe": "qwen2moe", "qwen3": "qwen3", "qwen3_moe": "qwen3moe", "deepseek_v2": "deepseekv2",
     "deepseek_v3": "deepseekv3", "gemma": "gemma", "gemma2": "gemma2", "llama4_text": "llama4",
-    "gpt2": "gpt2", "nemotron": "nemotron",
+    "gpt2": "gpt2", "nemotron": "nemotron", "gpt_oss": "gptoss",
 }  # fmt: skip
 
 
@@ -352,6 +375,8 @@ def model_fields(raw: Any, label: str = "config.json") -> dict:
         and cfg.get("use_sliding_window", family in ("mistral", "mixtral"))
     ):
         data["sliding_window"] = _need_int(cfg, "sliding_window", label)
+    if family == "gpt_oss":
+        data.update(_gpt_oss(cfg, L, label))
     if family == "llama4_text":
         data.update(_llama4_chunks(cfg, L, label))
     data.update(_moe(cfg, family, L, label))
