@@ -283,3 +283,19 @@ def test_blackwell_targets(report):
     assert t["mean_abs_error_pct"] <= 8.0 and t["max_abs_error_pct"] <= 15.0
     formats = {c.plan.training.dtype for c in report.cases if c.table == "mbridge-blackwell"}
     assert formats == {"fp8", "mxfp8", "nvfp4"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "issue 21's MoE target is not met: expert-parallel communication, DeepEP and the overlap"
+        " schemes are not yet modelled as the 2026 frameworks run them (README, 'Context and"
+        " expert parallelism')"
+    ),
+)
+def test_moe_runs_target(report):
+    """Issue 21: the MoE runs (the model zoo's EP/PP layouts and the 2026 runs), mean |error| <=
+    12%, max <= 25%."""
+    errs = [abs(c.error_pct) for c in report.cases if c.table in ("moezoo-qwen3-235b", "moe-2026")]
+    assert len(errs) == 6
+    assert sum(errs) / len(errs) <= 12.0 and max(errs) <= 25.0
