@@ -235,3 +235,24 @@ def test_mean_model_states_of_a_mixture_of_experts_shard_the_experts():
     assert v["model_states_mean_bytes"] == pytest.approx(by_hand, rel=1e-6)
     most = v["weights_bytes"] + v["gradients_bytes"] + v["optimizer_bytes"]
     assert v["model_states_mean_bytes"] < most
+
+
+def test_a_blackwell_plan_takes_the_blackwell_runs_band():
+    """A GB200 plan is nearer Megatron-Bridge's GB300/GB200/B200 runs than the H100 ones (the GPU
+    generation counts where the GPU itself differs), sharded (Megatron-FSDP) or not; an A100 plan
+    under megatron-core still takes the runs of its framework."""
+    from perfmodel.engine import uncertainty
+
+    bands = presets.error_bands()
+    for zero in (1, 3):
+        p = _plan(parallel={"zero_stage": zero})
+        assert uncertainty.band(p, bands, zero).basis.startswith("mbridge-blackwell")
+    a100 = presets.plan_from_mapping(
+        {
+            "model": "gpt3-175b",
+            "system": {"gpu": "a100-80gb", "num_gpus": 512},
+            "training": {"global_batch_size": 1536},
+        },
+        "t",
+    )
+    assert uncertainty.band(a100, bands).basis.startswith("nemo2407-fp8")

@@ -33,11 +33,28 @@ def gpu_family(name: str) -> str:
     return next((f for f in families if f in low), low)
 
 
+# GPU generations: the tensor cores, HBM and NVLink a family shares with its siblings
+ARCHITECTURES = {
+    "v100": "volta",
+    "a100": "ampere",
+    "h100": "hopper",
+    "h200": "hopper",
+    "h800": "hopper",
+    "b200": "blackwell",
+    "b300": "blackwell",
+    "gb200": "blackwell",
+    "gb300": "blackwell",
+    "mi300": "cdna3",
+}
+
+
 def kind(plan: Plan) -> dict[str, Any]:
     """What a plan's runs are, in the terms the error table is keyed by."""
+    gpu = gpu_family(plan.system.gpu.name)
     return {
         "framework": plan.training.framework,
-        "gpu": gpu_family(plan.system.gpu.name),
+        "gpu": gpu,
+        "arch": ARCHITECTURES.get(gpu, gpu),
         "dtype": plan.training.dtype,
         "moe": plan.model.is_moe,
     }
@@ -63,6 +80,12 @@ def bands_from_report(report: Any) -> dict[str, Any]:
         }
         out[table] |= {
             "sharded": all(c.estimate.config.zero_stage >= 2 for c in cases),
+            # a table with some sharded runs (Megatron-FSDP among Megatron-Bridge's) speaks for
+            # sharded steps too
+            # (as published: not where the search chose the ZeRO stage)
+            "sharded_some": any(
+                c.estimate.config.zero_stage >= 2 and "zero_stage" not in c.searched for c in cases
+            ),
             "sharded_share_max": round(max(sharded_share(c.estimate.values) for c in cases), 4),
             "mean_abs_error": round(t["mean_abs_error_pct"] / 100, 4),
             "max_abs_error": round(t["max_abs_error_pct"] / 100, 4),
@@ -71,7 +94,19 @@ def bands_from_report(report: Any) -> dict[str, Any]:
     return out
 
 
-WEIGHTS = {"framework": 4, "gpu": 2, "moe": 1.5, "dtype": 1}
+WEIGHTS = {"framework": 4, "gpu": 2, "arch": 1.5, "moe": 1.5, "dtype": 1}
+
+
+def _score(table: dict[str, Any], k: dict[str, Any]) -> float:
+    """How near a table's runs are to a plan: the weights of what they share, the GPU's
+    generation counting only where the GPU itself differs (a B200 plan is nearer GB300 runs than
+    H100 ones, an A100 plan no nearer A100 runs for it)."""
+    same = {f for f in WEIGHTS if table.get(f) == k[f]}
+    if "gpu" in same:
+        same.discard("arch")
+    return sum(WEIGHTS[f] for f in same)
+
+
 # a sharded step may spend this much more of itself in FSDP/ZeRO traffic than any validated run
 # did and still take those runs' band
 SHARE_MARGIN = 0.05
@@ -90,7 +125,16 @@ def band(plan: Plan, bands: dict[str, Any], zero_stage: int = 0, share: float = 
     and it says so."""
     k = kind(plan)
     sharded = zero_stage >= 2
-    pool = {n: t for n, t in bands.items() if bool(t.get("sharded")) == sharded}
+
+    def speaks_for(t: dict[str, Any]) -> bool:
+        if not sharded:
+            return not t.get("sharded")
+        # a table of some sharded runs among others speaks for sharded steps of its own
+        # framework on its own GPU generation only (Megatron-FSDP in Megatron-Bridge's tables)
+        mixed = t.get("sharded_some") and t.get("framework") == k["framework"]
+        return bool(t.get("sharded") or (mixed and t.get("arch") == k["arch"]))
+
+    pool = {n: t for n, t in bands.items() if speaks_for(t)}
     if sharded and not pool:
         return _widest(
             bands,
@@ -99,7 +143,7 @@ def band(plan: Plan, bands: dict[str, Any], zero_stage: int = 0, share: float = 
         )
     pool = pool or bands
     scored = [
-        (sum(w for f, w in WEIGHTS.items() if t.get(f) == k[f]), name, t)
+        (_score(t, k), name, t)
         for name, t in pool.items()
         if t.get("framework") == k["framework"] or t.get("gpu") == k["gpu"]
     ]
@@ -117,7 +161,7 @@ def band(plan: Plan, bands: dict[str, Any], zero_stage: int = 0, share: float = 
     shared = ", ".join(
         ("MoE" if k[f] else "dense") if f == "moe" else f"{f} {k[f]}"
         for f in WEIGHTS
-        if t.get(f) == k[f]
+        if t.get(f) == k[f] and not (f == "arch" and t.get("gpu") == k["gpu"])
     )
     return Band(
         t["mean_abs_error"], t["max_abs_error"], f"{name} ({t['runs']} runs; same {shared})"
