@@ -256,3 +256,31 @@ def test_a_blackwell_plan_takes_the_blackwell_runs_band():
         "t",
     )
     assert uncertainty.band(a100, bands).basis.startswith("nemo2407-fp8")
+
+
+def test_mtp_layers_are_not_decoder_layers_of_the_split():
+    """The stages' layer counts (what `estimate` prints and `--emit megatron` writes as
+    --decoder-last-pipeline-num-layers) are decoder layers; the MTP layer rides beside them."""
+    m = presets.model("deepseek-v3").model_copy(update={"mtp_num_layers": 1})
+    plan = presets.plan_from_mapping(
+        {
+            "model": "deepseek-v3",
+            "system": {"gpu": "h100-sxm", "num_gpus": 1024},
+            "training": {"global_batch_size": 4096, "seq_length": 4096},
+            "parallel": {
+                "tp": 1,
+                "pp": 16,
+                "ep": 64,
+                "cp": 1,
+                "vp": 1,
+                "micro_batch_size": 1,
+                "zero_stage": 1,
+                "recompute": "none",
+                "decoder_first_pipeline_num_layers": 3,
+                "decoder_last_pipeline_num_layers": 2,
+            },
+        },
+        "t",
+    ).model_copy(update={"model": m})
+    layers = estimate(plan, resolve_config(plan)).stage_layers
+    assert sum(layers) == 61 and layers[0] == 3 and layers[-1] == 2

@@ -37,6 +37,7 @@ class Stages:
     first_index: np.ndarray
     embedding: np.ndarray
     head: np.ndarray
+    mtp: int = 0  # MTP layers among the head's stage's layers (not decoder layers)
 
     def total(self, per_layer: Sequence[Num | None], embedding: Num, head: Num) -> Array:
         """Per class: the layers of each kind times that kind's per-layer figure, plus the
@@ -81,8 +82,10 @@ class Stages:
         return [v for _, v in sorted(out)]
 
     def layer_counts(self, row: int = 0) -> list[float]:
-        """Layers on each stage of one configuration (all kinds), first stage first."""
-        return self.expand(self.layers.sum(axis=-1), row)
+        """Decoder layers on each stage of one configuration (all kinds), first stage first: the
+        MTP layers the last stage also holds are not among them (Megatron's layer split counts
+        decoder layers)."""
+        return self.expand(self.layers.sum(axis=-1) - np.where(self.head, self.mtp, 0), row)
 
 
 def split_layers(
@@ -220,4 +223,4 @@ def build_stages(
     head = np.stack([single, np.zeros(n, bool), np.zeros(n, bool), ~single], axis=1)
     if mtp:
         layers[..., mtp_kind] += np.where(head, float(mtp), 0.0)
-    return Stages(layers, count, first_index, embedding, head)
+    return Stages(layers, count, first_index, embedding, head, mtp)
