@@ -284,3 +284,26 @@ def test_mtp_layers_are_not_decoder_layers_of_the_split():
     ).model_copy(update={"model": m})
     layers = estimate(plan, resolve_config(plan)).stage_layers
     assert sum(layers) == 61 and layers[0] == 3 and layers[-1] == 2
+
+
+def test_node_limited_routing_caps_the_nodes_a_token_reaches():
+    """Issue 21, DeepEP and node-limited routing: DeepSeek-V3 sends each token to at most 4 nodes
+    (report Sec. 2.1.2; config.json n_group 8, topk_group 4). Over EP 64 on 8 nodes a token's 8
+    expert copies reach 8 (1 - (7/8)^8) = 5.25 nodes when routing is free, 4 (1 - (3/4)^8) = 3.60
+    when limited to 4 of them: the share of copies that cross nodes falls from 0.656 to 0.450."""
+    from perfmodel.cost import collectives as coll
+
+    free = float(coll.node_dedup(64, 8, 8))
+    limited = float(coll.node_dedup(64, 8, 8, 8, 4))
+    assert free == pytest.approx(8 * (1 - (7 / 8) ** 8) / 8)
+    assert limited == pytest.approx(4 * (1 - (3 / 4) ** 8) / 8)
+    # one node: the token reaches it once; 16 nodes for 8 groups: each group spans 2 nodes, so a
+    # token within 4 groups reaches at most 8 of the 16
+    assert float(coll.node_dedup(8, 8, 8, 8, 4)) == pytest.approx(1 / 8)
+    assert float(coll.node_dedup(128, 8, 8, 8, 4)) == pytest.approx(8 * (1 - (7 / 8) ** 8) / 8)
+    m = presets.model_from_hf_config(
+        {**__import__("tests.test_models", fromlist=["DEEPSEEK_V3"]).DEEPSEEK_V3}
+    )
+    assert (m.moe_router_num_groups, m.moe_router_group_topk) == (8, 4)
+    with pytest.raises(Exception, match="go together"):
+        m.model_validate({**m.model_dump(), "moe_router_group_topk": None})

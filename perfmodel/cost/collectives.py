@@ -97,10 +97,14 @@ def all_to_all_time(
     return np.asarray(np.maximum(intra, inter))
 
 
-def node_dedup(n: Num, ranks_per_node: Num, k: int) -> Num:
+def node_dedup(n: Num, ranks_per_node: Num, k: int, groups: int = 0, group_topk: int = 0) -> Num:
     """Share of a token's k expert copies that must cross to remote nodes when each remote node
     receives the token once and fans it out over NVLink (DeepEP, DeepSeek-V3 report Sec. 3.2.2): the
-    expected distinct nodes among k uniform picks of N = n / ranks_per_node, N (1 - (1 - 1/N)^k),
-    over k."""
+    expected distinct nodes among k uniform picks of C nodes, C (1 - (1 - 1/C)^k), over k. C is the
+    EP group's N = n / ranks_per_node nodes, or fewer under group-limited routing (report Sec.
+    2.1.2: each token reaches at most M nodes): with G expert groups over N nodes, a token within
+    group_topk groups reaches at most group_topk x max(1, N / G) nodes."""
     nodes = np.maximum(np.asarray(n, dtype=float) / np.maximum(ranks_per_node, 1), 1.0)
+    if groups and group_topk:
+        nodes = np.minimum(nodes, group_topk * np.maximum(1.0, nodes / groups))
     return np.asarray(nodes * (1 - (1 - 1 / nodes) ** k) / k)

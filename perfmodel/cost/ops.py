@@ -145,6 +145,8 @@ class Collective:
     saved_core: Num = 0.0
     modules: tuple[str, ...] = ()
     dedup_k: int = 0  # DeepEP: a token's k copies cross to each remote node once (0: no dedup)
+    # group-limited routing (groups, groups a token may reach): caps the nodes a token reaches
+    route: tuple[int, int] = (0, 0)
 
 
 OpDesc = Gemm | FusedAttention | Pointwise | Collective

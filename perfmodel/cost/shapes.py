@@ -39,6 +39,9 @@ class LayerShape:
     activation: str = ""  # gelu, squared-relu, swiglu, geglu ("": gelu or swiglu by `gated`)
     experts: int = 0  # routed experts e (0: dense model)
     top_k: int = 1
+    # group-limited routing: the experts in `route_groups` groups, a token within `route_topk`
+    route_groups: int = 0
+    route_topk: int = 0
     moe_ffn: int = 0  # f_e
     shared_ffn: int = 0  # inner size of the shared experts, all together
     imbalance: float = 1.0  # busiest expert rank's tokens over the mean
@@ -75,6 +78,8 @@ class LayerShape:
             activation=model.mlp,
             experts=model.num_moe_experts or 0,
             top_k=model.moe_router_topk if moe else 1,
+            route_groups=(model.moe_router_num_groups or 0) if moe else 0,
+            route_topk=(model.moe_router_group_topk or 0) if moe else 0,
             moe_ffn=(model.moe_ffn_hidden_size or model.ffn) if moe else 0,
             shared_ffn=(model.moe_shared_expert_intermediate_size or 0) if moe else 0,
             imbalance=model.moe_load_imbalance if moe else 1.0,

@@ -134,7 +134,9 @@ def moe_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     n_loc = x.tokens / x.tok  # this rank's tokens
     copies = n_loc * k  # token copies it dispatches (= receives, balanced)
     rows = copies * x.etp * x.ep / E  # rows per local expert, mean
-    dispatch, combine = _ep_exchange(o, act * n_loc * x.ep * h * imb, act * copies * h * imb, k)
+    dispatch, combine = _ep_exchange(
+        o, act * n_loc * x.ep * h * imb, act * copies * h * imb, k, (m.route_groups, m.route_topk)
+    )
     ops: list[OpDesc] = [
         Gemm(
             "router",
@@ -159,7 +161,9 @@ def moe_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     return ops
 
 
-def _ep_exchange(o: Options, gathered: Num, sent: Num, k: int) -> tuple[Collective, Collective]:
+def _ep_exchange(
+    o: Options, gathered: Num, sent: Num, k: int, route: tuple[int, int] = (0, 0)
+) -> tuple[Collective, Collective]:
     """Dispatch and combine over the EP group, by Megatron-Core dispatcher: with ``allgather``
     every rank gathers the group's tokens (``gathered`` bytes) and keeps its experts' share;
     otherwise an all-to-all of the rank's token copies (``sent`` bytes), each token sent once per
@@ -177,8 +181,12 @@ def _ep_exchange(o: Options, gathered: Num, sent: Num, k: int) -> tuple[Collecti
     fwd = (Transfer("all-to-all", behind=(fc1, "fwd") if o.a2a_overlap else None),)
     bwd = (Transfer("all-to-all", behind=(fc1, "bwd") if o.a2a_overlap else None),)
     return (
-        Collective("EP dispatch (all-to-all)", "ep", sent, fwd=fwd, bwd=bwd, dedup_k=k_dedup),
-        Collective("EP combine (all-to-all)", "ep", sent, fwd=fwd, bwd=bwd, dedup_k=k_dedup),
+        Collective(
+            "EP dispatch (all-to-all)", "ep", sent, fwd=fwd, bwd=bwd, dedup_k=k_dedup, route=route
+        ),
+        Collective(
+            "EP combine (all-to-all)", "ep", sent, fwd=fwd, bwd=bwd, dedup_k=k_dedup, route=route
+        ),
     )
 
 

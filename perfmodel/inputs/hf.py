@@ -153,6 +153,9 @@ def _moe(cfg: dict, family: str, L: int, label: str) -> dict:
         shared = _opt_int(cfg, "n_shared_experts", label, 0) or 0
         if shared:
             out["moe_shared_expert_intermediate_size"] = shared * f_e
+        groups, reach = _opt_int(cfg, "n_group", label), _opt_int(cfg, "topk_group", label)
+        if groups and reach and reach < groups:  # group-limited (node-limited) routing
+            out["moe_router_num_groups"], out["moe_router_group_topk"] = groups, reach
         first = _opt_int(cfg, "first_k_dense_replace", label, 0) or 0
         freq = _opt_int(cfg, "moe_layer_freq", label) or 1
         out["moe_layer_freq"] = [1 if i >= first and i % freq == 0 else 0 for i in range(L)]

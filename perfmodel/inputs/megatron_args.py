@@ -22,6 +22,8 @@ MODEL = {
     "--vocab-size": "vocab_size",
     "--num-experts": "num_moe_experts",
     "--moe-router-topk": "moe_router_topk",
+    "--moe-router-num-groups": "moe_router_num_groups",
+    "--moe-router-group-topk": "moe_router_group_topk",
     "--moe-ffn-hidden-size": "moe_ffn_hidden_size",
     "--q-lora-rank": "q_lora_rank",
     "--kv-lora-rank": "kv_lora_rank",

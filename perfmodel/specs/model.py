@@ -198,6 +198,26 @@ class Model(Spec):
         le=MAX_LAYERS,
         description="The first k layers are dense (DeepSeek's first_k_dense_replace).",
     )
+    moe_router_num_groups: int | None = Field(
+        None,
+        gt=0,
+        le=MAX_HEADS,
+        validation_alias=AliasChoices("moe_router_num_groups", "n_group"),
+        description=(
+            "Group-limited routing (DeepSeek-V3; Megatron's --moe-router-num-groups): the experts"
+            " in this many groups, a token routed within moe_router_group_topk of them."
+        ),
+    )
+    moe_router_group_topk: int | None = Field(
+        None,
+        gt=0,
+        le=MAX_HEADS,
+        validation_alias=AliasChoices("moe_router_group_topk", "topk_group"),
+        description=(
+            "Groups a token may reach (DeepSeek-V3: 4 of 8, one node each: 'each token is sent to"
+            " at most 4 nodes', report Sec. 2.1.2)."
+        ),
+    )
     mtp_num_layers: int = Field(
         0,
         ge=0,
@@ -281,6 +301,22 @@ class Model(Spec):
             raise ValueError(
                 "MLA needs kv_lora_rank, qk_head_dim, qk_pos_emb_head_dim and v_head_dim together"
             )
+        g, reach = self.moe_router_num_groups, self.moe_router_group_topk
+        if (g is None) != (reach is None):
+            raise ValueError(
+                "moe_router_num_groups and moe_router_group_topk go together (group-limited"
+                " routing: the groups, and how many a token may reach); give both or neither"
+            )
+        if g is not None and reach is not None:
+            if reach > g:
+                raise ValueError(
+                    f"moe_router_group_topk({reach}) exceeds moe_router_num_groups({g})"
+                )
+            if self.num_moe_experts and self.num_moe_experts % g:
+                raise ValueError(
+                    f"num_moe_experts({self.num_moe_experts}) is not divisible by"
+                    f" moe_router_num_groups({g}); the groups split the experts evenly"
+                )
         if self.moe_first_k_dense > self.num_layers:
             raise ValueError(
                 f"moe_first_k_dense({self.moe_first_k_dense}) exceeds num_layers({self.num_layers})"
