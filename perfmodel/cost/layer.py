@@ -199,9 +199,10 @@ def _time_gemm(hw: Hardware, g: Gemm, dt: float) -> tuple[Op, Num, Num]:
     # the attention core and the 16-bit GEMMs (logits, router) run at the 16-bit peak under FP8
     a = g.attention_core or g.sixteen_bit
     dt = max(dt, 2) if a else dt
-    fwd = _gemm_time(hw, M, g.K, g.N, dt, g.batch, core, a)
-    dgrad = _gemm_time(hw, M, g.N, g.K, dt, g.batch, core, a)
-    wgrad = _gemm_time(hw, g.K, M, g.N, dt, g.batch, core, a)
+    # a pass issued one expert at a time waits on the host: host_s a pass (Gemm.host_s)
+    fwd = _gemm_time(hw, M, g.K, g.N, dt, g.batch, core, a) + g.host_s
+    dgrad = _gemm_time(hw, M, g.N, g.K, dt, g.batch, core, a) + g.host_s
+    wgrad = _gemm_time(hw, g.K, M, g.N, dt, g.batch, core, a) + g.host_s
     flops, nbytes = g.flops, g.bytes(dt)
     bound = ~np.asarray(is_memory_bound(flops, nbytes, hw.peak, hw.hbm_bw))
     return (

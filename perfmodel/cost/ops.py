@@ -63,6 +63,8 @@ class Gemm:
     # (megatron/core/models/gpt/gpt_model.py), torchtitan's Float8 skips "output" (filter_fqns),
     # and the router runs in 16/32-bit (Megatron-Core moe/router.py)
     sixteen_bit: bool = False
+    # host time of one pass on the critical path (a grouped GEMM issued expert by expert)
+    host_s: Num = 0.0
 
     @property
     def flops(self) -> Num:

@@ -156,6 +156,8 @@ class Options:
     # FP8 weights cast once per step, not per micro-batch (FP8 parameter gather, or TE's weight
     # cache across a step's micro-batches)
     fp8_param_gather: bool = False
+    # host time per local expert of a grouped GEMM pass (framework profile, fitted)
+    expert_call_s: float = 0.0
     # fused: hand-fused kernels (Megatron, TE); eager: PyTorch ops one kernel each; compiled:
     # Inductor's fusion of each pointwise chain between GEMMs (torch.compile)
     pointwise: Literal["fused", "eager", "compiled"] = "fused"

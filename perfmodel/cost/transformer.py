@@ -220,6 +220,7 @@ def _routed_experts(m: LayerShape, o: Options, x: Split, rows: Num, copies: Num)
             E * h * n_e,
             saved=act * rows * local * h,
             time_rows=rows * imb,
+            host_s=local * o.expert_call_s,
         ),
         *tag([expert_act], "moe_act"),
         Gemm(
@@ -232,6 +233,7 @@ def _routed_experts(m: LayerShape, o: Options, x: Split, rows: Num, copies: Num)
             E * fe * h,
             saved=act * rows * local * fe / etp,
             time_rows=rows * imb,
+            host_s=local * o.expert_call_s,
         ),
         Collective(
             "ETP reduce-scatter of expert outputs", "etp", gathered, fwd=scatter, bwd=gather

@@ -64,6 +64,7 @@ class Setting:
             fused_ce=tr.fused_cross_entropy,
             tp_overlap_ub=tr.tp_comm_overlap_ub,
             fp8_param_gather=tr.fp8_param_gather or tr.fp8_weight_cache,
+            expert_call_s=tr.expert_call_overhead_s,
             pointwise="compiled" if tr.torch_compile else tr.pointwise_kernels,
             grad_accum_bytes=grad_accumulation_bytes(
                 p.activation_bytes, tr.grad_accumulation_fusion, p.gradient_bytes

@@ -275,6 +275,9 @@ class Training(Spec):
     fused_cross_entropy: bool = Field(False, description=FLAGS["fused_cross_entropy"])
     fp8_param_gather: bool = Field(False, description=FLAGS["fp8_param_gather"])
     fp8_weight_cache: bool = Field(False, description=FLAGS["fp8_weight_cache"])
+    expert_call_overhead_s: float = Field(
+        0.0, ge=0, le=1, description=FLAGS["expert_call_overhead_s"]
+    )
     step_overhead_s: Seconds = Field(
         0.0,
         description=(
