@@ -52,7 +52,12 @@ def _fixed_contradictions(fx: Parallel) -> None:
 
 
 def _keep(cols: dict[str, Array], mask: Array) -> dict[str, Array]:
-    return {k: v[mask] for k, v in cols.items()}
+    """The rows where ``mask`` holds (the mask turned into indices once, not once per column)."""
+    mask = np.asarray(mask, dtype=bool)
+    if mask.all():
+        return cols
+    idx = np.flatnonzero(mask)
+    return {k: v.take(idx) for k, v in cols.items()}
 
 
 def _expand(cols: dict[str, Array], name: str, values: Iterable[int]) -> dict[str, Array]:
