@@ -39,6 +39,34 @@ def _plan(dtype="fp8", gpu="gb200", training=None, parallel=None, **system):
     )
 
 
+def _deepseek(mtp: int = 0, **parallel):
+    """DeepSeek-V3 on 1,024 H100 at PP 16 x EP 64, its split fixed unless told otherwise (61 = 3 +
+    14 x 4 + 2), with ``mtp`` multi-token prediction layers."""
+    plan = presets.plan_from_mapping(
+        {
+            "model": "deepseek-v3",
+            "system": {"gpu": "h100-sxm", "num_gpus": 1024},
+            "training": {"global_batch_size": 4096, "seq_length": 4096},
+            "parallel": {
+                "tp": 1,
+                "pp": 16,
+                "ep": 64,
+                "cp": 1,
+                "vp": 1,
+                "micro_batch_size": 1,
+                "zero_stage": 1,
+                "recompute": "none",
+                "decoder_first_pipeline_num_layers": 3,
+                "decoder_last_pipeline_num_layers": 2,
+                **parallel,
+            },
+        },
+        "t",
+    )
+    model = plan.model.model_copy(update={"mtp_num_layers": mtp})
+    return plan.model_copy(update={"model": model})
+
+
 def _logits_s(plan):
     ops, _ = block_ops(Setting.of(plan), lm_head, np.array([1]), np.array([2]), np.array([False]))
     return next(float(np.sum(o.fwd_s)) for o in ops if o.name == "logits")
@@ -147,27 +175,7 @@ def test_multi_token_prediction_as_megatron_bridge_counts_it():
     per_token = fl.megatron_core_flops(sh, 1, 4096, 61, 58, 1, m.mtp_is_moe) / 4096
     assert per_token / 1e9 == pytest.approx(260.0, abs=0.05)
     base = presets.model("deepseek-v3")
-    plan = presets.plan_from_mapping(
-        {
-            "model": "deepseek-v3",
-            "system": {"gpu": "h100-sxm", "num_gpus": 1024},
-            "training": {"global_batch_size": 4096, "seq_length": 4096},
-            "parallel": {
-                "tp": 1,
-                "pp": 16,
-                "ep": 64,
-                "cp": 1,
-                "vp": 1,
-                "micro_batch_size": 1,
-                "zero_stage": 1,
-                "recompute": "none",
-                "decoder_first_pipeline_num_layers": 3,
-                "decoder_last_pipeline_num_layers": 2,
-            },
-        },
-        "t",
-    )
-    with_mtp = plan.model_copy(update={"model": m})
+    plan, with_mtp = _deepseek(), _deepseek(mtp=1)
     from perfmodel.engine.blocks import block_costs
     from perfmodel.engine.evaluate import layout, stage_costs
     from perfmodel.engine.knobs import Knobs
@@ -207,23 +215,11 @@ def test_mean_model_states_of_a_mixture_of_experts_shard_the_experts():
     from perfmodel.cost import memory as mem
     from perfmodel.cost.transformer import LayerShape
 
-    plan = presets.plan_from_mapping(
-        {
-            "model": "deepseek-v3",
-            "system": {"gpu": "h100-sxm", "num_gpus": 1024},
-            "training": {"global_batch_size": 4096, "seq_length": 4096},
-            "parallel": {
-                "tp": 1,
-                "pp": 16,
-                "ep": 64,
-                "cp": 1,
-                "vp": 1,
-                "micro_batch_size": 1,
-                "zero_stage": 1,
-                "recompute": "full",
-            },
-        },
-        "t",
+    # the split left to the model (first and last stages as balanced)
+    plan = _deepseek(
+        recompute="full",
+        decoder_first_pipeline_num_layers=None,
+        decoder_last_pipeline_num_layers=None,
     )
     m = plan.model
     v = estimate(plan, resolve_config(plan)).values
@@ -261,27 +257,7 @@ def test_a_blackwell_plan_takes_the_blackwell_runs_band():
 def test_mtp_layers_are_not_decoder_layers_of_the_split():
     """The stages' layer counts (what `estimate` prints and `--emit megatron` writes as
     --decoder-last-pipeline-num-layers) are decoder layers; the MTP layer rides beside them."""
-    m = presets.model("deepseek-v3").model_copy(update={"mtp_num_layers": 1})
-    plan = presets.plan_from_mapping(
-        {
-            "model": "deepseek-v3",
-            "system": {"gpu": "h100-sxm", "num_gpus": 1024},
-            "training": {"global_batch_size": 4096, "seq_length": 4096},
-            "parallel": {
-                "tp": 1,
-                "pp": 16,
-                "ep": 64,
-                "cp": 1,
-                "vp": 1,
-                "micro_batch_size": 1,
-                "zero_stage": 1,
-                "recompute": "none",
-                "decoder_first_pipeline_num_layers": 3,
-                "decoder_last_pipeline_num_layers": 2,
-            },
-        },
-        "t",
-    ).model_copy(update={"model": m})
+    plan = _deepseek(mtp=1)
     layers = estimate(plan, resolve_config(plan)).stage_layers
     assert sum(layers) == 61 and layers[0] == 3 and layers[-1] == 2
 
