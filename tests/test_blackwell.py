@@ -252,6 +252,12 @@ def test_a_blackwell_plan_takes_the_blackwell_runs_band():
         "t",
     )
     assert uncertainty.band(a100, bands).basis.startswith("nemo2407-fp8")
+    # a mixture of experts on GB200 takes the MoE runs' band, not the dense Blackwell runs'
+    from perfmodel.inputs import load_plan
+
+    moe = load_plan("deepseek-v3-gb200")
+    assert not uncertainty.band(moe, bands).basis.startswith("mbridge-blackwell")
+    assert "MoE" in uncertainty.band(moe, bands).basis
 
 
 def test_mtp_layers_are_not_decoder_layers_of_the_split():

@@ -94,7 +94,7 @@ def bands_from_report(report: Any) -> dict[str, Any]:
     return out
 
 
-WEIGHTS = {"framework": 4, "gpu": 2, "arch": 1.5, "moe": 1.5, "dtype": 1}
+WEIGHTS = {"framework": 4, "moe": 3, "gpu": 2, "arch": 1.5, "dtype": 1}
 
 
 def _score(table: dict[str, Any], k: dict[str, Any]) -> float:
