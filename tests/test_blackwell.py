@@ -289,3 +289,51 @@ def test_node_limited_routing_caps_the_nodes_a_token_reaches():
     assert (m.moe_router_num_groups, m.moe_router_group_topk) == (8, 4)
     with pytest.raises(Exception, match="go together"):
         m.model_validate({**m.model_dump(), "moe_router_group_topk": None})
+
+
+def test_fp8_blockwise_recipe():
+    """Issue 22 item 3: DeepSeek-V3's blockwise FP8 (1x128 activation tiles, 128x128 weight blocks,
+    FP32 scales): every cast and saved input carries 4/128 B of scale an element, the FP8 weight
+    copy 4/16384; Hopper only, FP8 only; Megatron-LM's --fp8-recipe reads into it."""
+    from perfmodel.inputs.megatron import read_args
+    from perfmodel.specs import Precision
+
+    b = Precision.of("fp8", True, "adam", fp8_recipe="blockwise")
+    t = Precision.of("fp8", True, "adam", fp8_recipe="tensorwise")
+    assert (b.scale_bytes, t.scale_bytes) == (4 / 128, 0.0)
+    assert b.fp8_weight_bytes == pytest.approx(1 + 4 / 16384)
+
+    def h100(recipe):
+        return presets.plan_from_mapping(
+            {
+                "model": "llama3-8b",
+                "system": {"gpu": "h100-sxm", "num_gpus": 8},
+                "training": {"global_batch_size": 32, "dtype": "fp8", "fp8_recipe": recipe},
+                "parallel": {"tp": 1, "pp": 1, "cp": 1, "micro_batch_size": 1, "zero_stage": 1},
+            },
+            "t",
+        )
+
+    per_tensor, blockwise = (
+        estimate(p, resolve_config(p)) for p in (h100(None), h100("blockwise"))
+    )
+    assert blockwise.values["step_time_s"] > per_tensor.values["step_time_s"]
+    assert any("fp8 blockwise" in a for a in blockwise.assumed)
+    with pytest.raises(PerfModelError, match="blockwise FP8 runs on Hopper"):
+        _plan(training={"fp8_recipe": "blockwise"})
+    with pytest.raises(PerfModelError, match="the recipe is FP8's"):
+        _plan(dtype="bf16", training={"fp8_recipe": "delayed"})
+    base = (
+        "--num-layers 8 --hidden-size 64 --num-attention-heads 2 --micro-batch-size 1"
+        " --global-batch-size 8 --vocab-size 100 --fp8-format e4m3"
+    )
+    assert (
+        read_args(base + " --fp8-recipe blockwise", "h100-sxm", num_gpus=1).plan["training"][
+            "fp8_recipe"
+        ]
+        == "blockwise"
+    )
+    assert (
+        read_args(base + " --fp8-recipe mxfp8", "b200", num_gpus=1).plan["training"]["dtype"]
+        == "mxfp8"
+    )

@@ -24,6 +24,11 @@ def assumptions(plan: Plan) -> list[str]:
         out.append(f"{gpu.name}: efficiencies {source}")
     if tr.dtype in ("fp8", "mxfp8") and gpu.fp8_gemm_efficiency is None:
         out.append(f"{gpu.name}: FP8 GEMM efficiency taken as the BF16 one (not measured)")
+    if tr.fp8_recipe == "blockwise":
+        out.append(
+            "fp8 blockwise (1x128 activation, 128x128 weight tiles): FP32 scales in every cast and"
+            " saved input; the GEMMs at the per-tensor FP8 fraction (no blockwise run is fitted)"
+        )
     if tr.dtype == "nvfp4":
         if gpu.fp4_gemm_efficiency is None:
             out.append(f"{gpu.name}: NVFP4 GEMM efficiency taken as the FP8 one (not measured)")

@@ -50,7 +50,9 @@ class Setting:
     @classmethod
     def of(cls, plan: Plan) -> Setting:
         tr = plan.training
-        p = Precision.of(tr.dtype, tr.grad_accum_fp32, tr.optimizer, tr.mfu_peak, tr.reduce_dtype)
+        p = Precision.of(
+            tr.dtype, tr.grad_accum_fp32, tr.optimizer, tr.mfu_peak, tr.reduce_dtype, tr.fp8_recipe
+        )
         opts = Options(
             gemm_bytes=p.gemm_bytes,
             scale_bytes=p.scale_bytes,

@@ -287,6 +287,7 @@ def _special(args: dict, out: Imported) -> None:
                 f"--fp8-format {one_value(args, '--fp8-format')}: perfmodel models e4m3 and hybrid"
             )
         training["dtype"] = "fp8"
+        _fp8_recipe(args, training)
     backend = one_value(args, "--attention-backend") if "--attention-backend" in args else None
     if backend in ("unfused", "local"):
         training["flash_attention"] = False
@@ -343,6 +344,22 @@ def _layout(args: dict, model: dict, parallel: dict) -> None:
         first, last = first_last(layers)
         parallel["decoder_first_pipeline_num_layers"] = first
         parallel["decoder_last_pipeline_num_layers"] = last
+
+
+def _fp8_recipe(args: dict, training: dict) -> None:
+    """Megatron-LM's --fp8-recipe (delayed, tensorwise, mxfp8, blockwise): MXFP8 is its own
+    format here; blockwise sets the recipe; the per-tensor ones cost alike."""
+    if "--fp8-recipe" not in args:
+        return
+    recipe = one_value(args, "--fp8-recipe")
+    if recipe == "mxfp8":
+        training["dtype"] = "mxfp8"
+    elif recipe in ("delayed", "tensorwise", "blockwise"):
+        training["fp8_recipe"] = recipe
+    else:
+        raise PerfModelError(
+            f"--fp8-recipe {recipe}: Megatron-LM takes delayed, tensorwise, mxfp8 or blockwise"
+        )
 
 
 def _offloading(args: dict, out: Imported) -> None:

@@ -101,6 +101,7 @@ OTHER_VALUES = (
     "--recompute-modules",
     "--cpu-offloading-num-layers",
     "--fp8-format",
+    "--fp8-recipe",
     "--attention-backend",
     "--num-layers-per-virtual-pipeline-stage",
     "--nproc_per_node",

@@ -334,9 +334,25 @@ def plan_from_mapping(data: Any, label: str, base_dir: Path | None = None) -> Pl
         raise PerfModelError(format_validation_error(e, label, Plan)) from None
 
 
+HOPPER = ("H100", "H200", "H800")
+
+
 def _format_runs_on(training: Training, system: System, label: str) -> None:
     """A compute format (or MFU peak) the GPU has no tensor cores for is an error naming the GPU,
-    the format and the bundled GPUs that have it (NVFP4 or MXFP8 on Hopper, FP8 on A100)."""
+    the format and the bundled GPUs that have it (NVFP4 or MXFP8 on Hopper, FP8 on A100); FP8's
+    recipe needs FP8 and, blockwise, Hopper (Megatron-Bridge mixed_precision.py: "blockwise (for
+    Hopper only)"; Blackwell block-scales in MXFP8)."""
+    recipe = training.fp8_recipe
+    if recipe is not None and training.dtype != "fp8":
+        raise PerfModelError(
+            f"{label}: training.fp8_recipe {recipe} with dtype {training.dtype}: the recipe is"
+            " FP8's; set dtype fp8 or drop fp8_recipe"
+        )
+    if recipe == "blockwise" and not system.gpu.name.upper().startswith(HOPPER):
+        raise PerfModelError(
+            f"{label}: training.fp8_recipe blockwise on {system.gpu.name}: Transformer Engine's"
+            " blockwise FP8 runs on Hopper (H100, H200, H800); on Blackwell use dtype mxfp8"
+        )
     for dtype in {training.dtype, training.mfu_peak or training.dtype}:
         try:
             system.gpu.peak(dtype)

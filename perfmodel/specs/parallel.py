@@ -211,6 +211,14 @@ class Training(Spec):
     optimizer: Literal["adam", "sgd"] = Field(
         "adam", description="adam: 12 B/param of fp32 states."
     )
+    fp8_recipe: Literal["tensorwise", "delayed", "blockwise"] | None = Field(
+        None,
+        description=(
+            "FP8's scaling (dtype fp8): tensorwise (current) or delayed per-tensor scales, the"
+            " default and alike in cost; blockwise, DeepSeek-V3's 1x128 activation and 128x128"
+            " weight tiles with FP32 scales (Transformer Engine's Float8BlockScaling, Hopper only)."
+        ),
+    )
     mfu_peak: Literal["bf16", "fp8", "mxfp8", "nvfp4"] | None = Field(
         None,
         description=(

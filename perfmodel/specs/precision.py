@@ -35,6 +35,10 @@ DTYPES = tuple(DTYPE_BYTES)
 # 32 elements (OCP Microscaling spec v1.0); NVFP4 one FP8 (E4M3) scale per 16 elements plus a
 # per-tensor FP32 scale (NVIDIA 2025, "Pretraining Large Language Models with NVFP4")
 SCALE_BYTES = {"mxfp8": 1 / 32, "nvfp4": 1 / 16}
+# FP8's blockwise recipe (DeepSeek-AI 2024, DeepSeek-V3 report Sec. 3.3.2; Transformer Engine's
+# Float8BlockScaling): an FP32 scale per 1 x 128 tile of activations and gradients (4/128 B an
+# element) and per 128 x 128 block of weights (4/16384)
+BLOCKWISE_SCALE_BYTES, BLOCKWISE_WEIGHT_SCALE_BYTES = 4 / 128, 4 / (128 * 128)
 # the formats whose GEMMs run below 16 bits (FP8 with per-tensor scales, MXFP8, NVFP4)
 LOW_PRECISION = ("fp8", "mxfp8", "nvfp4")
 # Dtypes a training run can compute in (tf32 is a GEMM mode of fp32, not a training dtype).
@@ -79,6 +83,7 @@ class Precision:
         optimizer: str,
         mfu_peak: str | None = None,
         reduce_dtype: str | None = None,
+        fp8_recipe: str | None = None,
     ) -> Precision:
         """The mixed-precision recipe of Megatron-LM for a compute dtype (see the module docstring).
         FP8 (Transformer Engine): GEMM operands in FP8, everything else BF16, the weights kept in
@@ -91,6 +96,9 @@ class Precision:
             )
         half = dtype != "fp32"
         scale = SCALE_BYTES.get(dtype, 0.0)
+        weight_scale = scale
+        if dtype == "fp8" and fp8_recipe == "blockwise":
+            scale, weight_scale = BLOCKWISE_SCALE_BYTES, BLOCKWISE_WEIGHT_SCALE_BYTES
         return cls(
             compute=dtype,
             gemm_bytes=DTYPE_BYTES[dtype],
@@ -101,7 +109,7 @@ class Precision:
             mfu_peak=mfu_peak or dtype,
             master_weights=half,
             loss_scaling=dtype == "fp16",
-            fp8_weight_bytes=DTYPE_BYTES[dtype] + scale if dtype in LOW_PRECISION else 0,
+            fp8_weight_bytes=DTYPE_BYTES[dtype] + weight_scale if dtype in LOW_PRECISION else 0,
             reduce_wire_bytes=int(DTYPE_BYTES[reduce_dtype]) if reduce_dtype else 0,
             scale_bytes=scale,
         )
