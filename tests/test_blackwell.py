@@ -337,3 +337,18 @@ def test_fp8_blockwise_recipe():
         read_args(base + " --fp8-recipe mxfp8", "b200", num_gpus=1).plan["training"]["dtype"]
         == "mxfp8"
     )
+
+
+def test_offloading_without_a_host_link_is_an_error():
+    """A GPU given as a mapping has no usual host link: offloading then names the field to set
+    rather than pricing the copy at nothing."""
+    from perfmodel.errors import PerfModelError as Err
+
+    gpu = presets.gpu("gb200").model_dump()
+    with pytest.raises(Err, match=r"needs system\.host_link"):
+        _plan(
+            training={"cpu_offloading_num_layers": 4},
+            gpu=gpu,
+            intra_node_link="nvlink5-nvl72",
+            inter_node_link="ib-ndr",
+        )

@@ -41,7 +41,7 @@ def assumptions(plan: Plan) -> list[str]:
         link = s.host_link
         out.append(
             f"activation offloading: {tr.cpu_offloading_num_layers} layers' activations to host"
-            f" memory over {link.name if link else 'no host link (set system.host_link)'}, hidden"
+            f" memory over {link.name if link else 'the host link'}, hidden"
             " behind each pass where the copy fits; pp 1 and no recompute (Megatron-Core)"
         )
     if s.placement_note():

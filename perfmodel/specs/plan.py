@@ -49,6 +49,11 @@ class Plan(Spec):
                 f"training.cpu_offloading_num_layers({n}) must be below num_layers({L}):"
                 " Megatron-Core offloads fewer layers than the model has"
             )
+        if self.system.host_link is None:
+            raise ValueError(
+                f"training.cpu_offloading_num_layers({n}) needs system.host_link, the GPU's link to"
+                " host memory: nvlink-c2c on Grace systems (GB200, GB300), pcie-gen5 on HGX boards"
+            )
         if (par.pp or 1) > 1 or (par.recompute or "none") != "none":
             raise ValueError(
                 f"training.cpu_offloading_num_layers({n}) with pp({par.pp}) and recompute"
