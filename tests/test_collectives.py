@@ -69,3 +69,29 @@ def test_overlapped_collective_pays_its_excess_and_a_contention_share():
     assert coll.overlapped_time(10e-3, 4e-3, 1.0) == pytest.approx(
         10e-3
     )  # penalty 1: no gain at all
+
+
+def test_deepep_nic_carries_the_node_load_not_the_rank_load():
+    """Issue 21, DeepEP across nodes: a token crosses to the GPU of the same in-node index on each
+    target node and is forwarded over NVLink there (DeepSeek-V3 report Sec. 3.2.2), so a NIC
+    receives its node's share of the routed tokens. Qwen3-235B's zoo layout: EP 32 on 4 nodes of
+    8, 2,048 tokens a rank, top-8, hidden 4,096, BF16, the busiest rank at 1.5x the mean: the node
+    sums 8 ranks, its excess 0.5 / sqrt(8), so 1.177x. The NIC carries 24/32 of the copies, 0.450
+    of them after the node dedup: 2048 x 8 x 4096 x 2 B x 1.177 x 0.75 x 0.450 = 53.3 MB, 1.25 ms
+    at 42.5 GB/s, 1.30 ms with 24 x 2 us of latency; NCCL's all-to-all keeps the busiest rank's
+    1.5x.
+    """
+    from perfmodel.cost.layer import Link
+
+    assert float(coll.node_imbalance(1.5, 32, 8)) == pytest.approx(1 + 0.5 / 8**0.5)
+    assert float(coll.node_imbalance(1.5, 8, 8)) == pytest.approx(1 + 0.5 / 8**0.5)
+    assert float(coll.node_imbalance(1.0, 32, 8)) == 1.0
+    link = Link(42.5 * GB, 2 * US, 382.5 * GB, 3 * US, ranks_per_node=8, spans=True)
+    sent = 2048 * 8 * 4096 * 2 * 1.5  # bytes a rank dispatches, the busiest rank's load
+    nic = 2048 * 8 * 4096 * 2 * (1 + 0.5 / 8**0.5) * 24 / 32 * float(coll.node_dedup(32, 8, 8))
+    assert nic == pytest.approx(53.3 * MB, rel=2e-3)
+    deepep = float(link.seconds("all-to-all", sent, 32, dedup_k=8, imbalance=1.5))
+    assert deepep == pytest.approx(nic / (42.5 * GB) + 24 * 2 * US)
+    assert deepep == pytest.approx(1.30e-3, rel=0.01)
+    nccl = float(link.seconds("all-to-all", sent, 32, imbalance=1.5))
+    assert nccl == pytest.approx(sent * 24 / 32 / (42.5 * GB) + 24 * 2 * US)

@@ -280,14 +280,6 @@ def test_blackwell_targets(report):
     assert formats == {"fp8", "mxfp8", "nvfp4"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "issue 21's MoE target is not met: expert-parallel communication, DeepEP and the overlap"
-        " schemes are not yet modelled as the 2026 frameworks run them (README, 'Context and"
-        " expert parallelism')"
-    ),
-)
 def test_moe_runs_target(report):
     """Issue 21: the MoE runs (the model zoo's EP/PP layouts and the 2026 runs), mean |error| <=
     12%, max <= 25%."""

@@ -108,3 +108,15 @@ def node_dedup(n: Num, ranks_per_node: Num, k: int, groups: int = 0, group_topk:
     if groups and group_topk:
         nodes = np.minimum(nodes, group_topk * np.maximum(1.0, nodes / groups))
     return np.asarray(nodes * (1 - (1 - 1 / nodes) ** k) / k)
+
+
+def node_imbalance(imbalance: float, n: Num, ranks_per_node: Num) -> Num:
+    """Busiest node's share of the routed tokens over the mean, from the busiest rank's
+    (``imbalance``), for the NIC traffic of DeepEP's dispatch and combine. DeepEP sends a token
+    over RDMA to the GPU of the same in-node index on each target node, which forwards it over
+    NVLink to the GPUs holding its experts (DeepSeek-V3 report Sec. 3.2.2; DeepEP's internode
+    kernels), so a NIC receives what its node's experts need, not what one rank's do. A node sums
+    the loads of its r expert ranks; taken as independent, their excess over the mean shrinks by
+    sqrt(r) (the central limit theorem): 1 + (imbalance - 1) / sqrt(r), dimensionless."""
+    r = np.clip(np.asarray(ranks_per_node, dtype=float), 1.0, np.maximum(np.asarray(n), 1.0))
+    return np.asarray(1.0 + (imbalance - 1.0) / np.sqrt(r))

@@ -134,12 +134,20 @@ class Link:
         return np.asarray(np.where(self.spans, multi, self.bandwidth))
 
     def seconds(
-        self, kind: str, message: Num, n: Num, dedup_k: int = 0, route: tuple[int, int] = (0, 0)
+        self,
+        kind: str,
+        message: Num,
+        n: Num,
+        dedup_k: int = 0,
+        route: tuple[int, int] = (0, 0),
+        imbalance: float = 1.0,
     ) -> Num:
         """Time of one collective of ``message`` bytes over n ranks (SPEC 3). ``dedup_k``: the
         message is k copies of each token, and a copy bound for a node the token already goes to
         stays off the NIC (DeepEP's node-level dispatch); ``route``: group-limited routing caps
-        the nodes a token reaches (collectives.node_dedup)."""
+        the nodes a token reaches (collectives.node_dedup). ``imbalance``: the busiest rank's
+        load over the mean, already in ``message``; with DeepEP a NIC carries a node's load
+        instead (collectives.node_imbalance)."""
         rpn, intra_bw, intra_alpha = self.ranks_per_node, self.intra_bandwidth, self.intra_latency
         if (
             kind == "all-to-all"
@@ -147,7 +155,13 @@ class Link:
             and intra_bw is not None
             and intra_alpha is not None
         ):
-            scale = coll.node_dedup(n, rpn, dedup_k, *route) if dedup_k else 1.0
+            scale = (
+                coll.node_dedup(n, rpn, dedup_k, *route)
+                * coll.node_imbalance(imbalance, n, rpn)
+                / imbalance
+                if dedup_k
+                else 1.0
+            )
             return coll.all_to_all_time(
                 message,
                 n,
@@ -284,7 +298,9 @@ def _time_collective(
 
     def seconds(x: Transfer) -> Num:
         msg = c.message * x.scale
-        return link.seconds(x.kind, msg, 2 if x.kind == "p2p" else n, c.dedup_k, c.route)
+        return link.seconds(
+            x.kind, msg, 2 if x.kind == "p2p" else n, c.dedup_k, c.route, c.imbalance
+        )
 
     def total(transfers: tuple[Transfer, ...]) -> Num:
         out = np.zeros(np.broadcast(np.asarray(c.message), sp).shape)

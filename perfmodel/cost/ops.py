@@ -149,6 +149,8 @@ class Collective:
     dedup_k: int = 0  # DeepEP: a token's k copies cross to each remote node once (0: no dedup)
     # group-limited routing (groups, groups a token may reach): caps the nodes a token reaches
     route: tuple[int, int] = (0, 0)
+    # the busiest rank's load over the mean, already in ``message`` (routed experts; 1: balanced)
+    imbalance: float = 1.0
 
 
 OpDesc = Gemm | FusedAttention | Pointwise | Collective

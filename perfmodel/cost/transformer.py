@@ -135,7 +135,12 @@ def moe_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     copies = n_loc * k  # token copies it dispatches (= receives, balanced)
     rows = copies * x.etp * x.ep / E  # rows per local expert, mean
     dispatch, combine = _ep_exchange(
-        o, act * n_loc * x.ep * h * imb, act * copies * h * imb, k, (m.route_groups, m.route_topk)
+        o,
+        act * n_loc * x.ep * h * imb,
+        act * copies * h * imb,
+        k,
+        (m.route_groups, m.route_topk),
+        imb,
     )
     ops: list[OpDesc] = [
         Gemm(
@@ -162,14 +167,19 @@ def moe_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
 
 
 def _ep_exchange(
-    o: Options, gathered: Num, sent: Num, k: int, route: tuple[int, int] = (0, 0)
+    o: Options,
+    gathered: Num,
+    sent: Num,
+    k: int,
+    route: tuple[int, int] = (0, 0),
+    imbalance: float = 1.0,
 ) -> tuple[Collective, Collective]:
     """Dispatch and combine over the EP group, by Megatron-Core dispatcher: with ``allgather``
     every rank gathers the group's tokens (``gathered`` bytes) and keeps its experts' share;
     otherwise an all-to-all of the rank's token copies (``sent`` bytes), each token sent once per
     node with DeepEP. With Megatron-Core's EP overlap each all-to-all hides under the expert
     GEMMs of the micro-batch it is interleaved with, forward under a forward, backward under a
-    backward."""
+    backward. ``imbalance``: the busiest rank's load over the mean, in both byte counts."""
     if o.dispatcher == "allgather":
         gather, scatter = (Transfer("all-gather"),), (Transfer("reduce-scatter"),)
         return (
@@ -180,14 +190,20 @@ def _ep_exchange(
     fc1 = "expert fc1 (grouped)"
     fwd = (Transfer("all-to-all", behind=(fc1, "fwd") if o.a2a_overlap else None),)
     bwd = (Transfer("all-to-all", behind=(fc1, "bwd") if o.a2a_overlap else None),)
-    return (
+    dispatch, combine = (
         Collective(
-            "EP dispatch (all-to-all)", "ep", sent, fwd=fwd, bwd=bwd, dedup_k=k_dedup, route=route
-        ),
-        Collective(
-            "EP combine (all-to-all)", "ep", sent, fwd=fwd, bwd=bwd, dedup_k=k_dedup, route=route
-        ),
+            f"EP {name} (all-to-all)",
+            "ep",
+            sent,
+            fwd=fwd,
+            bwd=bwd,
+            dedup_k=k_dedup,
+            route=route,
+            imbalance=imbalance,
+        )
+        for name in ("dispatch", "combine")
     )
+    return dispatch, combine
 
 
 def _routed_experts(m: LayerShape, o: Options, x: Split, rows: Num, copies: Num) -> list[OpDesc]:

@@ -36,8 +36,7 @@ TABLE_TITLES = {
     "llm-foundry": "MosaicML llm-foundry benchmark tables: MPT on PyTorch FSDP1 (A100, H100)",
     "torchtitan-2412": "torchtitan benchmark notes (2024-12): Llama 3.1 on FSDP2, 128-256 H100",
     "moe-2026": (
-        "Mixtures of experts, 2024-2026: DeepSeek-V3 report (2,048 H800), Megatron-Bridge 26.04"
-        " gpt-oss-120B and Qwen3-30B-A3B (H100)"
+        "Mixtures of experts, 2026: Megatron-Bridge 26.04 gpt-oss-120B and Qwen3-30B-A3B (H100)"
     ),
     "mbridge-blackwell": (
         "Megatron-Bridge 25.11 and 26.04 on Blackwell: Llama 3 on B200, GB200 and GB300 (FP8,"
