@@ -206,6 +206,10 @@ def attention_core(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
             io,
             m.executed_attention(s, o.causal),
             saved=q_bytes + k_bytes + v_bytes + lse,
+            # MLA: Q, K and V are the up-projections' outputs (with RoPE applied), which their
+            # recompute rebuilds (Megatron-Core --recompute-modules mla_up_proj; DeepSeek-V3
+            # report Sec. 3.2.3)
+            rebuilt=("mla_up_proj", q_bytes + k_bytes + v_bytes) if m.kv_lora else ("", 0.0),
         )
         return before + [core] + after
     return before + _unfused_core(o, x, m, scores, context, nb * sq * s) + after

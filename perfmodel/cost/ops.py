@@ -91,6 +91,9 @@ class FusedAttention:
     saved: Num = 0.0
     saved_core: Num = 0.0
     modules: tuple[str, ...] = ()
+    # of ``saved``, the inputs a recomputed module rebuilds: (module, bytes); MLA's up-projections
+    # give Q, K and V
+    rebuilt: tuple[str, Num] = ("", 0.0)
 
     @property
     def flops(self) -> Num:
@@ -198,7 +201,8 @@ class Block:
         the recomputed ``modules`` rebuild: the attention core's s x s tensors (core_attn; its Q, K,
         V inputs stay), and of every other recomputed module (Megatron-Core --recompute-modules,
         e.g. moe, layernorm) only its input, the checkpoint it is recomputed from: the first op of
-        each run of recomputed ops keeps its input, the ops after it keep nothing. The recompute
+        each run of recomputed ops keeps its input, the ops after it keep nothing; MLA's
+        up-projections (mla_up_proj) also rebuild the attention core's Q, K and V. The recompute
         time repeats the same ops (cost/step.layer_recompute), so memory and time agree."""
         kept: Num = sum((op.saved for op in self.ops), 0.0)
         core: Num = sum((op.saved_core for op in self.ops), 0.0)
@@ -209,6 +213,10 @@ class Block:
             recomputed = bool(set(op.modules) & others)
             if not recomputed or not inside:  # outside a recomputed run, or its first op
                 selective = selective + op.saved
+            if isinstance(op, FusedAttention) and op.rebuilt[0] in others:
+                # Megatron-Core frees a recomputed module's output once its consumer has run
+                # (CheckpointWithoutOutput) and rebuilds it before that consumer's backward
+                selective = selective - op.rebuilt[1]
             if not recomputed and not (op.attention_core and "core_attn" in modules):
                 selective = selective + op.saved_core
             inside = recomputed
