@@ -145,12 +145,13 @@ def parallel_options(f: F) -> F:
         ),
         click.option("--recompute", type=click.Choice(["none", "selective", "full"])),
         click.option("--zero", "zero_stage", type=click.IntRange(0, 3), help="ZeRO stage."),
-        click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"])),
+        click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved", "dualpipe"])),
         click.option("--gpus", type=count(), help="Override the plan's GPU count."),
         click.option(
             "--framework",
             type=click.Choice(FRAMEWORKS),
-            help="Framework profile (perfmodel presets frameworks).",
+            metavar="PROFILE",
+            help=f"Framework profile: {', '.join(FRAMEWORKS)} (perfmodel presets frameworks).",
         ),
         tokens_option,
         click.option(

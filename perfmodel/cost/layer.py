@@ -41,6 +41,7 @@ class Op:
     attention_core: bool = False  # recomputed by selective recompute
     compute_bound: Num | None = None
     group: str = ""  # a collective's parallel group (tp, cp, ep, etp)
+    wgrad_s: Num = 0.0  # of bwd_s, the weight gradient (GEMMs): what a zero-bubble schedule defers
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -220,7 +221,17 @@ def _time_gemm(hw: Hardware, g: Gemm, dt: float) -> tuple[Op, Num, Num]:
     flops, nbytes = g.flops, g.bytes(dt)
     bound = ~np.asarray(is_memory_bound(flops, nbytes, hw.peak, hw.hbm_bw))
     return (
-        Op(g.name, "gemm", flops, nbytes, fwd, dgrad + wgrad, g.attention_core, bound),
+        Op(
+            g.name,
+            "gemm",
+            flops,
+            nbytes,
+            fwd,
+            dgrad + wgrad,
+            g.attention_core,
+            bound,
+            wgrad_s=wgrad,
+        ),
         dgrad,
         wgrad,
     )

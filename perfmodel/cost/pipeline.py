@@ -54,22 +54,49 @@ def min_microbatches_for_target(p: int, target: float, v: int = 1) -> int:
     return max(1, math.floor(bound) + 1)
 
 
-SCHEDULE_CODES = {"gpipe": 0, "1f1b": 1, "interleaved": 2}
+SCHEDULE_CODES = {"gpipe": 0, "1f1b": 1, "interleaved": 2, "dualpipe": 3}
+DUALPIPE = SCHEDULE_CODES["dualpipe"]
 
 
 def in_flight_microbatches(p: Num, m: Num, v: Num, schedule: Num) -> Num:
     """Micro-batches whose activations the first stage holds at its peak (SPEC 5).
 
     GPipe keeps all m; 1F1B keeps min(p, m); interleaving multiplies the 1F1B
-    figure by 1 + (p-1)/(p v) (Korthikanti 2022, Sec. 4.2.3). ``schedule`` is
-    a name or an array of SCHEDULE_CODES.
+    figure by 1 + (p-1)/(p v) (Korthikanti 2022, Sec. 4.2.3); DualPipe keeps p + 1
+    chunks' (DeepSeek-V3 report Table 2), on every rank. ``schedule`` is a name or
+    an array of SCHEDULE_CODES.
     """
     code = SCHEDULE_CODES[schedule] if isinstance(schedule, str) else np.asarray(schedule)
     p = np.asarray(p, dtype=float)
     m = np.asarray(m, dtype=float)
     one_f_one_b = np.minimum(p, m)
     interleaved = one_f_one_b * (1 + (p - 1) / (p * np.asarray(v, dtype=float)))
-    return np.where(code == 0, m, np.where(code == 2, interleaved, one_f_one_b))
+    return np.where(
+        code == 0,
+        m,
+        np.where(code == 2, interleaved, np.where(code == DUALPIPE, p + 1, one_f_one_b)),
+    )
+
+
+def dualpipe_paired(p: Num, m: Num) -> Num:
+    """Forward chunks that DualPipe runs overlapped with a backward chunk (an F&B pair) on its first
+    and last ranks, the fewest of any rank: m - 2 (p - 1). DualPipe sends m/2 micro-batches each
+    way; a rank at distance h from its end of the pipeline runs its main phase (each iteration two
+    F&B pairs) m/2 - p + h + 1 times (deepseek-ai/DualPipe, dualpipe.py, DualPipe.step), and the
+    rest of its chunks alone, in the warm-up and the cool-down. Chunks, dimensionless."""
+    return np.asarray(
+        np.maximum(np.asarray(m, dtype=float) - 2 * (np.asarray(p, dtype=float) - 1), 0.0)
+    )
+
+
+def dualpipe_bubble(p: Num, f_and_b: Num, b: Num, w: Num) -> Num:
+    """Idle time of a DualPipe rank, seconds: (p/2 - 1)(F&B + B - 3W) (DeepSeek-V3 report, arXiv
+    2412.19437, Table 2), with F&B the time of a forward and a backward chunk run overlapped, B a
+    full backward chunk and W its weight-gradient part (the zero-bubble split of Qi et al. 2023).
+    Against 1F1B's (p - 1)(F + B), DualPipe sends micro-batches in from both ends, so a rank holds
+    two stages (stage i and p - 1 - i) and half the pipeline depth idles."""
+    half = np.maximum(np.asarray(p, dtype=float) / 2 - 1, 0.0)
+    return np.asarray(half * np.maximum(np.asarray(f_and_b) + np.asarray(b) - 3 * np.asarray(w), 0))
 
 
 def pipeline_lower_bound(count: Num, first_index: Num, stage_time: Num, m: Num, v: Num) -> Num:

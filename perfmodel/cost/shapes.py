@@ -149,6 +149,8 @@ class Options:
     cp_comm: Literal["p2p", "a2a"] = "p2p"
     dispatcher: Literal["alltoall", "allgather", "deepep"] = "alltoall"
     a2a_overlap: bool = False  # EP all-to-alls hidden under another micro-batch's expert GEMMs
+    # bytes a dispatched element takes over the 16-bit act_bytes (FP8 dispatch: (1 + 4/128) / 2)
+    dispatch_scale: float = 1.0
     dropout: bool = True  # hidden and attention dropout (GPT's 0.1; Llama-style runs use none)
     bias_fused: bool = False  # biases added in the GEMM epilogue (Transformer Engine)
     fused_ce: bool = False  # fused vocab-parallel cross-entropy on 16-bit logits

@@ -81,6 +81,21 @@ class Stages:
             out += [(start + i, float(per_class[row, c])) for i in range(n)]
         return [v for _, v in sorted(out)]
 
+    def dualpipe(self, per_class: Num, rows: Num, how: str = "mean") -> Array:
+        """Per class, what a DualPipe rank sees (DeepSeek-V3 report Sec. 3.2.1): rank i holds stage
+        i and stage p - 1 - i, so the first and the last stage share the end ranks. ``mean``: a
+        figure per micro-batch, which runs on one of the two (the end ranks' is the ends' mean, a
+        middle rank's its class's, the slower class's bound); ``sum``: what the rank holds of both
+        (the ends' sum, twice a middle stage's). Only where ``rows`` (configurations x 1, or
+        configurations); elsewhere per_class as it is."""
+        x = np.asarray(per_class, dtype=float)
+        x = np.broadcast_to(x, self.count.shape) if x.ndim < 2 else x
+        ends = x[:, 0] + x[:, 3]
+        out = x * (2.0 if how == "sum" else 1.0)
+        out[:, 0] = out[:, 3] = ends / (2.0 if how == "mean" else 1.0)
+        rows = np.asarray(rows, dtype=bool)
+        return np.asarray(np.where(rows.reshape(-1, 1) if rows.ndim else rows, out, x))
+
     def layer_counts(self, row: int = 0) -> list[float]:
         """Decoder layers on each stage of one configuration (all kinds), first stage first: the
         MTP layers the last stage also holds are not among them (Megatron's layer split counts

@@ -188,20 +188,25 @@ def _ep_exchange(
         )
     k_dedup = k if o.dispatcher == "deepep" else 0
     fc1 = "expert fc1 (grouped)"
-    fwd = (Transfer("all-to-all", behind=(fc1, "fwd") if o.a2a_overlap else None),)
-    bwd = (Transfer("all-to-all", behind=(fc1, "bwd") if o.a2a_overlap else None),)
+    f8 = o.dispatch_scale  # FP8 dispatch: the dispatch and the combine's gradient, not the rest
+
+    def a2a(direction: str, scale: float) -> tuple[Transfer, ...]:
+        return (
+            Transfer("all-to-all", behind=(fc1, direction) if o.a2a_overlap else None, scale=scale),
+        )
+
     dispatch, combine = (
         Collective(
             f"EP {name} (all-to-all)",
             "ep",
             sent,
-            fwd=fwd,
-            bwd=bwd,
+            fwd=a2a("fwd", fwd_scale),
+            bwd=a2a("bwd", bwd_scale),
             dedup_k=k_dedup,
             route=route,
             imbalance=imbalance,
         )
-        for name in ("dispatch", "combine")
+        for name, fwd_scale, bwd_scale in (("dispatch", f8, 1.0), ("combine", 1.0, f8))
     )
     return dispatch, combine
 

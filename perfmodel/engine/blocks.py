@@ -28,6 +28,7 @@ from perfmodel.cost.transformer import (
 from perfmodel.engine.knobs import CP_COMM_NAMES, Knobs
 from perfmodel.engine.mesh import Mesh
 from perfmodel.specs import Plan, Precision
+from perfmodel.specs.precision import LOW_PRECISION
 
 _COMPUTE = ("gemm", "attention", "elementwise")
 
@@ -61,6 +62,7 @@ class Setting:
             persist_ln=tr.persist_layer_norm,
             dispatcher=tr.moe_token_dispatcher_type,
             a2a_overlap=tr.moe_a2a_overlap,
+            dispatch_scale=dispatch_scale(tr.moe_fp8_dispatch, tr.dtype, p.activation_bytes),
             dropout=plan.model.has_dropout,
             bias_fused=tr.bias_gemm_fusion,
             fused_ce=tr.fused_cross_entropy,
@@ -107,6 +109,13 @@ class Setting:
         ]
 
 
+def dispatch_scale(fp8_dispatch: bool, dtype: str, act_bytes: int) -> float:
+    """Bytes a dispatched token element takes over the activations' act_bytes: under a low-precision
+    format with moe_fp8_dispatch, an FP8 byte plus an FP32 scale per 128 elements (DeepSeek-V3
+    report Sec. 3.3.3; DeepEP's tests count (1 + 4/128) / 2 of BF16), else 1. Dimensionless."""
+    return (1 + 4 / 128) / act_bytes if fp8_dispatch and dtype in LOW_PRECISION else 1.0
+
+
 @dataclass(frozen=True)
 class BlockCost:
     """One block on one GPU per micro-batch: seconds of compute and communication, forward and
@@ -130,6 +139,7 @@ class BlockCost:
     cp_bwd: Array
     ep_fwd: Array
     ep_bwd: Array
+    wgrad: Array  # of bwd, the weight-gradient GEMMs (DualPipe's W)
 
     @classmethod
     def of(
@@ -208,6 +218,7 @@ class BlockCost:
             group_total("bwd_s", ("cp",)),
             group_total("fwd_s", ("ep", "etp")),
             group_total("bwd_s", ("ep", "etp")),
+            total("wgrad_s", ("gemm",)),
         )
 
     def plus(self, other: BlockCost, times: float) -> BlockCost:

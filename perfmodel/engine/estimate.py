@@ -235,7 +235,7 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
     values["bubble_simulated_over_step"] = values["bubble_over_step"]
     tf, tb = stages.per_stage(0)
     notes = []
-    if simulate and cfg.pp > 1:
+    if simulate and cfg.pp > 1 and cfg.schedule != "dualpipe":
         from perfmodel.engine.schedule import MAX_BLOCKS
 
         if cfg.pp * cfg.num_micro_batches * cfg.vp <= MAX_BLOCKS:

@@ -28,6 +28,7 @@ from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import step as stp
 from perfmodel.cost.sharded import Group, Sharding
 from perfmodel.cost.stages import Stages, build_stages, split_layers
+from perfmodel.engine import dualpipe
 from perfmodel.engine.blocks import BlockCost, Setting, block_costs
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import kept_per_layer, memory_terms
@@ -79,6 +80,7 @@ def stage_costs(
         # collectives in the forward's proportions
         "cp": stages.total(per(lambda x, r: _group(x.cp_fwd, x.cp_bwd, x, r)), 0.0, 0.0),
         "ep": stages.total(per(lambda x, r: _group(x.ep_fwd, x.ep_bwd, x, r)), 0.0, 0.0),
+        "wgrad": stages.total(per(lambda x, r: x.wgrad), emb.wgrad, head.wgrad),
     }
     n_off = st.plan.training.cpu_offloading_num_layers
     link = st.plan.system.host_link
@@ -202,9 +204,12 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
     )
     costs = block_costs(st, k)
     stages, t_layer = layout(st, k, costs)
-    sc = stage_costs(st, stages, costs, k.recompute)
-    slow = stages.slowest(sc["time"])
     m = tr.global_batch_size / (dp * b)
+    sc = stage_costs(st, stages, costs, k.recompute)
+    dual = np.asarray(k.schedule == pipe.DUALPIPE)
+    if dual.any():
+        sc = dualpipe.ranks(stages, sc, dual, pp, m, dualpipe.contention(gpu.num_sms))
+    slow = stages.slowest(sc["time"])
     memory = memory_terms(st, k, stages, costs, m)
     mesh = memory.pop("_mesh")
     p2p = np.asarray(
@@ -225,8 +230,21 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
         "tp_comm": m * stages.pick(np.maximum(sc["comm"] - sc["cp"] - sc["ep"], 0.0), slow),
         "cp_comm": m * stages.pick(sc["cp"], slow),
         "ep_comm": m * stages.pick(sc["ep"], slow),
-        "bubble": (pp - 1) / vp * t_mean,
-        "pp_comm": stp.pipeline_comm(p2p, pp, m, vp),
+        "bubble": np.where(
+            dual,
+            pipe.dualpipe_bubble(
+                pp,
+                stages.pick(sc.get("pair", sc["time"]), slow),
+                stages.pick(sc.get("b_alone", sc["bwd"]), slow),
+                stages.pick(sc["wgrad"], slow),
+            ),
+            (pp - 1) / vp * t_mean,
+        ),
+        # DualPipe's F&B pairs hide the point-to-point sends too (report Sec. 3.2.1)
+        "pp_comm": (
+            stp.pipeline_comm(p2p, pp, m, vp)
+            * np.where(dual, 1 - pipe.dualpipe_paired(pp, m) / m, 1.0)
+        ),
         "dp_comm": dp_comm,
         "zero_comm": zero3,
         "optimizer": (
@@ -356,9 +374,11 @@ def _data_parallel(
         st.precision,
         once=ov.sharding.pipeline_once & (k.pp > 1),
     )
+    # DualPipe's two copies of each stage share its optimizer shards (engine/memory.py)
+    copies = np.where((k.schedule == pipe.DUALPIPE) & (k.pp > 1), 2.0, 1.0)
     local = dense / np.where(
-        k.zero_stage >= 1, np.where(k.zero_stage >= 2, shard, dp) * cp, 1.0
-    ) + experts / np.where(k.zero_stage >= 1, mesh.edp, 1.0)
+        k.zero_stage >= 1, np.where(k.zero_stage >= 2, shard, dp) * cp * copies, 1.0
+    ) + experts / np.where(k.zero_stage >= 1, mesh.edp * copies, 1.0)
     return dp_comm, zero3, local
 
 
@@ -378,6 +398,8 @@ def _stage_figures(
     lower bound the search ranks with, and the bubble figures (SPEC 7)."""
     pp, vp = k.pp.astype(float), k.vp.astype(float)
     step = sum(out[key] for key in BREAKDOWN_KEYS)
+    dual = np.asarray(k.schedule == pipe.DUALPIPE)
+    dual_ideal = out["bubble"] / np.maximum(m * stages.pick(sc["time"], slow), 1e-30)
     # the slowest middle stage, or (none at p <= 2) an even one: L/p layers of the model's mix
     middle_present = stages.count[:, 1:3] > 0
     t_middle = np.where(
@@ -397,15 +419,22 @@ def _stage_figures(
         ),
         p2p_s=np.where(pp > 1, p2p, 0.0),
         slowest_stage_s=stages.pick(sc["time"], slow),
-        # a lower bound on the simulated step (search.py ranks with it; exact for equal stages)
-        simulated_step_lower_bound_s=step
-        - out["bubble"]
-        - out["pp_comm"]
-        - m * stages.pick(sc["time"], slow)
-        + pipe.pipeline_lower_bound(stages.count, stages.first_index, sc["time"], m, vp),
-        # the schedule's closed-form bubble (equal stages, SPEC 7) and the bubble's share of this
-        # step
-        bubble_over_ideal=pipe.bubble_over_ideal(pp, m, vp),
-        bubble_over_step=pipe.bubble_over_step(pp, m, vp),
+        # a lower bound on the simulated step (search.py ranks with it; exact for equal stages);
+        # DualPipe is not simulated: its closed form is the step
+        simulated_step_lower_bound_s=np.where(
+            dual,
+            step,
+            step
+            - out["bubble"]
+            - out["pp_comm"]
+            - m * stages.pick(sc["time"], slow)
+            + pipe.pipeline_lower_bound(stages.count, stages.first_index, sc["time"], m, vp),
+        ),
+        # the schedule's closed-form bubble (equal stages, SPEC 7; DualPipe's over the slowest
+        # rank's m chunks) and the bubble's share of this step
+        bubble_over_ideal=np.where(dual, dual_ideal, pipe.bubble_over_ideal(pp, m, vp)),
+        bubble_over_step=np.where(
+            dual, dual_ideal / (1 + dual_ideal), pipe.bubble_over_step(pp, m, vp)
+        ),
         bubble_share_of_step=out["bubble"] / step,
     )

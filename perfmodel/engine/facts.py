@@ -47,6 +47,7 @@ class Facts:
     zero_stage: Any = 0
     dp_shard: Any = None  # HSDP's shard group (None: dp, full sharding)
     framework: str = "megatron-core"
+    a2a_overlap: bool = False  # Megatron-Core's EP all-to-all overlap (training.moe_a2a_overlap)
 
     @property
     def profile(self) -> dict[str, Any]:
@@ -88,6 +89,10 @@ def as_array(x: Any) -> Array:
 
 def interleaved(f: Facts) -> Array:
     return as_array(f.schedule == "interleaved")
+
+
+def dualpipe(f: Facts) -> Array:
+    return as_array(f.schedule == "dualpipe")
 
 
 def vp_above_1(f: Facts) -> Array:

@@ -51,8 +51,16 @@ def memory_terms(
     s = st.plan.seq_length
     layers = [c.get(kind) for kind in ("dense", "moe")]
     acts = _activations(st, k, stages, layers, m)
-    params = stages.total(
-        [x.params if x else None for x in layers], *mem.end_params(sh, s, tp, pp, st.mtp)
+    # DualPipe: a rank holds two stages' parameters, and each stage's states are sharded over the
+    # 2 dp ranks that hold it (DeepSeek-V3 report Table 2: "2x" parameters)
+    dual = (k.schedule == pipe.DUALPIPE) & (k.pp > 1)
+    copies = np.where(dual, 2.0, 1.0)
+    params = stages.dualpipe(
+        stages.total(
+            [x.params if x else None for x in layers], *mem.end_params(sh, s, tp, pp, st.mtp)
+        ),
+        dual,
+        "sum",
     )
     mesh = Mesh(
         tp,
@@ -65,12 +73,14 @@ def memory_terms(
     )
     z = k.zero_stage[:, None]
     # ZeRO shards over dp x cp, or under HSDP over dp_shard x cp
-    sharded_over = np.where(k.dp_shard > 0, k.dp_shard, k.dp) * k.cp
+    sharded_over = np.where(k.dp_shard > 0, k.dp_shard, k.dp) * k.cp * copies
     moe_cost = layers[1]
     if st.moe_layers and moe_cost is not None:
-        experts = stages.total([None, moe_cost.expert_params], 0.0, 0.0)
+        experts = stages.dualpipe(
+            stages.total([None, moe_cost.expert_params], 0.0, 0.0), dual, "sum"
+        )
         dense = mem.model_state_bytes(params - experts, sharded_over[:, None], z, st.precision)
-        expert = mem.model_state_bytes(experts, mesh.edp[:, None], z, st.precision)
+        expert = mem.model_state_bytes(experts, (mesh.edp * copies)[:, None], z, st.precision)
         states = [d + e for d, e in zip(dense, expert)]
     else:
         experts = np.zeros_like(params)
@@ -85,7 +95,7 @@ def memory_terms(
         return stages.pick(x, top)
 
     whole = mem.total_params(sh, len(st.moe_pattern), s, st.moe_layers, st.mtp, bool(st.mtp_kind))
-    mean_states = _mean_states(st, k, whole, moe_cost, sharded_over, mesh)
+    mean_states = _mean_states(st, k, whole, moe_cost, sharded_over, mesh, copies)
     return {
         "weights_bytes": pick(states[0]),
         "gradients_bytes": pick(states[1]),
@@ -174,13 +184,20 @@ def states_lower_bound(plan: Plan, k: Knobs) -> Array:
 
 
 def _mean_states(
-    st: Setting, k: Knobs, whole: float, moe: BlockCost | None, sharded_over: Array, mesh: Mesh
+    st: Setting,
+    k: Knobs,
+    whole: float,
+    moe: BlockCost | None,
+    sharded_over: Array,
+    mesh: Mesh,
+    copies: Array | float = 1.0,
 ) -> Array:
     """The seed's figure (000, Q3): the model's states spread evenly over the pipeline stages,
     bytes a GPU. The dense parameters split over tp x pp and their states over the ZeRO group;
     the routed experts split over pp x ep x etp and their states over the expert-data-parallel
     ranks (so a mixture of experts' mean never exceeds its most loaded stage by counting every
-    expert on every GPU)."""
+    expert on every GPU). ``copies``: the model copies the schedule keeps (DualPipe: 2), each
+    stage's states sharded over that many more ranks (``sharded_over`` includes them)."""
     tp, pp = k.tp.astype(float), k.pp.astype(float)
     n_moe = st.moe_layers + (st.mtp if st.mtp_kind else 0)
     experts_rank = (
@@ -189,13 +206,17 @@ def _mean_states(
     experts_whole = (
         np.asarray(moe.expert_params) * k.ep * k.etp * n_moe if moe is not None else 0.0 * tp
     )
-    dense = (whole - experts_whole) / (tp * pp)
+    dense = copies * (whole - experts_whole) / (tp * pp)
     total: Array = np.asarray(
         sum(mem.model_state_bytes(dense, sharded_over, k.zero_stage, st.precision))
     )
     if n_moe and moe is not None:
         total = total + np.asarray(
-            sum(mem.model_state_bytes(experts_rank, mesh.edp, k.zero_stage, st.precision))
+            sum(
+                mem.model_state_bytes(
+                    experts_rank * copies, mesh.edp * copies, k.zero_stage, st.precision
+                )
+            )
         )
     return total
 
@@ -243,13 +264,20 @@ def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Ar
         # activation offloading (cost/offload.py): the offloaded layers wait in host memory
         per_layer = kept_per_layer(stages, layers, k.recompute)
         saved = offload.resident_saving(per_layer, stages.layers.sum(axis=-1), n_off, in_flight)
-    return (
-        stages.total(kept, 0.0, 0.0) * in_flight
+    per_microbatch = stages.total(kept, 0.0, 0.0) + np.where(
+        stages.embedding, (embed / cp)[:, None], 0.0
+    )
+    # the LM head's, and once more for each MTP layer's pass through it
+    head_term = np.where(stages.head, (head / cp * (1 + st.mtp))[:, None], 0.0)
+    # DualPipe: p + 1 chunks in flight on every rank, each on one of its two stages (the end
+    # ranks': the first and last stages' mean), and the head's logits where either stage has them
+    dual = (k.schedule == pipe.DUALPIPE) & (k.pp > 1)
+    flight = np.where(dual[:, None], (pp + 1)[:, None], in_flight)
+    return np.asarray(
+        stages.dualpipe(per_microbatch, dual) * flight
         - saved
         + working[:, None]
-        + np.where(stages.embedding, (embed / cp)[:, None] * in_flight, 0.0)
-        # the LM head's, and once more for each MTP layer's pass through it
-        + np.where(stages.head, (head / cp * (1 + st.mtp))[:, None], 0.0)
+        + stages.dualpipe(head_term, dual, "sum")
     )
 
 

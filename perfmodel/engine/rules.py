@@ -95,6 +95,7 @@ def facts(
         fused,
         knobs.pop("cp_comm", "p2p"),
         framework=framework,
+        a2a_overlap=bool(training is not None and training.moe_a2a_overlap),
         **knobs,
     )
 

@@ -134,6 +134,12 @@ def _check_arguments(p: int, m: int, v: int, schedule: str, latency: float) -> N
     step too large to walk block by block."""
     if p < 1 or m < 1 or v < 1:
         raise PerfModelError("p, m and v must be positive integers")
+    if schedule == "dualpipe":
+        raise PerfModelError(
+            "the simulator does not run DualPipe: its step and bubble are the closed form of the"
+            " DeepSeek-V3 report's Table 2 (perfmodel estimate prints them); simulate 1f1b or"
+            " interleaved"
+        )
     if schedule not in ("gpipe", "1f1b", "interleaved"):
         raise PerfModelError(f"unknown schedule {schedule!r}; use gpipe, 1f1b or interleaved")
     if schedule == "interleaved":

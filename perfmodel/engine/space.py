@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -254,6 +254,9 @@ def _categorical(
     )
     c = _expand(c, "schedule", np.array(sorted(SCHEDULE_CODES[s] for s in names)))
     ok = (c["vp"] > 1) == (c["schedule"] == SCHEDULE_CODES["interleaved"])
+    # what each schedule needs of pp and m (DualPipe's PM106 and PM107), read with the names
+    named = replace(facts_of(c), schedule=np.array(list(SCHEDULE_CODES))[c["schedule"]])
+    ok = apply_masks("schedule", named, ok, counts, "configurations")
     if fx.schedule is not None:
         ok &= c["schedule"] == SCHEDULE_CODES[fx.schedule]
     c = _keep(c, ok)

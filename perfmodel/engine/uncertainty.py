@@ -164,7 +164,9 @@ def band(plan: Plan, bands: dict[str, Any], zero_stage: int = 0, share: float = 
         if t.get(f) == k[f] and not (f == "arch" and t.get("gpu") == k["gpu"])
     )
     return Band(
-        t["mean_abs_error"], t["max_abs_error"], f"{name} ({t['runs']} runs; same {shared})"
+        t["mean_abs_error"],
+        t["max_abs_error"],
+        f"{name} ({t['runs']} run{'s' if t['runs'] != 1 else ''}; same {shared})",
     )
 
 

@@ -105,6 +105,7 @@ def _breakdown(j: dict, head: str) -> None:
 def _throughput(j: dict, verbose: bool = False) -> None:
     """Step time with its expected error, tokens/s, MFU and HFU, the bubble, the FLOP convention."""
     step = j["step_time_s"]
+    dual = j["config"].get("schedule") == "dualpipe"
     band = j.get("expected_error")
     band_text = (
         ""
@@ -132,7 +133,12 @@ def _throughput(j: dict, verbose: bool = False) -> None:
                 "pipeline bubble",
                 (
                     f"{pct(j['bubble_share_of_step'])} of the step: the time the schedule adds"
-                    " beyond m x the slowest stage (simulated)"
+                    " beyond m x the slowest stage "
+                    + (
+                        "(DualPipe's closed form, (p/2-1)(F&B+B-3W): DeepSeek-V3 report Table 2)"
+                        if dual
+                        else "(simulated)"
+                    )
                 ),
             ),
             *(
@@ -146,7 +152,7 @@ def _throughput(j: dict, verbose: bool = False) -> None:
                         ),
                     )
                 ]
-                if verbose
+                if verbose and not dual
                 else []
             ),
             ("FLOP convention", j["flop_convention"]),
@@ -161,7 +167,7 @@ def plan(plan_obj, result, verbose: bool = False) -> None:
     for i, e in enumerate(result.results, 1):
         j = e.to_json()
         c = j["config"]
-        sched = {"gpipe": " gpipe", "1f1b": "", "interleaved": ""}[c["schedule"]]
+        sched = {"gpipe": " gpipe", "dualpipe": " dualpipe"}.get(c["schedule"], "")
         rows.append(
             (
                 f"{i}{marks[i - 1]}",

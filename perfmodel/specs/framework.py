@@ -14,67 +14,24 @@ Each flag's value cites where it comes from. Profiles:
   (torch.distributed.pipelining) and CP (ring attention).
 - fsdp1: PyTorch FSDP1 (FullyShardedDataParallel, flat parameters) as MosaicML Composer and
   llm-foundry run it (2023-2024): data parallelism only, every micro-batch synchronized.
+- hai-llm: DeepSeek's in-house HAI-LLM as the DeepSeek-V3 technical report describes it (arXiv
+  2412.19437, Sec. 3.2-3.3, 2024-12): DualPipe, DeepEP-style all-to-all with node-limited
+  routing, ZeRO-1, no tensor parallelism in that run. What the report does not state takes
+  Megatron-Core's value, said where it is set.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-Framework = Literal["megatron-core", "megatron-2022", "megatron-2021", "deepspeed", "fsdp", "fsdp1"]
-FRAMEWORKS: tuple[str, ...] = get_args(Framework)
+from .flags import FLAGS
 
-# flag -> what it means (shown by `perfmodel presets frameworks`)
-FLAGS = {
-    "flash_attention": "fused attention kernel (flash / cuDNN); no s x s tensor in HBM",
-    "tp_comm_overlap": (
-        "asynchronous TP all-reduce: the backward collective hides behind the weight gradient"
-    ),
-    "tp_comm_overlap_ub": (
-        "every TP collective overlapped with its GEMM (Transformer Engine userbuffers)"
-    ),
-    "grad_accumulation_fusion": (
-        "weight-gradient GEMMs accumulate into the gradient buffer (no extra pass)"
-    ),
-    "persist_layer_norm": "single-pass layernorm backward",
-    "p2p_overlap": "pipeline sends overlap compute",
-    "overlap_grad_reduce": "gradient reduction overlaps the last micro-batch's backward (bucketed)",
-    "overlap_param_gather": (
-        "distributed optimizer's parameter all-gather overlaps the next forward"
-    ),
-    "bias_gemm_fusion": "biases added in the GEMM epilogue, not in a separate kernel",
-    "fused_cross_entropy": "vocab-parallel cross-entropy in one fused kernel on 16-bit logits",
-    "fp8_param_gather": (
-        "FP8 weights cast once per step (with the parameter all-gather), not per micro-batch"
-    ),
-    "expert_call_overhead_s": (
-        "host time per local expert of each grouped expert GEMM pass on the critical path (s,"
-        " fitted)"
-    ),
-    "fp8_weight_cache": (
-        "the low-precision weights cast on a step's first micro-batch and reused by the rest"
-        " (Transformer Engine's is_first_microbatch)"
-    ),
-    "attention_backend": (
-        "fused: the GPU's own fused attention (cuDNN, FA3 on Hopper); fa2: FlashAttention-2"
-        " (PyTorch SDPA flash, flash-attn 2); triton: flash-attn's Triton kernel"
-    ),
-    "reduce_dtype": "dtype of the gradient reduction (None: the gradient buffer's)",
-    "pointwise_kernels": (
-        "fused: the framework's hand-fused norm, activation and RoPE kernels; eager: PyTorch's"
-        " own ops, one kernel each"
-    ),
-    "torch_compile": "Inductor fuses each chain of pointwise and norm kernels between GEMMs",
-    "recompute_modules": "what selective recompute repeats (core_attn; op_sac: torchtitan's)",
-    "reduce_every_microbatch": (
-        "ZeRO-2/3: gradients reduce-scattered after every micro-batch (no no_sync)"
-    ),
-    "zero2_gathers_per_microbatch": (
-        "ZeRO-2 keeps parameters sharded and gathers them every micro-batch (FSDP SHARD_GRAD_OP)"
-    ),
-    "step_overhead_s": "fixed time per optimizer step outside the model (s, fitted)",
-    "microbatch_overhead_s": "fixed host time per micro-batch on the critical path (s, fitted)",
-    "hop_overhead_s": "fixed time per pipeline chunk pass, forward or backward (s, fitted)",
-}
+__all__ = ["FLAGS", "FRAMEWORKS", "PROFILES", "Framework", "defaults"]
+
+Framework = Literal[
+    "megatron-core", "megatron-2022", "megatron-2021", "deepspeed", "fsdp", "fsdp1", "hai-llm"
+]
+FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 
 PROFILES: dict[str, dict[str, Any]] = {
     "megatron-2021": {
@@ -93,6 +50,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_param_gather": False,
         "fp8_weight_cache": False,
         "expert_call_overhead_s": 0.0,
+        "moe_fp8_dispatch": False,
         "attention_backend": "fused",  # no flash attention at all (flash_attention False)
         "pointwise_kernels": "fused",  # Megatron's fused kernels (bias-gelu, softmax, layernorm)
         "recompute_modules": ("core_attn",),  # Korthikanti 2022's selective recompute
@@ -140,6 +98,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_param_gather": False,
         "fp8_weight_cache": False,
         "expert_call_overhead_s": 0.0,
+        "moe_fp8_dispatch": False,
         "attention_backend": "fused",
         "pointwise_kernels": "fused",
         "torch_compile": False,
@@ -191,6 +150,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         # it synchronized for; fitted on the ten MoE runs (benchmarks/calibrate_overheads.py
         # --moe; mean |error| 15.8% -> 9.1%, leave-one-out 10.3%)
         "expert_call_overhead_s": 35e-6,
+        # the token dispatchers move the 16-bit hidden states; TE quantizes in the expert GEMM
+        "moe_fp8_dispatch": False,
         "attention_backend": "fused",  # TE DotProductAttention: cuDNN fused attention on Hopper
         # TE's fused norms and SwiGLU, apply_rope_fusion in the NeMo 2 / Bridge recipes
         "pointwise_kernels": "fused",
@@ -241,6 +202,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_param_gather": False,
         "fp8_weight_cache": False,
         "expert_call_overhead_s": 0.0,
+        "moe_fp8_dispatch": False,
         # the FlashAttention-2 that Megatron-DeepSpeed and transformers call
         "attention_backend": "fa2",
         "pointwise_kernels": "fused",  # Megatron-DeepSpeed keeps Megatron's fused kernels
@@ -310,6 +272,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_param_gather": False,
         "fp8_weight_cache": False,
         "expert_call_overhead_s": 0.0,
+        "moe_fp8_dispatch": False,
         # MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): torchtitan's
         # training.mixed_precision_reduce default is float32
         "reduce_dtype": "fp32",
@@ -367,6 +330,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_param_gather": False,
         "fp8_weight_cache": False,
         "expert_call_overhead_s": 0.0,
+        "moe_fp8_dispatch": False,
         # Composer's FSDP mixed_precision DEFAULT: reduce_dtype fp32 (PURE: bf16)
         "reduce_dtype": "fp32",
         # composer/distributed/dist_strategy.py ddp_sync_context returns at once for a model that
@@ -393,6 +357,31 @@ PROFILES: dict[str, dict[str, Any]] = {
         "zero3_prefetch_params": None,
         "zero3_reduce_bucket_params": 0.0,
     },
+}
+# DeepSeek-V3 report (arXiv 2412.19437) Sec. 3.2-3.3 unless said: DeepSeek's own framework, whose
+# code is not public; a flag the report does not settle takes Megatron-Core's value (marked so)
+PROFILES["hai-llm"] = {
+    **PROFILES["megatron-core"],
+    # the expert GEMMs are one grouped kernel (DeepGEMM), no host loop over the experts; not
+    # stated, so Megatron-Core's: the weight cache, the host overheads a step and a micro-batch
+    "expert_call_overhead_s": 0.0,
+    # Sec. 3.3.3: the activations before the MoE up-projections and their gradients before the
+    # down-projections are quantized to FP8 and then dispatched; both combines stay BF16
+    "moe_fp8_dispatch": True,
+    # Sec. 3.2: DualPipe; 1F1B is the baseline of its Table 2
+    "schedules": ("1f1b", "dualpipe"),
+    "interleaved": False,
+    # Sec. 3.2: ZeRO-1 data parallelism
+    "zero_stages": (0, 1),
+    # Sec. 3.2: 16-way PP over 61 layers: the stages are uneven (first/last layers not stated)
+    "uneven_stages": True,
+    "context_parallel": False,  # not used or described in the report
+    "cp_comm_types": (),
+    "expert_parallel": True,  # Sec. 3.2: 64-way EP over 8 nodes
+    # Sec. 3.2.2: "without using costly Tensor Parallelism" (the run avoids it; the report does
+    # not say the framework lacks it): allowed, as Megatron-Core runs it
+    "tensor_parallel": True,
+    "sharded_pipeline": False,
 }
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
 FACTS = (

@@ -13,7 +13,7 @@ from .model import MAX_LAYERS, MAX_TOKENS
 from .precision import LOW_PRECISION, TrainingDtype
 
 RECOMPUTE = ("none", "selective", "full")
-SCHEDULES = ("gpipe", "1f1b", "interleaved")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "dualpipe")
 
 
 class Parallel(Spec):
@@ -61,8 +61,14 @@ class Parallel(Spec):
         description="Activation recomputation.",
     )
     zero_stage: int | None = Field(None, ge=0, le=3, description="ZeRO stage 0-3 over DP.")
-    schedule: Literal["gpipe", "1f1b", "interleaved"] | None = Field(
-        None, description="Pipeline schedule; interleaved needs vp > 1."
+    schedule: Literal["gpipe", "1f1b", "interleaved", "dualpipe"] | None = Field(
+        None,
+        description=(
+            "Pipeline schedule; interleaved needs vp > 1. dualpipe: DeepSeek's bidirectional"
+            " pipeline (DeepSeek-V3 report Sec. 3.2.1): micro-batches enter from both ends, each"
+            " rank holds two stages, and a forward and a backward chunk run overlapped so that"
+            " each hides the other's expert all-to-all; needs an even pp, and an even m >= 2 pp."
+        ),
     )
     cp: int | None = Field(
         None,
@@ -230,8 +236,9 @@ class Training(Spec):
         "megatron-core",
         description=(
             "The training software whose defaults the flags below take: megatron-core, "
-            "megatron-2022, megatron-2021, deepspeed, fsdp (FSDP2 as torchtitan runs it) or fsdp1"
-            " (FSDP1 as Composer/llm-foundry run it) (`perfmodel presets frameworks`)."
+            "megatron-2022, megatron-2021, deepspeed, fsdp (FSDP2 as torchtitan runs it), fsdp1"
+            " (FSDP1 as Composer/llm-foundry run it) or hai-llm (DeepSeek's, as the DeepSeek-V3"
+            " report describes it) (`perfmodel presets frameworks`)."
         ),
     )
     grad_accum_fp32: bool = Field(
@@ -283,6 +290,7 @@ class Training(Spec):
     fused_cross_entropy: bool = Field(False, description=FLAGS["fused_cross_entropy"])
     fp8_param_gather: bool = Field(False, description=FLAGS["fp8_param_gather"])
     fp8_weight_cache: bool = Field(False, description=FLAGS["fp8_weight_cache"])
+    moe_fp8_dispatch: bool = Field(False, description=FLAGS["moe_fp8_dispatch"])
     expert_call_overhead_s: float = Field(
         0.0, ge=0, le=1, description=FLAGS["expert_call_overhead_s"]
     )

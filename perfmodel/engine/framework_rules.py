@@ -1,0 +1,153 @@
+"""The rules of what a framework can run (check's PM110), as data: the profile of
+perfmodel/specs/framework.py says which schedules, ZeRO stages and parallelisms it runs, and each
+rule names the framework that would run what this one cannot. Part of engine/rule_table.RULES."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perfmodel.engine.facts import Rule, as_array, dualpipe, given, vp_above_1
+
+FRAMEWORK_RULES: tuple[Rule, ...] = (
+    Rule(
+        "PM110",
+        "parallel.vp",
+        ("vp",),
+        # DeepSpeed's PipelineEngine runs one schedule, TrainSchedule (1F1B), with one chunk per
+        # stage (deepspeed/runtime/pipe/schedule.py); Megatron-LM has interleaved 1F1B since 2021
+        lambda f: vp_above_1(f) & (not f.profile["interleaved"]),
+        lambda f: (
+            f"vp({f.vp}) needs the interleaved schedule, which {f.framework}'s pipeline engine does"
+            " not run (one chunk per stage, 1F1B); use vp 1"
+        ),
+        "micro",
+        "the framework cannot run it",
+    ),
+    Rule(
+        "PM110",
+        "parallel.schedule",
+        ("schedule",),
+        lambda f: dualpipe(f) & ("dualpipe" not in f.profile["schedules"]),
+        lambda f: (
+            f"{f.framework} does not run DualPipe (it runs"
+            f" {', '.join(f.profile['schedules']) or 'no pipeline'}): DeepSeek's bidirectional"
+            " pipeline is HAI-LLM's (framework: hai-llm) and deepseek-ai/DualPipe's; use"
+            " schedule 1f1b or interleaved, or framework: hai-llm"
+        ),
+        "framework",
+        "the framework cannot run it",
+    ),
+    Rule(
+        "PM110",
+        "parallel.zero_stage",
+        ("zero_stage",),
+        lambda f: ~np.isin(as_array(f.zero_stage), f.profile["zero_stages"]),
+        lambda f: (
+            f"{f.framework} does not run ZeRO-{f.zero_stage}: it runs stages"
+            f" {', '.join(str(z) for z in f.profile['zero_stages'])} (Megatron's distributed"
+            " optimizer is ZeRO-1, Megatron-FSDP ZeRO-3; ZeRO-2 is DeepSpeed's); pick one of those"
+            " or another framework"
+        ),
+        "framework",
+        "the framework cannot run it",
+    ),
+    Rule(
+        "PM110",
+        "parallel.zero_stage",
+        ("zero_stage", "pp"),
+        lambda f: (as_array(f.zero_stage) >= 2)
+        & (as_array(f.pp) > 1)
+        & (not f.profile["sharded_pipeline"]),
+        lambda f: (
+            f"ZeRO-{f.zero_stage} with pp({f.pp}) > 1 does not run under {f.framework}:"
+            " DeepSpeed's PipelineEngine accepts ZeRO-1 only, and Megatron-FSDP has no pipeline"
+            " parallelism; use zero_stage 1, pp 1, or framework: fsdp (FSDP2 with"
+            " torch.distributed.pipelining)"
+        ),
+        "framework",
+        "the framework cannot run it",
+    ),
+    Rule(
+        "PM110",
+        "parallel.tp",
+        ("tp",),
+        lambda f: (as_array(f.tp) > 1) & (not f.profile["tensor_parallel"]),
+        lambda f: (
+            f"{f.framework} has no tensor parallelism (tp({f.tp})); use tp 1, or framework:"
+            " fsdp (torchtitan's DTensor TP)"
+        ),
+        "tp",
+        "the framework cannot run it",
+    ),
+    Rule(
+        "PM110",
+        "parallel.pp",
+        ("pp",),
+        lambda f: (as_array(f.pp) > 1) & (not f.profile["pipeline"]),
+        lambda f: (
+            f"{f.framework} has no pipeline parallelism (pp({f.pp})); use pp 1, or framework:"
+            " fsdp (torchtitan's torch.distributed.pipelining)"
+        ),
+        "pair",
+        "the framework cannot run it",
+    ),
+    Rule(
+        "PM110",
+        "parallel.dp_shard",
+        ("dp_shard", "dp", "zero_stage"),
+        lambda f: (f.dp_shard is not None)
+        & (as_array(f.dp_shard if f.dp_shard is not None else 0) != as_array(f.dp))
+        & ((not f.profile["hsdp"]) | (as_array(f.zero_stage) < 2)),
+        lambda f: (
+            f"dp_shard({f.dp_shard}) < dp({f.dp}) is HSDP, which needs ZeRO-2/3 under a framework"
+            f" that runs it (fsdp, fsdp1), not ZeRO-{f.zero_stage} under {f.framework}; drop"
+            " dp_shard or set zero_stage 3 and framework: fsdp"
+        ),
+        "framework",
+        "the framework cannot run it",
+    ),
+    Rule(
+        "PM110",
+        "parallel.pp",
+        ("pp", "first_stage_layers", "last_stage_layers"),
+        lambda f: (not f.profile["uneven_stages"])
+        & (
+            (f.layers % np.maximum(as_array(f.pp), 1) != 0)
+            | given(f.first_stage_layers)
+            | given(f.last_stage_layers)
+        ),
+        lambda f: (
+            f"{f.framework} splits the layers evenly: num_layers({f.layers}) over pp({f.pp}) stages"
+            " needs an uneven split (framework: megatron-core takes one); pick pp dividing the"
+            " layers"
+        ),
+        "pair",
+        "the framework cannot run it",
+    ),
+    Rule(
+        "PM110",
+        "parallel.cp",
+        ("cp", "ep"),
+        lambda f: ((as_array(f.cp) > 1) & (not f.profile["context_parallel"]))
+        | ((as_array(f.ep) > 1) & (not f.profile["expert_parallel"])),
+        lambda f: (
+            f"{f.framework} has no context or expert parallelism (cp({f.cp}), ep({f.ep})); use "
+            "framework: megatron-core"
+        ),
+        "pair",
+        "the framework cannot run it",
+    ),
+    Rule(
+        "PM110",
+        "parallel.cp_comm_type",
+        ("cp",),
+        lambda f: (as_array(f.cp) > 1)
+        & bool(f.profile["cp_comm_types"])
+        & (f.cp_comm not in f.profile["cp_comm_types"]),
+        lambda f: (
+            f"cp_comm_type {f.cp_comm} with cp({f.cp}): {f.framework} exchanges by"
+            f" {', '.join(f.profile['cp_comm_types'])} only; set cp_comm_type"
+            f" {f.profile['cp_comm_types'][0]}"
+        ),
+    ),
+)
