@@ -264,3 +264,117 @@ def test_mtp_layers_are_read_from_the_flag_and_the_layout():
         1,
     )
     assert layout_text([1, 3, 3, 1], 1, mtp=1) == "Et|ttt|ttt|tmL"
+
+
+MOE = BASE + " --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 2"
+
+
+@pytest.mark.parametrize(
+    "extra, dispatcher, note",
+    [
+        ("", "alltoall", None),
+        ("--moe-token-dispatcher-type allgather", "allgather", None),
+        ("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep", "deepep", None),
+        ("--moe-token-dispatcher-type flex --moe-enable-deepep", "deepep", None),
+        (
+            "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep",
+            "deepep",
+            "costed as DeepEP's dispatch",
+        ),
+        # Megatron reads the backend only behind the flex dispatcher
+        ("--moe-flex-dispatcher-backend deepep", "alltoall", None),
+    ],
+)
+def test_moe_dispatchers_read_as_megatron_lm_reads_them(extra, dispatcher, note):
+    """Issue 21: DeepEP and HybridEP run behind Megatron-Core's flex dispatcher
+    (--moe-flex-dispatcher-backend, 0.14+; --moe-enable-deepep before)."""
+    imp = read_args(MOE + " " + extra, "h100-sxm", num_gpus=8)
+    assert imp.plan["training"].get("moe_token_dispatcher_type", "alltoall") == dispatcher
+    if note:
+        assert any(note in a for a in imp.assumed)
+    if "backend" in extra and "flex" not in extra:
+        assert any("only with" in i for i in imp.ignored)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ("--moe-token-dispatcher-type flex", "needs its backend"),
+        ("--moe-enable-deepep", "needs --moe-token-dispatcher-type flex"),
+        ("--moe-token-dispatcher-type deepep", "takes alltoall, allgather or flex"),
+        ("--moe-flex-dispatcher-backend nccl --moe-token-dispatcher-type flex", "deepep or"),
+        ("--overlap-moe-expert-parallel-comm 1", "is a switch"),
+    ],
+)
+def test_moe_dispatcher_mistakes_are_refused_by_name(extra, message):
+    with pytest.raises(PerfModelError, match=message):
+        read_args(MOE + " " + extra, "h100-sxm", num_gpus=8)
+
+
+def test_moe_overlap_and_kernel_switches():
+    imp = read_args(
+        MOE + " --overlap-moe-expert-parallel-comm --moe-grouped-gemm --moe-permute-fusion",
+        "h100-sxm",
+        num_gpus=8,
+    )
+    assert imp.plan["training"]["moe_a2a_overlap"] is True
+    assert any("--moe-grouped-gemm, --moe-permute-fusion" in a for a in imp.assumed)
+    assert not imp.unrecognized
+
+
+def test_deepseek_v3_emits_what_megatron_lm_launches(tmp_path):
+    """The emitted DeepSeek-V3 arguments name the flex dispatcher with DeepEP, the all-to-all
+    overlap, node-limited routing and the blockwise FP8 recipe, and read back to the plan's
+    prediction; a DualPipe configuration is refused (Megatron-LM has no such schedule)."""
+    import yaml
+    from helpers import emit_round_trip
+
+    plan = yaml.safe_load(Path("configs/plans/deepseek-v3-gb200.yaml").read_text())
+    plan["system"] = {"gpu": "h100-sxm", "num_gpus": 1024}
+    plan["training"].update(
+        {"fp8_recipe": "blockwise", "moe_a2a_overlap": True, "global_batch_size": 4096}
+    )
+    plan["parallel"] = {"tp": 1, "pp": 16, "ep": 64, "vp": 1, "micro_batch_size": 1}
+    source = tmp_path / "ds.yaml"
+    source.write_text(yaml.safe_dump(plan))
+    trip = emit_round_trip(source, tmp_path)
+    assert trip.emitted.exit_code == 0, trip.emitted.output
+    text = trip.emitted.stdout
+    for words in (
+        "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep",
+        "--overlap-moe-expert-parallel-comm",
+        "--moe-router-num-groups 8 --moe-router-group-topk 4",
+        "--fp8-recipe blockwise",
+    ):
+        assert words in text
+    assert trip.estimate["step_time_s"] == pytest.approx(trip.best["step_time_s"], rel=1e-9)
+    plan["training"]["framework"] = "hai-llm"
+    plan["parallel"]["schedule"] = "dualpipe"
+    plan["training"].pop("moe_a2a_overlap")
+    plan["parallel"]["recompute"] = "full"
+    source.write_text(yaml.safe_dump(plan))
+    out = invoke("plan", source, "--emit", "megatron")
+    assert out.exit_code == 1 and "DualPipe, which Megatron-LM has no schedule for" in out.output
+
+
+def test_low_precision_formats_emit_megatron_lm_recipes():
+    from perfmodel.inputs import presets
+    from perfmodel.inputs.megatron_emit import to_args
+
+    plan = presets.plan_from_mapping(
+        {
+            "model": "llama3-8b",
+            "system": {"gpu": "b200", "num_gpus": 8},
+            "training": {"global_batch_size": 8},
+        },
+        "t",
+    )
+    from perfmodel.engine.estimate import resolve_config
+
+    def args(dtype):
+        p = plan.with_training(dtype=dtype)
+        return " ".join(to_args(p, resolve_config(p).as_dict()))
+
+    assert "--fp8-format e4m3 --fp8-recipe mxfp8" in args("mxfp8")
+    with pytest.raises(PerfModelError, match="no FP4 launch arguments"):
+        args("nvfp4")

@@ -155,3 +155,35 @@ def test_check_estimate_and_compare_take_launch_files_directly(tmp_path):
     )
     r = invoke("compare", imported, BRIDGE, "--gpu", "h100-sxm", "--gpus", "8")
     assert r.exit_code == 0 and "take the same time" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "keys, dispatcher, overlap",
+    [
+        (
+            {"moe_token_dispatcher_type": "flex", "moe_flex_dispatcher_backend": "deepep"},
+            "deepep",
+            False,
+        ),
+        # Megatron-Bridge dumps carry TransformerConfig's default backend beside any dispatcher
+        (
+            {"moe_token_dispatcher_type": "alltoall", "moe_flex_dispatcher_backend": "deepep"},
+            "alltoall",
+            False,
+        ),
+        (
+            {"moe_token_dispatcher_type": "alltoall", "overlap_moe_expert_parallel_comm": True},
+            "alltoall",
+            True,
+        ),
+        ({"moe_token_dispatcher_type": "flex", "moe_enable_deepep": True}, "deepep", False),
+    ],
+)
+def test_moe_dispatcher_keys_read_as_megatron_core_reads_them(keys, dispatcher, overlap):
+    """Issue 21: a recipe names DeepEP through the flex dispatcher, as Megatron-LM's launch
+    arguments do (the same reader, perfmodel/inputs/megatron_moe.py)."""
+    data = yaml.safe_load(LLAMA.read_text())
+    data["model"].update({"num_moe_experts": 8, "moe_router_topk": 2, **keys})
+    training = read_recipe(data, "h100-sxm", vocab_size=32000).plan["training"]
+    assert training["moe_token_dispatcher_type"] == dispatcher
+    assert training.get("moe_a2a_overlap", False) is overlap

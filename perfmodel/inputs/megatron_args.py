@@ -52,7 +52,6 @@ PARALLEL = {
 TRAINING_VALUES = {
     "--global-batch-size": "global_batch_size",
     "--optimizer": "optimizer",
-    "--moe-token-dispatcher-type": "moe_token_dispatcher_type",
 }
 
 

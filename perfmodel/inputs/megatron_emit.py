@@ -29,6 +29,12 @@ def to_args(plan, config: dict, layers: list[float] | None = None) -> list[str]:
             f"{plan.model.name}: Megatron-LM has no argument for {', '.join(lacking)}; "
             "write its arguments by hand"
         )
+    if c.get("schedule") == "dualpipe":
+        raise PerfModelError(
+            "the configuration runs DualPipe, which Megatron-LM has no schedule for (HAI-LLM's and"
+            " deepseek-ai/DualPipe's): plan with --schedule 1f1b or interleaved to emit Megatron-LM"
+            " arguments"
+        )
     if plan.training.framework == "deepspeed" and m.is_moe:
         raise PerfModelError(
             "framework deepspeed: --emit megatron writes Megatron-DeepSpeed's arguments for dense"
@@ -109,8 +115,21 @@ def _model_args(plan) -> list[str]:
         a += [
             f"--num-experts {m.num_moe_experts}",
             f"--moe-router-topk {m.moe_router_topk}",
-            f"--moe-token-dispatcher-type {plan.training.moe_token_dispatcher_type}",
         ]
+        # DeepEP runs behind Megatron-Core's flex dispatcher (--moe-flex-dispatcher-backend)
+        kind = plan.training.moe_token_dispatcher_type
+        a.append(
+            "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep"
+            if kind == "deepep"
+            else f"--moe-token-dispatcher-type {kind}"
+        )
+        if plan.training.moe_a2a_overlap:
+            a.append("--overlap-moe-expert-parallel-comm")
+        if m.moe_router_num_groups:
+            a.append(
+                f"--moe-router-num-groups {m.moe_router_num_groups}"
+                f" --moe-router-group-topk {m.moe_router_group_topk}"
+            )
         if m.moe_ffn_hidden_size:
             a.append(f"--moe-ffn-hidden-size {m.moe_ffn_hidden_size}")
         if m.moe_shared_expert_intermediate_size:
@@ -163,9 +182,20 @@ def _training_args(plan, c: dict) -> list[str]:
     if t.tp_comm_overlap_ub and c["sequence_parallel"]:
         a.append("--tp-comm-overlap")
     dtype = plan.training.dtype
-    a += {"bf16": ["--bf16"], "fp16": ["--fp16"], "fp8": ["--bf16", "--fp8-format hybrid"]}.get(
-        dtype, []
-    )
+    if dtype == "nvfp4":
+        raise PerfModelError(
+            "training.dtype nvfp4: perfmodel writes no FP4 launch arguments (nor reads"
+            " Megatron-LM's --fp4-format); emit an FP8 or MXFP8 plan, or write them by hand"
+        )
+    a += {
+        "bf16": ["--bf16"],
+        "fp16": ["--fp16"],
+        "fp8": ["--bf16", "--fp8-format hybrid"],
+        # MXFP8 is Megatron-LM's --fp8-recipe mxfp8 (E4M3 with 32-element block scales)
+        "mxfp8": ["--bf16", "--fp8-format e4m3", "--fp8-recipe mxfp8"],
+    }.get(dtype, [])
+    if dtype == "fp8" and t.fp8_recipe:
+        a.append(f"--fp8-recipe {t.fp8_recipe}")
     return a
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs.megatron_args import Imported, megatron_defaults, megatron_rules
+from perfmodel.inputs.megatron_moe import NEMO_KEYS as MOE_KEYS
+from perfmodel.inputs.megatron_moe import args_of_config, read_moe
 from perfmodel.inputs.nemo_keys import (
     BOOL_KEYS,
     CANNOT,
@@ -105,7 +107,7 @@ def read_recipe(
             parallel[PARALLEL_KEYS[key]] = value
         elif key in TRAINING_KEYS:
             training[TRAINING_KEYS[key]] = value
-        elif key in READ_ELSEWHERE:
+        elif key in READ_ELSEWHERE or key in MOE_KEYS:
             continue
         elif key in NO_COST or key in (
             "train_iters",
@@ -120,6 +122,7 @@ def read_recipe(
         else:
             out.unrecognized.append(f"model.{key}" if key in model_cfg else f"train.{key}")
     _architecture(get, model)
+    read_moe(args_of_config({k: get(k) for k in MOE_KEYS if k in model_cfg or k in train}), out)
     _recompute(get, parallel)
     _precision_and_optimizer(data, get, out)
     megatron_rules(out, "sequence_parallel", "Megatron")

@@ -44,7 +44,6 @@ TRAINING_KEYS = {
     "tp_comm_overlap": "tp_comm_overlap",
     "overlap_grad_reduce": "overlap_grad_reduce",
     "overlap_param_gather": "overlap_param_gather",
-    "moe_token_dispatcher_type": "moe_token_dispatcher_type",
     "persist_layer_norm": "persist_layer_norm",
     "gradient_accumulation_fusion": "grad_accumulation_fusion",
 }
@@ -130,7 +129,6 @@ NO_COST = {
     "moe_router_load_balancing_type",
     "moe_aux_loss_coeff",
     "moe_z_loss_coeff",
-    "moe_grouped_gemm",
     "num_micro_batches_with_partial_activation_checkpoints",
     "activations_checkpoint_layers_per_pipeline",
     "moe_expert_capacity_factor",
