@@ -332,7 +332,13 @@ def test_deepseek_v3_emits_what_megatron_lm_launches(tmp_path):
     plan = yaml.safe_load(Path("configs/plans/deepseek-v3-gb200.yaml").read_text())
     plan["system"] = {"gpu": "h100-sxm", "num_gpus": 1024}
     plan["training"].update(
-        {"fp8_recipe": "blockwise", "moe_a2a_overlap": True, "global_batch_size": 4096}
+        {
+            "fp8_recipe": "blockwise",
+            "moe_a2a_overlap": True,
+            "global_batch_size": 4096,
+            "exp_avg_dtype": "bf16",
+            "exp_avg_sq_dtype": "bf16",
+        }
     )
     plan["parallel"] = {"tp": 1, "pp": 16, "ep": 64, "vp": 1, "micro_batch_size": 1}
     source = tmp_path / "ds.yaml"
@@ -345,6 +351,9 @@ def test_deepseek_v3_emits_what_megatron_lm_launches(tmp_path):
         "--overlap-moe-expert-parallel-comm",
         "--moe-router-num-groups 8 --moe-router-group-topk 4",
         "--fp8-recipe blockwise",
+        "--use-precision-aware-optimizer",
+        "--exp-avg-dtype bf16",
+        "--exp-avg-sq-dtype bf16",
     ):
         assert words in text
     assert trip.estimate["step_time_s"] == pytest.approx(trip.best["step_time_s"], rel=1e-9)
@@ -378,3 +387,32 @@ def test_low_precision_formats_emit_megatron_lm_recipes():
     assert "--fp8-format e4m3 --fp8-recipe mxfp8" in args("mxfp8")
     with pytest.raises(PerfModelError, match="no FP4 launch arguments"):
         args("nvfp4")
+
+
+def test_the_precision_aware_optimizer_keeps_adams_moments_in_their_dtypes():
+    """Megatron-Core's --use-precision-aware-optimizer with --exp-avg-dtype / --exp-avg-sq-dtype
+    (DeepSeek-V3 keeps both in BF16, report Sec. 3.3.3): Adam's states are the fp32 master (4 B)
+    and the two moments, 4 + 2 + 2 = 8 B a parameter instead of 12; a dtype without the switch is
+    refused as Megatron-LM refuses it, and so is a master copy other than fp32."""
+    from perfmodel.specs.precision import optimizer_state_bytes
+
+    assert (
+        optimizer_state_bytes("adam") == 12 and optimizer_state_bytes("adam", "bf16", "bf16") == 8
+    )
+    assert optimizer_state_bytes("adam", "fp8", "bf16") == 7 and optimizer_state_bytes("sgd") == 8
+    aware = " --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16"
+    t = read_args(BASE + aware, "h100-sxm", num_gpus=4).plan["training"]
+    assert (t["exp_avg_dtype"], t["exp_avg_sq_dtype"]) == ("bf16", "bf16")
+    with pytest.raises(PerfModelError, match="needs --use-precision-aware-optimizer"):
+        read_args(BASE + " --exp-avg-dtype bf16", "h100-sxm", num_gpus=4)
+    with pytest.raises(PerfModelError, match="models fp32 master weights"):
+        read_args(BASE + aware + " --main-params-dtype fp16", "h100-sxm", num_gpus=4)
+    from perfmodel.engine.estimate import estimate, resolve_config
+    from perfmodel.inputs import load_plan
+
+    plan = load_plan("llama3-8b-h100.yaml")
+    one = estimate(plan, resolve_config(plan)).values["optimizer_bytes"]
+    half = plan.with_training(exp_avg_dtype="bf16", exp_avg_sq_dtype="bf16")
+    assert estimate(half, resolve_config(half)).values["optimizer_bytes"] == pytest.approx(
+        one * 8 / 12
+    )

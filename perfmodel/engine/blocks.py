@@ -52,7 +52,13 @@ class Setting:
     def of(cls, plan: Plan) -> Setting:
         tr = plan.training
         p = Precision.of(
-            tr.dtype, tr.grad_accum_fp32, tr.optimizer, tr.mfu_peak, tr.reduce_dtype, tr.fp8_recipe
+            tr.dtype,
+            tr.grad_accum_fp32,
+            tr.optimizer,
+            tr.mfu_peak,
+            tr.reduce_dtype,
+            tr.fp8_recipe,
+            (tr.exp_avg_dtype, tr.exp_avg_sq_dtype),
         )
         opts = Options(
             gemm_bytes=p.gemm_bytes,

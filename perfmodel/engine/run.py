@@ -53,10 +53,12 @@ class TrainingRun:
 
 
 def checkpoint_bytes(plan: Plan) -> float:
-    """What a checkpoint holds: the 16-bit weights and the optimizer's fp32 master and moments of
-    every parameter (Megatron's distributed checkpoint, PyTorch DCP), bytes."""
+    """What a checkpoint holds: the 16-bit weights and the optimizer's fp32 master and moments (in
+    their dtypes) of every parameter (Megatron's distributed checkpoint, PyTorch DCP), bytes."""
     tr, m = plan.training, plan.model
-    p = Precision.of(tr.dtype, tr.grad_accum_fp32, tr.optimizer)
+    p = Precision.of(
+        tr.dtype, tr.grad_accum_fp32, tr.optimizer, moments=(tr.exp_avg_dtype, tr.exp_avg_sq_dtype)
+    )
     params = mem.total_params(LayerShape.of(m), m.num_layers, plan.seq_length, sum(m.moe_pattern()))
     return params * (p.weight_bytes + p.optimizer_bytes)
 

@@ -16,6 +16,7 @@ import math
 import re
 
 from perfmodel.errors import PerfModelError
+from perfmodel.inputs import megatron_moe, megatron_optimizer
 from perfmodel.inputs.megatron_args import (
     CANNOT,
     MODEL,
@@ -31,8 +32,6 @@ from perfmodel.inputs.megatron_args import (
 )
 from perfmodel.inputs.megatron_layout import FLAG as LAYOUT
 from perfmodel.inputs.megatron_layout import first_last, read_layout
-from perfmodel.inputs.megatron_moe import FLAGS as MOE_FLAGS
-from perfmodel.inputs.megatron_moe import read_moe
 from perfmodel.inputs.megatron_profiles import framework_of, read_sharding
 from perfmodel.inputs.shell import Command, Reader
 
@@ -157,14 +156,15 @@ def _to_plan(args: dict, gpu: str, num_gpus: int | None, vocab_size: int | None)
             if switch:
                 section, key, value = switch
                 out.plan[section][key] = value
-        elif flag in OTHER_VALUES or flag in MOE_FLAGS:
+        elif flag in (*OTHER_VALUES, *megatron_moe.FLAGS, *megatron_optimizer.FLAGS):
             continue
         elif NO_COST.match(flag):
             out.ignored.append(flag)
         else:
             out.unrecognized.append(flag)
     _special(args, out)
-    read_moe(args, out)
+    megatron_moe.read_moe(args, out)
+    megatron_optimizer.read_optimizer(args, out)
     _system_and_vocab(args, out, num_gpus, vocab_size)
     if "--global-batch-size" not in args or "--micro-batch-size" not in args:
         raise PerfModelError("the arguments lack --global-batch-size or --micro-batch-size")

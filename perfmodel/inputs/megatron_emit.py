@@ -196,6 +196,10 @@ def _training_args(plan, c: dict) -> list[str]:
     }.get(dtype, [])
     if dtype == "fp8" and t.fp8_recipe:
         a.append(f"--fp8-recipe {t.fp8_recipe}")
+    moments = {"--exp-avg-dtype": t.exp_avg_dtype, "--exp-avg-sq-dtype": t.exp_avg_sq_dtype}
+    if any(v != "fp32" for v in moments.values()):
+        a.append("--use-precision-aware-optimizer")
+        a += [f"{flag} {v}" for flag, v in moments.items()]
     return a
 
 

@@ -10,7 +10,7 @@ from .base import MAX_BATCH, MAX_GPUS, Count, Seconds, Spec
 from .framework import FLAGS, FRAMEWORKS, Framework
 from .framework import defaults as profile_defaults
 from .model import MAX_LAYERS, MAX_TOKENS
-from .precision import LOW_PRECISION, TrainingDtype
+from .precision import LOW_PRECISION, MOMENT_TEXT, MomentDtype, TrainingDtype
 
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "dualpipe")
@@ -216,6 +216,10 @@ class Training(Spec):
     dtype: TrainingDtype = Field("bf16", description="Compute dtype.")
     optimizer: Literal["adam", "sgd"] = Field(
         "adam", description="adam: 12 B/param of fp32 states."
+    )
+    exp_avg_dtype: MomentDtype = Field("fp32", description=MOMENT_TEXT.format("first", "avg"))
+    exp_avg_sq_dtype: MomentDtype = Field(
+        "fp32", description=MOMENT_TEXT.format("second", "avg-sq")
     )
     fp8_recipe: Literal["tensorwise", "delayed", "blockwise"] | None = Field(
         None,

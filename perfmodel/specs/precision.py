@@ -46,6 +46,23 @@ TrainingDtype = Literal["bf16", "fp16", "fp32", "fp8", "mxfp8", "nvfp4"]
 TRAINING_DTYPES: tuple[str, ...] = get_args(TrainingDtype)
 # fp32 optimizer states per parameter: Adam master + m + v (12 B), SGD master + momentum (8 B)
 OPTIMIZER_STATE_BYTES = {"adam": 12.0, "sgd": 8.0}
+# the dtypes Megatron-Core's precision-aware optimizer keeps Adam's moments in (--exp-avg-dtype,
+# --exp-avg-sq-dtype: fp32, fp16, bf16, fp8), bytes per element
+MomentDtype = Literal["fp32", "fp16", "bf16", "fp8"]
+MOMENT_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
+MOMENT_TEXT = (
+    "Adam's {} moment's dtype (Megatron-Core --exp-{}-dtype with --use-precision-aware-optimizer);"
+    " bf16 as DeepSeek-V3 trained (report Sec. 3.3.3)."
+)
+
+
+def optimizer_state_bytes(optimizer: str, exp_avg: str = "fp32", exp_avg_sq: str = "fp32") -> float:
+    """Optimizer states per parameter, bytes: the fp32 master weight and the moments, Adam's first
+    (exp_avg) and second (exp_avg_sq) in their dtypes (Megatron-Core's precision-aware optimizer;
+    DeepSeek-V3 keeps both in BF16, report Sec. 3.3.3: 8 B instead of 12), SGD's momentum fp32."""
+    if optimizer != "adam":
+        return OPTIMIZER_STATE_BYTES[optimizer]
+    return 4.0 + MOMENT_BYTES[exp_avg] + MOMENT_BYTES[exp_avg_sq]
 
 
 @dataclass(frozen=True)
@@ -57,7 +74,7 @@ class Precision:
     activation_bytes: int  # stored activations, attention core, elementwise kernels
     weight_bytes: int  # the copy of the weights forward and backward read
     gradient_bytes: int  # the gradient buffer (accumulation dtype)
-    optimizer_bytes: float  # fp32 optimizer states, including the master weights
+    optimizer_bytes: float  # optimizer states, the fp32 master weights included
     mfu_peak: str  # the dtype whose peak MFU and HFU are measured against
     master_weights: bool  # an fp32 master copy exists (16-bit training)
     loss_scaling: bool  # fp16: gradients are unscaled and checked for inf/nan
@@ -84,6 +101,7 @@ class Precision:
         mfu_peak: str | None = None,
         reduce_dtype: str | None = None,
         fp8_recipe: str | None = None,
+        moments: tuple[str, str] = ("fp32", "fp32"),
     ) -> Precision:
         """The mixed-precision recipe of Megatron-LM for a compute dtype (see the module docstring).
         FP8 (Transformer Engine): GEMM operands in FP8, everything else BF16, the weights kept in
@@ -105,7 +123,7 @@ class Precision:
             activation_bytes=int(max(DTYPE_BYTES[dtype], 2)),
             weight_bytes=2 if half else 4,
             gradient_bytes=4 if (grad_accum_fp32 or not half) else 2,
-            optimizer_bytes=OPTIMIZER_STATE_BYTES[optimizer],
+            optimizer_bytes=optimizer_state_bytes(optimizer, *moments),
             mfu_peak=mfu_peak or dtype,
             master_weights=half,
             loss_scaling=dtype == "fp16",

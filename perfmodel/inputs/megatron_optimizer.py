@@ -1,0 +1,39 @@
+"""Megatron-Core's precision-aware optimizer as Megatron-LM reads its launch arguments
+(megatron/training/arguments.py): --use-precision-aware-optimizer with the dtypes of Adam's moments
+(--exp-avg-dtype, --exp-avg-sq-dtype) and of the master weights and gradients (--main-params-dtype,
+--main-grads-dtype)."""
+
+from __future__ import annotations
+
+from perfmodel.errors import PerfModelError
+from perfmodel.inputs.megatron_args import Imported, one_value
+
+MOMENTS = {"--exp-avg-dtype": "exp_avg_dtype", "--exp-avg-sq-dtype": "exp_avg_sq_dtype"}
+MAINS = ("--main-params-dtype", "--main-grads-dtype")
+FLAGS = ("--use-precision-aware-optimizer", *MOMENTS, *MAINS)
+
+
+def read_optimizer(args: dict, out: Imported) -> None:
+    """The moments' dtypes into the plan (fp32, fp16, bf16, fp8: Megatron-LM's choices); a dtype
+    other than fp32 needs --use-precision-aware-optimizer (Megatron-LM asserts it). The master
+    weights and gradients are modelled in fp32 only: another dtype is refused by name."""
+    if args.get("--use-precision-aware-optimizer"):
+        raise PerfModelError("--use-precision-aware-optimizer is a switch and takes no value")
+    aware = "--use-precision-aware-optimizer" in args
+    for flag, key in MOMENTS.items():
+        if flag not in args:
+            continue
+        dtype = one_value(args, flag)
+        if dtype not in ("fp32", "fp16", "bf16", "fp8"):
+            raise PerfModelError(f"{flag} {dtype}: Megatron-LM takes fp32, fp16, bf16 or fp8")
+        if dtype != "fp32" and not aware:
+            raise PerfModelError(
+                f"{flag} {dtype} needs --use-precision-aware-optimizer (Megatron-LM asserts it)"
+            )
+        out.plan["training"][key] = dtype
+    for flag in MAINS:
+        if flag in args and one_value(args, flag) != "fp32":
+            raise PerfModelError(
+                f"{flag} {one_value(args, flag)}: perfmodel models fp32 master weights and"
+                " gradients; drop the argument or plan with fp32"
+            )
