@@ -107,3 +107,30 @@ def emit_round_trip(plan_file, workdir, gpu="h100-sxm") -> RoundTrip:
     assert est.exit_code == 0, est.output
     trip.estimate = json.loads(est.stdout)
     return trip
+
+
+def deepseek_v3(training: dict | None = None, **parallel):
+    """DeepSeek-V3 on 1,024 H100 at PP 16 x EP 64 (the report's PP and EP), m = 64, its split
+    fixed unless told otherwise (61 = 3 + 14 x 4 + 2); ``training`` and ``parallel`` add to or
+    replace the plan's."""
+    return presets.plan_from_mapping(
+        {
+            "model": "deepseek-v3",
+            "system": {"gpu": "h100-sxm", "num_gpus": 1024},
+            "training": {"global_batch_size": 4096, "seq_length": 4096, **(training or {})},
+            "parallel": {
+                "tp": 1,
+                "pp": 16,
+                "ep": 64,
+                "cp": 1,
+                "vp": 1,
+                "micro_batch_size": 1,
+                "zero_stage": 1,
+                "recompute": "none",
+                "decoder_first_pipeline_num_layers": 3,
+                "decoder_last_pipeline_num_layers": 2,
+                **parallel,
+            },
+        },
+        "t",
+    )

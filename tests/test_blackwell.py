@@ -4,6 +4,7 @@ across micro-batches, activation offloading to host memory, and the validation t
 
 import numpy as np
 import pytest
+from helpers import deepseek_v3
 
 from perfmodel.cost import offload
 from perfmodel.cost.transformer import lm_head
@@ -40,29 +41,9 @@ def _plan(dtype="fp8", gpu="gb200", training=None, parallel=None, **system):
 
 
 def _deepseek(mtp: int = 0, **parallel):
-    """DeepSeek-V3 on 1,024 H100 at PP 16 x EP 64, its split fixed unless told otherwise (61 = 3 +
-    14 x 4 + 2), with ``mtp`` multi-token prediction layers."""
-    plan = presets.plan_from_mapping(
-        {
-            "model": "deepseek-v3",
-            "system": {"gpu": "h100-sxm", "num_gpus": 1024},
-            "training": {"global_batch_size": 4096, "seq_length": 4096},
-            "parallel": {
-                "tp": 1,
-                "pp": 16,
-                "ep": 64,
-                "cp": 1,
-                "vp": 1,
-                "micro_batch_size": 1,
-                "zero_stage": 1,
-                "recompute": "none",
-                "decoder_first_pipeline_num_layers": 3,
-                "decoder_last_pipeline_num_layers": 2,
-                **parallel,
-            },
-        },
-        "t",
-    )
+    """DeepSeek-V3 on 1,024 H100 at PP 16 x EP 64 (tests/helpers.deepseek_v3), with ``mtp``
+    multi-token prediction layers."""
+    plan = deepseek_v3(**parallel)
     model = plan.model.model_copy(update={"mtp_num_layers": mtp})
     return plan.model_copy(update={"model": model})
 

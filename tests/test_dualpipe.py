@@ -3,6 +3,7 @@ Sec. 3.2.1 and Table 2; deepseek-ai/DualPipe) and the HAI-LLM profile that runs 
 
 import numpy as np
 import pytest
+from helpers import deepseek_v3
 
 from perfmodel.cost import collectives as coll
 from perfmodel.cost import pipeline as pipe
@@ -15,36 +16,10 @@ from perfmodel.inputs import presets
 from perfmodel.specs import Precision
 
 
-def _deepseek(schedule: str = "dualpipe", framework: str = "hai-llm", **parallel):
-    """DeepSeek-V3 on 1,024 H100, PP 16 x EP 64 (the report's PP and EP), m = 64."""
-    return presets.plan_from_mapping(
-        {
-            "model": "deepseek-v3",
-            "system": {"gpu": "h100-sxm", "num_gpus": 1024},
-            "training": {
-                "global_batch_size": 4096,
-                "seq_length": 4096,
-                "dtype": "fp8",
-                "framework": framework,
-                "moe_token_dispatcher_type": "deepep",
-            },
-            "parallel": {
-                "tp": 1,
-                "pp": 16,
-                "ep": 64,
-                "cp": 1,
-                "vp": 1,
-                "micro_batch_size": 1,
-                "zero_stage": 1,
-                "recompute": "none",
-                "decoder_first_pipeline_num_layers": 3,
-                "decoder_last_pipeline_num_layers": 2,
-                "schedule": schedule,
-                **parallel,
-            },
-        },
-        "t",
-    )
+def _deepseek(schedule: str | None = "dualpipe", framework: str = "hai-llm", **parallel):
+    """DeepSeek-V3 on 1,024 H100, PP 16 x EP 64, FP8 with DeepEP, under ``framework``."""
+    training = {"dtype": "fp8", "framework": framework, "moe_token_dispatcher_type": "deepep"}
+    return deepseek_v3(training, schedule=schedule, **parallel)
 
 
 def test_the_closed_forms_of_table_2():
