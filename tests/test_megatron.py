@@ -319,7 +319,9 @@ def test_moe_overlap_and_kernel_switches():
     )
     assert imp.plan["training"]["moe_a2a_overlap"] is True
     assert any("--moe-grouped-gemm, --moe-permute-fusion" in a for a in imp.assumed)
-    assert not imp.unrecognized
+    assert not imp.unrecognized and "moe_load_imbalance" not in imp.plan["model"]
+    forced = read_args(MOE + " --moe-router-force-load-balancing", "h100-sxm", num_gpus=8)
+    assert forced.plan["model"]["moe_load_imbalance"] == 1.0
 
 
 def test_deepseek_v3_emits_what_megatron_lm_launches(tmp_path):

@@ -125,6 +125,8 @@ def _model_args(plan) -> list[str]:
         )
         if plan.training.moe_a2a_overlap:
             a.append("--overlap-moe-expert-parallel-comm")
+        if m.moe_load_imbalance == 1.0:
+            a.append("--moe-router-force-load-balancing")
         if m.moe_router_num_groups:
             a.append(
                 f"--moe-router-num-groups {m.moe_router_num_groups}"

@@ -15,6 +15,7 @@ FLAGS = (
     "--moe-grouped-gemm",
     "--moe-permute-fusion",
     "--moe-router-fusion",
+    "--moe-router-force-load-balancing",
 )
 # switches read here that take no value
 SWITCHES = FLAGS[2:]
@@ -39,8 +40,9 @@ def read_moe(args: dict, out: Imported) -> None:
     --moe-enable-deepep (0.13) or --moe-flex-dispatcher-backend deepep | hybridep (0.14+).
     HybridEP, NVIDIA's dispatcher for NVLink domains, is costed as DeepEP's (a token crosses to
     each NVLink domain once) and said so. --overlap-moe-expert-parallel-comm is
-    training.moe_a2a_overlap; the grouped GEMM and the permute and router fusions are what the
-    model's MoE layer already is, said as assumed."""
+    training.moe_a2a_overlap, --moe-router-force-load-balancing (benchmark mode) a balanced load
+    (model.moe_load_imbalance 1); the grouped GEMM and the permute and router fusions are what
+    the model's MoE layer already is, said as assumed."""
     for flag in SWITCHES:
         if args.get(flag):
             raise PerfModelError(
@@ -94,6 +96,9 @@ def read_moe(args: dict, out: Imported) -> None:
             training["moe_token_dispatcher_type"] = kind
     if "--overlap-moe-expert-parallel-comm" in args:
         training["moe_a2a_overlap"] = True
+    if "--moe-router-force-load-balancing" in args:
+        # benchmark mode: the router spreads the tokens evenly over the experts
+        out.plan["model"]["moe_load_imbalance"] = 1.0
     kernels = [
         f
         for f in ("--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion")
