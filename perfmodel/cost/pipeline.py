@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from perfmodel.cost import Num
+from perfmodel.cost import Array, Num
 
 # The design limit on the wall-clock bubble: "no more than ~15%" (seed 000, Q3); check rule PM202.
 BUBBLE_LIMIT = 0.15
@@ -76,6 +76,11 @@ def in_flight_microbatches(p: Num, m: Num, v: Num, schedule: Num) -> Num:
         m,
         np.where(code == 2, interleaved, np.where(code == DUALPIPE, p + 1, one_f_one_b)),
     )
+
+
+def dualpipe_rows(schedule: Num, p: Num) -> Array:
+    """Where a configuration runs DualPipe: its schedule code, over more than one stage."""
+    return np.asarray((np.asarray(schedule) == DUALPIPE) & (np.asarray(p) > 1))
 
 
 def dualpipe_paired(p: Num, m: Num) -> Num:

@@ -36,10 +36,9 @@ def ranks(
     expert all-to-all behind the other's compute (cost/collectives.overlapped_time with
     ``penalty``, the SMs the all-to-all takes: ``contention``); dualpipe_paired chunks run paired,
     the rest alone. Adds "pair" (an F&B pair's seconds) and "b_alone" (a backward chunk
-    alone) for the bubble of cost/pipeline.dualpipe_bubble. Rows where ``dual`` is False are
-    returned as they were."""
-    rows = dual & (pp > 1)
-    out = {key: stages.dualpipe(x, rows) for key, x in sc.items()}
+    alone) for the bubble of cost/pipeline.dualpipe_bubble. Rows where ``dual``
+    (cost/pipeline.dualpipe_rows) is False are returned as they were."""
+    out = {key: stages.dualpipe(x, dual) for key, x in sc.items()}
     compute = out["fwd"] + out["bwd"] + out["rec"]
     other = out["comm"] - out["ep"]  # TP and CP collectives: DualPipe does not move them
     hidden = overlapped_time(out["ep"], compute, penalty)

@@ -206,7 +206,7 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
     stages, t_layer = layout(st, k, costs)
     m = tr.global_batch_size / (dp * b)
     sc = stage_costs(st, stages, costs, k.recompute)
-    dual = np.asarray(k.schedule == pipe.DUALPIPE)
+    dual = pipe.dualpipe_rows(k.schedule, k.pp)
     if dual.any():
         sc = dualpipe.ranks(stages, sc, dual, pp, m, dualpipe.contention(gpu.num_sms))
     slow = stages.slowest(sc["time"])
@@ -375,7 +375,7 @@ def _data_parallel(
         once=ov.sharding.pipeline_once & (k.pp > 1),
     )
     # DualPipe's two copies of each stage share its optimizer shards (engine/memory.py)
-    copies = np.where((k.schedule == pipe.DUALPIPE) & (k.pp > 1), 2.0, 1.0)
+    copies = np.where(pipe.dualpipe_rows(k.schedule, k.pp), 2.0, 1.0)
     local = dense / np.where(
         k.zero_stage >= 1, np.where(k.zero_stage >= 2, shard, dp) * cp * copies, 1.0
     ) + experts / np.where(k.zero_stage >= 1, mesh.edp * copies, 1.0)
@@ -398,7 +398,7 @@ def _stage_figures(
     lower bound the search ranks with, and the bubble figures (SPEC 7)."""
     pp, vp = k.pp.astype(float), k.vp.astype(float)
     step = sum(out[key] for key in BREAKDOWN_KEYS)
-    dual = np.asarray(k.schedule == pipe.DUALPIPE)
+    dual = pipe.dualpipe_rows(k.schedule, k.pp)
     dual_ideal = out["bubble"] / np.maximum(m * stages.pick(sc["time"], slow), 1e-30)
     # the slowest middle stage, or (none at p <= 2) an even one: L/p layers of the model's mix
     middle_present = stages.count[:, 1:3] > 0

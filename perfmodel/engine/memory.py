@@ -53,7 +53,7 @@ def memory_terms(
     acts = _activations(st, k, stages, layers, m)
     # DualPipe: a rank holds two stages' parameters, and each stage's states are sharded over the
     # 2 dp ranks that hold it (DeepSeek-V3 report Table 2: "2x" parameters)
-    dual = (k.schedule == pipe.DUALPIPE) & (k.pp > 1)
+    dual = pipe.dualpipe_rows(k.schedule, k.pp)
     copies = np.where(dual, 2.0, 1.0)
     params = stages.dualpipe(
         stages.total(
@@ -271,7 +271,7 @@ def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Ar
     head_term = np.where(stages.head, (head / cp * (1 + st.mtp))[:, None], 0.0)
     # DualPipe: p + 1 chunks in flight on every rank, each on one of its two stages (the end
     # ranks': the first and last stages' mean), and the head's logits where either stage has them
-    dual = (k.schedule == pipe.DUALPIPE) & (k.pp > 1)
+    dual = pipe.dualpipe_rows(k.schedule, k.pp)
     flight = np.where(dual[:, None], (pp + 1)[:, None], in_flight)
     return np.asarray(
         stages.dualpipe(per_microbatch, dual) * flight
