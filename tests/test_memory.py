@@ -105,3 +105,29 @@ def test_korthikanti_fig1_175b_first_stage(sp, rc, gib):
     in_flight = pipe.in_flight_microbatches(8, 64, 3, "interleaved")
     total = mem.activation_bytes_per_layer(S, 1, H, A, 8, sp, rc) * (96 / 8) * in_flight
     assert total / GiB == pytest.approx(gib, rel=2e-3)
+
+
+def test_recomputed_modules_free_the_outputs_their_consumers_saved():
+    """Megatron-Core frees a recomputed module's output once its consumer has run and rebuilds it
+    for that consumer's backward (CheckpointWithoutOutput): MLA's up-projections (mla_up_proj)
+    give the attention core's Q, K and V, 128 heads x (192 + 192 + 128) x 2 B a token for
+    DeepSeek-V3; the experts' activation (moe_act) gives fc2's 16-bit input (under FP8 fc2 keeps
+    its own quantized copy, so nothing is freed)."""
+    from perfmodel.cost.transformer import LayerShape, Options, decoder_layer
+
+    ds = LayerShape.of(presets.model("deepseek-v3"))
+    layer = decoder_layer(ds, Options(flash=True), 1, 4096, 1, False, 1, 64, 1, moe=True)
+    freed = layer.activation_bytes(0, ()) - layer.activation_bytes(1, ("mla_up_proj",))
+    up = sum(op.saved for op in layer.ops if "mla_up_proj" in op.modules)
+    # the up-projections' own inputs stay (each is a one-op run), the core's Q, K, V go
+    assert up > 0 and freed == pytest.approx(4096 * 128 * (192 + 192 + 128) * 2)
+    qwen = LayerShape.of(presets.model("qwen3-235b-a22b"))
+    for gemm_bytes, freed_share in ((2, 1.0), (1, 0.0)):
+        o = Options(flash=True, gemm_bytes=gemm_bytes)
+        layer = decoder_layer(qwen, o, 1, 4096, 1, False, 1, 8, 1, moe=True)
+        fc2 = next(op for op in layer.ops if op.name == "expert fc2 (grouped)")
+        freed = layer.activation_bytes(0, ()) - layer.activation_bytes(1, ("moe_act",))
+        assert freed == pytest.approx(freed_share * 2 * float(fc2.M * fc2.batch * fc2.K))
+        # moe and moe_act together count the routed experts' checkpoint once
+        both = layer.activation_bytes(1, ("moe", "moe_act"))
+        assert both == pytest.approx(layer.activation_bytes(1, ("moe",)))

@@ -65,6 +65,8 @@ class Gemm:
     sixteen_bit: bool = False
     # host time of one pass on the critical path (a grouped GEMM issued expert by expert)
     host_s: Num = 0.0
+    # of ``saved``, what a recomputed module rebuilds: (module, bytes) (FusedAttention.rebuilt)
+    rebuilt: tuple[str, Num] = ("", 0.0)
 
     @property
     def flops(self) -> Num:
@@ -202,7 +204,8 @@ class Block:
         V inputs stay), and of every other recomputed module (Megatron-Core --recompute-modules,
         e.g. moe, layernorm) only its input, the checkpoint it is recomputed from: the first op of
         each run of recomputed ops keeps its input, the ops after it keep nothing; MLA's
-        up-projections (mla_up_proj) also rebuild the attention core's Q, K and V. The recompute
+        up-projections (mla_up_proj) also rebuild the attention core's Q, K and V, and the experts'
+        activation (moe_act) the 16-bit input of their fc2. The recompute
         time repeats the same ops (cost/step.layer_recompute), so memory and time agree."""
         kept: Num = sum((op.saved for op in self.ops), 0.0)
         core: Num = sum((op.saved_core for op in self.ops), 0.0)
@@ -213,10 +216,11 @@ class Block:
             recomputed = bool(set(op.modules) & others)
             if not recomputed or not inside:  # outside a recomputed run, or its first op
                 selective = selective + op.saved
-            if isinstance(op, FusedAttention) and op.rebuilt[0] in others:
-                # Megatron-Core frees a recomputed module's output once its consumer has run
-                # (CheckpointWithoutOutput) and rebuilds it before that consumer's backward
-                selective = selective - op.rebuilt[1]
+                if isinstance(op, (Gemm, FusedAttention)) and op.rebuilt[0] in others:
+                    # Megatron-Core frees a recomputed module's output once its consumer has
+                    # run (CheckpointWithoutOutput) and rebuilds it before that consumer's
+                    # backward
+                    selective = selective - op.rebuilt[1]
             if not recomputed and not (op.attention_core and "core_attn" in modules):
                 selective = selective + op.saved_core
             inside = recomputed

@@ -255,6 +255,10 @@ def _routed_experts(m: LayerShape, o: Options, x: Split, rows: Num, copies: Num)
             saved=act * rows * local * fe / etp,
             time_rows=rows * imb,
             host_s=local * o.expert_call_s,
+            # Megatron-Core's moe_act recompute frees the activation's output once fc2 has run
+            # (CheckpointWithoutOutput in TEGroupedMLP): in 16 bits that is what fc2 saved; under
+            # FP8 fc2 keeps its own quantized copy
+            rebuilt=("moe_act", act * rows * local * fe / etp) if o.gemm_bytes >= 2 else ("", 0.0),
         ),
         Collective(
             "ETP reduce-scatter of expert outputs", "etp", gathered, fwd=scatter, bwd=gather
