@@ -245,7 +245,7 @@ def pct(x: float) -> str:
 
 
 def tflops(x: float) -> str:
-    return f"{x / 1e12:.1f} TFLOP/s"
+    return f"{x / 1e12:,.1f} TFLOP/s"
 
 
 class LazyProgress:

@@ -123,11 +123,11 @@ def _throughput(j: dict, verbose: bool = False) -> None:
             ("tokens/s", f"{j['tokens_per_s']:,.0f} ({j['tokens_per_s_per_gpu']:,.0f} per GPU)"),
             (
                 "model TFLOP/s per GPU",
-                f"{j['model_tflops_per_gpu']:.1f} TFLOP/s (MFU {pct(j['mfu'])})",
+                f"{j['model_tflops_per_gpu']:,.1f} TFLOP/s (MFU {pct(j['mfu'])})",
             ),
             (
                 "hardware TFLOP/s per GPU",
-                f"{j['hardware_tflops_per_gpu']:.1f} TFLOP/s (HFU {pct(j['hfu'])})",
+                f"{j['hardware_tflops_per_gpu']:,.1f} TFLOP/s (HFU {pct(j['hfu'])})",
             ),
             (
                 "pipeline bubble",
