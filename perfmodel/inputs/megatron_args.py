@@ -79,6 +79,14 @@ SWITCHES = {  # flag -> (section, field, value)
     "--cpu-offloading": None,  # read with --cpu-offloading-num-layers
     "--group-query-attention": None,
     "--multi-latent-attention": None,  # read with the flags they enable
+    # read by inputs/megatron_moe.py and inputs/megatron_optimizer.py
+    "--moe-enable-deepep": None,
+    "--overlap-moe-expert-parallel-comm": None,
+    "--moe-grouped-gemm": None,
+    "--moe-permute-fusion": None,
+    "--moe-router-fusion": None,
+    "--moe-router-force-load-balancing": None,
+    "--use-precision-aware-optimizer": None,
 }
 
 

@@ -5,7 +5,7 @@ HybridEP behind the flex dispatcher, the expert all-to-all overlap, and the MoE 
 from __future__ import annotations
 
 from perfmodel.errors import PerfModelError
-from perfmodel.inputs.megatron_args import Imported, one_value
+from perfmodel.inputs.megatron_args import SWITCHES, Imported, one_value
 
 FLAGS = (
     "--moe-token-dispatcher-type",
@@ -17,8 +17,6 @@ FLAGS = (
     "--moe-router-fusion",
     "--moe-router-force-load-balancing",
 )
-# switches read here that take no value
-SWITCHES = FLAGS[2:]
 # the same, as NeMo and Megatron-Bridge configs name them (TransformerConfig's fields)
 NEMO_KEYS = {f[2:].replace("-", "_"): f for f in FLAGS}
 
@@ -43,11 +41,6 @@ def read_moe(args: dict, out: Imported) -> None:
     training.moe_a2a_overlap, --moe-router-force-load-balancing (benchmark mode) a balanced load
     (model.moe_load_imbalance 1); the grouped GEMM and the permute and router fusions are what
     the model's MoE layer already is, said as assumed."""
-    for flag in SWITCHES:
-        if args.get(flag):
-            raise PerfModelError(
-                f"{flag} is a switch and takes no value (got {' '.join(args[flag])})"
-            )
     training = out.plan["training"]
     kind = (
         one_value(args, "--moe-token-dispatcher-type")

@@ -17,8 +17,6 @@ def read_optimizer(args: dict, out: Imported) -> None:
     """The moments' dtypes into the plan (fp32, fp16, bf16, fp8: Megatron-LM's choices); a dtype
     other than fp32 needs --use-precision-aware-optimizer (Megatron-LM asserts it). The master
     weights and gradients are modelled in fp32 only: another dtype is refused by name."""
-    if args.get("--use-precision-aware-optimizer"):
-        raise PerfModelError("--use-precision-aware-optimizer is a switch and takes no value")
     aware = "--use-precision-aware-optimizer" in args
     for flag, key in MOMENTS.items():
         if flag not in args:
