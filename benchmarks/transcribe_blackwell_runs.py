@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import re
 import sys
-from pathlib import Path
 
-import yaml
+from transcribe import SOURCE, write_cases
 
-OUT = Path(__file__).resolve().parents[1] / "configs" / "validation"
 # (preset, GPUs per node, NVLink domain, intra link, scale-out link): GB200/GB300 NVL72 trays of 4
 # GPUs in 72-GPU racks (MLPerf v5.0/v5.1 system descriptions: accelerators_per_node 4; the
 # DeepSeek perf recipe sets NVLINK_DOMAIN_SIZE=72), ConnectX-7 400 Gb/s per GPU on GB200 and
@@ -119,20 +117,13 @@ def case(r: dict) -> tuple[str, dict]:
 
 
 def main(path: str) -> None:
-    runs = yaml.safe_load(Path(path).read_text())
-    for r in runs:
-        if not r["id"].startswith("MBRIDGE-") or r["hardware"]["gpu"].split()[0] not in SYSTEMS:
-            continue
-        name, doc = case(r)
-        head = (
-            f"# Transcribed from shared/validation/published-2026.yaml id {r['id']}"
-            " (benchmarks/transcribe_blackwell_runs.py)\n"
-        )
-        OUT.joinpath(f"{name}.yaml").write_text(
-            head + yaml.safe_dump(doc, sort_keys=False, width=100)
-        )
-        print(name)
+    write_cases(
+        path,
+        lambda r: r["id"].startswith("MBRIDGE-") and r["hardware"]["gpu"].split()[0] in SYSTEMS,
+        case,
+        "transcribe_blackwell_runs.py",
+    )
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "../shared/validation/published-2026.yaml")
+    main(sys.argv[1] if len(sys.argv) > 1 else SOURCE)

@@ -9,11 +9,9 @@ the framework profile of the software that ran it. Run once from a checkout besi
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-import yaml
+from transcribe import SOURCE, write_cases
 
-OUT = Path(__file__).resolve().parents[1] / "configs" / "validation"
 GPUS = {"H100 80GB": "h100-sxm", "A100 80GB": "a100-80gb", "A100 40GB": "a100-40gb"}
 
 
@@ -131,20 +129,13 @@ def case(r: dict) -> tuple[str, dict]:
 
 
 def main(path: str) -> None:
-    runs = yaml.safe_load(Path(path).read_text())
-    for r in runs:
-        if not (r["id"].startswith("LLMF-") or r["id"].startswith("TORCHTITAN")):
-            continue
-        name, doc = case(r)
-        head = (
-            f"# Transcribed from shared/validation/published-2026.yaml id {r['id']}"
-            " (benchmarks/transcribe_fsdp_runs.py)\n"
-        )
-        OUT.joinpath(f"{name}.yaml").write_text(
-            head + yaml.safe_dump(doc, sort_keys=False, width=100)
-        )
-        print(name)
+    write_cases(
+        path,
+        lambda r: r["id"].startswith("LLMF-") or r["id"].startswith("TORCHTITAN"),
+        case,
+        "transcribe_fsdp_runs.py",
+    )
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "../shared/validation/published-2026.yaml")
+    main(sys.argv[1] if len(sys.argv) > 1 else SOURCE)

@@ -1,0 +1,31 @@
+"""What the transcription scripts share (benchmarks/transcribe_*_runs.py): read the published
+runs, keep a script's own, and write each as configs/validation/NAME.yaml under a header naming
+the run and the script."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+OUT = Path(__file__).resolve().parents[1] / "configs" / "validation"
+SOURCE = "../shared/validation/published-2026.yaml"
+
+
+def write_cases(
+    path: str, keep: Callable[[dict], bool], case: Callable[[dict], tuple[str, dict]], script: str
+) -> None:
+    """Each run of ``path`` that ``keep`` accepts, as ``case`` transcribes it, into OUT."""
+    for r in yaml.safe_load(Path(path).read_text()):
+        if not keep(r):
+            continue
+        name, doc = case(r)
+        head = (
+            f"# Transcribed from shared/validation/published-2026.yaml id {r['id']}"
+            f" (benchmarks/{script})\n"
+        )
+        OUT.joinpath(f"{name}.yaml").write_text(
+            head + yaml.safe_dump(doc, sort_keys=False, width=100)
+        )
+        print(name)
