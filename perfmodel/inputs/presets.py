@@ -32,7 +32,7 @@ def _configs_root():
             return root
     except ModuleNotFoundError:
         pass
-    return Path(__file__).resolve().parent.parent / "configs"
+    return Path(__file__).resolve().parents[2] / "configs"
 
 
 def _norm(name: str) -> str:
