@@ -6,15 +6,18 @@ from __future__ import annotations
 from perfmodel.output import render_run
 from perfmodel.output.console import kv, line, pct, table
 from perfmodel.output.render import config_short, config_text, memory
+from perfmodel.output.render_answer import answer
 from perfmodel.units import fmt_bytes, fmt_time
 
 
-def estimate(plan, est, ops=None, verbose: bool = False) -> None:
-    """Per-layer table (optional), per-iteration breakdown, throughput and memory of one
-    estimate."""
+def estimate(plan, est, ops=None, verbose: bool = False, head: bool = True) -> None:
+    """The answer (with ``head``), the per-layer table (optional), the per-iteration breakdown,
+    throughput and memory of one estimate."""
     from perfmodel.engine.estimate import ops_json
 
     j = est.to_json()
+    if head:
+        answer(j, plan.training.framework)
     c = j["config"]
     head = (
         f"{plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}:"
@@ -180,6 +183,7 @@ def plan(plan_obj, result, verbose: bool = False) -> None:
             )
         )
     if rows:
+        answer(result.results[0].to_json(), plan_obj.training.framework)
         table(
             f"Top {len(rows)} of {result.feasible:,}: {plan_obj.model.name},"
             f" {plan_obj.system.num_gpus} x {plan_obj.system.gpu.name}, batch"
@@ -196,7 +200,7 @@ def plan(plan_obj, result, verbose: bool = False) -> None:
             ),
         )
         _equivalents(result)
-        estimate(plan_obj, result.results[0], verbose=verbose)
+        estimate(plan_obj, result.results[0], verbose=verbose, head=False)
     line(
         f"evaluated {result.evaluated:,} configurations in {result.search_time_s:.2f} s"
         f" ({result.evaluated / max(result.search_time_s, 1e-9):,.0f} per second); feasible"

@@ -1,0 +1,45 @@
+"""The answer first: three lines at the top of `plan` and `estimate` (four with a training run),
+so a reader has the configuration, the time with its band and the memory against the usable HBM
+before any table."""
+
+from __future__ import annotations
+
+from perfmodel.output.console import line, pct
+from perfmodel.output.render import config_short
+from perfmodel.units import fmt_bytes, fmt_time
+
+
+def answer_lines(j: dict, framework: str) -> list[str]:
+    """The answer of one estimate (its `to_json()`), in at most four lines of plain words."""
+    c = j["config"]
+    schedule = c.get("schedule", "1f1b")
+    sched = "" if schedule in ("1f1b", "interleaved") else f" {schedule}"
+    out = [f"answer: {config_short(c)}{sched} under {framework}"]
+    band = j.get("expected_error")
+    step = f"step {fmt_time(j['step_time_s'])}"
+    if band and band.get("step_time_range_s"):
+        lo, hi = band["step_time_range_s"]
+        step += f" (expected {fmt_time(lo)} to {fmt_time(hi)})"
+    out.append(f"{step}, MFU {pct(j['mfu'])}, {j['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU")
+    m = j["memory"]
+    verdict = "does not fit" if not m["fits"] else ("fits, tight" if m.get("tight") else "fits")
+    out.append(
+        f"memory {fmt_bytes(m['total_bytes'])} of {fmt_bytes(m['usable_bytes'])} usable"
+        f" ({fmt_bytes(m['capacity_bytes'])} HBM less {fmt_bytes(m['reserve_bytes'])}"
+        f" reserve): {verdict}"
+    )
+    run = j.get("training_run")
+    if run:
+        cost = f", ${run['cost_usd'] / 1e6:,.1f}M" if run.get("cost_usd") else ""
+        out.append(
+            f"run: {run['days']:,.1f} days, {run['gpu_hours'] / 1e6:,.2f}M GPU-hours{cost}"
+            f" (goodput {pct(run['goodput'])})"
+        )
+    return out
+
+
+def answer(j: dict, framework: str) -> None:
+    """Print the answer lines, then a blank line before the details."""
+    for text in answer_lines(j, framework):
+        line(text)
+    line()
