@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from perfmodel.engine.memory import reserve_text
 from perfmodel.specs import Plan
+from perfmodel.specs.framework import defaults
 
 
 def assumptions(plan: Plan) -> list[str]:
     """What a result rests on that the plan did not state and no measurement checked: the framework
     profile's defaults, and a GPU's efficiencies when they are assumed (not measured or fitted)."""
     tr, gpu, s = plan.training, plan.system.gpu, plan.system
-    out = []
-    if tr.profile_flags:
-        out.append(f"framework {tr.framework}: its defaults for {', '.join(tr.profile_flags)}")
+    out = [_profile_text(plan)]
     source = gpu.efficiency_source
     if source.split()[0] == "assumed":
         out.append(
@@ -50,3 +49,30 @@ def assumptions(plan: Plan) -> list[str]:
         out.append(f"links: {s.links_from} (name them in the plan's system to change them)")
     out.append(reserve_text(plan.system))
     return out
+
+
+def _profile_text(plan: Plan) -> str:
+    """The framework profile in one line: how many behaviour flags it supplied (listed by
+    `presets frameworks --json`, not here), and each flag the plan set to another value than the
+    profile's, so a reader sees what departs from the framework as it ships."""
+    tr = plan.training
+    profile = defaults(tr.framework)
+    given = tr.given()
+    differs = [
+        f"{k} {_word(getattr(tr, k))} (profile: {_word(profile[k])})"
+        for k in profile
+        if k in given and getattr(tr, k) != profile[k]
+    ]
+    text = (
+        f"framework {tr.framework}: {len(tr.profile_flags)} behaviour flags at the profile's"
+        " defaults (`perfmodel presets frameworks --json` lists them)"
+    )
+    return text + ("; the plan sets " + ", ".join(differs) if differs else "")
+
+
+def _word(value: object) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return str(value)
