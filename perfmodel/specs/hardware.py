@@ -21,7 +21,7 @@ TRITON_OVER_FA2 = 0.5
 class GPU(Spec):
     """One accelerator, from its vendor data sheet (dense, not sparse, FLOP/s)."""
 
-    name: str
+    name: str = Field(description="What the outputs call the GPU (a preset's data-sheet name).")
     peak_flops_per_s: dict[str, FlopsPerSecond] = Field(
         description="Dense peak FLOP/s per dtype (fp32, tf32, bf16, fp16, fp8)."
     )
@@ -175,19 +175,19 @@ class GPU(Spec):
 class Link(Spec):
     """An interconnect, per GPU: unidirectional bandwidth and latency alpha."""
 
-    name: str
+    name: str = Field(description="What the outputs call the link.")
     bandwidth_bytes_per_s: BytesPerSecond = Field(description="Unidirectional, per GPU, bytes/s.")
     latency_s: Seconds = Field(description="Per-message latency alpha, seconds.")
     efficiency: Fraction = Field(
         0.85, description="Fraction of the bandwidth collectives reach (NCCL bus bandwidth)."
     )
-    source: str = ""
+    source: str = Field("", description="Where the figures come from (data sheet, measurement).")
 
 
 class System(Spec):
-    """A cluster: GPU type and count, node size, links, rank placement (SPEC 1)."""
+    """A cluster: GPU type and count, node size, links, rank placement."""
 
-    gpu: GPU
+    gpu: GPU = Field(description="A GPU preset name (`perfmodel presets hardware`) or a mapping.")
     num_gpus: int = Field(gt=0, le=MAX_GPUS, description="GPUs in the job (up to 16,777,216).")
     gpus_per_node: int = Field(
         8, gt=0, le=MAX_GPUS, description="GPUs sharing the intra-node link."
@@ -201,8 +201,16 @@ class System(Spec):
             " 64) of gpus_per_node 4; default gpus_per_node. A multiple of gpus_per_node."
         ),
     )
-    intra_node_link: Link
-    inter_node_link: Link
+    intra_node_link: Link = Field(
+        description=(
+            "Link inside a node (NVLink domain): a preset name or a mapping; the GPU's usual one."
+        )
+    )
+    inter_node_link: Link = Field(
+        description=(
+            "Scale-out link per GPU across nodes: a preset name or a mapping; the GPU's usual one."
+        )
+    )
     host_link: Link | None = Field(
         None,
         description=(

@@ -30,7 +30,7 @@ MLP_KINDS: tuple[str, ...] = get_args(MlpKind)
 class Model(Spec):
     """A decoder-only transformer: dense or mixture-of-experts, multi-head/GQA or MLA attention."""
 
-    name: str = "custom"
+    name: str = Field("custom", description="What the outputs call the model.")
     num_layers: int = Field(
         gt=0,
         le=MAX_LAYERS,
@@ -266,7 +266,7 @@ class Model(Spec):
     v_head_dim: int | None = Field(
         None, gt=0, le=MAX_WIDTH, description="MLA: per-head value dimension."
     )
-    source: str = ""
+    source: str = Field("", description="Where the shape comes from (model card, paper).")
 
     @model_validator(mode="after")
     def _shape(self) -> Model:

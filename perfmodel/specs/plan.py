@@ -22,10 +22,13 @@ from .run import Run
 class Plan(Spec):
     """What a plan file holds once presets are resolved."""
 
-    model: Model
-    system: System
-    training: Training
-    parallel: Parallel = Field(default_factory=Parallel)
+    model: Model = Field(description="The transformer: a preset name, a file or a mapping.")
+    system: System = Field(description="The cluster: GPU, GPU count, links.")
+    training: Training = Field(description="Batch, precision, optimizer, framework profile.")
+    parallel: Parallel = Field(
+        default_factory=Parallel,
+        description="The parallel knobs; any knob given is fixed, the search picks the rest.",
+    )
     run: Run = Field(
         default_factory=Run,
         description="Power, price, failures and checkpoints of the whole run (with tokens).",
