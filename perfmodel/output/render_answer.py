@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from perfmodel.output.console import line, pct
 from perfmodel.output.render import config_short
+from perfmodel.output.render_run import days, money
 from perfmodel.units import fmt_bytes, fmt_time
 
 
@@ -24,15 +25,16 @@ def answer_lines(j: dict, framework: str) -> list[str]:
     m = j["memory"]
     verdict = "does not fit" if not m["fits"] else ("fits, tight" if m.get("tight") else "fits")
     out.append(
-        f"memory {fmt_bytes(m['total_bytes'])} of {fmt_bytes(m['usable_bytes'])} usable"
-        f" ({fmt_bytes(m['capacity_bytes'])} HBM less {fmt_bytes(m['reserve_bytes'])}"
-        f" reserve): {verdict}"
+        f"memory: {verdict}, {fmt_bytes(m['total_bytes'])} of {fmt_bytes(m['usable_bytes'])}"
+        f" usable ({fmt_bytes(m['capacity_bytes'])} HBM less {fmt_bytes(m['reserve_bytes'])})"
     )
     run = j.get("training_run")
-    if run:
-        cost = f", ${run['cost_usd'] / 1e6:,.1f}M" if run.get("cost_usd") else ""
+    if run and run.get("days") is None:  # interruptions outpace the checkpoints
+        out.append("run: never finishes (interruptions outpace the checkpoints)")
+    elif run:
+        cost = f", {money(run['cost_usd'])}" if run.get("cost_usd") is not None else ""
         out.append(
-            f"run: {run['days']:,.1f} days, {run['gpu_hours'] / 1e6:,.2f}M GPU-hours{cost}"
+            f"run: {days(run['days'])}, {run['gpu_hours'] / 1e6:,.2f}M GPU-hours{cost}"
             f" (goodput {pct(run['goodput'])})"
         )
     return out

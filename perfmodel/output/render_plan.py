@@ -16,10 +16,8 @@ def estimate(plan, est, ops=None, verbose: bool = False, head: bool = True) -> N
     from perfmodel.engine.estimate import ops_json
 
     j = est.to_json()
-    if head:
-        answer(j, plan.training.framework)
     c = j["config"]
-    head = (
+    title = (
         f"{plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}:"
         f" {config_text(c, j['stage_layers'])}"
     )
@@ -28,9 +26,11 @@ def estimate(plan, est, ops=None, verbose: bool = False, head: bool = True) -> N
             f"[red]DOES NOT FIT:[/red] {j['memory']['total_bytes'] / 1e9:.1f} GB needed per GPU, "
             f"{j['memory']['capacity_bytes'] / 1e9:.1f} GB of HBM"
         )
+    if head:
+        answer(j, plan.training.framework)
     if ops is not None:
         _per_layer(ops_json(ops))
-    _breakdown(j, head)
+    _breakdown(j, title)
     _throughput(j, verbose)
     render_run.training_run(j["training_run"])
     m = j["memory"]
