@@ -129,20 +129,29 @@ def test_published_tflops_become_step_times():
 
 
 def test_bundled_cases_are_fully_pinned(report):
-    """Every bundled run states all its knobs; Narayanan's micro-batch, interleaving and DDP come
-    from the authors' reproduction script (Megatron-LM examples/sc21/run_table_1.sh), named in each
-    file.
+    """Every bundled run states all its knobs, as it ran: Narayanan's micro-batch, interleaving and
+    DDP come from the authors' reproduction script (Megatron-LM examples/sc21/run_table_1.sh), and
+    the NeMo 24.07 table's unstated SP, recompute and optimizer from that release's recipes
+    (NeMo-Framework-Launcher 24.07), each named in its file. None is left to the search, which
+    would pick what the model favours rather than what ran.
     """
     for c in report.cases:
-        if (
-            c.table == "nemo2407-fp8"
-        ):  # the NeMo table leaves SP, recompute and the optimizer unstated
-            assert c.searched == ["sequence_parallel", "recompute", "zero_stage"]
-            assert set(c.to_json()["chosen"]) == set(c.searched)
-            continue
         assert c.searched == [] and c.to_json()["chosen"] == {}
         if c.name.startswith("n21"):
             assert "examples/sc21/run_table_1.sh" in c.source and c.knobs_from
+        if c.table == "nemo2407-fp8":
+            assert c.knobs_from.startswith("NeMo 24.07 recipe")
+            assert c.knobs_from_fields == ("sequence_parallel", "recompute", "zero_stage")
+            assert c.estimate.config.zero_stage == 1  # distributed_fused_adam
+
+
+def test_nemo_runs_take_their_recipes_knobs(runner):
+    """NeMo 24.07's Llama 3 8B ran its recipe's distributed optimizer (ZeRO-1), not the ZeRO-3 a
+    search picks, and Nemotron-4 340B its recipe's selective recompute, not full recompute."""
+    r = runner.invoke(main, ["validate", "nemo-llama3-8b-8gpu", "nemo-nemotron-340b-128gpu"])
+    assert r.exit_code == 0, r.output
+    assert "nemo-llama3-8b-8gpu: sp False, rc none, zero 1 from the NeMo 24.07 recipe" in r.output
+    assert "rc selective, zero 1 from the NeMo 24.07" in r.output
 
 
 def test_cli_names_where_each_runs_knobs_come_from(runner):

@@ -370,7 +370,16 @@ def bundled_plan(name: str) -> dict:
     return _lookup("plans", name)
 
 
-VALIDATION_KEYS = ("source", "table", "searched", "knobs_from", "measured", "notes", "per_layer_ms")
+VALIDATION_KEYS = (
+    "source",
+    "table",
+    "searched",
+    "knobs_from",
+    "knobs_from_fields",
+    "measured",
+    "notes",
+    "per_layer_ms",
+)
 
 
 def validation_cases() -> list[dict]:

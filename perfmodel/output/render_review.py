@@ -15,19 +15,17 @@ def _knobs_note(case: dict) -> tuple[str, str]:
     """(table cell, note beneath) for where a run's unstated knobs come from: the paper, another
     named source, or the search."""
     k = case["knobs"]
+    short = {
+        "micro_batch_size": "mbs",
+        "sequence_parallel": "sp",
+        "recompute": "rc",
+        "zero_stage": "zero",
+    }
     if case["searched"]:
-        short = {
-            "micro_batch_size": "mbs",
-            "sequence_parallel": "sp",
-            "recompute": "rc",
-            "zero_stage": "zero",
-        }
         return "searched", ", ".join(f"{short.get(n, n)} {v}" for n, v in case["chosen"].items())
     if case["knobs_from"]:
-        return (
-            "other source",
-            f"mbs {k['micro_batch_size']}, vp {k['vp']} from the {case['knobs_from']}",
-        )
+        given = ", ".join(f"{short.get(n, n)} {k[n]}" for n in case["knobs_from_fields"])
+        return "other source", f"{given} from the {case['knobs_from']}"
     return "published", ""
 
 

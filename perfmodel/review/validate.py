@@ -93,6 +93,8 @@ class CaseResult:
     knobs_from: str
     # the plan the case ran (searched knobs left free; the estimate's config holds the choice)
     plan: Plan
+    # the knobs `knobs_from` supplies (the paper states the rest)
+    knobs_from_fields: tuple[str, ...] = ("micro_batch_size", "vp")
 
     @property
     def error_pct(self) -> float:
@@ -115,6 +117,7 @@ class CaseResult:
             },
             "knobs": {k: getattr(c, k) for k in KNOBS},
             "knobs_from": self.knobs_from,
+            "knobs_from_fields": self.knobs_from_fields,
             "predicted_mfu": self.estimate.values["mfu"],
             "predicted_hfu": self.estimate.values["hfu"],
             "source": self.source,
@@ -161,6 +164,7 @@ def run_case(case: dict) -> CaseResult:
         case.get("source", ""),
         case.get("knobs_from", ""),
         plan,
+        tuple(case.get("knobs_from_fields") or ("micro_batch_size", "vp")),
     )
 
 
