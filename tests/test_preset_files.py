@@ -23,7 +23,8 @@ FILES = sorted(
 def _spec(path: str, data):
     if path.startswith("configs/models/"):
         return Model.model_validate(data).model_dump()
-    return presets.plan_from_mapping(data, path).model_dump()
+    # read_as says how the names were read (a base: extended), not what the plan is
+    return presets.plan_from_mapping(data, path).model_dump(exclude={"read_as"})
 
 
 def _old_text(path: str) -> str | None:
