@@ -11,7 +11,8 @@ from perfmodel.cli.common import count, json_option, write_text
 
 @click.group("import")
 def import_group() -> None:
-    """Write a plan from another tool's files: Megatron-LM arguments, NeMo recipes."""
+    """Write a plan from another tool's files: Megatron-LM arguments, NeMo recipes, torchtitan
+    job files."""
 
 
 def import_options(f):
@@ -93,9 +94,31 @@ def import_nemo(recipe_file, gpu_name, gpus, vocab_size, output, as_json):
     _write(recipe_file, "nemo", "a NeMo recipe", gpu_name, gpus, vocab_size, output, as_json)
 
 
+@import_group.command("torchtitan")
+@click.argument("job_file", type=click.Path(dir_okay=False))
+@import_options
+def import_torchtitan(job_file, gpu_name, gpus, vocab_size, output, as_json):
+    """A plan from a torchtitan TOML job config ([model] name and flavor, [parallelism]
+    data_parallel_shard_degree, tensor_parallel_degree, ..., [training] local_batch_size,
+    seq_len, [activation_checkpoint], [compile], [quantize] / [float8]).
+
+    The model comes from [model] name and flavor (llama3 8B is the llama3-8b preset); the GPU
+    count from --gpus where data_parallel_shard_degree is -1. Keys that do not change the cost
+    are named as ignored, keys perfmodel does not know as not recognized, and keys whose cost it
+    cannot model are an error. `check` and `estimate` also take the .toml file, with --gpu.
+
+    \b
+    Example:
+        perfmodel import torchtitan llama3_8b.toml --gpu h100 --gpus 64 -o llama.yaml
+    """
+    if vocab_size is not None:
+        raise click.UsageError("--vocab-size: the torchtitan model preset gives the vocabulary")
+    _write(job_file, "torchtitan", "a torchtitan job file", gpu_name, gpus, None, output, as_json)
+
+
 def _write(
     path: str,
-    kind: Literal["megatron", "nemo"],
+    kind: Literal["megatron", "nemo", "torchtitan"],
     source: str,
     gpu: str,
     gpus: int | None,
