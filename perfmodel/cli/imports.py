@@ -82,6 +82,10 @@ def import_nemo(recipe_file, gpu_name, gpus, vocab_size, output, as_json):
     """A plan from a NeMo recipe YAML: a NeMo 1 Megatron config (trainer and model sections) or a
     Megatron-Bridge config dump (model, train, optimizer, ddp sections).
 
+    A NeMo 2 / Megatron-Bridge recipe is Python: dump its ConfigContainer to YAML first with
+    its to_yaml method, e.g. python -c "from megatron.bridge.recipes.llama import
+    llama3_8b_pretrain_config as r; r().to_yaml('recipe.yaml')".
+
     Keys that do not change the cost are named as ignored, keys perfmodel does not know as not
     recognized, and keys whose cost it cannot model are an error. `check`, `estimate` and `compare`
     also take the recipe itself, with --gpu.

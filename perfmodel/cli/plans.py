@@ -151,8 +151,13 @@ def estimate(
         console.emit_json(out)
     else:
         if chosen:
+            how = (
+                "fastest that fits"
+                if est.values["fits"]
+                else "fastest; memory does not depend on them, and it does not fit"
+            )
             console.line(
-                "free knobs chosen by the search (fastest that fits): "
+                f"free knobs chosen by the search ({how}): "
                 + ", ".join(f"{k}={v}" for k, v in chosen.items())
             )
         render_plan.estimate(plan, est, ops, verbose=verbose)

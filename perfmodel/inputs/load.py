@@ -209,13 +209,36 @@ def read_launch(
     if kind == "megatron":
         imp = read_args(text, gpu, gpus, vocab_size)
     elif kind == "nemo":
-        data = presets.parse_yaml(text, path, omegaconf=True)
+        data = _recipe_yaml(text, path)
         imp = read_recipe(data, gpu, gpus, vocab_size)
     elif kind == "torchtitan":
         imp = read_job(text, gpu, gpus, path)
     else:
         raise PerfModelError(f"unknown launch file kind {kind!r}; use megatron, nemo or torchtitan")
     return _with_links(imp, path, gpu)
+
+
+# Megatron-Bridge's ConfigContainer writes itself as YAML (ConfigContainerBase.to_yaml; its
+# docs/training/config-container-overview: "config.to_yaml('my_config.yaml')")
+DUMP_RECIPE = (
+    "a NeMo 2 / Megatron-Bridge recipe is Python: dump it to YAML first, e.g. python -c"
+    ' "from megatron.bridge.recipes.llama import llama3_8b_pretrain_config as r;'
+    " r().to_yaml('recipe.yaml')\", then import recipe.yaml"
+)
+
+
+def _recipe_yaml(text: str, path: str) -> Any:
+    """A NeMo recipe's YAML as OmegaConf reads it; a Python recipe is an error saying how to dump
+    it to YAML."""
+    if Path(path).suffix == ".py":
+        raise PerfModelError(f"{path}: {DUMP_RECIPE}")
+    try:
+        data = presets.parse_yaml(text, path, omegaconf=True)
+    except PerfModelError as e:
+        raise PerfModelError(f"{e} (NeMo recipes are read as YAML; {DUMP_RECIPE})") from None
+    if not isinstance(data, dict):
+        raise PerfModelError(f"{path}: not a YAML mapping; {DUMP_RECIPE}")
+    return data
 
 
 def _with_links(imp: Imported, path: str, gpu: str) -> Imported:
