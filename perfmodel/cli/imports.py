@@ -113,7 +113,8 @@ def import_torchtitan(job_file, gpu_name, gpus, vocab_size, output, as_json):
 
     \b
     Example:
-        perfmodel import torchtitan llama3_8b.toml --gpu h100 --gpus 64 -o llama.yaml
+        perfmodel import torchtitan llama3_8b.toml --gpu h100 --gpus 64 \\
+            -o llama.yaml
     """
     if vocab_size is not None:
         raise click.UsageError("--vocab-size: the torchtitan model preset gives the vocabulary")

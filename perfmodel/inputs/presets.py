@@ -357,7 +357,9 @@ SECTION_CLASSES: dict[str, type[BaseModel]] = {
 }
 
 
-def _plan_base(data: dict, label: str, base_dir: Path | None, notes: list[str], depth=0) -> dict:
+def _plan_base(
+    data: dict, label: str, base_dir: Path | None, notes: list[str], depth: int = 0
+) -> dict:
     """A plan with ``base: PLAN`` (a bundled plan's name or a plan file) as that plan with this
     one's sections on top, key by key: ``training: {global_batch_size: 512}`` changes the batch
     and keeps the rest; a model mapping extends the base's model preset."""
@@ -367,12 +369,13 @@ def _plan_base(data: dict, label: str, base_dir: Path | None, notes: list[str], 
         raise PerfModelError(f"{label}: base plans extend each other more than 8 deep")
     name = names.base_name(data["base"], label)
     path = Path(name) if base_dir is None or Path(name).is_absolute() else base_dir / name
+    where: Path | None = base_dir
     if path.suffix in (".yaml", ".yml"):
         if not path.is_file():
             raise PerfModelError(f"{label}.base: no such plan file {str(path)!r}")
         raw, where = _load_yaml(path, str(path)), path.parent
     else:
-        raw, where = _lookup("plans", name, notes), base_dir
+        raw = _lookup("plans", name, notes)
     if not isinstance(raw, dict):
         raise PerfModelError(f"{label}.base: {name} is not a plan mapping")
     raw = _plan_base(raw, f"plan {name}", where, notes, depth + 1)

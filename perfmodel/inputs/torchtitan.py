@@ -98,7 +98,8 @@ class _Job:
     """The parsed file, and which of its keys were read."""
 
     def __init__(self, data: dict, label: str):
-        self.data, self.label, self.read = data, label, set()
+        self.data, self.label = data, label
+        self.read: set[tuple[str, str]] = set()
 
     def section(self, name: str) -> dict:
         value = self.data.get(name, {})
