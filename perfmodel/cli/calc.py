@@ -61,16 +61,14 @@ def bubble(
     type=count(),
     required=True,
     help=(
-        "Micro-batch size in sequences; the GEMMs' rows are "
-        "M = mbs x seq-len tokens, so with the default --seq-len 1 it counts tokens."
+        "Micro-batch size in sequences; the GEMMs' rows are M = mbs x seq-len tokens (without"
+        " --model and --seq-len, mbs counts tokens)."
     ),
 )
 @click.option(
     "--seq-len",
     type=count(),
-    default=1,
-    show_default=True,
-    help="Tokens per sequence; M = mbs x seq-len.",
+    help="Tokens per sequence; M = mbs x seq-len. Default: the --model's seq_length, else 1.",
 )
 @click.option("--model", "model_name", help="Model preset (or file) for the layer shape.")
 @click.option("--hidden", type=count(), help="Hidden size h (default 4096 without --model).")
@@ -92,7 +90,7 @@ def bubble(
 @json_option
 def roofline(
     mbs: int,
-    seq_len: int,
+    seq_len: int | None,
     model_name: str | None,
     hidden: int | None,
     ffn: int | None,
@@ -118,7 +116,16 @@ def roofline(
     g = presets.gpu(gpu_name)
     model = presets.model(model_name) if model_name else None
     shape = calculators.roofline_shape(model, hidden, ffn, heads, tp)
+    note = None
+    if seq_len is None:
+        seq_len = model.seq_length if model else 1
+        note = (
+            f"seq-len {seq_len}: the model's seq_length (--seq-len to change it)"
+            if model
+            else "seq-len 1: no --model, so --mbs counts tokens (--seq-len for sequences)"
+        )
     r = calculators.roofline_report(g, dtype, shape, tp, mbs, seq_len, flash=flash)
+    r["seq_len"], r["seq_len_assumed"] = seq_len, note
     if plot is not None:
         from perfmodel.output import plots
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from perfmodel.specs.framework import FRAMEWORKS
+from perfmodel.specs.framework import FRAMEWORK_ALIASES, FRAMEWORKS
 
 if TYPE_CHECKING:
     from perfmodel.specs import Plan
@@ -149,9 +149,12 @@ def parallel_options(f: F) -> F:
         click.option("--gpus", type=count(), help="Override the plan's GPU count."),
         click.option(
             "--framework",
-            type=click.Choice(FRAMEWORKS),
+            type=click.Choice([*FRAMEWORKS, *FRAMEWORK_ALIASES], case_sensitive=False),
             metavar="PROFILE",
-            help=f"Framework profile: {', '.join(FRAMEWORKS)} (perfmodel presets frameworks).",
+            help=(
+                f"Framework profile: {', '.join(FRAMEWORKS)}, or what people call them"
+                " (torchtitan, megatron, nemo: docs/inputs.md)."
+            ),
         ),
         tokens_option,
         click.option(
@@ -218,7 +221,11 @@ def load_plan(source: str, kw: dict[str, Any], refuse_unused: bool = True) -> Pl
         click.echo(f"{source}: {note}", err=True)
     plan = loaded.plan
     if kw.get("framework") is not None:
-        plan = plan.with_training(framework=kw["framework"])
+        name = kw["framework"]
+        plan = plan.with_training(framework=FRAMEWORK_ALIASES.get(name, name))
+        if name in FRAMEWORK_ALIASES:
+            note = f"--framework {name} read as the {FRAMEWORK_ALIASES[name]} profile (an alias)"
+            plan = plan.model_copy(update={"read_as": [*plan.read_as, note]})
     if kw.get("tokens") is not None:
         plan = with_tokens(plan, kw["tokens"])
     if kw.get("memory_reserve") is not None:

@@ -11,7 +11,8 @@ from perfmodel.cli.common import count, json_option, write_text
 
 @click.group("import")
 def import_group() -> None:
-    """Write a plan from another tool's files: Megatron-LM arguments, NeMo recipes."""
+    """Write a plan from another tool's files: Megatron-LM arguments, NeMo recipes, torchtitan
+    job files."""
 
 
 def import_options(f):
@@ -81,6 +82,10 @@ def import_nemo(recipe_file, gpu_name, gpus, vocab_size, output, as_json):
     """A plan from a NeMo recipe YAML: a NeMo 1 Megatron config (trainer and model sections) or a
     Megatron-Bridge config dump (model, train, optimizer, ddp sections).
 
+    A NeMo 2 / Megatron-Bridge recipe is Python: dump its ConfigContainer to YAML first with
+    its to_yaml method, e.g. python -c "from megatron.bridge.recipes.llama import
+    llama3_8b_pretrain_config as r; r().to_yaml('recipe.yaml')".
+
     Keys that do not change the cost are named as ignored, keys perfmodel does not know as not
     recognized, and keys whose cost it cannot model are an error. `check`, `estimate` and `compare`
     also take the recipe itself, with --gpu.
@@ -93,9 +98,32 @@ def import_nemo(recipe_file, gpu_name, gpus, vocab_size, output, as_json):
     _write(recipe_file, "nemo", "a NeMo recipe", gpu_name, gpus, vocab_size, output, as_json)
 
 
+@import_group.command("torchtitan")
+@click.argument("job_file", type=click.Path(dir_okay=False))
+@import_options
+def import_torchtitan(job_file, gpu_name, gpus, vocab_size, output, as_json):
+    """A plan from a torchtitan TOML job config ([model] name and flavor, [parallelism]
+    data_parallel_shard_degree, tensor_parallel_degree, ..., [training] local_batch_size,
+    seq_len, [activation_checkpoint], [compile], [quantize] / [float8]).
+
+    The model comes from [model] name and flavor (llama3 8B is the llama3-8b preset); the GPU
+    count from --gpus where data_parallel_shard_degree is -1. Keys that do not change the cost
+    are named as ignored, keys perfmodel does not know as not recognized, and keys whose cost it
+    cannot model are an error. `check` and `estimate` also take the .toml file, with --gpu.
+
+    \b
+    Example:
+        perfmodel import torchtitan llama3_8b.toml --gpu h100 --gpus 64 \\
+            -o llama.yaml
+    """
+    if vocab_size is not None:
+        raise click.UsageError("--vocab-size: the torchtitan model preset gives the vocabulary")
+    _write(job_file, "torchtitan", "a torchtitan job file", gpu_name, gpus, None, output, as_json)
+
+
 def _write(
     path: str,
-    kind: Literal["megatron", "nemo"],
+    kind: Literal["megatron", "nemo", "torchtitan"],
     source: str,
     gpu: str,
     gpus: int | None,

@@ -35,10 +35,11 @@ from perfmodel.cli.common import (
 @plot_option("Step time vs memory of the feasible configurations.")
 @click.option(
     "--emit",
-    type=click.Choice(["megatron"]),
+    type=click.Choice(["megatron", "torchtitan"]),
     help=(
         "Print only the best configuration, as Megatron-LM arguments ready to paste"
-        " (Megatron-DeepSpeed's for framework deepspeed); with --json, as a list."
+        " (Megatron-DeepSpeed's for framework deepspeed; with --json, as a list), or as a"
+        " torchtitan TOML job file (framework fsdp)."
     ),
 )
 @launch_options
@@ -84,7 +85,15 @@ def plan_cmd(
         from perfmodel.output import plots
 
         plots.pareto_or_note(plan, result, plot)
-    if emit and result.results:
+    if emit == "torchtitan" and result.results:
+        from perfmodel.inputs.torchtitan_emit import job, toml_text
+
+        best = result.results[0]
+        if as_json:
+            console.emit_json(job(plan, best.config.as_dict(), best.stage_layers))
+        else:
+            click.echo(toml_text(plan, best), nl=False)
+    elif emit and result.results:
         from perfmodel.inputs.megatron_emit import launch_json, launch_text
 
         if as_json:
@@ -142,8 +151,13 @@ def estimate(
         console.emit_json(out)
     else:
         if chosen:
+            how = (
+                "fastest that fits"
+                if est.values["fits"]
+                else "fastest; memory does not depend on them, and it does not fit"
+            )
             console.line(
-                "free knobs chosen by the search (fastest that fits): "
+                f"free knobs chosen by the search ({how}): "
                 + ", ".join(f"{k}={v}" for k, v in chosen.items())
             )
         render_plan.estimate(plan, est, ops, verbose=verbose)

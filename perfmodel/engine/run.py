@@ -116,7 +116,11 @@ def training_run(plan: Plan, step_time_s: float) -> TrainingRun | None:
 
 
 def _energy(plan: Plan, wall: float, notes: list[str]) -> float | None:
-    """The facility's energy over the wall time, J; None (and a note) without a GPU power."""
+    """The facility's energy over the wall time, J, in one scope on every GPU: the GPUs at their
+    TDP, the rest of their node or rack (CPUs, NICs, switches, fans) at the system's listed
+    maximum less its GPUs, times PUE. None (and a note) where the GPU has no power or its system
+    no figure: the GPUs' energy alone is then the one given (gpu_energy_j), never a facility
+    figure of a narrower scope."""
     run, gpu = plan.run, plan.system.gpu
     gpu_w = run.gpu_power_w or gpu.tdp_w
     if gpu_w is None:
@@ -128,12 +132,15 @@ def _energy(plan: Plan, wall: float, notes: list[str]) -> float | None:
     if other is None and gpu.system_power_w_per_gpu and gpu.tdp_w:
         other = gpu.system_power_w_per_gpu - gpu.tdp_w
         notes.append(
-            f"node power besides the GPUs: {other:.0f} W a GPU, the system data sheet's maximum"
-            " less its GPUs (an upper bound)"
+            f"energy: the GPUs, the rest of the node or rack ({other:.0f} W a GPU: the system's"
+            " listed maximum less its GPUs, an upper bound), times PUE"
         )
     elif other is None:
-        other = 0.0
-        notes.append("node power besides the GPUs not counted: no system data sheet for this GPU")
+        notes.append(
+            f"no facility energy: {gpu.name}'s system has no power figure (set"
+            " run.node_power_w_per_gpu); the GPUs' energy alone is given"
+        )
+        return None
     if "pue" not in run.model_fields_set:
         notes.append(DEFAULTS_SOURCE["pue"])
     return gp.energy_joules(wall, plan.system.num_gpus, gpu_w, other, run.pue)

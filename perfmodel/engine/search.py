@@ -12,6 +12,7 @@ function a single estimate uses, in chunks so memory stays bounded.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -287,6 +288,25 @@ FREE = (
 )
 
 
+# knobs the memory does not depend on (engine/memory.py reads no CP exchange): a configuration
+# that does not fit with one value fits with none, so `estimate` prices it with the fastest value
+MEMORY_NEUTRAL = ("cp_comm_type",)
+
+
+def _fastest_unfitting(plan: Plan, free: list[str]) -> tuple[Estimate, dict[str, Any]]:
+    """A configuration that fits with no value of its free memory-neutral knobs, priced with the
+    fastest of their values the framework runs (its output says it does not fit)."""
+    from perfmodel.specs.framework import PROFILES
+
+    values = {"cp_comm_type": PROFILES[plan.training.framework]["cp_comm_types"] or ("p2p",)}
+    priced = [
+        estimate(plan, resolve_config(plan, **dict(zip(free, combo, strict=True))))
+        for combo in itertools.product(*(values[k] for k in free))
+    ]
+    best = min(priced, key=lambda e: e.values["step_time_s"])
+    return best, {k: getattr(best.config, k) for k in free}
+
+
 def _cp_fixed_at_one(plan: Plan) -> bool:
     """cp is fixed at 1: then CP's exchange is no choice at all."""
     return plan.parallel.cp == 1
@@ -302,6 +322,8 @@ def estimate_or_search(plan: Plan) -> tuple[Estimate, dict[str, Any]]:
     if not relevant:
         return estimate(plan, resolve_config(plan)), {}
     result = search(plan, top=1, allow_cross_node_tp=plan.parallel.tp is not None)
+    if not result.results and all(k in MEMORY_NEUTRAL for k in relevant):
+        return _fastest_unfitting(plan, relevant)
     if not result.results:
         raise PerfModelError(
             f"with {', '.join(relevant)} free: {result.hint or 'no configuration fits'}"

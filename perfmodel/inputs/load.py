@@ -27,14 +27,16 @@ from perfmodel.inputs import presets
 from perfmodel.inputs.megatron import read_args
 from perfmodel.inputs.megatron_args import Imported
 from perfmodel.inputs.nemo import read_recipe
+from perfmodel.inputs.torchtitan import read_job
 from perfmodel.specs import Plan
 
-Kind = Literal["plan", "megatron", "nemo"]
+Kind = Literal["plan", "megatron", "nemo", "torchtitan"]
 MEGATRON_SUFFIXES = (".sh", ".bash", ".args")
 _ARGUMENT = re.compile(r"(?:^|\s)--[a-z][a-z0-9_-]+", re.MULTILINE)
 KIND_NAMES = {
     "megatron": "a Megatron-LM launch file",
     "nemo": "a NeMo recipe",
+    "torchtitan": "a torchtitan job file",
     "plan": "a perfmodel plan",
 }
 
@@ -119,11 +121,12 @@ def _load(
             f"not name it), or convert it first with `perfmodel import {kind} {source} "
             "--gpu NAME -o plan.yaml`"
         )
-    imp = (
-        read_args(text, gpu, gpus, vocab_size)
-        if kind == "megatron"
-        else read_recipe(data, gpu, gpus, vocab_size)
-    )
+    if kind == "torchtitan":
+        imp = read_job(text, gpu, gpus, source)
+    elif kind == "megatron":
+        imp = read_args(text, gpu, gpus, vocab_size)
+    else:
+        imp = read_recipe(data, gpu, gpus, vocab_size)
     imp.plan["parallel"].update(parallel)
     return Loaded(_launch_plan(imp, source, gpu), kind, notes(imp), imp)
 
@@ -139,6 +142,8 @@ def kind_of(path: Path, text: str) -> tuple[Kind, Any]:
     suffix = path.suffix.lower()
     if suffix in MEGATRON_SUFFIXES:
         return "megatron", None
+    if suffix == ".toml":
+        return "torchtitan", None
     if suffix == ".json":
         raise PerfModelError(
             f"{label} is a Hugging Face config.json: a model, not a plan; name it in a "
@@ -204,15 +209,41 @@ def read_launch(
     if kind == "megatron":
         imp = read_args(text, gpu, gpus, vocab_size)
     elif kind == "nemo":
-        data = presets.parse_yaml(text, path, omegaconf=True)
+        data = _recipe_yaml(text, path)
         imp = read_recipe(data, gpu, gpus, vocab_size)
+    elif kind == "torchtitan":
+        imp = read_job(text, gpu, gpus, path)
     else:
-        raise PerfModelError(f"unknown launch file kind {kind!r}; use megatron or nemo")
+        raise PerfModelError(f"unknown launch file kind {kind!r}; use megatron, nemo or torchtitan")
     return _with_links(imp, path, gpu)
 
 
+# Megatron-Bridge's ConfigContainer writes itself as YAML (ConfigContainerBase.to_yaml; its
+# docs/training/config-container-overview: "config.to_yaml('my_config.yaml')")
+DUMP_RECIPE = (
+    "a NeMo 2 / Megatron-Bridge recipe is Python: dump it to YAML first, e.g. python -c"
+    ' "from megatron.bridge.recipes.llama import llama3_8b_pretrain_config as r;'
+    " r().to_yaml('recipe.yaml')\", then import recipe.yaml"
+)
+
+
+def _recipe_yaml(text: str, path: str) -> Any:
+    """A NeMo recipe's YAML as OmegaConf reads it; a Python recipe is an error saying how to dump
+    it to YAML."""
+    if Path(path).suffix == ".py":
+        raise PerfModelError(f"{path}: {DUMP_RECIPE}")
+    try:
+        data = presets.parse_yaml(text, path, omegaconf=True)
+    except PerfModelError as e:
+        raise PerfModelError(f"{e} (NeMo recipes are read as YAML; {DUMP_RECIPE})") from None
+    if not isinstance(data, dict):
+        raise PerfModelError(f"{path}: not a YAML mapping; {DUMP_RECIPE}")
+    return data
+
+
 def _with_links(imp: Imported, path: str, gpu: str) -> Imported:
-    imp.plan["model"]["name"] = Path(path).stem
+    if isinstance(imp.plan["model"], dict):
+        imp.plan["model"]["name"] = Path(path).stem
     links = presets.default_links(gpu)
     imp.plan["system"].update(links)
     imp.assumed.append(

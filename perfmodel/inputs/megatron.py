@@ -386,6 +386,15 @@ def _recompute(args: dict, out: Imported) -> None:
         if g not in ("full", "selective"):
             raise PerfModelError(f"--recompute-granularity {g}: Megatron accepts full or selective")
         parallel["recompute"] = g
+    if "--recompute-activations" in args:
+        # megatron/training/arguments.py: "if args.recompute_activations:
+        # args.recompute_granularity = 'selective'", over any --recompute-granularity
+        if parallel["recompute"] == "full":
+            out.assumed.append(
+                "--recompute-activations with --recompute-granularity full: selective, as"
+                " Megatron-LM reads it (the switch sets the granularity)"
+            )
+        parallel["recompute"] = "selective"
     if "--recompute-modules" in args:
         training["recompute_modules"] = args["--recompute-modules"]
     method = one_value(args, "--recompute-method") if "--recompute-method" in args else None

@@ -77,6 +77,7 @@ SWITCHES = {  # flag -> (section, field, value)
     "--deepspeed": None,  # Megatron-DeepSpeed: read with --zero-stage (megatron_profiles)
     "--fp8-param-gather": ("training", "fp8_param_gather", True),
     "--cpu-offloading": None,  # read with --cpu-offloading-num-layers
+    "--recompute-activations": None,  # selective recompute (inputs/megatron.py _recompute)
     "--group-query-attention": None,
     "--multi-latent-attention": None,  # read with the flags they enable
     # read by inputs/megatron_moe.py and inputs/megatron_optimizer.py

@@ -18,9 +18,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from perfmodel.errors import PerfModelError
-from perfmodel.inputs import hf, yaml12
+from perfmodel.inputs import hf, names, yaml12
 from perfmodel.specs import GPU, Link, Model, Parallel, Plan, System, Training
 from perfmodel.specs.base import format_validation_error
+from perfmodel.specs.framework import FRAMEWORK_ALIASES
 from perfmodel.specs.run import Run
 
 
@@ -95,17 +96,53 @@ def preset_names(kind: str) -> list[str]:
     return sorted(_bundled(kind))
 
 
-def _lookup(kind: str, name: str) -> dict:
+SINGULAR = {"gpus": "GPU", "links": "link", "models": "model", "plans": "plan"}
+
+
+def _lookup(kind: str, name: str, notes: list[str] | None = None) -> dict:
+    """The raw mapping of a bundled preset by its name or an alias (names.py; the alias is noted in
+    ``notes``); an unknown name suggests the closest presets, closest first."""
     table = _bundled(kind)
-    key = _norm(name)
-    if key.endswith(".yaml"):
-        key = key[:-5]
-    if key in table:
+    key, note = names.canonical(kind, name, list(table))
+    if key is not None:
+        if note is not None and notes is not None:
+            notes.append(f"{SINGULAR[kind]} {note}")
         return table[key]
-    close = difflib.get_close_matches(key, list(table), n=4, cutoff=0.5)
+    close = names.suggest(name, list(table), kind)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    singular = {"gpus": "GPU", "links": "link", "models": "model", "plans": "plan"}[kind]
-    raise PerfModelError(f"unknown {singular} preset {name!r}{hint} (see `perfmodel presets`)")
+    raise PerfModelError(
+        f"unknown {SINGULAR[kind]} preset {name!r}{hint} (see `perfmodel presets`)"
+    )
+
+
+def _extended(
+    kind: str,
+    data: dict,
+    cls: type[BaseModel] | None,
+    label: str,
+    notes: list[str] | None,
+    depth: int = 0,
+) -> dict:
+    """A mapping with ``base: NAME`` as the named preset's mapping with the other keys on top (a
+    base may itself extend another, up to 8 deep); without ``base`` the mapping as it is."""
+    if "base" not in data:
+        return data
+    if depth >= 8:
+        raise PerfModelError(f"{label}.base: presets extend each other more than 8 deep")
+    rest = {k: v for k, v in data.items() if k != "base"}
+    name = names.base_name(data["base"], label)
+    try:
+        raw = _lookup(kind, name, notes)
+    except PerfModelError as e:
+        raise PerfModelError(f"{label}.base: {e}") from None
+    if not isinstance(raw, dict):
+        raise PerfModelError(f"{label}.base: preset {name} is not a mapping")
+    raw = _extended(kind, raw, cls, f"{SINGULAR[kind]} preset {name}", notes, depth + 1)
+    if notes is not None:
+        notes.append(
+            f"{label.rsplit(': ', 1)[-1]}: the {name} preset with {names.overridden(raw, rest)}"
+        )
+    return names.extend(raw, rest, cls)
 
 
 def _build(cls: type[BaseModel], data: Any, label: str):
@@ -122,30 +159,36 @@ def _build(cls: type[BaseModel], data: Any, label: str):
 # ---------------------------------------------------------------- public resolvers
 
 
-def _hardware(kind: str, cls, value, label: str):
+def _hardware(kind: str, cls, value, label: str, notes: list[str] | None = None):
     if isinstance(value, dict):
-        return _build(cls, value, label)
+        return _build(cls, _extended(kind, value, cls, label, notes), label)
     if not isinstance(value, str):
         raise PerfModelError(
             f"{label}: give a {cls.__name__} preset name or a mapping, got {value!r}"
         )
-    return _build(cls, _lookup(kind, value), f"{cls.__name__} preset {value}")
+    return _build(cls, _lookup(kind, value, notes), f"{cls.__name__} preset {value}")
 
 
-def gpu(name_or_mapping: str | dict, label: str = "gpu") -> GPU:
-    """A GPU from a preset name or an inline mapping."""
-    return _hardware("gpus", GPU, name_or_mapping, label)
+def gpu(name_or_mapping: str | dict, label: str = "gpu", notes: list[str] | None = None) -> GPU:
+    """A GPU from a preset name (or alias: h100), an inline mapping, or one with ``base:``."""
+    return _hardware("gpus", GPU, name_or_mapping, label, notes)
 
 
-def link(name_or_mapping: str | dict, label: str = "link") -> Link:
-    """A link from a preset name or an inline mapping."""
-    return _hardware("links", Link, name_or_mapping, label)
+def link(name_or_mapping: str | dict, label: str = "link", notes: list[str] | None = None) -> Link:
+    """A link from a preset name (or alias: ndr), an inline mapping, or one with ``base:``."""
+    return _hardware("links", Link, name_or_mapping, label, notes)
 
 
-def model(value: str | dict, label: str = "model", base_dir: Path | None = None) -> Model:
-    """A model from a preset name, a YAML file, a Hugging Face config.json, or an inline mapping."""
+def model(
+    value: str | dict,
+    label: str = "model",
+    base_dir: Path | None = None,
+    notes: list[str] | None = None,
+) -> Model:
+    """A model from a preset name, a YAML file, a Hugging Face config.json, an inline mapping, or a
+    mapping with ``base: PRESET`` and the keys it changes."""
     if isinstance(value, dict):
-        return _build(Model, value, label)
+        return _build(Model, _extended("models", value, Model, label, notes), label)
     if not isinstance(value, str):
         raise PerfModelError(
             f"{label}: give a model preset name, a file, or a mapping; got {value!r}"
@@ -161,7 +204,7 @@ def model(value: str | dict, label: str = "model", base_dir: Path | None = None)
         return _build(Model, _load_yaml(path, str(path)), str(path))
     if path.suffix in (".json", ".yaml", ".yml"):
         raise PerfModelError(f"{label}: no such file {str(path)!r}")
-    return _build(Model, _lookup("models", value), f"model preset {value}")
+    return _build(Model, _lookup("models", value, notes), f"model preset {value}")
 
 
 def _parse_json(text: str, label: str) -> Any:
@@ -186,24 +229,39 @@ def model_from_hf_config(cfg: Any, label: str = "config.json") -> Model:
         raise PerfModelError(message) from None
 
 
-def _system(data: Any, label: str) -> System:
+def _system(data: Any, label: str, notes: list[str] | None = None) -> System:
     if not isinstance(data, dict):
         raise PerfModelError(
             f"{label}: expected a mapping with gpu, num_gpus, gpus_per_node, "
             "intra_node_link, inter_node_link"
         )
+    if "base" in data:  # base: a bundled plan, whose system this one extends
+        name = names.base_name(data["base"], label)
+        try:
+            raw = _lookup("plans", name).get("system")
+        except PerfModelError as e:
+            raise PerfModelError(f"{label}.base: {e}") from None
+        if not isinstance(raw, dict):
+            raise PerfModelError(f"{label}.base: plan {name} has no system mapping to extend")
+        rest = {k: v for k, v in data.items() if k != "base"}
+        if notes is not None:
+            notes.append(f"system: plan {name}'s system with {names.overridden(raw, rest)}")
+        data = names.extend(raw, rest, System)
     data = dict(data)
     missing = [k for k in ("intra_node_link", "inter_node_link") if k not in data]
-    if missing and isinstance(data.get("gpu"), str) and "links_from" not in data:
-        usual = _usual_links(data["gpu"])
+    gpu_name = data.get("gpu")
+    if isinstance(gpu_name, dict):  # gpu: {base: h100, ...} ships with the base's links
+        gpu_name = gpu_name.get("base")
+    if missing and isinstance(gpu_name, str) and "links_from" not in data:
+        usual = _usual_links(gpu_name)
         if usual is not None:
             data.update({k: usual[k] for k in missing})
             data["links_from"] = (
-                f"{data['gpu']}'s usual {data['intra_node_link']} on NVLink and"
+                f"{gpu_name}'s usual {data['intra_node_link']} on NVLink and"
                 f" {data['inter_node_link']} across"
             )
-    if "host_link" not in data and isinstance(data.get("gpu"), str):
-        data["host_link"] = host_link_of(data["gpu"])
+    if "host_link" not in data and isinstance(gpu_name, str):
+        data["host_link"] = host_link_of(gpu_name)
     for key, resolver in (
         ("gpu", gpu),
         ("intra_node_link", link),
@@ -211,7 +269,7 @@ def _system(data: Any, label: str) -> System:
         ("host_link", link),
     ):
         if key in data:
-            data[key] = resolver(data[key], f"{label}.{key}")
+            data[key] = resolver(data[key], f"{label}.{key}", notes)
     return _build(System, data, label)
 
 
@@ -230,10 +288,16 @@ _LINKS_FOR = {
 }
 
 
+def _gpu_key(gpu_name: str) -> str:
+    """A GPU name as the tables above key it: the preset an alias names (v100 -> v100-32gb)."""
+    key = names.norm(gpu_name)
+    return names.ALIASES["gpus"].get(key, key)
+
+
 def host_link_of(gpu_name: str) -> str:
     """The GPU's usual link to host memory: NVLink-C2C on Grace superchips (GB200, GB300), PCIe
     Gen5 on HGX Hopper and Blackwell boards, Gen4 on A100 and older."""
-    key = _norm(gpu_name)
+    key = _gpu_key(gpu_name)
     if key.startswith("gb"):
         return "nvlink-c2c"
     return "pcie-gen4" if key.startswith(("a100", "v100")) else "pcie-gen5"
@@ -241,7 +305,7 @@ def host_link_of(gpu_name: str) -> str:
 
 def _usual_links(gpu_name: str) -> dict[str, str] | None:
     """The links a GPU preset's generation ships with, or None for a GPU this table lacks."""
-    key = _norm(gpu_name)
+    key = _gpu_key(gpu_name)
     found = next((v for k, v in _LINKS_FOR.items() if key.startswith(k)), None)
     return None if found is None else {"intra_node_link": found[0], "inter_node_link": found[1]}
 
@@ -249,7 +313,7 @@ def _usual_links(gpu_name: str) -> dict[str, str] | None:
 def default_links(gpu_name: str) -> dict[str, str]:
     """intra_node_link and inter_node_link presets for a GPU preset name (NVLink3/HDR when
     unknown)."""
-    key = _norm(gpu_name)
+    key = _gpu_key(gpu_name)
     intra, inter = next(
         (v for k, v in _LINKS_FOR.items() if key.startswith(k)), ("nvlink3", "ib-hdr")
     )
@@ -284,7 +348,52 @@ def quick_plan(
     )
 
 
-PLAN_KEYS = ("model", "system", "training", "parallel", "run", "ignore", "description")
+PLAN_KEYS = ("model", "system", "training", "parallel", "run", "ignore", "description", "base")
+SECTION_CLASSES: dict[str, type[BaseModel]] = {
+    "system": System,
+    "training": Training,
+    "parallel": Parallel,
+    "run": Run,
+}
+
+
+def _plan_base(
+    data: dict, label: str, base_dir: Path | None, notes: list[str], depth: int = 0
+) -> dict:
+    """A plan with ``base: PLAN`` (a bundled plan's name or a plan file) as that plan with this
+    one's sections on top, key by key: ``training: {global_batch_size: 512}`` changes the batch
+    and keeps the rest; a model mapping extends the base's model preset."""
+    if "base" not in data:
+        return data
+    if depth >= 8:
+        raise PerfModelError(f"{label}: base plans extend each other more than 8 deep")
+    name = names.base_name(data["base"], label)
+    path = Path(name) if base_dir is None or Path(name).is_absolute() else base_dir / name
+    where: Path | None = base_dir
+    if path.suffix in (".yaml", ".yml"):
+        if not path.is_file():
+            raise PerfModelError(f"{label}.base: no such plan file {str(path)!r}")
+        raw, where = _load_yaml(path, str(path)), path.parent
+    else:
+        raw = _lookup("plans", name, notes)
+    if not isinstance(raw, dict):
+        raise PerfModelError(f"{label}.base: {name} is not a plan mapping")
+    raw = _plan_base(raw, f"plan {name}", where, notes, depth + 1)
+    out = dict(raw)
+    changed = []
+    for key, value in data.items():
+        if key == "base":
+            continue
+        old = raw.get(key)
+        if key == "model" and isinstance(value, dict) and isinstance(old, str):
+            value = {"base": old, **value} if "base" not in value else value
+        elif isinstance(value, dict) and isinstance(old, dict) and "base" not in value:
+            value = names.extend(old, value, SECTION_CLASSES.get(key))
+        out[key] = value
+        if key != "description":
+            changed.append(key)
+    notes.append(f"plan: {name} with its {', '.join(changed) or 'nothing'} changed")
+    return out
 
 
 def _seq_from_training(data: dict) -> Any:
@@ -292,7 +401,8 @@ def _seq_from_training(data: dict) -> Any:
     one the run uses either way)."""
     raw, tr = data["model"], data.get("training")
     seq_keys = ("seq_length", "seq_len", "max_position_embeddings")
-    if isinstance(raw, dict) and isinstance(tr, dict) and not any(k in raw for k in seq_keys):
+    given = isinstance(raw, dict) and ("base" in raw or any(k in raw for k in seq_keys))
+    if isinstance(raw, dict) and isinstance(tr, dict) and not given:
         seq = tr.get("seq_length", tr.get("seq_len"))
         if seq is not None:
             return {**raw, "seq_length": seq}
@@ -314,11 +424,20 @@ def plan_from_mapping(data: Any, label: str, base_dir: Path | None = None) -> Pl
                 else f"; allowed keys: {', '.join(PLAN_KEYS)}"
             )
             raise PerfModelError(f"{label}: unknown key {key!r}{hint}")
+    notes: list[str] = []
+    data = _plan_base(data, label, base_dir, notes)
     for key in ("model", "system", "training"):
         if key not in data:
             raise PerfModelError(f"{label}: missing section {key!r}")
-    m = model(_seq_from_training(data), f"{label}: model", base_dir)
-    sysm = _system(data["system"], f"{label}: system")
+    m = model(_seq_from_training(data), f"{label}: model", base_dir, notes)
+    sysm = _system(data["system"], f"{label}: system", notes)
+    tr = data["training"]
+    framework = tr.get("framework") if isinstance(tr, dict) else None
+    if isinstance(framework, str) and framework.lower() in FRAMEWORK_ALIASES:
+        notes.append(
+            f"framework {framework!r} read as the {FRAMEWORK_ALIASES[framework.lower()]} profile"
+            " (an alias)"
+        )
     training = _build(Training, data["training"], f"{label}: training")
     parallel = _build(Parallel, data.get("parallel") or {}, f"{label}: parallel")
     run = _build(Run, data.get("run") or {}, f"{label}: run")
@@ -328,7 +447,13 @@ def plan_from_mapping(data: Any, label: str, base_dir: Path | None = None) -> Pl
     _format_runs_on(training, sysm, label)
     try:
         return Plan(
-            model=m, system=sysm, training=training, parallel=parallel, run=run, ignore=ignore
+            model=m,
+            system=sysm,
+            training=training,
+            parallel=parallel,
+            run=run,
+            ignore=ignore,
+            read_as=notes,
         )
     except ValidationError as e:  # the plan's cross-section rules (Plan's validators)
         raise PerfModelError(format_validation_error(e, label, Plan)) from None

@@ -8,6 +8,7 @@ them (SVG written by hand, so the report needs no plotting library)."""
 
 from __future__ import annotations
 
+import re
 from html import escape
 
 import numpy as np
@@ -48,7 +49,10 @@ MEMORY = {
 }
 # points drawn in the Pareto scatter (an even subsample beyond, the front always whole)
 MAX_SCATTER = 4000
-CSS = """body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;color:#222}
+CSS = """body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;
+color:#222}
+svg{max-width:100%;height:auto}
+.wide{overflow-x:auto}
 table{border-collapse:collapse;margin:.5em 0}
 td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}
 td:first-child,th:first-child,td.t,th.t{text-align:left}
@@ -191,7 +195,8 @@ def html(plan, result, findings, gantt_svg: str | None, note: str = "") -> str:
     title = f"{plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}"
     parts = [
         (
-            "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>perfmodel:"
+            "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><meta name='viewport'"
+            " content='width=device-width, initial-scale=1'><title>perfmodel:"
             f" {escape(title)}</title><style>{CSS}</style></head><body><h1>perfmodel report:"
             f" {escape(title)}</h1>"
         ),
@@ -233,7 +238,24 @@ def html(plan, result, findings, gantt_svg: str | None, note: str = "") -> str:
         "<p class='note'>Written by perfmodel; every figure is a model"
         " prediction.</p></body></html>"
     )
-    return "\n".join(parts) + "\n"
+    return _scalable("\n".join(parts) + "\n")
+
+
+_SVG = re.compile(r"<svg [^>]*>")
+_SIZE = re.compile(r'width="([\d.]+)" height="([\d.]+)"')
+
+
+def _scalable(doc: str) -> str:
+    """Every chart with a viewBox, so that CSS (svg{max-width:100%;height:auto}) shrinks it to a
+    narrow window instead of letting it overflow (a fixed-size SVG does not scale)."""
+
+    def box(m: re.Match) -> str:
+        tag, size = m[0], _SIZE.search(m[0])
+        if "viewBox" in tag or size is None:
+            return tag
+        return tag.replace("<svg ", f'<svg viewBox="0 0 {size[1]} {size[2]}" ', 1)
+
+    return _SVG.sub(box, doc)
 
 
 def _plan_table(plan) -> str:
@@ -276,10 +298,11 @@ def _best_table(result) -> str:
         c, v = e.config, e.values
         layout = (
             f"tp {c.tp}, pp {c.pp}, dp {c.dp}"
-            + (f", cp {c.cp}" if c.cp > 1 else "")
+            + (f", cp {c.cp} ({c.cp_comm_type})" if c.cp > 1 else "")
             + (f", ep {c.ep}" if c.ep > 1 else "")
             + f", vp {c.vp}, mbs {c.micro_batch_size}, "
             f"SP {'on' if c.sequence_parallel else 'off'}, {c.recompute}, ZeRO {c.zero_stage}"
+            + (f", {c.schedule}" if c.pp > 1 else "")
         )
         rows.append(
             (
@@ -346,7 +369,7 @@ def _table(title: str, headers: list[str], rows) -> str:
         + "</tr>"
         for r in rows
     )
-    return f"<h2>{escape(title)}</h2><table><tr>{head}</tr>{body}</table>"
+    return f"<h2>{escape(title)}</h2><div class=wide><table><tr>{head}</tr>{body}</table></div>"
 
 
 def report(plan, summary: dict | None = None) -> str:

@@ -81,7 +81,8 @@ def roofline(r: dict) -> None:
             " GEMMs)"
             if r.get("flash_attention")
             else "as two GEMMs with the s x s scores in HBM"
-        ),
+        )
+        + (f"; assumed: {r['seq_len_assumed']}" if r.get("seq_len_assumed") else ""),
     )
 
 

@@ -84,7 +84,11 @@ def training_run(run: dict[str, Any] | None) -> None:
         (
             "energy",
             (
-                "-"
+                (
+                    "-"
+                    if run["gpu_energy_mwh"] is None
+                    else f"the GPUs alone {run['gpu_energy_mwh']:,.0f} MWh (no node figure)"
+                )
                 if energy is None
                 else (
                     f"{energy:,.0f} MWh (facility, PUE included; the GPUs alone"

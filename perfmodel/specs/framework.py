@@ -26,12 +26,30 @@ from typing import Any, Literal, get_args
 
 from .flags import FLAGS
 
-__all__ = ["FLAGS", "FRAMEWORKS", "PROFILES", "Framework", "defaults"]
+__all__ = ["FLAGS", "FRAMEWORKS", "FRAMEWORK_ALIASES", "PROFILES", "Framework", "defaults"]
 
 Framework = Literal[
     "megatron-core", "megatron-2022", "megatron-2021", "deepspeed", "fsdp", "fsdp1", "hai-llm"
 ]
 FRAMEWORKS: tuple[str, ...] = get_args(Framework)
+
+# What people call a framework -> the profile that describes it (every output says when one was
+# read this way). torchtitan runs FSDP2; NeMo 2 and Megatron-Bridge run Megatron-Core; MosaicML
+# Composer and llm-foundry run FSDP1.
+FRAMEWORK_ALIASES: dict[str, str] = {
+    "torchtitan": "fsdp",
+    "fsdp2": "fsdp",
+    "megatron": "megatron-core",
+    "megatron-lm": "megatron-core",
+    "mcore": "megatron-core",
+    "nemo": "megatron-core",
+    "nemo2": "megatron-core",
+    "megatron-bridge": "megatron-core",
+    "megatron-deepspeed": "deepspeed",
+    "zero": "deepspeed",
+    "composer": "fsdp1",
+    "llm-foundry": "fsdp1",
+}
 
 PROFILES: dict[str, dict[str, Any]] = {
     "megatron-2021": {

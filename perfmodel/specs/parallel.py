@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
 
 from .base import MAX_BATCH, MAX_GPUS, Count, Seconds, Spec
-from .framework import FLAGS, FRAMEWORKS, Framework
+from .framework import FLAGS, FRAMEWORK_ALIASES, FRAMEWORKS, Framework
 from .framework import defaults as profile_defaults
 from .model import MAX_LAYERS, MAX_TOKENS
 from .precision import LOW_PRECISION, MOMENT_TEXT, MomentDtype, TrainingDtype
@@ -426,6 +426,9 @@ class Training(Spec):
         if not isinstance(data, dict) or isinstance(data, Training):
             return handler(data)
         framework = data.get("framework", "megatron-core")
+        if isinstance(framework, str) and framework.lower() in FRAMEWORK_ALIASES:
+            framework = FRAMEWORK_ALIASES[framework.lower()]  # torchtitan -> fsdp (Plan.read_as)
+            data = {**data, "framework": framework}
         if framework not in FRAMEWORKS:
             return handler(data)  # the Literal names the accepted profiles
         filled = {**profile_defaults(framework), **data}

@@ -34,6 +34,13 @@ class Plan(Spec):
         description="Power, price, failures and checkpoints of the whole run (with tokens).",
     )
     ignore: list[str] = Field(default_factory=list, description="check rule IDs to silence.")
+    read_as: list[str] = Field(
+        default_factory=list,
+        description=(
+            "How the plan's names were read, which every output prints: an alias resolved to its"
+            " preset (gpu h100 as h100-sxm, framework torchtitan as fsdp), a base: extended."
+        ),
+    )
 
     @property
     def seq_length(self) -> int:

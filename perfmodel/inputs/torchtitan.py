@@ -1,0 +1,418 @@
+"""torchtitan's job files, read into a plan (`perfmodel import torchtitan job.toml`).
+
+Key names, sections and defaults are torchtitan's TOML job config (torchtitan/config/job_config.py
+at 238fa99, 2026-02, the last commit before its configs moved to Python, PR #2386; the 2024-12
+[float8] section is read too). Every key is one of three kinds, as for Megatron-LM arguments: one
+that sets the plan (read below), one that does not change the cost (IGNORED: named as ignored),
+and one whose cost perfmodel cannot model (an error naming it, unless it has torchtitan's default
+value). A key of none of these is named as not recognized, so the reader can judge it.
+
+torchtitan's layout (torchtitan/distributed/parallel_dims.py): world = dp_replicate x dp_shard x
+cp x tp x pp, dp_shard -1 taking the GPUs left; FSDP2 shards over dp_shard (ZeRO-3, or ZeRO-2
+when fsdp_reshard_after_forward is never; "default" reshards unless pp > 1), DDP replicates over
+dp_replicate; TP is DTensor TP with sequence parallel norms. A DP rank takes local_batch_size
+sequences a step (global_batch_size -1: local x dp), split into micro-batches of
+pipeline_parallel_microbatch_size under PP.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+from perfmodel.errors import PerfModelError
+from perfmodel.inputs import presets
+from perfmodel.inputs.megatron_args import Imported
+
+# ([model] name, flavor) -> the bundled preset with torchtitan's shapes (torchtitan/models/*/
+# __init__.py: llama3 8B dim 4096, 32 layers, 8 KV heads, FFN 1.3 x 8/3 x 4096 rounded up to
+# 1024 = 14336, vocab 128256; 70B, 405B likewise; deepseek_v3 671B without MTP)
+MODELS = {
+    ("llama3", "8B"): "llama3-8b",
+    ("llama3", "70B"): "llama3-70b",
+    ("llama3", "405B"): "llama3.1-405b",
+    ("llama2", "7B"): "llama2-7b",
+    ("llama2", "13B"): "llama2-13b",
+    ("llama2", "70B"): "llama2-70b",
+    ("deepseek_v3", "671B"): "deepseek-v3",
+    ("qwen3", "30B-A3B"): "qwen3-30b-a3b",
+    ("qwen3", "235B-A22B"): "qwen3-235b-a22b",
+}
+
+SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved"}
+
+# sections whose keys never change the step's cost (logging, checkpoint files, data, the learning
+# rate); a key here with any value is listed as ignored
+IGNORED_SECTIONS = (
+    "job",
+    "profiling",
+    "metrics",
+    "lr_scheduler",
+    "checkpoint",
+    "comm",
+    "validation",
+    "memory_estimation",
+    "debug",
+)
+IGNORED = {
+    "model": ("hf_assets_path", "tokenizer_path", "print_after_conversion"),
+    "optimizer": ("lr", "eps", "weight_decay", "implementation", "beta1", "beta2"),
+    "training": (
+        "dataset",
+        "dataset_path",
+        "max_norm",
+        "gc_freq",
+        "gc_debug",
+        "dataloader",
+        "mixed_precision_reduce",
+    ),
+    "parallelism": ("pipeline_parallel_expert_parallel_overlap",),
+    "compile": ("backend",),
+    "float8": ("precompute_float8_dynamic_scale_for_fsdp",),
+    "activation_checkpoint": (
+        "preserve_rng_state",
+        "determinism_check",
+        "debug",
+        "early_stop",
+        "visualize_memory_budget_pareto",
+        "per_op_sac_force_recompute_mm_shapes_by_fqns",
+    ),
+}
+# a key whose cost is not modelled: an error unless it has torchtitan's default (what it does)
+CANNOT = {
+    ("training", "enable_cpu_offload"): (False, "FSDP2's CPU offload of parameters"),
+    ("training", "dtype"): ("float32", "master weights and optimizer states in bfloat16"),
+    ("optimizer", "early_step_in_backward"): (False, "the optimizer step inside the backward"),
+    ("parallelism", "disable_loss_parallel"): (False, "the loss without loss parallelism"),
+    ("parallelism", "module_fqns_per_model_part"): (None, "a hand-written stage split"),
+    ("parallelism", "pipeline_parallel_schedule_csv"): ("", "a pipeline schedule from a CSV"),
+    ("parallelism", "context_parallel_load_balancer"): ("headtail", "unbalanced CP chunks"),
+    ("fault_tolerance", "enable"): (False, "torchft's fault-tolerant replicas"),
+    ("experimental", "custom_import"): ("", "a custom model module"),
+    ("experimental", "custom_args_module"): ("", "custom job-config arguments"),
+    ("float8", "emulate"): (False, "emulated FP8"),
+}
+
+
+class _Job:
+    """The parsed file, and which of its keys were read."""
+
+    def __init__(self, data: dict, label: str):
+        self.data, self.label = data, label
+        self.read: set[tuple[str, str]] = set()
+
+    def section(self, name: str) -> dict:
+        value = self.data.get(name, {})
+        if not isinstance(value, dict):
+            raise PerfModelError(f"{self.label}: [{name}] must be a table, got {value!r}")
+        return value
+
+    def get(self, section: str, key: str, default: Any = None) -> Any:
+        """``[section] key``, or torchtitan's ``default`` when the file does not set it."""
+        self.read.add((section, key))
+        node: Any = self.data
+        for part in section.split("."):
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        return node.get(key, default) if isinstance(node, dict) else default
+
+    def int(self, section: str, key: str, default: int) -> int:
+        v = self.get(section, key, default)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise PerfModelError(f"{self.label}: [{section}] {key} must be an integer, got {v!r}")
+        return v
+
+    def entries(self):
+        """Every (section, key, value) of the file, sub-tables flattened
+        (quantize.linear.float8)."""
+
+        def walk(prefix: str, table: dict):
+            for k, v in table.items():
+                if isinstance(v, dict) and prefix in (
+                    "",
+                    "quantize",
+                    "quantize.linear",
+                    "quantize.grouped_mm",
+                ):
+                    yield from walk(f"{prefix}.{k}" if prefix else k, v)
+                else:
+                    yield prefix, k, v
+
+        yield from walk("", self.data)
+
+
+def parse(text: str, label: str) -> dict:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise PerfModelError(f"{label}: TOML syntax error: {e}") from None
+
+
+def read_job(text: str, gpu: str, num_gpus: int | None = None, label: str = "job.toml") -> Imported:
+    """A plan mapping from a torchtitan TOML job config; ``gpu`` names the GPU preset and
+    ``num_gpus`` the world size (torchtitan's NGPU x nodes: the file does not say)."""
+    job = _Job(parse(text, label), label)
+    out = Imported({"model": _model(job), "system": {"gpu": gpu}, "training": {}, "parallel": {}})
+    _parallel(job, out, num_gpus)
+    _batch(job, out)
+    _precision(job, out)
+    _recompute(job, out)
+    _account(job, out)
+    return out
+
+
+def _model(job: _Job) -> str:
+    name, flavor = job.get("model", "name", "llama3"), job.get("model", "flavor", "debugmodel")
+    preset = MODELS.get((name, flavor))
+    if preset is None:
+        known = ", ".join(f"{n} {f}" for n, f in MODELS)
+        raise PerfModelError(
+            f"{job.label}: [model] name {name!r} flavor {flavor!r} has no bundled preset; known:"
+            f" {known} (or write a plan with the model's config.json: model: config.json)"
+        )
+    job.get("model", "converters", [])
+    return preset
+
+
+def _world(job: _Job, num_gpus: int | None, degrees: dict[str, int]) -> int:
+    """dp_shard from the GPU count when the file says -1 (torchtitan's ParallelDims)."""
+    shard = degrees["dp_shard"]
+    rest = degrees["dp_replicate"] * degrees["cp"] * degrees["tp"] * degrees["pp"]
+    spelled = " x ".join(f"{k}({v})" for k, v in degrees.items())
+    if shard == -1:
+        if num_gpus is None:
+            raise PerfModelError(
+                f"{job.label}: data_parallel_shard_degree -1 takes the GPUs left, and the file"
+                " does not give the GPU count: pass --gpus N"
+            )
+        if num_gpus % rest:
+            raise PerfModelError(
+                f"{job.label}: --gpus {num_gpus} is not a multiple of {spelled.replace('(-1)', '')}"
+                f" without dp_shard = {rest}"
+            )
+        degrees["dp_shard"] = num_gpus // rest
+        return num_gpus
+    world = shard * rest
+    if num_gpus is not None and num_gpus != world:
+        raise PerfModelError(f"{job.label}: {spelled} = {world} != --gpus {num_gpus}")
+    return world
+
+
+def _parallel(job: _Job, out: Imported, num_gpus: int | None) -> None:
+    p, s = out.plan["parallel"], "parallelism"
+    degrees = {
+        "dp_replicate": job.int(s, "data_parallel_replicate_degree", 1),
+        "dp_shard": job.int(s, "data_parallel_shard_degree", -1),
+        "cp": job.int(s, "context_parallel_degree", 1),
+        "tp": job.int(s, "tensor_parallel_degree", 1),
+        "pp": job.int(s, "pipeline_parallel_degree", 1),
+    }
+    for key, v in degrees.items():
+        if v < 1 and not (key == "dp_shard" and v == -1):
+            raise PerfModelError(f"{job.label}: [parallelism] {key} degree {v}: give 1 or more")
+    out.plan["system"]["num_gpus"] = _world(job, num_gpus, degrees)
+    p.update(degrees)
+    p["sequence_parallel"] = degrees["tp"] > 1  # DTensor TP shards the norms' sequence
+    reshard = job.get(s, "fsdp_reshard_after_forward", "default")
+    if reshard not in ("default", "always", "never"):
+        raise PerfModelError(
+            f"{job.label}: [parallelism] fsdp_reshard_after_forward {reshard!r}: torchtitan takes"
+            " default, always or never"
+        )
+    resharded = reshard == "always" or (reshard == "default" and degrees["pp"] == 1)
+    p["zero_stage"] = 0 if degrees["dp_shard"] == 1 else (3 if resharded else 2)
+    ep = job.int(s, "expert_parallel_degree", 1)
+    etp = job.int(s, "expert_tensor_parallel_degree", 1)
+    if ep > 1 or etp > 1:
+        p.update(ep=ep, etp=etp)
+        backend = job.get(s, "expert_parallel_comm_backend", "standard")
+        out.plan["training"]["moe_token_dispatcher_type"] = (
+            "deepep" if backend == "deepep" else "alltoall"
+        )
+    if job.get(s, "enable_async_tensor_parallel", False):
+        out.plan["training"]["tp_comm_overlap_ub"] = True  # micro-pipelined TP (framework.py)
+    if degrees["cp"] > 1:
+        rotate = job.get(s, "context_parallel_rotate_method", "allgather")
+        if rotate != "alltoall":
+            raise PerfModelError(
+                f"{job.label}: [parallelism] context_parallel_rotate_method {rotate!r}: the"
+                " all-gather of K/V is not modelled; alltoall (the K/V ring, cp_comm_type p2p) is"
+            )
+        p["cp_comm_type"] = "p2p"
+    _pipeline(job, out, degrees["pp"])
+
+
+def _pipeline(job: _Job, out: Imported, pp: int) -> None:
+    p, s = out.plan["parallel"], "parallelism"
+    name = job.get(s, "pipeline_parallel_schedule", "1F1B")
+    per_stage = job.get(s, "pipeline_parallel_layers_per_stage", None)
+    first_less = job.int(s, "pipeline_parallel_first_stage_less_layers", 1)
+    last_less = job.int(s, "pipeline_parallel_last_stage_less_layers", 1)
+    if pp == 1:
+        p.update(vp=1, schedule="1f1b")
+        return
+    if name not in SCHEDULES:
+        raise PerfModelError(
+            f"{job.label}: [parallelism] pipeline_parallel_schedule {name!r} is not modelled;"
+            f" use {', '.join(SCHEDULES)}"
+        )
+    p["schedule"] = SCHEDULES[name]
+    layers = presets.model(out.plan["model"]).num_layers
+    if per_stage is not None:  # pipeline_llm: stages = ceil((L + first + last) / per_stage)
+        stages = -(-(layers + first_less + last_less) // per_stage)
+    else:  # one stage a rank, two for a looped schedule (Interleaved1F1B)
+        stages = pp * (2 if name == "Interleaved1F1B" else 1)
+    if stages % pp:
+        raise PerfModelError(f"{job.label}: {stages} pipeline stages do not divide over pp({pp})")
+    p["vp"] = stages // pp
+    # generate_llm_fqn_per_model_part: L + first + last effective layers split evenly over the
+    # stages, the remainder one each to the first stages; the embedding and the output count as
+    # first_less and last_less layers
+    effective = layers + first_less + last_less
+    each, extra = divmod(effective, stages)
+    counts = [each + (i < extra) for i in range(stages)]
+    counts[0] -= first_less
+    counts[-1] -= last_less
+    middle = counts[1:-1]
+    if p["vp"] > 1 and (counts[0] != counts[-1] or len(set(middle)) > 1 or first_less or last_less):
+        if len(set(counts)) > 1:
+            out.assumed.append(
+                f"torchtitan's stage split {counts} read as the layers spread evenly over the"
+                f" {stages} virtual stages (uneven virtual stages are not modelled)"
+            )
+        return
+    if len(set(counts)) > 1:
+        p["decoder_first_pipeline_num_layers"] = counts[0]
+        p["decoder_last_pipeline_num_layers"] = counts[-1]
+
+
+def _batch(job: _Job, out: Imported) -> None:
+    p, t, s = out.plan["parallel"], out.plan["training"], "training"
+    local = job.int(s, "local_batch_size", 8)
+    dp = p["dp_replicate"] * p["dp_shard"]
+    gbs = job.int(s, "global_batch_size", -1)
+    gbs = local * dp if gbs == -1 else gbs
+    if gbs % (local * dp):
+        raise PerfModelError(
+            f"{job.label}: [training] global_batch_size {gbs} is not a multiple of"
+            f" local_batch_size({local}) x dp({dp}) (torchtitan's gradient accumulation)"
+        )
+    mbs = job.int("parallelism", "pipeline_parallel_microbatch_size", 1) if p["pp"] > 1 else local
+    if local % mbs:
+        raise PerfModelError(
+            f"{job.label}: local_batch_size {local} is not a multiple of"
+            f" pipeline_parallel_microbatch_size {mbs}"
+        )
+    p["micro_batch_size"] = mbs
+    t.update(global_batch_size=gbs, seq_length=job.int(s, "seq_len", 2048), framework="fsdp")
+    steps = job.get(s, "steps", None)
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
+        t["tokens"] = steps * gbs * t["seq_length"]
+    opt = job.get("optimizer", "name", "AdamW")
+    if opt not in ("AdamW", "Adam"):
+        raise PerfModelError(f"{job.label}: [optimizer] name {opt!r}: perfmodel models Adam(W)")
+    t["optimizer"] = "adam"
+
+
+def _precision(job: _Job, out: Imported) -> None:
+    t = out.plan["training"]
+    param = job.get("training", "mixed_precision_param", "bfloat16")
+    if param not in ("bfloat16", "float32"):
+        raise PerfModelError(
+            f"{job.label}: [training] mixed_precision_param {param!r}: bfloat16 or float32"
+        )
+    t["dtype"] = "bf16" if param == "bfloat16" else "fp32"
+    converters = job.get("model", "converters", [])
+    legacy = job.get("float8", "enable_float8_linear", False)  # torchtitan 2024-12
+    fp8 = legacy or any(c in ("float8", "quantize.linear.float8") for c in converters)
+    mx = any(c in ("mx", "quantize.linear.mx") for c in converters)
+    other = [
+        c
+        for c in converters
+        if c not in ("float8", "quantize.linear.float8", "mx", "quantize.linear.mx")
+        and not c.startswith("quantize.grouped_mm.")
+    ]
+    if other:
+        raise PerfModelError(f"{job.label}: [model] converters {other}: not modelled")
+    sec = "float8" if legacy else "quantize.linear.float8"
+    if fp8:  # the converter's options (unread when it is off: ignored, _account)
+        recipe = job.get(sec, "recipe_name", None)
+        gather = job.get(sec, "enable_fsdp_float8_all_gather", False)
+        job.get(sec, "precompute_float8_dynamic_scale_for_fsdp", False)
+        filters = job.get(sec, "filter_fqns", [])
+        if recipe not in (None, "tensorwise"):
+            raise PerfModelError(
+                f"{job.label}: [{sec}] recipe_name {recipe!r}: torchao's tensorwise recipe is"
+                " modelled, rowwise scaling is not"
+            )
+        t.update(dtype="fp8", fp8_recipe="tensorwise", fp8_param_gather=bool(gather))
+        if any(f not in ("output", "auto_filter_small_kn") for f in filters):
+            out.assumed.append(
+                f"[{sec}] filter_fqns {filters}: every decoder linear layer in FP8 (only the"
+                " output layer stays in BF16 in the model)"
+            )
+    if mx:
+        mx_recipe = job.get("quantize.linear.mx", "recipe_name", "mxfp8_cublas")
+        if not str(mx_recipe).startswith("mxfp8"):
+            raise PerfModelError(
+                f"{job.label}: [quantize.linear.mx] recipe_name {mx_recipe!r}: MXFP8 is modelled"
+            )
+        job.get("quantize.linear.mx", "filter_fqns", ["output"])
+        t["dtype"] = "mxfp8"
+    compiled = job.get("compile", "enable", False)
+    parts = job.get("compile", "components", ["model", "loss"])
+    t["torch_compile"] = bool(compiled) and "model" in parts
+
+
+def _recompute(job: _Job, out: Imported) -> None:
+    s = "activation_checkpoint"
+    mode = job.get(s, "mode", "selective")
+    option = str(job.get(s, "selective_ac_option", "2"))
+    job.get(s, "memory_budget", 0.5)
+    if mode == "none":
+        recompute = "none"
+    elif mode == "full" or (mode == "selective" and option == "1"):
+        recompute = "full"  # selective_ac_option 1: every layer checkpointed whole
+    elif mode == "selective" and option == "op":
+        recompute = "selective"  # op-level SAC: the fsdp profile's recompute_modules op_sac
+    elif mode == "selective":
+        raise PerfModelError(
+            f"{job.label}: [activation_checkpoint] selective_ac_option {option!r}: checkpointing"
+            " every n-th layer is not modelled; use 'op', or 1 (every layer: full)"
+        )
+    else:
+        raise PerfModelError(
+            f"{job.label}: [activation_checkpoint] mode {mode!r}: not modelled; use none,"
+            " selective or full"
+        )
+    out.plan["parallel"]["recompute"] = recompute
+
+
+def _account(job: _Job, out: Imported) -> None:
+    """Every key the readers above did not read: ignored, an error, or not recognized."""
+    for section, key, value in job.entries():
+        name = f"{section}.{key}" if section else key
+        if (section, key) in job.read:
+            continue
+        if (section, key) in CANNOT:
+            default, what = CANNOT[(section, key)]
+            if value != default and not (default is None and value in ([], None)):
+                raise PerfModelError(
+                    f"{job.label}: [{section}] {key} = {value!r}: {what} is not modelled"
+                    f" (torchtitan's default {default!r} is)"
+                )
+            out.ignored.append(name)
+        elif (
+            section in IGNORED_SECTIONS
+            or key in IGNORED.get(section, ())
+            or section in ("fault_tolerance", "experimental")  # off: the checks above
+        ):
+            out.ignored.append(name)
+        elif section.startswith("quantize.grouped_mm") and out.plan["training"]["dtype"] != "bf16":
+            out.ignored.append(name)
+            out.assumed.append(
+                f"[{section}] {key}: the experts' grouped GEMMs in the training's dtype"
+            )
+        elif section.startswith(("quantize", "float8")):
+            out.ignored.append(name)  # a converter's options, the converter off
+        else:
+            out.unrecognized.append(name)

@@ -1,0 +1,64 @@
+"""The bundled model and plan files (configs/models, configs/plans): block style a person can read
+and comment, and the same specs as the one-line flow mappings they replaced (issue 33)."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from perfmodel.inputs import presets, yaml12
+from perfmodel.specs import Model
+
+ROOT = Path(__file__).resolve().parents[1]
+# the last commit whose configs/models and configs/plans were flow mappings
+FLOW_COMMIT = "8dfc655"
+FILES = sorted(
+    p.relative_to(ROOT).as_posix()
+    for kind in ("models", "plans")
+    for p in (ROOT / "configs" / kind).glob("*.yaml")
+)
+
+
+def _spec(path: str, data):
+    if path.startswith("configs/models/"):
+        return Model.model_validate(data).model_dump()
+    # read_as says how the names were read (a base: extended), not what the plan is
+    return presets.plan_from_mapping(data, path).model_dump(exclude={"read_as"})
+
+
+def _old_text(path: str) -> str | None:
+    if shutil.which("git") is None:
+        return None
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{FLOW_COMMIT}:{path}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout if done.returncode == 0 else None
+
+
+@pytest.mark.parametrize("path", FILES)
+def test_the_bundled_file_is_block_style_and_fits_a_review_screen(path):
+    lines = (ROOT / path).read_text().splitlines()
+    assert max(len(line) for line in lines) <= 100
+    body = [line for line in lines if not line.lstrip().startswith("#")]
+    # no mapping written on one line: every nested section is a block (an empty one may be {})
+    assert not any("{" in line and line.rstrip() != f"{line.split(':')[0]}: {{}}" for line in body)
+    assert any(line.startswith("#") for line in lines), "a comment says what the sections are"
+
+
+@pytest.mark.parametrize("path", FILES)
+def test_the_block_file_gives_the_same_spec_as_the_flow_mapping_it_replaced(path):
+    old = _old_text(path)
+    if old is None:
+        pytest.skip(f"{FLOW_COMMIT} is not in this checkout's git history")
+    new = (ROOT / path).read_text()
+    assert _spec(path, yaml12.load(new, False)) == _spec(path, yaml12.load(old, False))
+
+
+def test_the_deepseek_v3_file_no_longer_says_mtp_is_not_modelled():
+    text = (ROOT / "configs/models/deepseek-v3.yaml").read_text()
+    assert "not modelled" not in text
+    assert "mtp_num_layers" in text
