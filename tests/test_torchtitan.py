@@ -48,6 +48,16 @@ def test_the_llama3_70b_file_runs_tp8_full_recompute():
     assert imp.plan["training"]["global_batch_size"] == 8 * 8  # local 8 x dp 8
 
 
+def test_the_llama3_405b_file_runs_float8_compiled_with_async_tp():
+    imp = job((EXAMPLES / "llama3_405b.toml").read_text(), gpus=512)
+    t, p = imp.plan["training"], imp.plan["parallel"]
+    assert imp.plan["model"] == "llama3.1-405b"
+    assert (t["dtype"], t["fp8_recipe"], t["fp8_param_gather"]) == ("fp8", "tensorwise", True)
+    assert t["torch_compile"] is True and t["tp_comm_overlap_ub"] is True
+    assert (p["tp"], p["dp_shard"], p["recompute"]) == (8, 64, "full")
+    assert imp.unrecognized == []
+
+
 def toml(**changes):
     """BASE's tables with ``changes`` ({section: {key: value}}) on top, as TOML."""
     tables = {
@@ -84,6 +94,7 @@ def toml(**changes):
         ),
         ({"optimizer": {"name": "Lion"}}, r"\[optimizer\] name"),
         ({"parallelism": {"context_parallel_degree": 2}}, "context_parallel_rotate_method"),
+        ({"parallelism": {"expert_parallel_degree": 8}}, "expert_parallel_degree 8"),
         ({"training": {"dtype": "bfloat16"}}, "training. dtype|dtype = 'bfloat16'"),
         (
             {

@@ -66,7 +66,8 @@ IGNORED = {
         "dataloader",
         "mixed_precision_reduce",
     ),
-    "parallelism": ("pipeline_parallel_expert_parallel_overlap",),
+    # the expert-parallel options do nothing at expert_parallel_degree 1 (a larger one is an error)
+    "parallelism": ("pipeline_parallel_expert_parallel_overlap", "expert_parallel_comm_backend"),
     "compile": ("backend",),
     "float8": ("precompute_float8_dynamic_scale_for_fsdp",),
     "activation_checkpoint": (
@@ -100,6 +101,7 @@ class _Job:
     def __init__(self, data: dict, label: str):
         self.data, self.label = data, label
         self.read: set[tuple[str, str]] = set()
+        self.notes: list[str] = []
 
     def section(self, name: str) -> dict:
         value = self.data.get(name, {})
@@ -152,6 +154,7 @@ def read_job(text: str, gpu: str, num_gpus: int | None = None, label: str = "job
     ``num_gpus`` the world size (torchtitan's NGPU x nodes: the file does not say)."""
     job = _Job(parse(text, label), label)
     out = Imported({"model": _model(job), "system": {"gpu": gpu}, "training": {}, "parallel": {}})
+    out.assumed += job.notes
     _parallel(job, out, num_gpus)
     _batch(job, out)
     _precision(job, out)
@@ -170,6 +173,11 @@ def _model(job: _Job) -> str:
             f" {known} (or write a plan with the model's config.json: model: config.json)"
         )
     job.get("model", "converters", [])
+    if name == "deepseek_v3":
+        job.notes.append(
+            "torchtitan's deepseek_v3 671B runs FlexAttention with block-causal masks (attn_type"
+            " flex): costed as the fsdp profile's attention, without MTP (torchtitan has none)"
+        )
     return preset
 
 
@@ -222,11 +230,11 @@ def _parallel(job: _Job, out: Imported, num_gpus: int | None) -> None:
     p["zero_stage"] = 0 if degrees["dp_shard"] == 1 else (3 if resharded else 2)
     ep = job.int(s, "expert_parallel_degree", 1)
     etp = job.int(s, "expert_tensor_parallel_degree", 1)
-    if ep > 1 or etp > 1:
-        p.update(ep=ep, etp=etp)
-        backend = job.get(s, "expert_parallel_comm_backend", "standard")
-        out.plan["training"]["moe_token_dispatcher_type"] = (
-            "deepep" if backend == "deepep" else "alltoall"
+    if ep > 1 or etp > 1:  # the fsdp profile is torchtitan 2024-12's, before its MoE support
+        raise PerfModelError(
+            f"{job.label}: [parallelism] expert_parallel_degree {ep}, expert_tensor_parallel_degree"
+            f" {etp}: torchtitan's expert parallelism is not modelled (the fsdp profile describes"
+            " torchtitan 2024-12); set them to 1, or plan the MoE run with framework megatron-core"
         )
     if job.get(s, "enable_async_tensor_parallel", False):
         out.plan["training"]["tp_comm_overlap_ub"] = True  # micro-pipelined TP (framework.py)

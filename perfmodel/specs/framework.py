@@ -46,7 +46,6 @@ FRAMEWORK_ALIASES: dict[str, str] = {
     "nemo2": "megatron-core",
     "megatron-bridge": "megatron-core",
     "megatron-deepspeed": "deepspeed",
-    "zero": "deepspeed",
     "composer": "fsdp1",
     "llm-foundry": "fsdp1",
 }
