@@ -83,15 +83,28 @@ def dualpipe_rows(schedule: Num, p: Num) -> Array:
     return np.asarray((np.asarray(schedule) == DUALPIPE) & (np.asarray(p) > 1))
 
 
-def dualpipe_paired(p: Num, m: Num) -> Num:
-    """Forward chunks that DualPipe runs overlapped with a backward chunk (an F&B pair) on its first
-    and last ranks, the fewest of any rank: m - 2 (p - 1). DualPipe sends m/2 micro-batches each
-    way; a rank at distance h from its end of the pipeline runs its main phase (each iteration two
-    F&B pairs) m/2 - p + h + 1 times (deepseek-ai/DualPipe, dualpipe.py, DualPipe.step), and the
-    rest of its chunks alone, in the warm-up and the cool-down. Chunks, dimensionless."""
-    return np.asarray(
-        np.maximum(np.asarray(m, dtype=float) - 2 * (np.asarray(p, dtype=float) - 1), 0.0)
-    )
+def dualpipe_paired(p: Num, m: Num, h: Num = 0) -> Num:
+    """Forward chunks that a DualPipe rank runs overlapped with a backward chunk (an F&B pair),
+    the rank at distance h from its end of the pipeline (0 for the first and last ranks, p/2 - 1
+    for the two middle ones). deepseek-ai/DualPipe, dualpipe.py, DualPipe.step, with n = m/2 the
+    micro-batches sent each way: its main phase (step 4) runs n - p + h + 1 iterations of two
+    pairs, the middle ranks leaving their first one unpaired; its fifth phase (nB1F1B0) runs one
+    pair in each of p/2 - h - 1 iterations. So 2 (n - p + h + 1) - [h = p/2 - 1] + p/2 - h - 1
+    = m - 3p/2 + h + 1 - [h = p/2 - 1]: 97 on the end ranks and 103 in the middle at p = 16,
+    m = 120. Chunks, dimensionless; valid for m >= 2p (the code's assert)."""
+    p = np.asarray(p, dtype=float)
+    h = np.asarray(h, dtype=float)
+    middle = h == p / 2 - 1
+    paired = np.asarray(m, dtype=float) - 1.5 * p + h + 1 - middle
+    return np.asarray(np.maximum(paired, 0.0))
+
+
+def dualpipe_paired_slowest(p: Num, m: Num, slowest_class: Num) -> Num:
+    """The F&B pairs of the rank that sets a DualPipe step's pace: the end ranks (h = 0) where the
+    slowest stage class is the first or the last, else the middle rank with the fewest pairs
+    (h = 1, whose all-to-all hides the least of any middle rank). Chunks."""
+    end = np.isin(np.asarray(slowest_class), (0, 3))
+    return np.asarray(np.where(end, dualpipe_paired(p, m, 0), dualpipe_paired(p, m, 1)))
 
 
 def dualpipe_bubble(p: Num, f_and_b: Num, b: Num, w: Num) -> Num:

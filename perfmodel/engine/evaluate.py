@@ -243,7 +243,7 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
         # DualPipe's F&B pairs hide the point-to-point sends too (report Sec. 3.2.1)
         "pp_comm": (
             stp.pipeline_comm(p2p, pp, m, vp)
-            * np.where(dual, 1 - pipe.dualpipe_paired(pp, m) / m, 1.0)
+            * np.where(dual, 1 - pipe.dualpipe_paired_slowest(pp, m, slow) / m, 1.0)
         ),
         "dp_comm": dp_comm,
         "zero_comm": zero3,
