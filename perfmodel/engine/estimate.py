@@ -236,9 +236,9 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
     tf, tb = stages.per_stage(0)
     notes = []
     if simulate and cfg.pp > 1 and cfg.schedule != "dualpipe":
-        from perfmodel.engine.schedule import MAX_BLOCKS
+        from perfmodel.engine.schedule import max_chunk_passes
 
-        if cfg.pp * cfg.num_micro_batches * cfg.vp <= MAX_BLOCKS:
+        if cfg.pp * cfg.num_micro_batches * cfg.vp <= max_chunk_passes(cfg.schedule):
             _refine_with_simulation(cfg, values, tf, tb, not plan.training.p2p_overlap)
         else:
             notes.append(
