@@ -250,7 +250,11 @@ def _categorical(
     names = (
         [fx.schedule]
         if fx.schedule
-        else [s for s in SCHEDULE_CODES if s in runs or s == "interleaved"]
+        else [
+            s
+            for s in SCHEDULE_CODES
+            if s in runs or (s == "interleaved" and facts_of(c).profile["interleaved"])
+        ]
     )
     c = _expand(c, "schedule", np.array(sorted(SCHEDULE_CODES[s] for s in names)))
     # interleaved at vp > 1, the V-shaped schedules at vp 2, the others at vp 1
