@@ -185,3 +185,24 @@ def test_the_search_runs_the_v_at_vp_2():
     assert {s for s, _ in seen} & {"zbv", "v-half", "v-min", "zb-h1"}
     assert all(v == 2 for s, v in seen if s in ("zbv", "v-half", "v-min"))
     assert np.isfinite(res.results[0].values["step_time_s"])
+
+
+def test_bubble_command_lists_the_papers_closed_forms():
+    """`perfmodel bubble -m 32 -p 8 --schedules`: at equal F, B and W, 1F1B 7/32, ZB-H1 7/96
+    (Qi 2023 Sec. 2.1), ZB-V 0, V-Half 8/64, V-Min 16/96 (sail-sg's table of Qi 2024)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from perfmodel.cli import main
+
+    out = CliRunner().invoke(main, ["bubble", "-m", "32", "-p", "8", "--schedules", "--json"])
+    assert out.exit_code == 0
+    rows = {r["schedule"]: r for r in json.loads(out.output)["schedules"]}
+    want = {"1f1b": 7 / 32, "zb-h1": 7 / 96, "zbv": 0.0, "v-half": 8 / 64, "v-min": 16 / 96}
+    for name, x in want.items():
+        assert rows[name]["bubble_over_ideal"] == pytest.approx(x)
+    assert (
+        rows["v-min"]["in_flight_microbatches"] == 4
+        and rows["zb-h2"]["in_flight_microbatches"] == 15
+    )
