@@ -152,7 +152,12 @@ def parallel_options(f: F) -> F:
         ),
         click.option("--recompute", type=click.Choice(["none", "selective", "full"])),
         click.option("--zero", "zero_stage", type=click.IntRange(0, 3), help="ZeRO stage."),
-        click.option("--schedule", type=click.Choice(list(SCHEDULE_NAMES))),
+        click.option(
+            "--schedule",
+            type=click.Choice(list(SCHEDULE_NAMES)),
+            metavar="NAME",
+            help="Pipeline schedule: " + ", ".join(SCHEDULE_NAMES) + " (docs/schedules.md).",
+        ),
         click.option("--gpus", type=count(), help="Override the plan's GPU count."),
         click.option(
             "--framework",
