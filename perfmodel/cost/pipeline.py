@@ -92,19 +92,21 @@ def in_flight_microbatches(p: Num, m: Num, v: Num, schedule: Num) -> Num:
     m = np.asarray(m, dtype=float)
     one_f_one_b = np.minimum(p, m)
     interleaved = one_f_one_b * (1 + (p - 1) / (p * np.asarray(v, dtype=float)))
-    table = [
-        m,  # gpipe
-        one_f_one_b,
-        interleaved,
-        p + 1,  # dualpipe
-        one_f_one_b,  # zb-h1
-        np.minimum(2 * p - 1, m),
-        one_f_one_b,  # zbv
-        np.minimum((p + 2) // 2, m),
-        np.minimum((p + 4) // 3, m),
-        np.minimum(p + 0.5, m),  # dualpipev
-    ]
-    return np.asarray(np.choose(np.asarray(code, dtype=int), np.broadcast_arrays(*table)))
+    out = np.where(
+        code == 0,
+        m,
+        np.where(code == 2, interleaved, np.where(code == DUALPIPE, p + 1, one_f_one_b)),
+    )
+    if np.any(np.asarray(code) > DUALPIPE):  # the schedules after 1F1B, where present
+        later = {
+            SCHEDULE_CODES["zb-h2"]: np.minimum(2 * p - 1, m),
+            SCHEDULE_CODES["v-half"]: np.minimum((p + 2) // 2, m),
+            SCHEDULE_CODES["v-min"]: np.minimum((p + 4) // 3, m),
+            DUALPIPEV: np.minimum(p + 0.5, m),
+        }  # zb-h1 and zbv keep 1F1B's
+        for c, x in later.items():
+            out = np.where(code == c, x, out)
+    return np.asarray(out)
 
 
 def zero_bubble_bubble(p: Num, f: Num, b: Num, w: Num, m: Num, schedule: Num) -> Num:

@@ -283,25 +283,25 @@ def _bubble(
     stages of half a rank's layers, cost/pipeline.dualpipe_bubble); the zero-bubble family's
     (cost/pipeline.zero_bubble_bubble) from the mean stage's F (with its collectives), W (the
     weight-gradient GEMMs) and B (the rest of the backward)."""
+    out = (pp - 1) / vp * t_mean
+    split = pipe.zero_bubble_rows(k.schedule, k.pp)
+    if split.any():
+        f = stages.mean(sc["fwd_share"], pp)
+        w = stages.mean(sc["wgrad"], pp)
+        zb = pipe.zero_bubble_bubble(pp, f, np.maximum(t_mean - f - w, 0.0), w, m, k.schedule)
+        out = np.where(split, zb, out)
     dual = pipe.dualpipe_rows(k.schedule, k.pp)
     dualv = pipe.dualpipev_rows(k.schedule, k.pp)
-    half = np.where(dualv, 0.5, 1.0)  # a DualPipeV chunk is half a rank's layers
-    paired = pipe.dualpipe_bubble(
-        np.where(dualv, 2 * pp, pp),
-        half * stages.pick(sc.get("pair", sc["time"]), slow),
-        half * stages.pick(sc.get("b_alone", sc["bwd"]), slow),
-        half * stages.pick(sc["wgrad"], slow),
-    )
-    f = stages.mean(sc["fwd_share"], pp)
-    w = stages.mean(sc["wgrad"], pp)
-    zb = pipe.zero_bubble_bubble(pp, f, np.maximum(t_mean - f - w, 0.0), w, m, k.schedule)
-    return np.asarray(
-        np.where(
-            dual | dualv,
-            paired,
-            np.where(pipe.zero_bubble_rows(k.schedule, k.pp), zb, (pp - 1) / vp * t_mean),
+    if (dual | dualv).any():
+        half = np.where(dualv, 0.5, 1.0)  # a DualPipeV chunk is half a rank's layers
+        paired = pipe.dualpipe_bubble(
+            np.where(dualv, 2 * pp, pp),
+            half * stages.pick(sc.get("pair", sc["time"]), slow),
+            half * stages.pick(sc.get("b_alone", sc["bwd"]), slow),
+            half * stages.pick(sc["wgrad"], slow),
         )
-    )
+        out = np.where(dual | dualv, paired, out)
+    return np.asarray(out)
 
 
 def _main_layer(c: dict[str, BlockCost]) -> BlockCost:

@@ -257,8 +257,9 @@ def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Ar
     # the V-shaped schedules balance the activations over the ranks (Qi et al. 2024, Sec. 3: a
     # V-shaped building block's lifespan is the same on every rank): the first rank's figure
     v_shaped = np.isin(k.schedule, pipe.V_SHAPED)[:, None]
-    first = np.asarray(pipe.in_flight_microbatches(pp, m, vp, k.schedule))[:, None]
-    in_flight = np.where(v_shaped, first, in_flight)
+    if v_shaped.any():
+        first = np.asarray(pipe.in_flight_microbatches(pp, m, vp, k.schedule))[:, None]
+        in_flight = np.where(v_shaped, first, in_flight)
     kept = [x.kept(k.recompute) if x else None for x in layers]
     working = np.where(k.recompute == 2, np.max([x.activations[0] for x in present], axis=0), 0.0)
     _, _, embed, head = mem.activation_terms(
