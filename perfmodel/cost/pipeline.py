@@ -74,7 +74,7 @@ V_SHAPED = tuple(SCHEDULE_CODES[s] for s in ("zbv", "v-half", "v-min", "dualpipe
 SPLIT_BACKWARD = tuple(SCHEDULE_CODES[s] for s in ("zb-h1", "zb-h2", "zbv", "v-half", "v-min"))
 
 
-def in_flight_microbatches(p: Num, m: Num, v: Num, schedule: Num) -> Num:
+def in_flight_microbatches(p: Num, m: Num, v: Num, schedule: Num | str) -> Num:
     """Micro-batches whose activations the most loaded stage holds at its peak (SPEC 5), in units
     of one micro-batch through all of a rank's layers (both chunks of a V).
 

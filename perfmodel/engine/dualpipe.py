@@ -46,7 +46,9 @@ def ranks(
     # per stage class (first, two middle, last): the end ranks pair least, then the middle's h = 1
     end = np.array([True, False, False, True])
     share = np.where(
-        end, pipe.dualpipe_paired(pp, m, 0)[:, None], pipe.dualpipe_paired(pp, m, 1)[:, None]
+        end,
+        np.asarray(pipe.dualpipe_paired(pp, m, 0))[:, None],
+        np.asarray(pipe.dualpipe_paired(pp, m, 1))[:, None],
     )
     share = share / np.asarray(m, dtype=float)[:, None]
     ep = np.where(dual[:, None], share * hidden + (1 - share) * out["ep"], out["ep"])
