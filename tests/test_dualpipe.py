@@ -23,15 +23,41 @@ def _deepseek(schedule: str | None = "dualpipe", framework: str = "hai-llm", **p
 
 
 def test_the_closed_forms_of_table_2():
-    """Bubble (p/2 - 1)(F&B + B - 3W); p + 1 chunks in flight; the first rank runs m - 2(p - 1)
-    forward chunks in F&B pairs (its main phase, m/2 - p + 1 iterations of two pairs each)."""
+    """Bubble (p/2 - 1)(F&B + B - 3W); p + 1 chunks in flight."""
     assert float(pipe.dualpipe_bubble(8, 3.0, 2.0, 1.0)) == pytest.approx(3 * (3 + 2 - 3))
     assert float(pipe.dualpipe_bubble(2, 3.0, 2.0, 1.0)) == 0.0
     # against 1F1B at F = 1, B = 2, W = 1 and a perfect pair (F&B = F + B): 7 x 2 vs 15 x 3
     assert float(pipe.dualpipe_bubble(16, 3.0, 2.0, 1.0)) == 14.0 < (16 - 1) * (1 + 2)
-    assert float(pipe.dualpipe_paired(16, 120)) == 120 - 2 * 15 == 90
-    assert float(pipe.dualpipe_paired(16, 32)) == 2
     assert float(pipe.in_flight_microbatches(16, 120, 1, "dualpipe")) == 17
+
+
+def _pairs_of_dualpipe_step(p: int, m: int, h: int) -> int:
+    """F&B pairs a rank runs, counted loop by loop as deepseek-ai/DualPipe's dualpipe.py
+    DualPipe.step runs them: step 4 (nF0B1F1B0) two _forward_backward_chunk calls an iteration,
+    the middle ranks' first one split; step 5 (nB1F1B0) one."""
+    n, half = m // 2, p // 2
+    pairs = 0
+    for i in range(n - p + h + 1):  # step 4
+        pairs += 1 if (i == 0 and h == half - 1) else 2
+    pairs += half - h - 1  # step 5
+    return pairs
+
+
+@pytest.mark.parametrize("p,m", [(16, 120), (16, 32), (8, 20), (4, 8), (2, 4), (8, 64)])
+def test_pairs_match_dualpipe_step_loop_by_loop(p, m):
+    """m - 3p/2 + h + 1 - [h = p/2 - 1] against the loops themselves, rank by rank."""
+    for h in range(p // 2):
+        assert float(pipe.dualpipe_paired(p, m, h)) == _pairs_of_dualpipe_step(p, m, h)
+
+
+def test_the_bundled_deepseek_case_pairs_97_at_the_ends_and_103_in_the_middle():
+    """p = 16, m = 120 (issue 30): the fifth phase's pairs (p/2 - h - 1) were missed, giving 90."""
+    assert float(pipe.dualpipe_paired(16, 120, 0)) == 97
+    assert float(pipe.dualpipe_paired(16, 120, 7)) == 103
+    assert float(pipe.dualpipe_paired_slowest(16, 120, 1)) == float(
+        pipe.dualpipe_paired(16, 120, 1)
+    )
+    assert float(pipe.dualpipe_paired_slowest(16, 120, 3)) == 97
     assert float(pipe.in_flight_microbatches(16, 120, 1, "1f1b")) == 16
 
 
@@ -49,14 +75,14 @@ def test_an_f_and_b_pair_hides_the_expert_all_to_all():
     SMs the report gives its kernels (20 / 112 of the hidden time on H100's 132 SMs); the rest of
     the chunks run alone. The slowest (middle) stage's EP line under DualPipe is then m (rho
     overlapped(E, C) + (1 - rho) E), E and C its per-micro-batch all-to-all and compute under
-    1F1B, rho = (m - 2(p - 1)) / m."""
+    1F1B, rho = (m - 3p/2 + 2) / m (the fewest pairs of a middle rank, h = 1)."""
     one = estimate(p := _deepseek("1f1b"), resolve_config(p), simulate=False).values
     dual = estimate(p := _deepseek(), resolve_config(p), simulate=False).values
     assert not one["slowest_stage_is_first"] and dual["slowest_stage_class"] in (1, 2)
     m = one["num_micro_batches"]
     E = one["ep_comm"] / m
     C = (one["forward"] + one["backward"] + one["recompute"]) / m
-    rho = (m - 2 * (16 - 1)) / m
+    rho = (m - 1.5 * 16 + 2) / m
     hidden = float(coll.overlapped_time(E, C, contention(132)))
     assert contention(132) == pytest.approx(20 / 112)
     assert dual["ep_comm"] == pytest.approx(m * (rho * hidden + (1 - rho) * E), rel=1e-9)

@@ -274,7 +274,8 @@ def report():
 
 def test_the_fsdp_tables_meet_the_issue_targets(report):
     errs = np.abs([c.error_pct for c in report.cases])
-    assert len(errs) == 21  # 18 llm-foundry + 3 torchtitan: every run expressible
+    # 18 llm-foundry + 5 torchtitan (the two 405B PP 8 runs of issue 30): every run expressible
+    assert len(errs) == 23
     assert errs.mean() <= 10.0 and errs.max() <= 20.0
 
 

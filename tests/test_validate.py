@@ -253,7 +253,7 @@ def test_each_result_carries_the_error_of_the_runs_nearest_in_kind():
         and b.mean == bands["korthikanti2022-table5"]["mean_abs_error"]
     )
     odd = load_plan("gpt3-175b.yaml").with_training(framework="deepspeed")
-    odd = odd.with_system(gpu=presets.gpu("mi300x"))
+    odd = odd.with_system(gpu=presets.gpu("v100-32gb"))  # no published run on V100
     wide = band(odd, bands)
     assert (
         wide.max == max(t["max_abs_error"] for t in bands.values())

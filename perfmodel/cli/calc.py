@@ -33,21 +33,34 @@ DTYPE_CHOICES = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4")
     help="Wall-clock bubble to stay strictly below.",
 )
 @click.option("--sweep", is_flag=True, help="Also tabulate the bubble over a range of m.")
+@click.option(
+    "--schedules",
+    is_flag=True,
+    help="Also each schedule's closed form at equal F, B, W (docs/schedules.md).",
+)
 @plot_option("Write bubble vs m to a PNG (needs perfmodel[plot]).")
 @json_option
 def bubble(
-    m: int, p: int, v: int, target: float, sweep: bool, plot: str | None, as_json: bool
+    m: int,
+    p: int,
+    v: int,
+    target: float,
+    sweep: bool,
+    schedules: bool,
+    plot: str | None,
+    as_json: bool,
 ) -> None:
     """Pipeline bubble under both denominators (Narayanan et al. 2021, Sec. 2.2; Huang et al. 2019).
 
     \b
     Example:
         perfmodel bubble -m 48 -p 8 --target 0.10
+        perfmodel bubble -m 32 -p 8 --schedules
     """
     from perfmodel.engine import calculators
     from perfmodel.output import console, render
 
-    r = calculators.bubble_report(p, m, v, target, sweep)
+    r = calculators.bubble_report(p, m, v, target, sweep, schedules)
     if plot is not None:
         from perfmodel.output import plots
 

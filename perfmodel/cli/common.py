@@ -15,6 +15,13 @@ import click
 
 from perfmodel.specs.framework import FRAMEWORK_ALIASES, FRAMEWORKS
 
+# specs.parallel.SCHEDULES, written out so that --help loads no pydantic (tests/test_schedule.py
+# checks the two agree)
+SCHEDULE_NAMES = (
+    "gpipe", "1f1b", "interleaved", "dualpipe", "zb-h1", "zb-h2", "zbv", "v-half", "v-min",
+    "dualpipev",
+)  # fmt: skip
+
 if TYPE_CHECKING:
     from perfmodel.specs import Plan
 
@@ -145,7 +152,12 @@ def parallel_options(f: F) -> F:
         ),
         click.option("--recompute", type=click.Choice(["none", "selective", "full"])),
         click.option("--zero", "zero_stage", type=click.IntRange(0, 3), help="ZeRO stage."),
-        click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved", "dualpipe"])),
+        click.option(
+            "--schedule",
+            type=click.Choice(list(SCHEDULE_NAMES)),
+            metavar="NAME",
+            help="Pipeline schedule: " + ", ".join(SCHEDULE_NAMES) + " (docs/schedules.md).",
+        ),
         click.option("--gpus", type=count(), help="Override the plan's GPU count."),
         click.option(
             "--framework",

@@ -258,8 +258,8 @@ def memory(
 @click.option(
     "--schedule",
     "sched",
-    type=click.Choice(["gpipe", "1f1b", "interleaved"]),
-    help="Default: interleaved when v > 1, else 1f1b (or the plan's).",
+    type=click.Choice(["gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zbv", "v-half", "v-min"]),
+    help="Default: interleaved when v > 1, else 1f1b (or the plan's). zbv, v-half, v-min: v 2.",
 )
 @click.option(
     "--tf",
@@ -274,6 +274,13 @@ def memory(
     default=2.0,
     show_default=True,
     help="Backward time per stage without a plan.",
+)
+@click.option(
+    "--tw",
+    type=Finite(0, 1e12),
+    default=0.0,
+    show_default=True,
+    help="Weight-gradient part of --tb (the zero-bubble schedules run it apart).",
 )
 @click.option(
     "--latency",
@@ -297,6 +304,7 @@ def schedule_cmd(
     sched: str | None,
     tf: float,
     tb: float,
+    tw: float,
     latency: float,
     width: int,
     svg_file: str | None,
@@ -312,6 +320,7 @@ def schedule_cmd(
     Example:
         perfmodel schedule -m 8 -p 4
         perfmodel schedule -m 8 -p 4 -v 2 --svg pipeline.svg
+        perfmodel schedule -m 8 -p 4 --schedule zbv --tb 2 --tw 1
         perfmodel schedule gpt3-175b-3d.yaml
     """
     from perfmodel.engine.schedule import simulate
@@ -326,10 +335,10 @@ def schedule_cmd(
     else:
         if m is None or p is None:
             raise click.UsageError("give -m and -p, or a PLAN file")
-        v = v or 1
+        v = v or (2 if sched in ("zbv", "v-half", "v-min") else 1)
         sched = sched or ("interleaved" if v > 1 else "1f1b")
-        title = f"equal stages, t_f={tf:g}, t_b={tb:g}"
-        sim = simulate(p, m, v, sched, tf, tb, latency)
+        title = f"equal stages, t_f={tf:g}, t_b={tb:g}" + (f", t_w={tw:g}" if tw else "")
+        sim = simulate(p, m, v, sched, tf, tb, latency, t_w=tw)
     if svg_file is not None:
         write_text(svg_file, gantt.svg(sim, title), "--svg")
     if as_json:

@@ -26,10 +26,43 @@ def _f(x: Num) -> float:
     return float(x)
 
 
+def schedule_bubbles(p: int, m: int) -> list[dict[str, Any]]:
+    """Each schedule's closed-form bubble over the ideal compute and its activations in flight,
+    at equal F, B and W (the papers' own assumption: Qi et al. 2023 and 2024, sail-sg's tables;
+    cost/pipeline.zero_bubble_bubble): 1F1B (p-1)/m, interleaved at v 2 (p-1)/(2m), ZB-H1
+    (p-1)/(3m), ZB-H2 the same synchronous ramp (its zero needs optimizer post-validation),
+    ZB-V 0, V-Half p/(2m), V-Min 2p/(3m); DualPipe (p/2-1)(F&B+B-3W) with F&B = F+B+W (no
+    overlap gain) and DualPipeV the same over 2p stages of half a rank's layers."""
+    ideal = 3.0 * m  # m (F + B + W) at F = B = W = 1
+    out = []
+    for name, code in pipe.SCHEDULE_CODES.items():
+        if name == "gpipe":
+            continue
+        v = 2 if code in pipe.V_SHAPED or name == "interleaved" else 1
+        if code in pipe.SPLIT_BACKWARD:
+            idle = float(pipe.zero_bubble_bubble(p, 1.0, 1.0, 1.0, m, code))
+        elif name == "dualpipe":
+            idle = float(pipe.dualpipe_bubble(p, 3.0, 2.0, 1.0))
+        elif name == "dualpipev":
+            idle = float(pipe.dualpipe_bubble(2 * p, 1.5, 1.0, 0.5))
+        else:
+            idle = float(pipe.bubble_over_ideal(p, m, v)) * ideal
+        out.append(
+            {
+                "schedule": name,
+                "vp": v,
+                "bubble_over_ideal": idle / ideal,
+                "in_flight_microbatches": float(pipe.in_flight_microbatches(p, m, v, name)),
+            }
+        )
+    return out
+
+
 def bubble_report(
-    p: int, m: int, v: int = 1, target: float = 0.10, sweep: bool = False
+    p: int, m: int, v: int = 1, target: float = 0.10, sweep: bool = False, schedules: bool = False
 ) -> dict[str, Any]:
-    """Both bubble denominators, utilization, step time units, smallest m for a target (SPEC 7)."""
+    """Both bubble denominators, utilization, step time units, smallest m for a target (SPEC 7);
+    with ``schedules``, each schedule's closed form (schedule_bubbles)."""
     if p < 1 or m < 1 or v < 1:
         raise PerfModelError("-p, -m and -v must be positive integers")
     if not 0 < target < 1:
@@ -45,6 +78,8 @@ def bubble_report(
         "target": target,
         "min_m_for_target": pipe.min_microbatches_for_target(p, target, v),
     }
+    if schedules:
+        out["schedules"] = schedule_bubbles(p, m)
     if sweep:
         ms = sorted({1, 2, 4, 8, 16, 32, 48, 64, 128, 256, m, out["min_m_for_target"]})
         # the interleaved schedule runs m a multiple of p only (Narayanan 2021, Sec. 2.2.2)

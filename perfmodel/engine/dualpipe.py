@@ -34,15 +34,23 @@ def ranks(
     stages, so the end ranks cost the first and last stages' mean (Stages.dualpipe). In an F&B
     pair a forward and a backward chunk of different micro-batches run together, each one's
     expert all-to-all behind the other's compute (cost/collectives.overlapped_time with
-    ``penalty``, the SMs the all-to-all takes: ``contention``); dualpipe_paired chunks run paired,
-    the rest alone. Adds "pair" (an F&B pair's seconds) and "b_alone" (a backward chunk
+    ``penalty``, the SMs the all-to-all takes: ``contention``); dualpipe_paired chunks run paired
+    (the end ranks' count on the first and last classes, the fewest of a middle rank on the
+    others), the rest alone. Adds "pair" (an F&B pair's seconds) and "b_alone" (a backward chunk
     alone) for the bubble of cost/pipeline.dualpipe_bubble. Rows where ``dual``
     (cost/pipeline.dualpipe_rows) is False are returned as they were."""
     out = {key: stages.dualpipe(x, dual) for key, x in sc.items()}
     compute = out["fwd"] + out["bwd"] + out["rec"]
     other = out["comm"] - out["ep"]  # TP and CP collectives: DualPipe does not move them
     hidden = overlapped_time(out["ep"], compute, penalty)
-    share = (pipe.dualpipe_paired(pp, m) / m)[:, None]
+    # per stage class (first, two middle, last): the end ranks pair least, then the middle's h = 1
+    end = np.array([True, False, False, True])
+    share = np.where(
+        end,
+        np.asarray(pipe.dualpipe_paired(pp, m, 0))[:, None],
+        np.asarray(pipe.dualpipe_paired(pp, m, 1))[:, None],
+    )
+    share = share / np.asarray(m, dtype=float)[:, None]
     ep = np.where(dual[:, None], share * hidden + (1 - share) * out["ep"], out["ep"])
     out["pair"] = compute + other + hidden
     # a backward chunk alone: its compute and the backward half of the chunk's collectives

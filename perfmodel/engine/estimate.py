@@ -136,6 +136,8 @@ class Estimate:
     slower_link_step_s: float | None = None  # with the inter-node link 20% slower (plan)
     equivalent_to_best: bool | None = None  # inside the best's band (plan)
     mtp: int = 0  # multi-token prediction layers the FLOPs count
+    # of stage_bwd_s, the weight-gradient GEMMs (the zero-bubble schedules' W)
+    stage_wgrad_s: list[float] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         v = self.values
@@ -235,11 +237,12 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
     values["bubble_simulated_over_step"] = values["bubble_over_step"]
     tf, tb = stages.per_stage(0)
     notes = []
-    if simulate and cfg.pp > 1 and cfg.schedule != "dualpipe":
-        from perfmodel.engine.schedule import MAX_BLOCKS
+    if simulate and cfg.pp > 1 and cfg.schedule not in ("dualpipe", "dualpipev"):
+        from perfmodel.engine.schedule import max_chunk_passes
 
-        if cfg.pp * cfg.num_micro_batches * cfg.vp <= MAX_BLOCKS:
-            _refine_with_simulation(cfg, values, tf, tb, not plan.training.p2p_overlap)
+        if cfg.pp * cfg.num_micro_batches * cfg.vp <= max_chunk_passes(cfg.schedule):
+            tw = stages.wgrad_per_stage(0)
+            _refine_with_simulation(cfg, values, tf, tb, not plan.training.p2p_overlap, tw)
         else:
             notes.append(
                 f"pipeline not simulated (p x m x v = {cfg.pp * cfg.num_micro_batches * cfg.vp:,}"
@@ -258,6 +261,7 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
         compute_dtype=plan.training.dtype,
         mfu_peak=plan.training.mfu_peak or plan.training.dtype,
         mtp=plan.model.mtp_num_layers,
+        stage_wgrad_s=stages.wgrad_per_stage(0),
     )
     est.run = training_run(plan, values["step_time_s"])
     return est
@@ -278,6 +282,7 @@ def pipeline(plan: Plan, est: Estimate) -> Simulation:
         est.stage_bwd_s,
         est.values["p2p_s"],
         blocking=not plan.training.p2p_overlap,
+        t_w=est.stage_wgrad_s or 0.0,
     )
 
 
@@ -313,19 +318,37 @@ def _check_finite(values: dict[str, Any]) -> None:
 
 
 def _refine_with_simulation(
-    cfg: Config, v: dict[str, Any], tf: list[float], tb: list[float], blocking: bool
+    cfg: Config,
+    v: dict[str, Any],
+    tf: list[float],
+    tb: list[float],
+    blocking: bool,
+    tw: list[float] | None = None,
 ) -> None:
-    """Replace the closed-form bubble and p2p terms by a simulated step of the schedule."""
+    """Replace the closed-form bubble and p2p terms by a simulated step of the schedule (``tw``:
+    the weight-gradient part of ``tb``, which the zero-bubble schedules run apart)."""
     from perfmodel.engine.schedule import simulate as run
 
     m = cfg.num_micro_batches
-    ideal = run(cfg.pp, m, cfg.vp, cfg.schedule, tf, tb, 0.0, keep_blocks=False)
+    tw = tw if tw is not None else [0.0] * len(tb)
+    ideal = run(cfg.pp, m, cfg.vp, cfg.schedule, tf, tb, 0.0, keep_blocks=False, t_w=tw)
     real = run(
-        cfg.pp, m, cfg.vp, cfg.schedule, tf, tb, v["p2p_s"], keep_blocks=False, blocking=blocking
+        cfg.pp,
+        m,
+        cfg.vp,
+        cfg.schedule,
+        tf,
+        tb,
+        v["p2p_s"],
+        keep_blocks=False,
+        blocking=blocking,
+        t_w=tw,
     )
     old = v["bubble"] + v["pp_comm"]
-    v["bubble"] = max(0.0, ideal.step_time - m * v["slowest_stage_s"])
-    v["pp_comm"] = real.step_time - ideal.step_time
+    # the step is the real walk's; the p2p's share is what it adds to the walk without it (never
+    # below 0: the zero-bubble walk's greedy choices may find a shorter step with the latency)
+    v["pp_comm"] = max(real.step_time - ideal.step_time, 0.0)
+    v["bubble"] = max(0.0, real.step_time - v["pp_comm"] - m * v["slowest_stage_s"])
     scale = v["step_time_s"] / (v["step_time_s"] - old + v["bubble"] + v["pp_comm"])
     v["step_time_s"] /= scale
     for key in (

@@ -207,8 +207,13 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
     m = tr.global_batch_size / (dp * b)
     sc = stage_costs(st, stages, costs, k.recompute)
     dual = pipe.dualpipe_rows(k.schedule, k.pp)
-    if dual.any():
-        sc = dualpipe.ranks(stages, sc, dual, pp, m, dualpipe.contention(gpu.num_sms))
+    dualv = pipe.dualpipev_rows(k.schedule, k.pp)
+    paired = dual | dualv
+    # DualPipeV on p ranks is DualPipe over 2p stages of half a rank's layers, 2m chunks a rank
+    # (deepseek-ai/DualPipe, dualpipev.py: the same phases, num_ranks the stages' half)
+    pp_pairs, m_pairs = np.where(dualv, 2 * pp, pp), np.where(dualv, 2 * m, m)
+    if paired.any():
+        sc = dualpipe.ranks(stages, sc, paired, pp_pairs, m_pairs, dualpipe.contention(gpu.num_sms))
     slow = stages.slowest(sc["time"])
     memory = memory_terms(st, k, stages, costs, m)
     mesh = memory.pop("_mesh")
@@ -230,20 +235,15 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
         "tp_comm": m * stages.pick(np.maximum(sc["comm"] - sc["cp"] - sc["ep"], 0.0), slow),
         "cp_comm": m * stages.pick(sc["cp"], slow),
         "ep_comm": m * stages.pick(sc["ep"], slow),
-        "bubble": np.where(
-            dual,
-            pipe.dualpipe_bubble(
-                pp,
-                stages.pick(sc.get("pair", sc["time"]), slow),
-                stages.pick(sc.get("b_alone", sc["bwd"]), slow),
-                stages.pick(sc["wgrad"], slow),
-            ),
-            (pp - 1) / vp * t_mean,
-        ),
+        "bubble": _bubble(stages, sc, slow, k, pp, vp, m, t_mean),
         # DualPipe's F&B pairs hide the point-to-point sends too (report Sec. 3.2.1)
         "pp_comm": (
             stp.pipeline_comm(p2p, pp, m, vp)
-            * np.where(dual, 1 - pipe.dualpipe_paired(pp, m) / m, 1.0)
+            * np.where(
+                paired,
+                1 - pipe.dualpipe_paired_slowest(pp_pairs, m_pairs, slow) / m_pairs,
+                1.0,
+            )
         ),
         "dp_comm": dp_comm,
         "zero_comm": zero3,
@@ -264,8 +264,44 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
     out.update(_stage_figures(st, k, stages, sc, slow, costs, t_layer, out, p2p, m))
     out.update(memory)
     out.update(throughput(st, k, out["step_time_s"]))
-    out["stages"] = StageArrays(stages, sc["time"], sc["fwd_share"])
+    out["stages"] = StageArrays(stages, sc["time"], sc["fwd_share"], sc["wgrad"])
     return out
+
+
+def _bubble(
+    stages: Stages,
+    sc: dict[str, Any],
+    slow: Array,
+    k: Knobs,
+    pp: Array,
+    vp: Array,
+    m: Array,
+    t_mean: Array,
+) -> Array:
+    """The closed-form bubble of each configuration's schedule, seconds: (p-1)/v of the mean stage
+    (SPEC 8); DualPipe's and DualPipeV's (p/2 - 1)(F&B + B - 3W) over their stages (DualPipeV: 2p
+    stages of half a rank's layers, cost/pipeline.dualpipe_bubble); the zero-bubble family's
+    (cost/pipeline.zero_bubble_bubble) from the mean stage's F (with its collectives), W (the
+    weight-gradient GEMMs) and B (the rest of the backward)."""
+    out = (pp - 1) / vp * t_mean
+    split = pipe.zero_bubble_rows(k.schedule, k.pp)
+    if split.any():
+        f = stages.mean(sc["fwd_share"], pp)
+        w = stages.mean(sc["wgrad"], pp)
+        zb = pipe.zero_bubble_bubble(pp, f, np.maximum(t_mean - f - w, 0.0), w, m, k.schedule)
+        out = np.where(split, zb, out)
+    dual = pipe.dualpipe_rows(k.schedule, k.pp)
+    dualv = pipe.dualpipev_rows(k.schedule, k.pp)
+    if (dual | dualv).any():
+        half = np.where(dualv, 0.5, 1.0)  # a DualPipeV chunk is half a rank's layers
+        paired = pipe.dualpipe_bubble(
+            np.where(dualv, 2 * pp, pp),
+            half * stages.pick(sc.get("pair", sc["time"]), slow),
+            half * stages.pick(sc.get("b_alone", sc["bwd"]), slow),
+            half * stages.pick(sc["wgrad"], slow),
+        )
+        out = np.where(dual | dualv, paired, out)
+    return np.asarray(out)
 
 
 def _main_layer(c: dict[str, BlockCost]) -> BlockCost:
@@ -320,11 +356,16 @@ class StageArrays:
     stages: Stages
     time: np.ndarray
     fwd: np.ndarray
+    wgrad: np.ndarray  # of the backward, the weight-gradient GEMMs (the zero-bubble W)
 
     def per_stage(self, row: int = 0) -> tuple[list[float], list[float]]:
         """Forward and backward seconds per micro-batch of each stage, first stage first."""
         tf, tt = self.stages.expand(self.fwd, row), self.stages.expand(self.time, row)
         return tf, [t - f for t, f in zip(tt, tf)]
+
+    def wgrad_per_stage(self, row: int = 0) -> list[float]:
+        """The weight-gradient part of each stage's backward seconds, first stage first."""
+        return self.stages.expand(self.wgrad, row)
 
 
 def _data_parallel(
@@ -398,7 +439,10 @@ def _stage_figures(
     lower bound the search ranks with, and the bubble figures (SPEC 7)."""
     pp, vp = k.pp.astype(float), k.vp.astype(float)
     step = sum(out[key] for key in BREAKDOWN_KEYS)
-    dual = pipe.dualpipe_rows(k.schedule, k.pp)
+    # DualPipe's, DualPipeV's and the zero-bubble family's bubble figures are their closed forms'
+    # over the slowest rank's m micro-batches
+    dual = pipe.dualpipe_rows(k.schedule, k.pp) | pipe.dualpipev_rows(k.schedule, k.pp)
+    split = pipe.zero_bubble_rows(k.schedule, k.pp)
     dual_ideal = out["bubble"] / np.maximum(m * stages.pick(sc["time"], slow), 1e-30)
     # the slowest middle stage, or (none at p <= 2) an even one: L/p layers of the model's mix
     middle_present = stages.count[:, 1:3] > 0
@@ -421,6 +465,7 @@ def _stage_figures(
         slowest_stage_s=stages.pick(sc["time"], slow),
         # a lower bound on the simulated step (search.py ranks with it; exact for equal stages);
         # DualPipe is not simulated: its closed form is the step
+        # the zero-bubble schedules' steps reach below the interleaved ramp: the work alone bounds
         simulated_step_lower_bound_s=np.where(
             dual,
             step,
@@ -428,13 +473,17 @@ def _stage_figures(
             - out["bubble"]
             - out["pp_comm"]
             - m * stages.pick(sc["time"], slow)
-            + pipe.pipeline_lower_bound(stages.count, stages.first_index, sc["time"], m, vp),
+            + np.where(
+                split,
+                m * stages.pick(sc["time"], slow),
+                pipe.pipeline_lower_bound(stages.count, stages.first_index, sc["time"], m, vp),
+            ),
         ),
         # the schedule's closed-form bubble (equal stages, SPEC 7; DualPipe's over the slowest
         # rank's m chunks) and the bubble's share of this step
-        bubble_over_ideal=np.where(dual, dual_ideal, pipe.bubble_over_ideal(pp, m, vp)),
+        bubble_over_ideal=np.where(dual | split, dual_ideal, pipe.bubble_over_ideal(pp, m, vp)),
         bubble_over_step=np.where(
-            dual, dual_ideal / (1 + dual_ideal), pipe.bubble_over_step(pp, m, vp)
+            dual | split, dual_ideal / (1 + dual_ideal), pipe.bubble_over_step(pp, m, vp)
         ),
         bubble_share_of_step=out["bubble"] / step,
     )

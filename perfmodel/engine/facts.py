@@ -95,6 +95,19 @@ def dualpipe(f: Facts) -> Array:
     return as_array(f.schedule == "dualpipe")
 
 
+V_SHAPED_NAMES = ("zbv", "v-half", "v-min", "dualpipev")
+
+
+def v_shaped(f: Facts) -> Array:
+    """The schedules that run two chunks a rank in a V (Qi et al. 2024; deepseek-ai/DualPipe's
+    DualPipeV)."""
+    return as_array(np.isin(as_array(f.schedule), V_SHAPED_NAMES))
+
+
+def dualpipev(f: Facts) -> Array:
+    return as_array(f.schedule == "dualpipev")
+
+
 def vp_above_1(f: Facts) -> Array:
     return as_array(False) if f.vp is None else as_array(as_array(f.vp) > 1)
 

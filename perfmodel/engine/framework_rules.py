@@ -6,7 +6,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfmodel.engine.facts import Rule, as_array, dualpipe, given, vp_above_1
+from perfmodel.engine.facts import (
+    V_SHAPED_NAMES,
+    Rule,
+    as_array,
+    dualpipe,
+    given,
+    v_shaped,
+    vp_above_1,
+)
+from perfmodel.specs.framework import PROFILES
+
+AFTER_1F1B = ("zb-h1", "zb-h2", "zbv", "v-half", "v-min", "dualpipev")
+
+
+def runs_it(schedule: str) -> list[str]:
+    """The profiles whose framework runs ``schedule``."""
+    return [name for name, p in PROFILES.items() if schedule in p["schedules"]] or ["none"]
+
 
 FRAMEWORK_RULES: tuple[Rule, ...] = (
     Rule(
@@ -15,7 +32,15 @@ FRAMEWORK_RULES: tuple[Rule, ...] = (
         ("vp",),
         # DeepSpeed's PipelineEngine runs one schedule, TrainSchedule (1F1B), with one chunk per
         # stage (deepspeed/runtime/pipe/schedule.py); Megatron-LM has interleaved 1F1B since 2021
-        lambda f: vp_above_1(f) & (not f.profile["interleaved"]),
+        # (a plan that leaves the schedule free may take vp 2 for a V-shaped one its framework runs)
+        lambda f: vp_above_1(f)
+        & ~v_shaped(f)
+        & (not f.profile["interleaved"])
+        & ~(
+            (f.schedule is None)
+            & (as_array(f.vp) == 2)
+            & any(s in f.profile["schedules"] for s in V_SHAPED_NAMES)
+        ),
         lambda f: (
             f"vp({f.vp}) needs the interleaved schedule, which {f.framework}'s pipeline engine does"
             " not run (one chunk per stage, 1F1B); use vp 1"
@@ -33,6 +58,23 @@ FRAMEWORK_RULES: tuple[Rule, ...] = (
             f" {', '.join(f.profile['schedules']) or 'no pipeline'}): DeepSeek's bidirectional"
             " pipeline is HAI-LLM's (framework: hai-llm) and deepseek-ai/DualPipe's; use"
             " schedule 1f1b or interleaved, or framework: hai-llm"
+        ),
+        "framework",
+        "the framework cannot run it",
+    ),
+    Rule(
+        "PM110",
+        "parallel.schedule",
+        ("schedule",),
+        # the zero-bubble family and DualPipeV run where the profile's framework ships them
+        lambda f: as_array(
+            np.isin(as_array(f.schedule), AFTER_1F1B)
+            & ~np.isin(as_array(f.schedule), f.profile["schedules"])
+        ),
+        lambda f: (
+            f"{f.framework} does not run schedule {f.schedule} (it runs"
+            f" {', '.join(f.profile['schedules']) or 'no pipeline'}); frameworks that do:"
+            f" {', '.join(runs_it(str(f.schedule)))} (docs/schedules.md)"
         ),
         "framework",
         "the framework cannot run it",

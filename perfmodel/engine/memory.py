@@ -230,7 +230,8 @@ def kept_per_layer(stages: Stages, layers: list[Any], recompute: Array) -> Array
 def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Array) -> np.ndarray:
     """Stored activations of each stage class at the schedule's peak, bytes (Korthikanti 2022, Sec.
     4.2): the layers' kept activations times the micro-batches in flight at that stage (1F1B: p - i
-    on stage i, Narayanan 2021 Sec. 2.2; the last stage 1), full recompute's working layer, and the
+    on stage i, Narayanan 2021 Sec. 2.2; the last stage 1; the V-shaped schedules the same on every
+    rank, cost/pipeline.in_flight_microbatches), full recompute's working layer, and the
     embedding and LM head terms where they sit."""
     sh = st.shape
     tp, pp, vp, b, cp = (
@@ -253,6 +254,12 @@ def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Ar
         ),
     )
     in_flight = np.where((idx == pp[:, None] - 1) & (pp[:, None] > 1), 1.0, in_flight)
+    # the V-shaped schedules balance the activations over the ranks (Qi et al. 2024, Sec. 3: a
+    # V-shaped building block's lifespan is the same on every rank): the first rank's figure
+    v_shaped = np.isin(k.schedule, pipe.V_SHAPED)[:, None]
+    if v_shaped.any():
+        first = np.asarray(pipe.in_flight_microbatches(pp, m, vp, k.schedule))[:, None]
+        in_flight = np.where(v_shaped, first, in_flight)
     kept = [x.kept(k.recompute) if x else None for x in layers]
     working = np.where(k.recompute == 2, np.max([x.activations[0] for x in present], axis=0), 0.0)
     _, _, embed, head = mem.activation_terms(

@@ -11,11 +11,13 @@ from perfmodel.engine.facts import (
     Rule,
     as_array,
     dualpipe,
+    dualpipev,
     given,
     interleaved,
     middle_layers,
     middle_stages,
     product_text,
+    v_shaped,
     vp_above_1,
 )
 from perfmodel.engine.framework_rules import FRAMEWORK_RULES
@@ -155,7 +157,10 @@ RULES: tuple[Rule, ...] = (
         "PM106",
         "parallel.vp",
         ("pp", "vp", "dp", "micro_batch_size"),
-        lambda f: (as_array(f.vp) > 1) & (as_array(f.pp) > 1) & (f.m % as_array(f.pp) != 0),
+        lambda f: (as_array(f.vp) > 1)
+        & ~v_shaped(f)
+        & (as_array(f.pp) > 1)
+        & (f.m % as_array(f.pp) != 0),
         lambda f: (
             f"interleaved schedule needs the micro-batch count m({f.m}) to be a multiple of "
             f"pp({f.pp}); change global_batch_size or micro_batch_size"
@@ -210,8 +215,30 @@ RULES: tuple[Rule, ...] = (
         "PM107",
         "parallel.schedule",
         ("schedule", "vp"),
-        lambda f: vp_above_1(f) & ~interleaved(f),
-        lambda f: f"vp({f.vp}) > 1 needs schedule interleaved",
+        lambda f: vp_above_1(f) & ~interleaved(f) & ~v_shaped(f),
+        lambda f: f"vp({f.vp}) > 1 needs schedule interleaved (or a V-shaped one, at vp 2)",
+    ),
+    Rule(
+        "PM107",
+        "parallel.vp",
+        ("schedule", "vp"),
+        # the V: rank r holds chunks r and 2p - 1 - r (Qi et al. 2024 Sec. 3; dualpipev.py)
+        lambda f: v_shaped(f) & (as_array(1 if f.vp is None else f.vp) != 2),
+        lambda f: (f"schedule {f.schedule} runs two chunks a stage in a V: set vp 2 (vp({f.vp}))"),
+    ),
+    Rule(
+        "PM106",
+        "parallel.pp",
+        ("pp", "dp", "micro_batch_size", "schedule"),
+        # DualPipeV.step asserts num_chunks >= num_ranks * 2 (deepseek-ai/DualPipe, dualpipev.py)
+        lambda f: dualpipev(f) & ((as_array(f.pp) < 2) | (f.m < 2 * as_array(f.pp))),
+        lambda f: (
+            f"schedule dualpipev needs pp >= 2 (pp({f.pp})) and m >= 2 pp micro-batches"
+            f" (m({f.m})) (deepseek-ai/DualPipe, dualpipev.py); change pp, global_batch_size or"
+            " micro_batch_size"
+        ),
+        "schedule",
+        "DualPipeV needs m >= 2 pp",
     ),
     Rule(
         "PM107",

@@ -1,5 +1,6 @@
 """Event simulator of pipeline schedules: GPipe, 1F1B and interleaved 1F1B (issue 6; seed 000, 2.4
-and 6).
+and 6); the zero-bubble family (ZB-H1, ZB-H2, ZB-V, V-Half, V-Min) is engine/schedule_zb.py's walk,
+whose steps this module returns the same way.
 
 Each stage runs its operations in the order its schedule prescribes; an
 operation starts when its stage is free and its input has arrived:
@@ -19,13 +20,14 @@ from typing import Any
 import numpy as np
 
 from perfmodel.cost import Array, Num
+from perfmodel.engine.schedule_zb import ZERO_BUBBLE, chunks, rank_of
 from perfmodel.errors import PerfModelError
 
 
 @dataclass(frozen=True)
 class Block:
     stage: int
-    kind: str  # "F" or "B"
+    kind: str  # "F", "B" (with the zero-bubble schedules: the input gradient) or "W"
     micro_batch: int
     chunk: int
     start: float
@@ -129,19 +131,22 @@ MAX_BLOCKS = 2_000_000  # forward + backward blocks the simulator walks one by o
 MAX_GANTT_BLOCKS = 20_000  # blocks an SVG Gantt chart draws (about 3 MB of SVG)
 
 
+SCHEDULES = ("gpipe", "1f1b", "interleaved", *ZERO_BUBBLE)
+
+
 def _check_arguments(p: int, m: int, v: int, schedule: str, latency: float) -> None:
     """What the simulator refuses, each with the fix: a schedule that cannot run p, m and v, and a
     step too large to walk block by block."""
     if p < 1 or m < 1 or v < 1:
         raise PerfModelError("p, m and v must be positive integers")
-    if schedule == "dualpipe":
+    if schedule in ("dualpipe", "dualpipev"):
         raise PerfModelError(
-            "the simulator does not run DualPipe: its step and bubble are the closed form of the"
-            " DeepSeek-V3 report's Table 2 (perfmodel estimate prints them); simulate 1f1b or"
-            " interleaved"
+            f"the simulator does not run {schedule}: its step and bubble are the closed form of"
+            " deepseek-ai/DualPipe's table (the DeepSeek-V3 report's Table 2; perfmodel estimate"
+            " prints them); simulate 1f1b, interleaved or zbv"
         )
-    if schedule not in ("gpipe", "1f1b", "interleaved"):
-        raise PerfModelError(f"unknown schedule {schedule!r}; use gpipe, 1f1b or interleaved")
+    if schedule not in SCHEDULES:
+        raise PerfModelError(f"unknown schedule {schedule!r}; use {', '.join(SCHEDULES)}")
     if schedule == "interleaved":
         if v == 1:
             raise PerfModelError("the interleaved schedule needs v > 1 (use 1f1b for v = 1)")
@@ -149,16 +154,29 @@ def _check_arguments(p: int, m: int, v: int, schedule: str, latency: float) -> N
             raise PerfModelError(
                 f"the interleaved schedule needs m({m}) to be a multiple of p({p})"
             )
-    elif v != 1:
-        raise PerfModelError(f"v({v}) > 1 needs the interleaved schedule")
+    elif v != chunks(schedule):
+        need = chunks(schedule)
+        raise PerfModelError(
+            f"the {schedule} schedule runs {need} chunk{'s' * (need > 1)} a stage: v({v}) must be"
+            f" {need}"
+            + (" (v > 1 needs the interleaved or a V-shaped schedule)" if v > 1 else "")
+        )
     if not latency >= 0 or not np.isfinite(latency):  # also refuses nan
         raise PerfModelError("latency must be a finite, non-negative number")
-    if p * m * v > MAX_BLOCKS:
+    limit = max_chunk_passes(schedule)
+    if p * m * v > limit:
         raise PerfModelError(
             f"p({p}) x m({m}) x v({v}) = {p * m * v:,} blocks exceed the simulator's"
-            f" {MAX_BLOCKS:,}; simulate fewer micro-batches (the bubble fraction depends only on p,"
+            f" {limit:,}; simulate fewer micro-batches (the bubble fraction depends only on p,"
             " m and v: `perfmodel bubble` gives it for any m)"
         )
+
+
+def max_chunk_passes(schedule: str) -> int:
+    """p x m x v the simulator walks for ``schedule``: the zero-bubble walk runs three ops a chunk
+    pass and chooses each among the ready ones, so it takes a quarter of the others' (a few
+    seconds either way)."""
+    return MAX_BLOCKS // 4 if schedule in ZERO_BUBBLE else MAX_BLOCKS
 
 
 def simulate(
@@ -171,20 +189,57 @@ def simulate(
     latency: float = 0.0,
     keep_blocks: bool = True,
     blocking: bool = False,
+    t_w: Num | Sequence[float] = 0.0,
 ) -> Simulation:
     """Simulate one step of a p-stage pipeline over m micro-batches (v chunks per stage when
-    interleaved).
+    interleaved or V-shaped).
 
     ``latency`` is the point-to-point time between stages. With ``blocking`` the sender is occupied
     for it too (Megatron's synchronous send/recv before overlapped p2p); otherwise it only delays
-    the receiver. Busy time counts compute only.
+    the receiver. Busy time counts compute only. ``t_w`` is the weight-gradient part of ``t_b``
+    (per stage, like t_b): the zero-bubble schedules run it as its own block (W), after B, the
+    rest; the other schedules ignore it.
     """
     _check_arguments(p, m, v, schedule, latency)
+    if schedule in ZERO_BUBBLE:
+        tf, tb = _per_rank(t_f, p, v, "t_f"), _per_rank(t_b, p, v, "t_b")
+        tw = _per_rank(t_w, p, v, "t_w")
+        if any(w > b * (1 + 1e-12) for w, b in zip(tw, tb)):
+            raise PerfModelError("t_w: the weight-gradient time is part of t_b, so at most t_b")
+        tb = tuple(b - w for b, w in zip(tb, tw))
+        return _run_zero_bubble(p, m, schedule, tf, tb, tw, latency, blocking, keep_blocks)
     tf = tuple(_per_virtual(t_f, p, v, "t_f").tolist())
     tb = tuple(_per_virtual(t_b, p, v, "t_b").tolist())
     if keep_blocks:
         return _run(p, m, v, schedule, tf, tb, latency, blocking, True)
     return _run_cached(p, m, v, schedule, tf, tb, latency, blocking)
+
+
+def _per_rank(x: Num | Sequence[float], p: int, v: int, name: str) -> tuple[float, ...]:
+    """Times per virtual stage of a zero-bubble schedule: per-stage times are a rank's, split
+    evenly over its chunks, virtual stage u on rank schedule_zb.rank_of(u) (the V folds back)."""
+    a = np.atleast_1d(np.asarray(x, dtype=float))
+    if a.size in (1, p):
+        a = np.broadcast_to(a, (p,)) / v
+        a = np.array([a[rank_of(u, p, v)] for u in range(p * v)])
+    return tuple(_per_virtual(a, p, v, name).tolist())
+
+
+@lru_cache(maxsize=256)
+def _run_zero_bubble(
+    p: int, m: int, schedule: str, tf: tuple[float, ...], tb: tuple[float, ...],
+    tw: tuple[float, ...], latency: float, blocking: bool, keep_blocks: bool,
+) -> Simulation:  # fmt: skip
+    """engine/schedule_zb.run as a Simulation (cached like _run_cached; read-only)."""
+    from perfmodel.engine import schedule_zb
+
+    send, delay = (latency, 0.0) if blocking else (0.0, latency)
+    step, busy, peak, raw = schedule_zb.run(
+        p, m, schedule, list(tf), list(tb), list(tw), delay, send, keep_blocks
+    )
+    blocks = [Block(*b) for b in raw]
+    v = chunks(schedule)
+    return Simulation(p, m, v, schedule, step, np.array(busy), np.array(peak), blocks)
 
 
 @lru_cache(maxsize=256)

@@ -13,7 +13,7 @@ import numpy as np
 
 from perfmodel.cost import Array
 from perfmodel.cost.memory import RECOMPUTE_CODES
-from perfmodel.cost.pipeline import SCHEDULE_CODES
+from perfmodel.cost.pipeline import SCHEDULE_CODES, V_SHAPED
 from perfmodel.engine.facts import Facts
 from perfmodel.engine.knobs import CP_COMM_CODES, Knobs
 from perfmodel.engine.rules import apply_masks, facts, knob_contradictions
@@ -250,10 +250,19 @@ def _categorical(
     names = (
         [fx.schedule]
         if fx.schedule
-        else [s for s in SCHEDULE_CODES if s in runs or s == "interleaved"]
+        else [
+            s
+            for s in SCHEDULE_CODES
+            if s in runs or (s == "interleaved" and facts_of(c).profile["interleaved"])
+        ]
     )
     c = _expand(c, "schedule", np.array(sorted(SCHEDULE_CODES[s] for s in names)))
-    ok = (c["vp"] > 1) == (c["schedule"] == SCHEDULE_CODES["interleaved"])
+    # interleaved at vp > 1, the V-shaped schedules at vp 2, the others at vp 1
+    ok = np.where(
+        np.isin(c["schedule"], V_SHAPED),
+        c["vp"] == 2,
+        (c["vp"] > 1) == (c["schedule"] == SCHEDULE_CODES["interleaved"]),
+    )
     # what each schedule needs of pp and m (DualPipe's PM106 and PM107), read with the names
     named = replace(facts_of(c), schedule=np.array(list(SCHEDULE_CODES))[c["schedule"]])
     ok = apply_masks("schedule", named, ok, counts, "configurations")

@@ -8,6 +8,16 @@ from perfmodel.inputs.megatron_args import Imported
 from perfmodel.inputs.megatron_layout import FLAG, layout_text
 from perfmodel.inputs.megatron_profiles import cp_args, marker_line, zero_args
 
+SCHEDULE_TITLES = {
+    "dualpipe": "DualPipe",
+    "dualpipev": "DualPipeV",
+    "zb-h1": "ZB-H1",
+    "zb-h2": "ZB-H2",
+    "zbv": "ZB-V",
+    "v-half": "V-Half",
+    "v-min": "V-Min",
+}
+
 
 def to_args(plan, config: dict, layers: list[float] | None = None) -> list[str]:
     """Megatron-LM arguments for a plan's model and one configuration (an Estimate's
@@ -29,11 +39,11 @@ def to_args(plan, config: dict, layers: list[float] | None = None) -> list[str]:
             f"{plan.model.name}: Megatron-LM has no argument for {', '.join(lacking)}; "
             "write its arguments by hand"
         )
-    if c.get("schedule") == "dualpipe":
+    if c.get("schedule") not in (None, "gpipe", "1f1b", "interleaved"):
         raise PerfModelError(
-            "the configuration runs DualPipe, which Megatron-LM has no schedule for (HAI-LLM's and"
-            " deepseek-ai/DualPipe's): plan with --schedule 1f1b or interleaved to emit Megatron-LM"
-            " arguments"
+            f"the configuration runs {SCHEDULE_TITLES.get(c['schedule'], c['schedule'])}, which"
+            " Megatron-LM has no schedule for (docs/schedules.md says which frameworks run it):"
+            " plan with --schedule 1f1b or interleaved to emit Megatron-LM arguments"
         )
     if plan.training.framework == "deepspeed" and m.is_moe:
         raise PerfModelError(

@@ -21,6 +21,8 @@ COARSE_LEGEND = (
 def _glyph(kind: str, mb: int, coarse: bool = False) -> str:
     if coarse:
         return kind
+    if kind == "W":  # the zero-bubble schedules' weight gradient
+        return "ABCDEFGHIJ"[mb % 10]
     return str(mb % 10) if kind == "F" else "abcdefghij"[mb % 10]
 
 
@@ -35,7 +37,18 @@ def is_coarse(sim: Simulation, width: int = 80) -> bool:
 
 
 def legend(sim: Simulation, width: int = 80) -> str:
-    return COARSE_LEGEND if is_coarse(sim, width) else LEGEND
+    split = any(b.kind == "W" for b in sim.blocks)
+    if is_coarse(sim, width):
+        return (
+            COARSE_LEGEND.replace("B: backward", "B: input grad, W: weight grad")
+            if split
+            else COARSE_LEGEND
+        )
+    return (
+        LEGEND.replace("letters: backward", "a-j: input grad, A-J: weight grad")
+        if split
+        else LEGEND
+    )
 
 
 def text_rows(sim: Simulation, width: int = 80) -> list[str]:
@@ -79,6 +92,7 @@ def time_axis(sim: Simulation, width: int = 80) -> list[str]:
 
 FORWARD = ("#4c9a2a", "#7cc35a", "#2f6b16", "#a4d88a")  # one shade per interleaved chunk
 BACKWARD = ("#2a5d9a", "#5a8fd0", "#183d6b", "#8fb6e6")
+WEIGHT = ("#d08a2a", "#e8b46a", "#9a5d16", "#f2cf9a")  # the zero-bubble schedules' W blocks
 
 
 BUSY = "#4c78a8"  # an aggregated stage's busy time
@@ -117,7 +131,8 @@ def _axis(
         chunks = (
             f" (shade: chunk 0-{sim.v - 1}; labels F<micro-batch>.<chunk>)" if sim.v > 1 else ""
         )
-        legend = f"time ({unit}); green: forward, blue: backward, grey: idle{chunks}"
+        weights = ", orange: weight grad" if any(b.kind == "W" for b in sim.blocks) else ""
+        legend = f"time ({unit}); green: forward, blue: backward{weights}, grey: idle{chunks}"
     out.append(f'<text x="{left}" y="{height - 8}">{escape(legend)}</text>')
     return out
 
@@ -168,7 +183,8 @@ def svg(sim: Simulation, title: str = "", unit: str = "s", max_width: int = 8000
             continue
         for b in (x for x in sim.blocks if x.stage == s):
             x0, w = left + b.start * scale, max(0.5, (b.end - b.start) * scale)
-            color = (FORWARD if b.kind == "F" else BACKWARD)[b.chunk % len(FORWARD)]
+            shades = {"F": FORWARD, "W": WEIGHT}.get(b.kind, BACKWARD)
+            color = shades[b.chunk % len(FORWARD)]
             out.append(
                 f'<rect x="{x0:.2f}" y="{y}" width="{w:.2f}" height="{row_h}" fill="{color}"'
                 f' stroke="white" stroke-width="0.5"><title>{b.kind}{b.micro_batch} chunk'

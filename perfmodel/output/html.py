@@ -391,7 +391,8 @@ def report(plan, summary: dict | None = None) -> str:
     fixed = plan.with_parallel(**{k: getattr(c, k) for k in (*srch.FREE, "dp", "schedule")})
     sim_svg, note = None, ""
     blocks = 2 * c.pp * c.num_micro_batches * c.vp
-    if c.pp > 1 and blocks <= MAX_GANTT_BLOCKS and c.schedule != "dualpipe":
+    closed = c.schedule in ("dualpipe", "dualpipev")
+    if c.pp > 1 and blocks <= MAX_GANTT_BLOCKS and not closed:
         sim_svg = gantt.svg(
             pipeline(plan, best), f"{plan.model.name}, best configuration", max_width=960
         )
@@ -400,9 +401,9 @@ def report(plan, summary: dict | None = None) -> str:
             "no pipeline (pp = 1)"
             if c.pp == 1
             else (
-                "DualPipe is not simulated: its bubble is the closed form of the DeepSeek-V3"
+                f"{c.schedule} is not simulated: its bubble is the closed form of the DeepSeek-V3"
                 " report's Table 2"
-                if c.schedule == "dualpipe"
+                if closed
                 else (
                     f"{blocks:,} blocks: too many to draw (limit "
                     f"{MAX_GANTT_BLOCKS:,}); `perfmodel schedule` simulates it"

@@ -23,6 +23,20 @@ def bubble(r: dict) -> None:
             (f"smallest m for wall bubble < {pct(r['target'])}", str(r["min_m_for_target"])),
         ],
     )
+    if "schedules" in r:
+        table(
+            "Each schedule's closed form at equal F, B and W (docs/schedules.md)",
+            ["schedule", "vp", "bubble/ideal", "in flight (micro-batches)"],
+            [
+                (
+                    s["schedule"],
+                    s["vp"],
+                    pct(s["bubble_over_ideal"]),
+                    f"{s['in_flight_microbatches']:g}",
+                )
+                for s in r["schedules"]
+            ],
+        )
     if "sweep" in r:
         table(
             "Sweep over m",

@@ -108,7 +108,9 @@ def _breakdown(j: dict, head: str) -> None:
 def _throughput(j: dict, verbose: bool = False) -> None:
     """Step time with its expected error, tokens/s, MFU and HFU, the bubble, the FLOP convention."""
     step = j["step_time_s"]
-    dual = j["config"].get("schedule") == "dualpipe"
+    sched = j["config"].get("schedule")
+    dual = sched in ("dualpipe", "dualpipev")
+    split = sched in ("zb-h1", "zb-h2", "zbv", "v-half", "v-min")
     band = j.get("expected_error")
     band_text = (
         ""
@@ -140,7 +142,11 @@ def _throughput(j: dict, verbose: bool = False) -> None:
                     + (
                         "(DualPipe's closed form, (p/2-1)(F&B+B-3W): DeepSeek-V3 report Table 2)"
                         if dual
-                        else "(simulated)"
+                        else (
+                            "(simulated; B and W split, Qi et al. 2023/2024: docs/schedules.md)"
+                            if split
+                            else "(simulated)"
+                        )
                     )
                 ),
             ),
@@ -155,7 +161,7 @@ def _throughput(j: dict, verbose: bool = False) -> None:
                         ),
                     )
                 ]
-                if verbose and not dual
+                if verbose and not (dual or split)
                 else []
             ),
             ("FLOP convention", j["flop_convention"]),
@@ -170,7 +176,8 @@ def plan(plan_obj, result, verbose: bool = False) -> None:
     for i, e in enumerate(result.results, 1):
         j = e.to_json()
         c = j["config"]
-        sched = {"gpipe": " gpipe", "dualpipe": " dualpipe"}.get(c["schedule"], "")
+        # the schedule's name where vp does not already say it (1f1b, interleaved)
+        sched = "" if c["schedule"] in ("1f1b", "interleaved") else " " + c["schedule"]
         rows.append(
             (
                 f"{i}{marks[i - 1]}",

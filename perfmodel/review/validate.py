@@ -34,9 +34,12 @@ TABLE_TITLES = {
         "Megatron-Core MoE model zoo: Qwen3-235B-A22B long context on 256 H100 (CP)"
     ),
     "llm-foundry": "MosaicML llm-foundry benchmark tables: MPT on PyTorch FSDP1 (A100, H100)",
-    "torchtitan-2412": "torchtitan benchmark notes (2024-12): Llama 3.1 on FSDP2, 128-256 H100",
+    "torchtitan-2412": "torchtitan benchmark notes (2024-12): Llama 3.1 on FSDP2, 128-512 H100",
     "moe-2026": (
         "Mixtures of experts, 2026: Megatron-Bridge 26.04 gpt-oss-120B and Qwen3-30B-A3B (H100)"
+    ),
+    "primus-pipeline": (
+        "Primus-pipeline (AMD, 2026): Llama 2 7B, 16 layers, on 8 MI300X, PP 8, each schedule"
     ),
     "deepseek-v3-report": "DeepSeek-V3 technical report: 2,048 H800, DualPipe, EP 64, FP8",
     "mbridge-blackwell": (

@@ -18,6 +18,9 @@ Each flag's value cites where it comes from. Profiles:
   2412.19437, Sec. 3.2-3.3, 2024-12): DualPipe, DeepEP-style all-to-all with node-limited
   routing, ZeRO-1, no tensor parallelism in that run. What the report does not state takes
   Megatron-Core's value, said where it is set.
+- primus: AMD's Primus (AMD-AGI/Primus, early 2026) on its Megatron-LM backend with the
+  Primus-pipeline schedules (the zero-bubble family; its tech blog "primus_pipeline"); Megatron-
+  Core's values elsewhere. The GPU's rates are the hardware preset's, not the profile's.
 """
 
 from __future__ import annotations
@@ -29,7 +32,14 @@ from .flags import FLAGS
 __all__ = ["FLAGS", "FRAMEWORKS", "FRAMEWORK_ALIASES", "PROFILES", "Framework", "defaults"]
 
 Framework = Literal[
-    "megatron-core", "megatron-2022", "megatron-2021", "deepspeed", "fsdp", "fsdp1", "hai-llm"
+    "megatron-core",
+    "megatron-2022",
+    "megatron-2021",
+    "deepspeed",
+    "fsdp",
+    "fsdp1",
+    "hai-llm",
+    "primus",
 ]
 FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 
@@ -308,9 +318,12 @@ PROFILES: dict[str, dict[str, Any]] = {
         # context_parallel(): ring attention over the cp mesh, K/V passed round the ring
         "context_parallel": True,
         "cp_comm_types": ("p2p",),
-        # PipelineScheduleSingle 1F1B and PipelineScheduleMulti Interleaved1F1B (torchtitan's
-        # default micro-batch count is the stage count; ZBV is not costed)
-        "schedules": ("1f1b", "interleaved"),
+        # torch.distributed.pipelining as torchtitan's pipeline_parallel_schedule names them
+        # (get_schedule_class): Schedule1F1B, ScheduleInterleaved1F1B, and in the 2025 releases
+        # ScheduleZBVZeroBubble (ZB-V) and ScheduleDualPipeV (without DualPipe's F&B overlap of
+        # an expert all-to-all, which needs the model's own overlapped_forward_backward)
+        # (torchtitan's default micro-batch count is the stage count)
+        "schedules": ("1f1b", "interleaved", "zbv", "dualpipev"),
         "expert_parallel": False,  # not in the 2024-12 torchtitan this profile describes
         "interleaved": True,
         "pipeline": True,
@@ -385,8 +398,9 @@ PROFILES["hai-llm"] = {
     # Sec. 3.3.3: the activations before the MoE up-projections and their gradients before the
     # down-projections are quantized to FP8 and then dispatched; both combines stay BF16
     "moe_fp8_dispatch": True,
-    # Sec. 3.2: DualPipe; 1F1B is the baseline of its Table 2
-    "schedules": ("1f1b", "dualpipe"),
+    # Sec. 3.2: DualPipe; 1F1B is the baseline of its Table 2; DualPipeV ships beside DualPipe in
+    # deepseek-ai/DualPipe (dualpipev.py)
+    "schedules": ("1f1b", "dualpipe", "dualpipev"),
     "interleaved": False,
     # Sec. 3.2: ZeRO-1 data parallelism
     "zero_stages": (0, 1),
@@ -399,6 +413,18 @@ PROFILES["hai-llm"] = {
     # not say the framework lacks it): allowed, as Megatron-Core runs it
     "tensor_parallel": True,
     "sharded_pipeline": False,
+}
+# AMD-AGI/Primus, Megatron-LM backend with Primus-pipeline (docs tech_blogs/primus_pipeline, PR
+# #513, 2026-02): Megatron-Core's values except where said
+PROFILES["primus"] = {
+    **PROFILES["megatron-core"],
+    # pp_algorithm: 1f1b, 1f1b-interleaved, zero-bubble (ZB-H1's 1F1B with the W split), zbv
+    # (ZB-V), v-half and v-min (the blog's experiment tables)
+    "schedules": ("1f1b", "interleaved", "zb-h1", "zbv", "v-half", "v-min"),
+    # "overlap_grad_reduce/overlap_param_gather false (required by Primus-pipeline)" (the blog's
+    # test configuration, tests/trainer/test_megatron_trainer_zero_bubble.yaml)
+    "overlap_grad_reduce": False,
+    "overlap_param_gather": False,
 }
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
 FACTS = (

@@ -13,7 +13,30 @@ from .model import MAX_LAYERS, MAX_TOKENS
 from .precision import LOW_PRECISION, MOMENT_TEXT, MomentDtype, TrainingDtype
 
 RECOMPUTE = ("none", "selective", "full")
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "dualpipe")
+SCHEDULES = (
+    "gpipe",
+    "1f1b",
+    "interleaved",
+    "dualpipe",
+    "zb-h1",
+    "zb-h2",
+    "zbv",
+    "v-half",
+    "v-min",
+    "dualpipev",
+)
+Schedule = Literal[
+    "gpipe",
+    "1f1b",
+    "interleaved",
+    "dualpipe",
+    "zb-h1",
+    "zb-h2",
+    "zbv",
+    "v-half",
+    "v-min",
+    "dualpipev",
+]
 
 
 class Parallel(Spec):
@@ -61,13 +84,18 @@ class Parallel(Spec):
         description="Activation recomputation.",
     )
     zero_stage: int | None = Field(None, ge=0, le=3, description="ZeRO stage 0-3 over DP.")
-    schedule: Literal["gpipe", "1f1b", "interleaved", "dualpipe"] | None = Field(
+    schedule: Schedule | None = Field(
         None,
         description=(
             "Pipeline schedule; interleaved needs vp > 1. dualpipe: DeepSeek's bidirectional"
             " pipeline (DeepSeek-V3 report Sec. 3.2.1): micro-batches enter from both ends, each"
             " rank holds two stages, and a forward and a backward chunk run overlapped so that"
             " each hides the other's expert all-to-all; needs an even pp, and an even m >= 2 pp."
+            " zb-h1, zb-h2: zero-bubble (Qi et al. 2023), the backward split into input and weight"
+            " gradients, at 1F1B's and about twice its activations. zbv, v-half, v-min: two"
+            " chunks a rank in a V (Qi et al. 2024; vp 2) at 1F1B's, 1/2 and 1/3 of its"
+            " activations. dualpipev: DualPipe folded into a V, one copy of the parameters (vp 2)."
+            " docs/schedules.md."
         ),
     )
     cp: int | None = Field(
