@@ -129,7 +129,15 @@ def activation_bytes_per_layer(
 
 
 def activation_terms(
-    s: Num, b: Num, h: Num, a: Num, V: Num, t: Num, sp: Num, recompute: Num
+    s: Num,
+    b: Num,
+    h: Num,
+    a: Num,
+    V: Num,
+    t: Num,
+    sp: Num,
+    recompute: Num,
+    logit_bytes: float = 4.0,
 ) -> tuple[Array, Array, Array, Array]:
     """Activation bytes per micro-batch that a stage's peak is made of (per configuration):
 
@@ -138,7 +146,9 @@ def activation_terms(
     - embedding: the dropout output on the embedding's stage, s b h (/ t with SP), per
       micro-batch in flight (Korthikanti 2022, Sec. 4.3);
     - head: on the LM head's stage the final norm and output-layer input (4 s b h / t) and the
-      fp32 logits for the loss (4 s b V / t), for one micro-batch.
+      logits the loss holds at its peak, ``logit_bytes`` s b V / t for one micro-batch: 4 for
+      Megatron's fp32 vocab-parallel cross-entropy (Korthikanti 2022, Sec. 4.1), 12 for
+      F.cross_entropy on an fp32 copy (the framework profile's loss_logit_bytes).
     """
     t = np.asarray(t, dtype=float)
     sbh = np.asarray(s, dtype=float) * b * h
@@ -147,5 +157,5 @@ def activation_terms(
         np.asarray(recompute) == 2, activation_bytes_per_layer(s, b, h, a, t, sp, 0), 0.0
     )
     embed = sbh / np.where(np.asarray(sp, dtype=bool), t, 1.0)
-    head = 4.0 * sbh / t + 4.0 * np.asarray(s, dtype=float) * b * V / t
+    head = 4.0 * sbh / t + logit_bytes * np.asarray(s, dtype=float) * b * V / t
     return per_layer, np.asarray(working), np.asarray(embed), np.asarray(head)

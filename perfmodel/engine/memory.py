@@ -85,6 +85,10 @@ def memory_terms(
     else:
         experts = np.zeros_like(params)
         states = list(mem.model_state_bytes(params, sharded_over[:, None], z, st.precision))
+    if PROFILES[st.plan.training.framework]["params_are_master"]:
+        # FSDP: the sharded parameter is the optimizer's fp32 master (counted in its states); the
+        # 16-bit weights exist only in the gathered units (sharding_buffers)
+        states[0] = np.where(z >= 3, 0.0, states[0])
     states[0] = states[0] + sharding_buffers(st, k, stages, params, m)
     total = sum(states) + acts
     top = stages.slowest(total)
@@ -255,8 +259,9 @@ def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Ar
     in_flight = np.where((idx == pp[:, None] - 1) & (pp[:, None] > 1), 1.0, in_flight)
     kept = [x.kept(k.recompute) if x else None for x in layers]
     working = np.where(k.recompute == 2, np.max([x.activations[0] for x in present], axis=0), 0.0)
+    logit_bytes = PROFILES[st.plan.training.framework]["loss_logit_bytes"]
     _, _, embed, head = mem.activation_terms(
-        s, b, sh.hidden, 0, sh.vocab, tp, k.sequence_parallel, 0
+        s, b, sh.hidden, 0, sh.vocab, tp, k.sequence_parallel, 0, logit_bytes
     )
     saved: Array | float = 0.0
     n_off = st.plan.training.cpu_offloading_num_layers
@@ -316,3 +321,32 @@ def reserve_text(system: System) -> str:
         f"memory reserve {size / 1e9:.1f} GB of {capacity / 1e9:.1f} GB ({how}): CUDA context, "
         "NCCL and cuBLAS workspaces, allocator fragmentation; fits means within the rest"
     )
+
+
+# PyTorch's caching allocator holds more than its live tensors at the peak: freed blocks stay
+# cached, a block split for a small request cannot serve a large one, and blocks of different
+# segments never merge (PyTorch DevLog, "When does fragmentation occur in the CUDA caching
+# allocator?"; torch.cuda.memory_reserved vs memory_allocated). The ratio of the two peaks,
+# fitted by benchmarks/calibrate_memory.py on the torchtitan 2024-12 benchmark runs (their log
+# line is max_memory_reserved; the model predicts what tensors hold): the median ratio of
+# measured reserved to predicted allocated. Only that source publishes reserved peaks, so the
+# figure is the fitted property of its workload (FSDP2, 8K-32K tokens a GPU); its leave-one-out
+# error is printed by the script and in docs/memory.md.
+RESERVED_OVER_ALLOCATED = 1.14
+# cuBLAS keeps a workspace per handle and stream, 32 MiB on Hopper and later (PyTorch's
+# CUBLAS_WORKSPACE_CONFIG default since pull request 120925; 4 MiB before), allocated through the
+# caching allocator; cuBLASLt 1 MiB (CUBLASLT_WORKSPACE_SIZE). Two streams (compute, and the
+# communication stream's reductions) are counted.
+CUBLAS_WORKSPACE_BYTES = 2 * (32 + 1) * 2**20
+
+
+# Outside the caching allocator, seen by nvidia-smi only: the CUDA context with its loaded kernels,
+# "several hundred MB per process" (SPEC 13; CUDA 11.7+ lazy loading keeps it near the low end),
+# taken as 512 MiB: an assumption, no source here measures it.
+CUDA_CONTEXT_BYTES = 512 * 2**20
+
+
+def reserved_peak_bytes(allocated: Any) -> Any:
+    """The caching allocator's reserved peak (torch.cuda.max_memory_reserved, torchtitan's
+    "memory: X GiB") for an allocated peak, bytes: fragmentation and the cuBLAS workspaces."""
+    return np.asarray(allocated) * RESERVED_OVER_ALLOCATED + CUBLAS_WORKSPACE_BYTES
