@@ -36,6 +36,7 @@ def main() -> None:
         print(f"  {r.case:40s} ratio {ratio[i]:.3f}  leave-one-out error {errs[-1]:+.1f}%")
     e = np.abs(errs)
     print(f"leave-one-out |error|: mean {e.mean():.1f}%, max {e.max():.1f}%")
+    print(f"MEMORY_BAND = {e.mean() / 100:.2f} (the mean leave-one-out |error|)")
     for r in rows:
         if r not in fit:
             print(f"  not fitted: {r.case} ratio {r.measured_bytes / r.allocated_bytes:.3f}")
