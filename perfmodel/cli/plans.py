@@ -259,7 +259,11 @@ def _memory_estimate(plan: Any) -> tuple[Any, dict]:
     from perfmodel.engine.search import search
     from perfmodel.errors import PerfModelError
 
-    free = [k for k in FREE_KNOBS if getattr(plan.parallel, k) is None]
+    free = [
+        k
+        for k in FREE_KNOBS
+        if getattr(plan.parallel, k) is None and (k != "ep" or plan.model.is_moe)
+    ]
     if not free:
         return estimate(plan, resolve_config(plan)), {"free": [], "by": "plan", "how": ""}
     try:
