@@ -36,13 +36,11 @@ OWNED = (
 # record id -> case file name, for the rows transcribe_fsdp_runs.py has no name for
 NAMES = {
     "TORCHTITAN-2412-LLAMA31_8B-8xH100-FSDP": "titan-8b-8gpu-fsdp",
-    "TORCHTITAN-2412-LLAMA31_8B-8xH100-FSDP8-CP1-seq32k": "titan-8b-8gpu-compile-fp8-s32768",
-    "TORCHTITAN-2412-LLAMA31_8B-8xH100-FSDP1-CP8-seq256k": "titan-8b-8gpu-compile-fp8-cp8-s262144",
-    "TORCHTITAN-2412-LLAMA31_70B-256xH100-FSDP32-TP8-AsyncTP": (
-        "titan-70b-256gpu-fsdp32-tp8-asynctp"
-    ),
-    "TORCHTITAN-2506-LLAMA31_70B-256xH100-FSDP32-TP8-BF16": "titan2506-70b-256gpu-fsdp32-tp8-bf16",
-    "TRAINY-2506-LLAMA31_8B-32xH200-FSDP-float8": "trainy-8b-32gpu-h200-compile-fp8",
+    "TORCHTITAN-2412-LLAMA31_8B-8xH100-FSDP8-CP1-seq32k": "titan-8b-8gpu-fp8-s32k",
+    "TORCHTITAN-2412-LLAMA31_8B-8xH100-FSDP1-CP8-seq256k": "titan-8b-8gpu-fp8-cp8-s256k",
+    "TORCHTITAN-2412-LLAMA31_70B-256xH100-FSDP32-TP8-AsyncTP": "titan-70b-256gpu-asynctp",
+    "TORCHTITAN-2506-LLAMA31_70B-256xH100-FSDP32-TP8-BF16": "titan2506-70b-256gpu-bf16",
+    "TRAINY-2506-LLAMA31_8B-32xH200-FSDP-float8": "trainy-8b-32gpu-h200-fp8",
 }
 
 
