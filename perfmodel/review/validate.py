@@ -35,9 +35,7 @@ TABLE_TITLES = {
     ),
     "llm-foundry": "MosaicML llm-foundry benchmark tables: MPT on PyTorch FSDP1 (A100, H100)",
     "torchtitan-2412": "torchtitan benchmark notes (2024-12): Llama 3.1 on FSDP2, 8-256 H100",
-    "torchtitan-2506": (
-        "torchtitan benchmark notes (2025-06): Llama 3.1 70B on 256 H100, Trainy's 8B on 32 H200"
-    ),
+    "torchtitan-2506": "torchtitan benchmark notes (2025-06): Llama 3.1 70B, 256 H100; 8B, 32 H200",
     "moe-2026": (
         "Mixtures of experts, 2026: Megatron-Bridge 26.04 gpt-oss-120B and Qwen3-30B-A3B (H100)"
     ),
