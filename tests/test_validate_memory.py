@@ -93,3 +93,52 @@ def test_cli_memory_table_json_and_text():
     text = CliRunner().invoke(main, ["validate", "titan-8b", "--memory"])
     assert text.exit_code == 0 and "GiB" in text.output
     assert max(len(x) for x in text.output.splitlines()) <= 80
+
+
+def _layer(shape, moe=False, **opts):
+    from perfmodel.cost.shapes import Options
+    from perfmodel.cost.transformer import decoder_layer
+
+    one = np.array([1.0])
+    return decoder_layer(
+        shape, Options(flash=True, **opts), one, 4096, one, np.array([False]), moe=moe
+    )
+
+
+def test_flash_keeps_its_sixteen_bit_output_under_fp8():
+    """Flash attention's backward reads its output O; in 16 bits O is the output projection's
+    saved input, under FP8 the projection keeps an FP8 copy and O stays in 16 bits."""
+    from perfmodel.cost.ops import FusedAttention
+    from perfmodel.cost.transformer import LayerShape
+
+    shape = LayerShape.of(presets.model("llama3-8b"))
+    core = {
+        g: next(op for op in _layer(shape, gemm_bytes=g).ops if isinstance(op, FusedAttention))
+        for g in (2, 1)
+    }
+    out16 = 2 * 4096 * shape.hidden  # bytes of O for one sequence of 4096 tokens
+    assert np.asarray(core[1].saved - core[2].saved).item() == pytest.approx(out16)
+
+
+def test_deepseek_caches_the_swiglu_input_in_fp8():
+    """DeepSeek-V3 Sec. 3.3.2: the experts' SwiGLU input cached in FP8 with its 1 x 128 scales,
+    and the SwiGLU output (fc2's input) recomputed in the backward."""
+    plan = next(c for c in presets.validation_cases() if c["name"].startswith("dsv3"))["plan"]
+    from perfmodel.cost.transformer import LayerShape
+
+    shape = LayerShape.of(plan.model)
+    scale = 4 / 128
+    kw = dict(gemm_bytes=1, scale_bytes=scale)
+    plain = _layer(shape, True, **kw)
+    cached = _layer(shape, True, fp8_swiglu_cache=True, **kw)
+
+    def act(block):
+        return next(op for op in block.ops if "moe_act" in op.modules)
+
+    def one(x):
+        return np.asarray(x).ravel()[0]
+
+    assert one(act(cached).saved) == pytest.approx(one(act(plain).saved) * (1 + scale) / 2)
+    modules = ("moe_act",)
+    fewer = one(plain.activation_bytes(1, modules) - cached.activation_bytes(1, modules))
+    assert fewer > one(act(plain).saved - act(cached).saved)  # and fc2's FP8 copy is rebuilt

@@ -87,6 +87,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "loss_logit_bytes": 4.0,
         # a 16-bit copy of the weights beside the fp32 master (ZeRO paper Sec. 3.1)
         "params_are_master": False,
+        # the experts' SwiGLU input kept in 16 bits for the backward
+        "fp8_swiglu_cache": False,
     },
     "megatron-2022": {
         "flash_attention": False,  # Korthikanti 2022 times the unfused CoreAttention (Table 4)
@@ -138,6 +140,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "loss_logit_bytes": 4.0,
         # a 16-bit copy of the weights beside the fp32 master (ZeRO paper Sec. 3.1)
         "params_are_master": False,
+        # the experts' SwiGLU input kept in 16 bits for the backward
+        "fp8_swiglu_cache": False,
     },
     "megatron-core": {
         # TE DotProductAttention (flash / cuDNN fused) is the default backend
@@ -201,6 +205,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "loss_logit_bytes": 4.0,
         # a 16-bit copy of the weights beside the fp32 master (ZeRO paper Sec. 3.1)
         "params_are_master": False,
+        # the experts' SwiGLU input kept in 16 bits for the backward
+        "fp8_swiglu_cache": False,
     },
     "deepspeed": {
         # models run under ZeRO use FlashAttention-2 (transformers' attn_implementation)
@@ -259,6 +265,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "loss_logit_bytes": 4.0,
         # a 16-bit copy of the weights beside the fp32 master (ZeRO paper Sec. 3.1)
         "params_are_master": False,
+        # the experts' SwiGLU input kept in 16 bits for the backward
+        "fp8_swiglu_cache": False,
         # activation checkpointing's recompute forward fetches the released parameters again
         "recompute_regathers": True,
     },
@@ -337,6 +345,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         # the sharded parameter is the fp32 one the optimizer steps (FSDP2 fully_shard with
         # MixedPrecisionPolicy; FSDP1 flat_param): no 16-bit copy outside the gathered units
         "params_are_master": True,
+        "fp8_swiglu_cache": False,
     },
     "fsdp1": {
         # llm-foundry's MPT runs flash-attn 2 or its triton kernel (attn_impl flash / triton)
@@ -392,6 +401,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         # the sharded parameter is the fp32 one the optimizer steps (FSDP2 fully_shard with
         # MixedPrecisionPolicy; FSDP1 flat_param): no 16-bit copy outside the gathered units
         "params_are_master": True,
+        "fp8_swiglu_cache": False,
     },
 }
 # DeepSeek-V3 report (arXiv 2412.19437) Sec. 3.2-3.3 unless said: DeepSeek's own framework, whose
@@ -418,6 +428,9 @@ PROFILES["hai-llm"] = {
     # not say the framework lacks it): allowed, as Megatron-Core runs it
     "tensor_parallel": True,
     "sharded_pipeline": False,
+    # Sec. 3.3.2, "Low-precision storage": under FP8 the inputs of the MoE SwiGLU are cached in
+    # FP8 with the fine-grained (1 x 128) scales, and its output is recomputed in the backward
+    "fp8_swiglu_cache": True,
 }
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
 FACTS = (
@@ -439,6 +452,7 @@ FACTS = (
     "zero3_reduce_bucket_params",
     "loss_logit_bytes",
     "params_are_master",
+    "fp8_swiglu_cache",
 )
 
 
