@@ -142,3 +142,14 @@ def test_deepseek_caches_the_swiglu_input_in_fp8():
     modules = ("moe_act",)
     fewer = one(plain.activation_bytes(1, modules) - cached.activation_bytes(1, modules))
     assert fewer > one(act(plain).saved - act(cached).saved)  # and fc2's FP8 copy is rebuilt
+
+
+def test_fp8_param_gather_keeps_the_weights_in_fp8_only():
+    """Megatron-Core --fp8-param-gather: the compute param is FP8, no 16-bit copy beside it."""
+    from perfmodel.specs.precision import Precision
+
+    p = Precision.of("fp8", True, "adam")
+    w16, *_ = mem.model_state_bytes(1e9, 1, 1, p)
+    w8, *_ = mem.model_state_bytes(1e9, 1, 1, p, fp8_params=True)
+    assert float(w16 - w8) == pytest.approx(p.weight_bytes * 1e9)
+    assert float(w8) == pytest.approx(p.fp8_weight_bytes * 1e9)

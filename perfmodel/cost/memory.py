@@ -93,19 +93,26 @@ def end_params(shape: LayerShape, s: int, tp: Num, pp: Num, mtp: int = 0) -> tup
 
 
 def model_state_bytes(
-    params: Num, dp: Num = 1, zero_stage: Num = 0, precision: Precision = BF16_ADAM
+    params: Num,
+    dp: Num = 1,
+    zero_stage: Num = 0,
+    precision: Precision = BF16_ADAM,
+    fp8_params: bool = False,
 ) -> tuple[Array, Array, Array]:
     """(weights, gradients, optimizer) bytes per GPU for ``params`` parameters on it.
 
     Mixed precision with Adam: 2 + 2 + 12 = 16 B/param, 18 with fp32 gradients (ZeRO paper,
     Sec. 3.1); ZeRO-1 shards the optimizer states over dp, ZeRO-2 also the gradients, ZeRO-3
-    also the weights."""
+    also the weights. A low-precision run keeps an FP8 (MXFP8, NVFP4) copy beside the 16-bit
+    weights; with ``fp8_params`` (Megatron-Core --fp8-param-gather: "keep the compute param in
+    fp8 (do not use any other intermediate dtype)") that copy is the only one."""
     params = np.asarray(params, dtype=float)
     dp = np.asarray(dp, dtype=float)
     z = np.asarray(zero_stage)
-    weights = (
-        (precision.weight_bytes + precision.fp8_weight_bytes) * params / np.where(z >= 3, dp, 1.0)
-    )
+    per_param = precision.weight_bytes + precision.fp8_weight_bytes
+    if fp8_params and precision.fp8_weight_bytes:
+        per_param = precision.fp8_weight_bytes
+    weights = per_param * params / np.where(z >= 3, dp, 1.0)
     grads = precision.gradient_bytes * params / np.where(z >= 2, dp, 1.0)
     optim = precision.optimizer_bytes * params / np.where(z >= 1, dp, 1.0)
     return weights, grads, optim

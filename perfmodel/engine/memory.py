@@ -79,12 +79,18 @@ def memory_terms(
         experts = stages.dualpipe(
             stages.total([None, moe_cost.expert_params], 0.0, 0.0), dual, "sum"
         )
-        dense = mem.model_state_bytes(params - experts, sharded_over[:, None], z, st.precision)
-        expert = mem.model_state_bytes(experts, (mesh.edp * copies)[:, None], z, st.precision)
+        dense = mem.model_state_bytes(
+            params - experts, sharded_over[:, None], z, st.precision, _fp8_params(st)
+        )
+        expert = mem.model_state_bytes(
+            experts, (mesh.edp * copies)[:, None], z, st.precision, _fp8_params(st)
+        )
         states = [d + e for d, e in zip(dense, expert)]
     else:
         experts = np.zeros_like(params)
-        states = list(mem.model_state_bytes(params, sharded_over[:, None], z, st.precision))
+        states = list(
+            mem.model_state_bytes(params, sharded_over[:, None], z, st.precision, _fp8_params(st))
+        )
     if PROFILES[st.plan.training.framework]["params_are_master"]:
         # FSDP: the sharded parameter is the optimizer's fp32 master (counted in its states); the
         # 16-bit weights exist only in the gathered units (sharding_buffers)
@@ -121,6 +127,13 @@ def memory_terms(
         "_experts_max": stages.present_max(experts),
         "_mesh": mesh,
     }
+
+
+def _fp8_params(st: Setting) -> bool:
+    """Whether the run keeps its weights in FP8 only (Megatron-Core's fp8_param_gather; FSDP's
+    float8 all-gather leaves its fp32 shard as it is, params_are_master)."""
+    tr = st.plan.training
+    return bool(tr.fp8_param_gather) and not PROFILES[tr.framework]["params_are_master"]
 
 
 def sharding_buffers(st: Setting, k: Knobs, stages: Stages, params: Array, m: Array) -> Array:
@@ -179,12 +192,12 @@ def states_lower_bound(plan: Plan, k: Knobs) -> Array:
     experts_whole = expert_layer * n_moe
     dense = (whole - experts_whole) / (tp * pp)
     total: Array = np.asarray(
-        sum(mem.model_state_bytes(dense, sharded_over, k.zero_stage, st.precision))
+        sum(mem.model_state_bytes(dense, sharded_over, k.zero_stage, st.precision, _fp8_params(st)))
     )
     if n_moe:
         rank = experts_whole / (pp * ep * etp)
         total = total + np.asarray(
-            sum(mem.model_state_bytes(rank, mesh.edp, k.zero_stage, st.precision))
+            sum(mem.model_state_bytes(rank, mesh.edp, k.zero_stage, st.precision, _fp8_params(st)))
         )
     return total
 
@@ -214,13 +227,17 @@ def _mean_states(
     )
     dense = copies * (whole - experts_whole) / (tp * pp)
     total: Array = np.asarray(
-        sum(mem.model_state_bytes(dense, sharded_over, k.zero_stage, st.precision))
+        sum(mem.model_state_bytes(dense, sharded_over, k.zero_stage, st.precision, _fp8_params(st)))
     )
     if n_moe and moe is not None:
         total = total + np.asarray(
             sum(
                 mem.model_state_bytes(
-                    experts_rank * copies, mesh.edp * copies, k.zero_stage, st.precision
+                    experts_rank * copies,
+                    mesh.edp * copies,
+                    k.zero_stage,
+                    st.precision,
+                    _fp8_params(st),
                 )
             )
         )
