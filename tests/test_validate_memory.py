@@ -153,3 +153,15 @@ def test_fp8_param_gather_keeps_the_weights_in_fp8_only():
     w8, *_ = mem.model_state_bytes(1e9, 1, 1, p, fp8_params=True)
     assert float(w16 - w8) == pytest.approx(p.weight_bytes * 1e9)
     assert float(w8) == pytest.approx(p.fp8_weight_bytes * 1e9)
+
+
+def test_dtensor_saves_the_output_layers_input_gathered():
+    """TP with SP: Megatron saves the output layer's sequence-sharded input (2 s b h / t) and
+    gathers it again for the backward; DTensor's ColwiseParallel saves the gathered one (2 s b h).
+    """
+    s, b, h, V, t = 8192, 16, 8192, 128256, 8.0
+    *_, megatron = mem.activation_terms(s, b, h, 0, V, t, True, 0, 12.0)
+    *_, titan = mem.activation_terms(s, b, h, 0, V, t, True, 0, 12.0, True)
+    assert float(titan - megatron) == pytest.approx(2 * s * b * h * (1 - 1 / t))
+    *_, no_sp = mem.activation_terms(s, b, h, 0, V, t, False, 0, 12.0, True)
+    assert float(no_sp) == pytest.approx(float(megatron))

@@ -145,6 +145,7 @@ def activation_terms(
     sp: Num,
     recompute: Num,
     logit_bytes: float = 4.0,
+    gathered_head_input: bool = False,
 ) -> tuple[Array, Array, Array, Array]:
     """Activation bytes per micro-batch that a stage's peak is made of (per configuration):
 
@@ -155,7 +156,10 @@ def activation_terms(
     - head: on the LM head's stage the final norm and output-layer input (4 s b h / t) and the
       logits the loss holds at its peak, ``logit_bytes`` s b V / t for one micro-batch: 4 for
       Megatron's fp32 vocab-parallel cross-entropy (Korthikanti 2022, Sec. 4.1), 12 for
-      F.cross_entropy on an fp32 copy (the framework profile's loss_logit_bytes).
+      F.cross_entropy on an fp32 copy (the framework profile's loss_logit_bytes). With SP, Megatron
+      saves the output layer's sequence-sharded input and gathers it again in the backward;
+      ``gathered_head_input`` (DTensor's ColwiseParallel with a Shard(1) input, torchtitan)
+      saves it gathered, 2 s b h.
     """
     t = np.asarray(t, dtype=float)
     sbh = np.asarray(s, dtype=float) * b * h
@@ -164,5 +168,8 @@ def activation_terms(
         np.asarray(recompute) == 2, activation_bytes_per_layer(s, b, h, a, t, sp, 0), 0.0
     )
     embed = sbh / np.where(np.asarray(sp, dtype=bool), t, 1.0)
-    head = 4.0 * sbh / t + logit_bytes * np.asarray(s, dtype=float) * b * V / t
+    head_input = np.where(
+        np.asarray(sp, dtype=bool) & gathered_head_input, 2.0 * sbh, 2.0 * sbh / t
+    )
+    head = 2.0 * sbh / t + head_input + logit_bytes * np.asarray(s, dtype=float) * b * V / t
     return per_layer, np.asarray(working), np.asarray(embed), np.asarray(head)

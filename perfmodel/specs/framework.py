@@ -89,6 +89,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "params_are_master": False,
         # the experts' SwiGLU input kept in 16 bits for the backward
         "fp8_swiglu_cache": False,
+        # with SP the output layer saves its sequence-sharded input and gathers it again in the
+        # backward (Megatron's LinearWithGradAccumulationAndAsyncCommunication)
+        "sp_gathered_head_input": False,
     },
     "megatron-2022": {
         "flash_attention": False,  # Korthikanti 2022 times the unfused CoreAttention (Table 4)
@@ -142,6 +145,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "params_are_master": False,
         # the experts' SwiGLU input kept in 16 bits for the backward
         "fp8_swiglu_cache": False,
+        # with SP the output layer saves its sequence-sharded input and gathers it again in the
+        # backward (Megatron's LinearWithGradAccumulationAndAsyncCommunication)
+        "sp_gathered_head_input": False,
     },
     "megatron-core": {
         # TE DotProductAttention (flash / cuDNN fused) is the default backend
@@ -207,6 +213,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "params_are_master": False,
         # the experts' SwiGLU input kept in 16 bits for the backward
         "fp8_swiglu_cache": False,
+        # with SP the output layer saves its sequence-sharded input and gathers it again in the
+        # backward (Megatron's LinearWithGradAccumulationAndAsyncCommunication)
+        "sp_gathered_head_input": False,
     },
     "deepspeed": {
         # models run under ZeRO use FlashAttention-2 (transformers' attn_implementation)
@@ -267,6 +276,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "params_are_master": False,
         # the experts' SwiGLU input kept in 16 bits for the backward
         "fp8_swiglu_cache": False,
+        # with SP the output layer saves its sequence-sharded input and gathers it again in the
+        # backward (Megatron's LinearWithGradAccumulationAndAsyncCommunication)
+        "sp_gathered_head_input": False,
         # activation checkpointing's recompute forward fetches the released parameters again
         "recompute_regathers": True,
     },
@@ -346,6 +358,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         # MixedPrecisionPolicy; FSDP1 flat_param): no 16-bit copy outside the gathered units
         "params_are_master": True,
         "fp8_swiglu_cache": False,
+        # TP with SP: DTensor's ColwiseParallel(input_layouts=Shard(1)) on the output layer
+        # redistributes its input to Replicate before F.linear, which saves it gathered
+        # (torchtitan parallelize_llama; llm-foundry runs no TP)
+        "sp_gathered_head_input": True,
     },
     "fsdp1": {
         # llm-foundry's MPT runs flash-attn 2 or its triton kernel (attn_impl flash / triton)
@@ -402,6 +418,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         # MixedPrecisionPolicy; FSDP1 flat_param): no 16-bit copy outside the gathered units
         "params_are_master": True,
         "fp8_swiglu_cache": False,
+        # TP with SP: DTensor's ColwiseParallel(input_layouts=Shard(1)) on the output layer
+        # redistributes its input to Replicate before F.linear, which saves it gathered
+        # (torchtitan parallelize_llama; llm-foundry runs no TP)
+        "sp_gathered_head_input": True,
     },
 }
 # DeepSeek-V3 report (arXiv 2412.19437) Sec. 3.2-3.3 unless said: DeepSeek's own framework, whose
@@ -453,6 +473,7 @@ FACTS = (
     "loss_logit_bytes",
     "params_are_master",
     "fp8_swiglu_cache",
+    "sp_gathered_head_input",
 )
 
 
