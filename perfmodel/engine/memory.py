@@ -79,22 +79,12 @@ def memory_terms(
         experts = stages.dualpipe(
             stages.total([None, moe_cost.expert_params], 0.0, 0.0), dual, "sum"
         )
-        dense = mem.model_state_bytes(
-            params - experts, sharded_over[:, None], z, st.precision, _fp8_params(st)
-        )
-        expert = mem.model_state_bytes(
-            experts, (mesh.edp * copies)[:, None], z, st.precision, _fp8_params(st)
-        )
+        dense = _state_bytes(st, params - experts, sharded_over[:, None], z)
+        expert = _state_bytes(st, experts, (mesh.edp * copies)[:, None], z)
         states = [d + e for d, e in zip(dense, expert)]
     else:
         experts = np.zeros_like(params)
-        states = list(
-            mem.model_state_bytes(params, sharded_over[:, None], z, st.precision, _fp8_params(st))
-        )
-    if PROFILES[st.plan.training.framework]["params_are_master"]:
-        # FSDP: the sharded parameter is the optimizer's fp32 master (counted in its states); the
-        # 16-bit weights exist only in the gathered units (sharding_buffers)
-        states[0] = np.where(z >= 3, 0.0, states[0])
+        states = list(_state_bytes(st, params, sharded_over[:, None], z))
     states[0] = states[0] + sharding_buffers(st, k, stages, params, m)
     total = sum(states) + acts
     top = stages.slowest(total)
@@ -129,11 +119,20 @@ def memory_terms(
     }
 
 
-def _fp8_params(st: Setting) -> bool:
-    """Whether the run keeps its weights in FP8 only (Megatron-Core's fp8_param_gather; FSDP's
-    float8 all-gather leaves its fp32 shard as it is, params_are_master)."""
+def _state_bytes(st: Setting, params: Any, over: Any, zero: Any) -> tuple[Array, Array, Array]:
+    """(weights, gradients, optimizer) bytes of ``params`` parameters sharded over ``over`` ranks
+    at ZeRO stage ``zero``, as the run's framework keeps them: FSDP's sharded parameter is the
+    optimizer's fp32 master (counted in its states), so under ZeRO-3 the 16-bit weights exist only
+    in the gathered units (sharding_buffers); Megatron-Core's fp8_param_gather keeps the weights
+    in FP8 only (FSDP's float8 all-gather leaves its fp32 shard as it is)."""
     tr = st.plan.training
-    return bool(tr.fp8_param_gather) and not PROFILES[tr.framework]["params_are_master"]
+    master = PROFILES[tr.framework]["params_are_master"]
+    w, g, o = mem.model_state_bytes(
+        params, over, zero, st.precision, bool(tr.fp8_param_gather) and not master
+    )
+    if master:
+        w = np.where(np.asarray(zero) >= 3, 0.0, w)
+    return np.asarray(w), g, o
 
 
 def sharding_buffers(st: Setting, k: Knobs, stages: Stages, params: Array, m: Array) -> Array:
@@ -191,14 +190,10 @@ def states_lower_bound(plan: Plan, k: Knobs) -> Array:
     sharded_over = np.where(k.dp_shard > 0, k.dp_shard, k.dp) * k.cp
     experts_whole = expert_layer * n_moe
     dense = (whole - experts_whole) / (tp * pp)
-    total: Array = np.asarray(
-        sum(mem.model_state_bytes(dense, sharded_over, k.zero_stage, st.precision, _fp8_params(st)))
-    )
+    total: Array = np.asarray(sum(_state_bytes(st, dense, sharded_over, k.zero_stage)))
     if n_moe:
         rank = experts_whole / (pp * ep * etp)
-        total = total + np.asarray(
-            sum(mem.model_state_bytes(rank, mesh.edp, k.zero_stage, st.precision, _fp8_params(st)))
-        )
+        total = total + np.asarray(sum(_state_bytes(st, rank, mesh.edp, k.zero_stage)))
     return total
 
 
@@ -226,20 +221,10 @@ def _mean_states(
         np.asarray(moe.expert_params) * k.ep * k.etp * n_moe if moe is not None else 0.0 * tp
     )
     dense = copies * (whole - experts_whole) / (tp * pp)
-    total: Array = np.asarray(
-        sum(mem.model_state_bytes(dense, sharded_over, k.zero_stage, st.precision, _fp8_params(st)))
-    )
+    total: Array = np.asarray(sum(_state_bytes(st, dense, sharded_over, k.zero_stage)))
     if n_moe and moe is not None:
         total = total + np.asarray(
-            sum(
-                mem.model_state_bytes(
-                    experts_rank * copies,
-                    mesh.edp * copies,
-                    k.zero_stage,
-                    st.precision,
-                    _fp8_params(st),
-                )
-            )
+            sum(_state_bytes(st, experts_rank * copies, mesh.edp * copies, k.zero_stage))
         )
     return total
 

@@ -82,16 +82,6 @@ PROFILES: dict[str, dict[str, Any]] = {
         "recompute_regathers": True,
         "zero3_prefetch_params": None,  # one layer (unit) ahead
         "zero3_reduce_bucket_params": 0.0,  # each unit reduce-scatters on its own
-        # the fp32 logits of the vocab-parallel cross-entropy, softmax computed in place
-        # (Korthikanti 2022 Sec. 4.1: 4 s b V / t; _VocabParallelCrossEntropy)
-        "loss_logit_bytes": 4.0,
-        # a 16-bit copy of the weights beside the fp32 master (ZeRO paper Sec. 3.1)
-        "params_are_master": False,
-        # the experts' SwiGLU input kept in 16 bits for the backward
-        "fp8_swiglu_cache": False,
-        # with SP the output layer saves its sequence-sharded input and gathers it again in the
-        # backward (Megatron's LinearWithGradAccumulationAndAsyncCommunication)
-        "sp_gathered_head_input": False,
     },
     "megatron-2022": {
         "flash_attention": False,  # Korthikanti 2022 times the unfused CoreAttention (Table 4)
@@ -138,16 +128,6 @@ PROFILES: dict[str, dict[str, Any]] = {
         "recompute_regathers": True,
         "zero3_prefetch_params": None,  # one layer (unit) ahead
         "zero3_reduce_bucket_params": 0.0,  # each unit reduce-scatters on its own
-        # the fp32 logits of the vocab-parallel cross-entropy, softmax computed in place
-        # (Korthikanti 2022 Sec. 4.1: 4 s b V / t; _VocabParallelCrossEntropy)
-        "loss_logit_bytes": 4.0,
-        # a 16-bit copy of the weights beside the fp32 master (ZeRO paper Sec. 3.1)
-        "params_are_master": False,
-        # the experts' SwiGLU input kept in 16 bits for the backward
-        "fp8_swiglu_cache": False,
-        # with SP the output layer saves its sequence-sharded input and gathers it again in the
-        # backward (Megatron's LinearWithGradAccumulationAndAsyncCommunication)
-        "sp_gathered_head_input": False,
     },
     "megatron-core": {
         # TE DotProductAttention (flash / cuDNN fused) is the default backend
@@ -206,16 +186,6 @@ PROFILES: dict[str, dict[str, Any]] = {
         "recompute_regathers": True,
         "zero3_prefetch_params": None,  # one layer (unit) ahead
         "zero3_reduce_bucket_params": 0.0,  # each unit reduce-scatters on its own
-        # the fp32 logits of the vocab-parallel cross-entropy, softmax computed in place
-        # (Korthikanti 2022 Sec. 4.1: 4 s b V / t; _VocabParallelCrossEntropy)
-        "loss_logit_bytes": 4.0,
-        # a 16-bit copy of the weights beside the fp32 master (ZeRO paper Sec. 3.1)
-        "params_are_master": False,
-        # the experts' SwiGLU input kept in 16 bits for the backward
-        "fp8_swiglu_cache": False,
-        # with SP the output layer saves its sequence-sharded input and gathers it again in the
-        # backward (Megatron's LinearWithGradAccumulationAndAsyncCommunication)
-        "sp_gathered_head_input": False,
     },
     "deepspeed": {
         # models run under ZeRO use FlashAttention-2 (transformers' attn_implementation)
@@ -269,16 +239,6 @@ PROFILES: dict[str, dict[str, Any]] = {
         # replicated, below this model's resolution
         "zero3_prefetch_params": 5e7,
         "zero3_reduce_bucket_params": 5e8,
-        # the fp32 logits of the vocab-parallel cross-entropy, softmax computed in place
-        # (Korthikanti 2022 Sec. 4.1: 4 s b V / t; _VocabParallelCrossEntropy)
-        "loss_logit_bytes": 4.0,
-        # a 16-bit copy of the weights beside the fp32 master (ZeRO paper Sec. 3.1)
-        "params_are_master": False,
-        # the experts' SwiGLU input kept in 16 bits for the backward
-        "fp8_swiglu_cache": False,
-        # with SP the output layer saves its sequence-sharded input and gathers it again in the
-        # backward (Megatron's LinearWithGradAccumulationAndAsyncCommunication)
-        "sp_gathered_head_input": False,
         # activation checkpointing's recompute forward fetches the released parameters again
         "recompute_regathers": True,
     },
@@ -348,20 +308,6 @@ PROFILES: dict[str, dict[str, Any]] = {
         # reduce-scatters its own gradients
         "zero3_prefetch_params": None,
         "zero3_reduce_bucket_params": 0.0,
-        # bytes per logit the loss holds at its peak: F.cross_entropy on the fp32 copy of the
-        # 16-bit logits (torchtitan/components/loss.py cross_entropy_loss: pred.float()); the
-        # 2024-12 torchtitan compiles the blocks, not the loss: in the backward the
-        # saved fp32 log_softmax output, nll_loss's dense fp32 gradient and log_softmax's fp32
-        # gradient are alive together, 3 x 4 bytes (ATen _log_softmax_backward_data)
-        "loss_logit_bytes": 12.0,
-        # the sharded parameter is the fp32 one the optimizer steps (FSDP2 fully_shard with
-        # MixedPrecisionPolicy; FSDP1 flat_param): no 16-bit copy outside the gathered units
-        "params_are_master": True,
-        "fp8_swiglu_cache": False,
-        # TP with SP: DTensor's ColwiseParallel(input_layouts=Shard(1)) on the output layer
-        # redistributes its input to Replicate before F.linear, which saves it gathered
-        # (torchtitan parallelize_llama; llm-foundry runs no TP)
-        "sp_gathered_head_input": True,
     },
     "fsdp1": {
         # llm-foundry's MPT runs flash-attn 2 or its triton kernel (attn_impl flash / triton)
@@ -410,18 +356,6 @@ PROFILES: dict[str, dict[str, Any]] = {
         "recompute_regathers": False,  # checkpoint_wrapper inside each FSDP unit
         "zero3_prefetch_params": None,
         "zero3_reduce_bucket_params": 0.0,
-        # llm-foundry's MPT defaults to loss_fn fused_crossentropy: flash-attn's Triton
-        # CrossEntropyLoss (flash_attn/losses/cross_entropy.py) reads the 16-bit logits, keeps an
-        # fp32 log-sum-exp per row and writes a 16-bit gradient: 2 + 2 bytes a logit
-        "loss_logit_bytes": 4.0,
-        # the sharded parameter is the fp32 one the optimizer steps (FSDP2 fully_shard with
-        # MixedPrecisionPolicy; FSDP1 flat_param): no 16-bit copy outside the gathered units
-        "params_are_master": True,
-        "fp8_swiglu_cache": False,
-        # TP with SP: DTensor's ColwiseParallel(input_layouts=Shard(1)) on the output layer
-        # redistributes its input to Replicate before F.linear, which saves it gathered
-        # (torchtitan parallelize_llama; llm-foundry runs no TP)
-        "sp_gathered_head_input": True,
     },
 }
 # DeepSeek-V3 report (arXiv 2412.19437) Sec. 3.2-3.3 unless said: DeepSeek's own framework, whose
@@ -448,9 +382,6 @@ PROFILES["hai-llm"] = {
     # not say the framework lacks it): allowed, as Megatron-Core runs it
     "tensor_parallel": True,
     "sharded_pipeline": False,
-    # Sec. 3.3.2, "Low-precision storage": under FP8 the inputs of the MoE SwiGLU are cached in
-    # FP8 with the fine-grained (1 x 128) scales, and its output is recomputed in the backward
-    "fp8_swiglu_cache": True,
 }
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
 FACTS = (
@@ -470,6 +401,7 @@ FACTS = (
     "recompute_regathers",
     "zero3_prefetch_params",
     "zero3_reduce_bucket_params",
+    # the memory model's (specs/framework_memory.py)
     "loss_logit_bytes",
     "params_are_master",
     "fp8_swiglu_cache",
@@ -480,3 +412,14 @@ FACTS = (
 def defaults(framework: str) -> dict[str, Any]:
     """The behaviour-flag defaults of a profile (the flags only)."""
     return {k: v for k, v in PROFILES[framework].items() if k not in FACTS}
+
+
+def _add_memory_facts() -> None:
+    """Each profile's memory behaviour (specs/framework_memory.py), as facts of the profile."""
+    from .framework_memory import MEMORY_FACTS
+
+    for name, facts in MEMORY_FACTS.items():
+        PROFILES[name].update(facts)
+
+
+_add_memory_facts()
