@@ -233,6 +233,9 @@ def memory(
         )
         if chosen["free"]:
             console.line(chosen["how"])
+        from perfmodel.engine.memory import reserve_text
+
+        console.line(reserve_text(plan.system))
 
 
 # the knobs a plan may leave free that `memory` reports choosing (the rest follow from these)

@@ -334,8 +334,10 @@ def reserve_text(system: System) -> str:
     else:
         how = f"the default, {100 * DEFAULT_RESERVE_SHARE:g}% of HBM"
     return (
-        f"memory reserve {size / 1e9:.1f} GB of {capacity / 1e9:.1f} GB ({how}): CUDA context, "
-        "NCCL and cuBLAS workspaces, allocator fragmentation; fits means within the rest"
+        f"memory reserve {size / 1e9:.1f} GB of {capacity / 1e9:.1f} GB ({how}, assumed): CUDA"
+        " context, NCCL and cuBLAS workspaces, allocator fragmentation; fits means the allocated"
+        " peak within the rest (a reserved peak, as torchtitan logs it, is about"
+        f" {RESERVED_OVER_ALLOCATED:g} x allocated: docs/memory.md)"
     )
 
 
