@@ -18,16 +18,16 @@ def write_cases(
     keep: Callable[[dict], bool],
     case: Callable[[dict], tuple[str, dict]],
     script: str,
-    published: str = "published-2026.yaml",
 ) -> None:
-    """Each run of ``path`` (shared/validation/``published``) that ``keep`` accepts, as ``case``
+    """Each run of ``path`` (a file of shared/validation) that ``keep`` accepts, as ``case``
     transcribes it, into OUT."""
     for r in yaml.safe_load(Path(path).read_text()):
         if not keep(r):
             continue
         name, doc = case(r)
         head = (
-            f"# Transcribed from shared/validation/{published} id {r['id']} (benchmarks/{script})\n"
+            f"# Transcribed from shared/validation/{Path(path).name} id {r['id']}"
+            f" (benchmarks/{script})\n"
         )
         OUT.joinpath(f"{name}.yaml").write_text(
             head + yaml.safe_dump(doc, sort_keys=False, width=100)

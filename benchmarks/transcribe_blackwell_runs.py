@@ -84,6 +84,11 @@ def case(r: dict) -> tuple[str, dict]:
         training["tp_comm_overlap_ub"] = not re.search(r"TP comm overlap (off|disabled)", other)
     if "param-gather overlap disabled" in other:
         training["overlap_param_gather"] = False
+    if dtype == "fp8":
+        # the FP8-CS presets' mixed precision, bf16_with_fp8_current_scaling_mixed
+        # (src/megatron/bridge/training/mixed_precision.py), sets fp8_param_gather: the weights
+        # are kept in FP8 only and gathered so (issue 29)
+        training["fp8_param_gather"] = True
     offload = re.search(r"cpu_offloading_num_layers=(\d+)", notes)
     if offload:
         training["cpu_offloading_num_layers"] = int(offload.group(1))

@@ -132,14 +132,12 @@ def main(path: str) -> None:
         lambda r: r["id"] in PRIMUS,
         _primus,
         "transcribe_pipeline_runs.py",
-        "published-2026b.yaml",
     )
     write_cases(
         path,
         lambda r: r["id"] in TITAN,
         _titan,
         "transcribe_pipeline_runs.py",
-        "published-2026b.yaml",
     )
 
 

@@ -113,6 +113,26 @@ def test_pm101_names_components_and_a_fix():
     )
     assert "over the" in f.message and "activations" in f.message and "fits" in f.fix
     assert f.figures["over_bytes"] > 0
+    # the excess is over the usable HBM, the line `fits` is drawn at (issue 29)
+    assert f.figures["over_bytes"] == pytest.approx(
+        f.figures["total_bytes"] - f.figures["usable_bytes"]
+    )
+
+
+def test_pm101_counts_the_reserve_in_the_excess():
+    """A plan between the usable HBM and the whole of it does not fit, and its excess is positive:
+    over the usable line, not (negative) under the capacity."""
+    p = plan(**dict(CLEAN, recompute="none", sequence_parallel=False, micro_batch_size=1))
+    from perfmodel.engine.estimate import estimate, resolve_config
+
+    v = estimate(p, resolve_config(p)).values
+    share = (v["capacity_bytes"] - v["total_bytes"]) / v["capacity_bytes"]
+    assert v["fits"] == (v["total_bytes"] <= v["usable_bytes"])
+    tight = p.with_system(memory_reserve=min(0.5, share + 0.01))
+    f = next(x for x in check(tight) if x.rule == "PM101")
+    assert v["total_bytes"] < v["capacity_bytes"]
+    assert f.figures["over_bytes"] > 0
+    assert f.figures["over_bytes"] < f.figures["capacity_bytes"] - f.figures["usable_bytes"]
 
 
 def test_pm201_tp_across_nodes():

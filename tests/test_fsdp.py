@@ -272,9 +272,23 @@ def report():
     return validate(["llmf-", "titan-"])
 
 
+# the torchtitan runs of published-2026.yaml that issue's targets were set on; the runs of
+# published-2026b.yaml transcribed for their memory peaks (issue 29) are timed too, and their
+# step-time errors are the CP and async-TP models' to answer (docs/memory.md)
+ISSUE_TITAN = (
+    "titan-8b-128gpu-fsdp",
+    "titan-8b-128gpu-compile-fp8",
+    "titan-70b-256gpu-fsdp32-tp8",
+    "titan-405b-512gpu-pp8-1f1b",
+    "titan-405b-512gpu-pp8-interleaved",
+)
+
+
 def test_the_fsdp_tables_meet_the_issue_targets(report):
-    errs = np.abs([c.error_pct for c in report.cases])
-    # 18 llm-foundry + 5 torchtitan (the two 405B PP 8 runs of issue 30): every run expressible
+    errs = np.abs(
+        [c.error_pct for c in report.cases if c.name.startswith("llmf-") or c.name in ISSUE_TITAN]
+    )
+    # 18 llm-foundry + 3 torchtitan + its two 405B PP 8 runs: every run expressible
     assert len(errs) == 23
     assert errs.mean() <= 10.0 and errs.max() <= 20.0
 
@@ -295,7 +309,12 @@ def test_deepspeed_reduces_in_buckets_and_prefetches_a_bucket():
         v = estimate(p, resolve_config(p, **cfg)).values
         w[fw] = (v["weights_bytes"], v["params_per_gpu"] / 32)
     per_layer = w["fsdp"][1]
-    assert w["fsdp"][0] - w["deepspeed"][0] == pytest.approx(2 * (per_layer - 5e7), rel=1e-6)
+    # and DeepSpeed keeps a 16-bit partition beside the fp32 master, where FSDP's sharded
+    # parameter is the master itself (profile fact params_are_master; issue 29)
+    partition = 2 * w["fsdp"][1] * 32 / plan.system.num_gpus
+    assert w["fsdp"][0] - w["deepspeed"][0] == pytest.approx(
+        2 * (per_layer - 5e7) - partition, rel=1e-6
+    )
 
 
 def test_float8_all_gather_halves_the_gathered_bytes():

@@ -198,7 +198,6 @@ def memory(
         perfmodel memory --model gpt3-175b --gpus 64 --tp 8 --pp 8 --sp \\
             --recompute selective
     """
-    from perfmodel.engine.estimate import estimate, resolve_config
     from perfmodel.inputs import presets
     from perfmodel.output import console, render
 
@@ -225,8 +224,8 @@ def memory(
         raise click.UsageError(
             "give a PLAN file (or bundled plan name), or --model for a quick case"
         )
-    cfg = resolve_config(plan)
-    est = estimate(plan, cfg)
+    est, chosen = _memory_estimate(plan)
+    cfg = est.config
     mem = est.to_json()["memory"]
     where = f"{plan.model.name} on {plan.system.num_gpus} x {plan.system.gpu.name}"
     if plot is not None:
@@ -239,13 +238,68 @@ def memory(
             f"mbs={cfg.micro_batch_size} {cfg.recompute} recompute",
         )
     if as_json:
-        console.emit_json({**mem, "config": cfg.as_dict()})
+        console.emit_json({**mem, "config": cfg.as_dict(), "chosen": chosen})
     else:
         render.memory(
             mem,
             f"Memory per GPU, most loaded stage: {where}; "
             + render.config_text(cfg.as_dict(), est.stage_layers),
         )
+        if chosen["free"]:
+            console.line(chosen["how"])
+        from perfmodel.engine.memory import reserve_text
+
+        console.line(reserve_text(plan.system))
+
+
+# the knobs a plan may leave free that `memory` reports choosing (the rest follow from these)
+FREE_KNOBS = (
+    "tp",
+    "pp",
+    "dp",
+    "cp",
+    "vp",
+    "micro_batch_size",
+    "sequence_parallel",
+    "recompute",
+    "zero_stage",
+    "schedule",
+    "ep",
+)
+
+
+def _memory_estimate(plan: Any) -> tuple[Any, dict]:
+    """The estimate `memory` prints and how its knobs were chosen: with knobs left free, the
+    configuration `plan` recommends (the fastest that fits, by the same search); when nothing
+    fits, the defaults of a single estimate (tp 1, pp 1, ZeRO 0, ...), said so."""
+    from perfmodel.engine.estimate import estimate, resolve_config
+    from perfmodel.engine.search import search
+    from perfmodel.errors import PerfModelError
+
+    free = [
+        k
+        for k in FREE_KNOBS
+        if getattr(plan.parallel, k) is None and (k != "ep" or plan.model.is_moe)
+    ]
+    if not free:
+        return estimate(plan, resolve_config(plan)), {"free": [], "by": "plan", "how": ""}
+    try:
+        best = search(plan, top=1)
+        why = "no configuration of the free knobs fits (`perfmodel plan` finds none)"
+    except PerfModelError as e:
+        best, why = None, f"the search may pick none ({str(e).rstrip('.')})"
+    if best is not None and best.results:
+        est = best.results[0]
+        knobs = ", ".join(f"{k} {getattr(est.config, k)}" for k in free)
+        how = (
+            "knobs the plan leaves free chosen as `perfmodel plan` does (the fastest"
+            f" configuration that fits): {knobs}"
+        )
+        return est, {"free": free, "by": "search", "how": how}
+    est = estimate(plan, resolve_config(plan))
+    knobs = ", ".join(f"{k} {getattr(est.config, k)}" for k in free)
+    how = f"{why}; shown at the defaults of a single estimate: {knobs}"
+    return est, {"free": free, "by": "defaults", "how": how}
 
 
 @click.command("schedule")

@@ -185,8 +185,17 @@ def sweep_cmd(
     is_flag=True,
     help="Also print each run's per-iteration breakdown, as `estimate` does.",
 )
+@click.option(
+    "--memory",
+    "memory_table",
+    is_flag=True,
+    help=(
+        "Print measured vs predicted memory peaks (allocated or reserved, as each source"
+        " measured) and the runs predicted not to fit, instead of step times."
+    ),
+)
 @json_option
-def validate(cases: tuple[str, ...], breakdown: bool, as_json: bool) -> None:
+def validate(cases: tuple[str, ...], breakdown: bool, memory_table: bool, as_json: bool) -> None:
     """Predicted vs measured step times of the published runs (Narayanan 2021, Korthikanti 2022).
 
     Published TFLOP/s become step times with each source's own FLOP formula. Each run's
@@ -198,11 +207,21 @@ def validate(cases: tuple[str, ...], breakdown: bool, as_json: bool) -> None:
         perfmodel validate
         perfmodel validate k22 --json
         perfmodel validate n21-gpt-76.1b --breakdown
+        perfmodel validate --memory
     """
     from perfmodel.output import console, render_plan, render_review
     from perfmodel.review import validate as val
+    from perfmodel.review import validate_memory as vm
 
     report = val.validate(list(cases) or None)
+    if memory_table:
+        rows = vm.memory_rows(report.cases)
+        summary = vm.summary(rows, report.cases)
+        if as_json:
+            console.emit_json({"memory": [r.to_json() for r in rows], "summary": summary})
+        else:
+            render_review.memory_validation(rows, summary)
+        return
     if as_json:
         out = report.to_json()
         if breakdown:

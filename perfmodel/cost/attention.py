@@ -200,12 +200,17 @@ def attention_core(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     if o.flash:
         io = act * M * (2 * m.heads * qk_d + 2 * v_width) / t
         lse = 4.0 * nb * sq  # fp32 log-sum-exp per query row and head
+        # its backward reads its own 16-bit output O (flash_attn_bwd's `out`; cuDNN's O): in 16
+        # bits O is the output projection's saved input, the same tensor; under FP8 and MXFP8 the
+        # projection keeps a quantized copy instead (transformer.decoder_layer), and O stays too
+        # (Transformer Engine DotProductAttention saves out in the 16-bit dtype; issue 29)
+        out16 = act * M * m.heads * v_d / t if o.gemm_bytes < 2 else 0.0
         core = FusedAttention(
             "attention core (flash)",
             (scores, context),
             io,
             m.executed_attention(s, o.causal),
-            saved=q_bytes + k_bytes + v_bytes + lse,
+            saved=q_bytes + k_bytes + v_bytes + lse + out16,
             # MLA: Q, K and V are the up-projections' outputs (with RoPE applied), which their
             # recompute rebuilds (Megatron-Core --recompute-modules mla_up_proj; DeepSeek-V3
             # report Sec. 3.2.3)

@@ -93,19 +93,26 @@ def end_params(shape: LayerShape, s: int, tp: Num, pp: Num, mtp: int = 0) -> tup
 
 
 def model_state_bytes(
-    params: Num, dp: Num = 1, zero_stage: Num = 0, precision: Precision = BF16_ADAM
+    params: Num,
+    dp: Num = 1,
+    zero_stage: Num = 0,
+    precision: Precision = BF16_ADAM,
+    fp8_params: bool = False,
 ) -> tuple[Array, Array, Array]:
     """(weights, gradients, optimizer) bytes per GPU for ``params`` parameters on it.
 
     Mixed precision with Adam: 2 + 2 + 12 = 16 B/param, 18 with fp32 gradients (ZeRO paper,
     Sec. 3.1); ZeRO-1 shards the optimizer states over dp, ZeRO-2 also the gradients, ZeRO-3
-    also the weights."""
+    also the weights. A low-precision run keeps an FP8 (MXFP8, NVFP4) copy beside the 16-bit
+    weights; with ``fp8_params`` (Megatron-Core --fp8-param-gather: "keep the compute param in
+    fp8 (do not use any other intermediate dtype)") that copy is the only one."""
     params = np.asarray(params, dtype=float)
     dp = np.asarray(dp, dtype=float)
     z = np.asarray(zero_stage)
-    weights = (
-        (precision.weight_bytes + precision.fp8_weight_bytes) * params / np.where(z >= 3, dp, 1.0)
-    )
+    per_param = precision.weight_bytes + precision.fp8_weight_bytes
+    if fp8_params and precision.fp8_weight_bytes:
+        per_param = precision.fp8_weight_bytes
+    weights = per_param * params / np.where(z >= 3, dp, 1.0)
     grads = precision.gradient_bytes * params / np.where(z >= 2, dp, 1.0)
     optim = precision.optimizer_bytes * params / np.where(z >= 1, dp, 1.0)
     return weights, grads, optim
@@ -129,7 +136,16 @@ def activation_bytes_per_layer(
 
 
 def activation_terms(
-    s: Num, b: Num, h: Num, a: Num, V: Num, t: Num, sp: Num, recompute: Num
+    s: Num,
+    b: Num,
+    h: Num,
+    a: Num,
+    V: Num,
+    t: Num,
+    sp: Num,
+    recompute: Num,
+    logit_bytes: float = 4.0,
+    gathered_head_input: bool = False,
 ) -> tuple[Array, Array, Array, Array]:
     """Activation bytes per micro-batch that a stage's peak is made of (per configuration):
 
@@ -138,7 +154,12 @@ def activation_terms(
     - embedding: the dropout output on the embedding's stage, s b h (/ t with SP), per
       micro-batch in flight (Korthikanti 2022, Sec. 4.3);
     - head: on the LM head's stage the final norm and output-layer input (4 s b h / t) and the
-      fp32 logits for the loss (4 s b V / t), for one micro-batch.
+      logits the loss holds at its peak, ``logit_bytes`` s b V / t for one micro-batch: 4 for
+      Megatron's fp32 vocab-parallel cross-entropy (Korthikanti 2022, Sec. 4.1), 12 for
+      F.cross_entropy on an fp32 copy (the framework profile's loss_logit_bytes). With SP, Megatron
+      saves the output layer's sequence-sharded input and gathers it again in the backward;
+      ``gathered_head_input`` (DTensor's ColwiseParallel with a Shard(1) input, torchtitan)
+      saves it gathered, 2 s b h.
     """
     t = np.asarray(t, dtype=float)
     sbh = np.asarray(s, dtype=float) * b * h
@@ -147,5 +168,8 @@ def activation_terms(
         np.asarray(recompute) == 2, activation_bytes_per_layer(s, b, h, a, t, sp, 0), 0.0
     )
     embed = sbh / np.where(np.asarray(sp, dtype=bool), t, 1.0)
-    head = 4.0 * sbh / t + 4.0 * np.asarray(s, dtype=float) * b * V / t
+    head_input = np.where(
+        np.asarray(sp, dtype=bool) & gathered_head_input, 2.0 * sbh, 2.0 * sbh / t
+    )
+    head = 2.0 * sbh / t + head_input + logit_bytes * np.asarray(s, dtype=float) * b * V / t
     return per_layer, np.asarray(working), np.asarray(embed), np.asarray(head)

@@ -154,6 +154,9 @@ class Options:
     dropout: bool = True  # hidden and attention dropout (GPT's 0.1; Llama-style runs use none)
     bias_fused: bool = False  # biases added in the GEMM epilogue (Transformer Engine)
     fused_ce: bool = False  # fused vocab-parallel cross-entropy on 16-bit logits
+    # under FP8 the experts' SwiGLU input is cached in FP8 and its output recomputed (DeepSeek-V3
+    # report Sec. 3.3.2)
+    fp8_swiglu_cache: bool = False
     tp_overlap_ub: bool = False  # every TP collective under its GEMM (TE userbuffers)
     # FP8 weights cast once per step, not per micro-batch (FP8 parameter gather, or TE's weight
     # cache across a step's micro-batches)

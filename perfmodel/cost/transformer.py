@@ -219,6 +219,9 @@ def _routed_experts(m: LayerShape, o: Options, x: Split, rows: Num, copies: Num)
     E, local = m.experts, m.experts / x.ep
     n_e = (2 if m.gated else 1) * fe
     gathered = act * copies * etp * h * imb
+    low = o.gemm_bytes + o.scale_bytes  # bytes of a quantized element with its block scale
+    # the SwiGLU input: 16-bit, or FP8 where the framework caches it so (DeepSeek-V3 Sec. 3.3.2)
+    cache = low if o.fp8_swiglu_cache else act
     gather, scatter = (Transfer("all-gather"),), (Transfer("reduce-scatter"),)
     expert_act = _activation(
         m,
@@ -226,8 +229,16 @@ def _routed_experts(m: LayerShape, o: Options, x: Split, rows: Num, copies: Num)
         "expert " + m.act_name,
         rows * local * fe / etp * imb,
         False,
-        saved=act * rows * local * n_e / etp,
+        saved=cache * rows * local * n_e / etp,
         pointwise=o.pointwise,
+    )
+    # Megatron-Core's moe_act recompute frees the activation's output once fc2 has run
+    # (CheckpointWithoutOutput in TEGroupedMLP): in 16 bits that is what fc2 saved; under FP8 fc2
+    # keeps its own quantized copy, which only an FP8 SwiGLU cache rebuilds (DeepSeek-V3)
+    rebuilt = (
+        ("moe_act", act * rows * local * fe / etp)
+        if o.gemm_bytes >= 2
+        else ("moe_act", low * rows * local * fe / etp) if o.fp8_swiglu_cache else ("", 0.0)
     )
     return [
         Collective("ETP all-gather of expert tokens", "etp", gathered, fwd=gather, bwd=scatter),
@@ -255,10 +266,7 @@ def _routed_experts(m: LayerShape, o: Options, x: Split, rows: Num, copies: Num)
             saved=act * rows * local * fe / etp,
             time_rows=rows * imb,
             host_s=local * o.expert_call_s,
-            # Megatron-Core's moe_act recompute frees the activation's output once fc2 has run
-            # (CheckpointWithoutOutput in TEGroupedMLP): in 16 bits that is what fc2 saved; under
-            # FP8 fc2 keeps its own quantized copy
-            rebuilt=("moe_act", act * rows * local * fe / etp) if o.gemm_bytes >= 2 else ("", 0.0),
+            rebuilt=rebuilt,
         ),
         Collective(
             "ETP reduce-scatter of expert outputs", "etp", gathered, fwd=scatter, bwd=gather

@@ -28,6 +28,7 @@ from perfmodel.cost.transformer import (
 from perfmodel.engine.knobs import CP_COMM_NAMES, Knobs
 from perfmodel.engine.mesh import Mesh
 from perfmodel.specs import Plan, Precision
+from perfmodel.specs.framework import PROFILES
 from perfmodel.specs.precision import LOW_PRECISION
 
 _COMPUTE = ("gemm", "attention", "elementwise")
@@ -72,6 +73,7 @@ class Setting:
             dropout=plan.model.has_dropout,
             bias_fused=tr.bias_gemm_fusion,
             fused_ce=tr.fused_cross_entropy,
+            fp8_swiglu_cache=bool(PROFILES[tr.framework]["fp8_swiglu_cache"]) and p.gemm_bytes < 2,
             tp_overlap_ub=tr.tp_comm_overlap_ub,
             fp8_param_gather=tr.fp8_param_gather or tr.fp8_weight_cache,
             expert_call_s=tr.expert_call_overhead_s,

@@ -79,12 +79,12 @@ def memory_terms(
         experts = stages.dualpipe(
             stages.total([None, moe_cost.expert_params], 0.0, 0.0), dual, "sum"
         )
-        dense = mem.model_state_bytes(params - experts, sharded_over[:, None], z, st.precision)
-        expert = mem.model_state_bytes(experts, (mesh.edp * copies)[:, None], z, st.precision)
+        dense = _state_bytes(st, params - experts, sharded_over[:, None], z)
+        expert = _state_bytes(st, experts, (mesh.edp * copies)[:, None], z)
         states = [d + e for d, e in zip(dense, expert)]
     else:
         experts = np.zeros_like(params)
-        states = list(mem.model_state_bytes(params, sharded_over[:, None], z, st.precision))
+        states = list(_state_bytes(st, params, sharded_over[:, None], z))
     states[0] = states[0] + sharding_buffers(st, k, stages, params, m)
     total = sum(states) + acts
     top = stages.slowest(total)
@@ -106,7 +106,9 @@ def memory_terms(
         "reserve_bytes": np.full(tp.shape, reserve),
         "usable_bytes": np.full(tp.shape, usable),
         "fits": pick(total) <= usable,
-        "tight": (pick(total) <= usable) & (pick(total) > (1 - TIGHT) * usable),
+        # inside the memory model's own band of the usable line (MEMORY_BAND): a launch there
+        # is a bet the model cannot back
+        "tight": (pick(total) <= usable) & (pick(total) * (1 + MEMORY_BAND) > usable),
         "params_per_gpu": pick(params),
         # the seed's figure (000, Q3): all parameters spread evenly over the tp x pp model-parallel
         # GPUs
@@ -115,6 +117,22 @@ def memory_terms(
         "_experts_max": stages.present_max(experts),
         "_mesh": mesh,
     }
+
+
+def _state_bytes(st: Setting, params: Any, over: Any, zero: Any) -> tuple[Array, Array, Array]:
+    """(weights, gradients, optimizer) bytes of ``params`` parameters sharded over ``over`` ranks
+    at ZeRO stage ``zero``, as the run's framework keeps them: FSDP's sharded parameter is the
+    optimizer's fp32 master (counted in its states), so under ZeRO-3 the 16-bit weights exist only
+    in the gathered units (sharding_buffers); Megatron-Core's fp8_param_gather keeps the weights
+    in FP8 only (FSDP's float8 all-gather leaves its fp32 shard as it is)."""
+    tr = st.plan.training
+    master = PROFILES[tr.framework]["params_are_master"]
+    w, g, o = mem.model_state_bytes(
+        params, over, zero, st.precision, bool(tr.fp8_param_gather) and not master
+    )
+    if master:
+        w = np.where(np.asarray(zero) >= 3, 0.0, w)
+    return np.asarray(w), g, o
 
 
 def sharding_buffers(st: Setting, k: Knobs, stages: Stages, params: Array, m: Array) -> Array:
@@ -172,14 +190,10 @@ def states_lower_bound(plan: Plan, k: Knobs) -> Array:
     sharded_over = np.where(k.dp_shard > 0, k.dp_shard, k.dp) * k.cp
     experts_whole = expert_layer * n_moe
     dense = (whole - experts_whole) / (tp * pp)
-    total: Array = np.asarray(
-        sum(mem.model_state_bytes(dense, sharded_over, k.zero_stage, st.precision))
-    )
+    total: Array = np.asarray(sum(_state_bytes(st, dense, sharded_over, k.zero_stage)))
     if n_moe:
         rank = experts_whole / (pp * ep * etp)
-        total = total + np.asarray(
-            sum(mem.model_state_bytes(rank, mesh.edp, k.zero_stage, st.precision))
-        )
+        total = total + np.asarray(sum(_state_bytes(st, rank, mesh.edp, k.zero_stage)))
     return total
 
 
@@ -207,16 +221,10 @@ def _mean_states(
         np.asarray(moe.expert_params) * k.ep * k.etp * n_moe if moe is not None else 0.0 * tp
     )
     dense = copies * (whole - experts_whole) / (tp * pp)
-    total: Array = np.asarray(
-        sum(mem.model_state_bytes(dense, sharded_over, k.zero_stage, st.precision))
-    )
+    total: Array = np.asarray(sum(_state_bytes(st, dense, sharded_over, k.zero_stage)))
     if n_moe and moe is not None:
         total = total + np.asarray(
-            sum(
-                mem.model_state_bytes(
-                    experts_rank * copies, mesh.edp * copies, k.zero_stage, st.precision
-                )
-            )
+            sum(_state_bytes(st, experts_rank * copies, mesh.edp * copies, k.zero_stage))
         )
     return total
 
@@ -262,8 +270,18 @@ def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Ar
         in_flight = np.where(v_shaped, first, in_flight)
     kept = [x.kept(k.recompute) if x else None for x in layers]
     working = np.where(k.recompute == 2, np.max([x.activations[0] for x in present], axis=0), 0.0)
+    profile = PROFILES[st.plan.training.framework]
     _, _, embed, head = mem.activation_terms(
-        s, b, sh.hidden, 0, sh.vocab, tp, k.sequence_parallel, 0
+        s,
+        b,
+        sh.hidden,
+        0,
+        sh.vocab,
+        tp,
+        k.sequence_parallel,
+        0,
+        profile["loss_logit_bytes"],
+        profile["sp_gathered_head_input"],
     )
     saved: Array | float = 0.0
     n_off = st.plan.training.cpu_offloading_num_layers
@@ -289,7 +307,10 @@ def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Ar
 
 
 DEFAULT_RESERVE_SHARE = 0.05
-TIGHT = 0.02  # a plan within 2% of the usable line is "tight"
+# The memory model's own band: the mean leave-one-out |error| of its predicted peaks against the
+# measured ones (benchmarks/calibrate_memory.py; docs/memory.md). A plan whose total grown by it
+# passes the usable line is "tight".
+MEMORY_BAND = 0.06
 
 
 def reserve_bytes(system: System) -> float:
@@ -320,6 +341,37 @@ def reserve_text(system: System) -> str:
     else:
         how = f"the default, {100 * DEFAULT_RESERVE_SHARE:g}% of HBM"
     return (
-        f"memory reserve {size / 1e9:.1f} GB of {capacity / 1e9:.1f} GB ({how}): CUDA context, "
-        "NCCL and cuBLAS workspaces, allocator fragmentation; fits means within the rest"
+        f"memory reserve {size / 1e9:.1f} GB of {capacity / 1e9:.1f} GB ({how}, assumed): CUDA"
+        " context, NCCL and cuBLAS workspaces, allocator fragmentation; fits means the allocated"
+        " peak within the rest (a reserved peak, as torchtitan logs it, is about"
+        f" {RESERVED_OVER_ALLOCATED:g} x allocated: docs/memory.md)"
     )
+
+
+# PyTorch's caching allocator holds more than its live tensors at the peak: freed blocks stay
+# cached, a block split for a small request cannot serve a large one, and blocks of different
+# segments never merge (PyTorch DevLog, "When does fragmentation occur in the CUDA caching
+# allocator?"; torch.cuda.memory_reserved vs memory_allocated). The ratio of the two peaks,
+# fitted by benchmarks/calibrate_memory.py on the torchtitan 2024-12 benchmark runs (their log
+# line is max_memory_reserved; the model predicts what tensors hold): the median ratio of
+# measured reserved to predicted allocated. Only that source publishes reserved peaks, so the
+# figure is the fitted property of its workload (FSDP2, 8K-32K tokens a GPU); its leave-one-out
+# error is printed by the script and in docs/memory.md.
+RESERVED_OVER_ALLOCATED = 1.14
+# cuBLAS keeps a workspace per handle and stream, 32 MiB on Hopper and later (PyTorch's
+# CUBLAS_WORKSPACE_CONFIG default since pull request 120925; 4 MiB before), allocated through the
+# caching allocator; cuBLASLt 1 MiB (CUBLASLT_WORKSPACE_SIZE). Two streams (compute, and the
+# communication stream's reductions) are counted.
+CUBLAS_WORKSPACE_BYTES = 2 * (32 + 1) * 2**20
+
+
+# Outside the caching allocator, seen by nvidia-smi only: the CUDA context with its loaded kernels,
+# "several hundred MB per process" (SPEC 13; CUDA 11.7+ lazy loading keeps it near the low end),
+# taken as 512 MiB: an assumption, no source here measures it.
+CUDA_CONTEXT_BYTES = 512 * 2**20
+
+
+def reserved_peak_bytes(allocated: Any) -> Any:
+    """The caching allocator's reserved peak (torch.cuda.max_memory_reserved, torchtitan's
+    "memory: X GiB") for an allocated peak, bytes: fragmentation and the cuBLAS workspaces."""
+    return np.asarray(allocated) * RESERVED_OVER_ALLOCATED + CUBLAS_WORKSPACE_BYTES

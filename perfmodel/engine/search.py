@@ -250,6 +250,9 @@ def _nothing_fits(plan: Plan, knobs: Knobs, res: dict[str, Any]) -> str:
         + f" pp={cfg.pp} dp={cfg.dp} mbs={cfg.micro_batch_size} sp={cfg.sequence_parallel}"
         f" recompute={cfg.recompute} zero={cfg.zero_stage}) needs {need / 1e9:.1f} GB"
     )
+    change = _smallest_fixed_change(plan)
+    if change:
+        return msg + f"; the smallest change that fits: {change}"
     n = plan.system.num_gpus
     gpn = plan.system.gpus_per_node
     lean = {
@@ -271,6 +274,54 @@ def _nothing_fits(plan: Plan, knobs: Knobs, res: dict[str, Any]) -> str:
                 " more HBM"
             )
     return msg + "; even 16x the GPUs does not fit: use a GPU with more HBM or a shorter sequence"
+
+
+def _fixed_changes(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
+    """One-knob changes to what the plan fixes that lower memory, in the user's words: full
+    recompute, a micro-batch of 1, ZeRO-3 (ZeRO-1 first), twice the pipeline stages, activation
+    offloading is not among them (it is a training setting: cpu_offloading_num_layers)."""
+    par = plan.parallel
+    out: list[tuple[str, dict[str, Any]]] = []
+    if par.recompute is not None and par.recompute != "full":
+        out.append(("recompute: full", {"recompute": "full"}))
+    if par.micro_batch_size is not None and par.micro_batch_size > 1:
+        out.append(("micro_batch_size: 1", {"micro_batch_size": 1}))
+    if par.zero_stage is not None:
+        for z in range(par.zero_stage + 1, 4):
+            out.append((f"zero_stage: {z}", {"zero_stage": z}))
+    if par.pp is not None:
+        dp = {"dp": par.dp // 2} if par.dp is not None and par.dp % 2 == 0 else {}
+        if par.dp is None or dp:
+            grow = {"pp": 2 * par.pp, **dp}
+            label = f"pp: {2 * par.pp}" + (f" (dp {dp['dp']})" if dp else "")
+            out.append((label, grow))
+    return out
+
+
+def _smallest_fixed_change(plan: Plan) -> str:
+    """The fastest single change to a fixed knob under which some configuration fits, with its
+    figures; '' when none does (or the plan fixes none of those knobs)."""
+    best: tuple[float, str] | None = None
+    for label, change in _fixed_changes(plan):
+        try:
+            changed = plan.with_parallel(**change)
+            space = enumerate_space(changed)
+        except PerfModelError:
+            continue
+        if not len(space.knobs):
+            continue
+        res = evaluate_chunked(changed, space.knobs)
+        fits = np.asarray(res["fits"], dtype=bool)
+        if not fits.any():
+            continue
+        i = int(np.flatnonzero(fits)[np.argmin(np.asarray(res["step_time_s"])[fits])])
+        text = (
+            f"{label} ({res['total_bytes'][i] / 1e9:.1f} GB a GPU, step"
+            f" {res['step_time_s'][i]:.3g} s)"
+        )
+        if best is None or res["step_time_s"][i] < best[0]:
+            best = (float(res["step_time_s"][i]), text)
+    return best[1] if best else ""
 
 
 FREE = (

@@ -120,11 +120,17 @@ def comm(r: dict) -> None:
 
 
 def fits_text(m: dict) -> str:
-    """yes, tight (within 2% of the usable line: capacity minus the reserve) or NO."""
+    """yes, tight (within the memory model's band, engine/memory.py MEMORY_BAND, of the usable
+    line: capacity minus the reserve) or NO."""
+    from perfmodel.engine.memory import MEMORY_BAND
+
     if not m["fits"]:
         return f"NO: {fmt_bytes(m['total_bytes'] - m['usable_bytes'])} over the usable line"
     if m["tight"]:
-        return f"tight: {fmt_bytes(m['usable_bytes'] - m['total_bytes'])} below the usable line"
+        return (
+            f"tight: {fmt_bytes(m['usable_bytes'] - m['total_bytes'])} below the usable line,"
+            f" inside the memory model's {100 * MEMORY_BAND:g}% band"
+        )
     return "yes"
 
 

@@ -29,6 +29,36 @@ def _knobs_note(case: dict) -> tuple[str, str]:
     return "published", ""
 
 
+def memory_validation(rows: list, summary: dict) -> None:
+    """`validate --memory`: each measured peak beside the model's figure for the same counter."""
+    table(
+        "Memory peaks per GPU: measured vs predicted, the counter each source printed",
+        ["case", "counter", "measured", "predicted", "error", "fits"],
+        [
+            (
+                r.case,
+                r.quantity,
+                f"{r.measured_bytes / 2**30:.1f} GiB",
+                f"{r.predicted_bytes / 2**30:.1f} GiB",
+                f"{r.error_pct:+.1f}%",
+                "yes" if r.fits else "no",
+            )
+            for r in rows
+        ],
+        right=[False, False, True, True, True, False],
+        caption=(
+            f"mean |error| {summary['mean_abs_error_pct']:.1f}%, max"
+            f" {summary['max_abs_error_pct']:.1f}% over {summary['peaks']} peaks; reserved ="
+            f" allocated x {summary['reserved_over_allocated']:g} + cuBLAS workspaces"
+            " (fitted, docs/memory.md); unstated: compared with reserved"
+        ),
+    )
+    n, bad = summary["runs"], summary["not_fitting"]
+    line(f"{len(bad)} of {n} published runs predicted not to fit under the default reserve:")
+    for name in bad:
+        line(f"  {name}")
+
+
 def validation(report) -> None:
     """Measured vs predicted step times per table, the SP + selective gain, and Table 4 per
     layer."""

@@ -91,7 +91,8 @@ def rule_memory(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
     v = est.values
     if v["fits"]:
         return []
-    over = v["total_bytes"] - v["capacity_bytes"]
+    # fits means total <= usable (HBM less the reserve): the excess is over the usable HBM
+    over = v["total_bytes"] - v["usable_bytes"]
     parts = ", ".join(
         f"{k.replace('_bytes', '')} {fmt_bytes(v[k])}"
         for k in (
@@ -126,11 +127,13 @@ def rule_memory(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
         Finding(
             "PM101",
             f"needs {fmt_bytes(v['total_bytes'])} per GPU, {fmt_bytes(over)} over the "
-            f"{fmt_bytes(v['capacity_bytes'])} of HBM ({parts})",
+            f"{fmt_bytes(v['usable_bytes'])} usable ({fmt_bytes(v['capacity_bytes'])} of HBM less"
+            f" a {fmt_bytes(v['reserve_bytes'])} reserve; {parts})",
             fix,
             {
                 "total_bytes": v["total_bytes"],
                 "capacity_bytes": v["capacity_bytes"],
+                "usable_bytes": v["usable_bytes"],
                 "over_bytes": over,
             },
         )

@@ -34,7 +34,8 @@ TABLE_TITLES = {
         "Megatron-Core MoE model zoo: Qwen3-235B-A22B long context on 256 H100 (CP)"
     ),
     "llm-foundry": "MosaicML llm-foundry benchmark tables: MPT on PyTorch FSDP1 (A100, H100)",
-    "torchtitan-2412": "torchtitan benchmark notes (2024-12): Llama 3.1 on FSDP2, 128-512 H100",
+    "torchtitan-2412": "torchtitan benchmark notes (2024-12): Llama 3.1 on FSDP2, 8-512 H100",
+    "torchtitan-2506": "torchtitan benchmark notes (2025-06): Llama 3.1 70B, 256 H100; 8B, 32 H200",
     "moe-2026": (
         "Mixtures of experts, 2026: Megatron-Bridge 26.04 gpt-oss-120B and Qwen3-30B-A3B (H100)"
     ),

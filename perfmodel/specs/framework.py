@@ -444,9 +444,25 @@ FACTS = (
     "recompute_regathers",
     "zero3_prefetch_params",
     "zero3_reduce_bucket_params",
+    # the memory model's (specs/framework_memory.py)
+    "loss_logit_bytes",
+    "params_are_master",
+    "fp8_swiglu_cache",
+    "sp_gathered_head_input",
 )
 
 
 def defaults(framework: str) -> dict[str, Any]:
     """The behaviour-flag defaults of a profile (the flags only)."""
     return {k: v for k, v in PROFILES[framework].items() if k not in FACTS}
+
+
+def _add_memory_facts() -> None:
+    """Each profile's memory behaviour (specs/framework_memory.py), as facts of the profile."""
+    from .framework_memory import MEMORY_FACTS
+
+    for name, facts in MEMORY_FACTS.items():
+        PROFILES[name].update(facts)
+
+
+_add_memory_facts()

@@ -1,0 +1,114 @@
+"""Predicted vs measured memory peaks of the published runs (issue 29; SPEC 13 "Memory as it is
+measured").
+
+A source's peak is one of three counters: what live tensors held (allocated:
+torch.cuda.max_memory_allocated), what PyTorch's caching allocator held (reserved:
+max_memory_reserved, torchtitan's "memory: X GiB" log line), or what the device shows (nvidia-smi:
+reserved plus the CUDA context and NCCL's buffers). Each measured peak is set beside the model's
+prediction of that same counter (engine/memory.py reserved_peak_bytes). A source that does not
+say which counter it printed is compared with reserved, and the row says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfmodel.engine import memory as engine_memory
+from perfmodel.inputs import presets
+
+QUANTITIES = ("allocated", "reserved", "device", "unstated")
+
+
+@dataclass
+class MemoryRow:
+    case: str
+    record: str
+    quantity: str
+    measured_bytes: float
+    predicted_bytes: float
+    allocated_bytes: float
+    usable_bytes: float
+    capacity_bytes: float
+    fits: bool
+    how: str
+    source: str
+
+    @property
+    def error_pct(self) -> float:
+        return 100.0 * (self.predicted_bytes - self.measured_bytes) / self.measured_bytes
+
+    def to_json(self) -> dict:
+        return {
+            "case": self.case,
+            "record": self.record,
+            "quantity": self.quantity,
+            "measured_bytes": self.measured_bytes,
+            "predicted_bytes": self.predicted_bytes,
+            "allocated_bytes": self.allocated_bytes,
+            "error_pct": self.error_pct,
+            "usable_bytes": self.usable_bytes,
+            "capacity_bytes": self.capacity_bytes,
+            "fits": self.fits,
+            "how": self.how,
+            "source": self.source,
+        }
+
+
+def predicted_for(quantity: str, allocated: float) -> float:
+    """The model's figure for the counter a source measured, bytes."""
+    if quantity not in QUANTITIES:
+        raise ValueError(f"unknown memory quantity {quantity!r}; use one of {QUANTITIES}")
+    if quantity == "allocated":
+        return float(allocated)
+    reserved = float(engine_memory.reserved_peak_bytes(allocated))
+    if quantity == "device":
+        # nvidia-smi adds what the caching allocator does not hold: the CUDA context and NCCL
+        return reserved + engine_memory.CUDA_CONTEXT_BYTES
+    return reserved
+
+
+def memory_rows(results: list, peaks: dict | None = None) -> list[MemoryRow]:
+    """One row per validation case whose record (its description) has a measured peak."""
+    peaks = presets.memory_peaks() if peaks is None else peaks
+    rows = []
+    for r in results:
+        record = r.description
+        peak = peaks.get(record)
+        if peak is None:
+            continue
+        v = r.estimate.values
+        allocated = float(v["total_bytes"])
+        rows.append(
+            MemoryRow(
+                r.name,
+                record,
+                peak["quantity"],
+                float(peak["peak_bytes"]),
+                predicted_for(peak["quantity"], allocated),
+                allocated,
+                float(v["usable_bytes"]),
+                float(v["capacity_bytes"]),
+                bool(v["fits"]),
+                peak.get("how", ""),
+                peak.get("source", ""),
+            )
+        )
+    return rows
+
+
+def summary(rows: list[MemoryRow], results: list) -> dict:
+    """Mean and max |error| over the measured peaks; the runs (all cases) predicted not to fit."""
+    errs = np.abs([row.error_pct for row in rows])
+    misfits = [r.name for r in results if not bool(r.estimate.values["fits"])]
+    return {
+        "peaks": int(errs.size),
+        "mean_abs_error_pct": float(errs.mean()) if errs.size else 0.0,
+        "max_abs_error_pct": float(errs.max()) if errs.size else 0.0,
+        "mean_error_pct": float(np.mean([row.error_pct for row in rows])) if rows else 0.0,
+        "runs": len(results),
+        "runs_not_fitting": len(misfits),
+        "not_fitting": misfits,
+        "reserved_over_allocated": engine_memory.RESERVED_OVER_ALLOCATED,
+    }

@@ -1,0 +1,70 @@
+"""The memory behaviour of each framework profile (issue 29): facts the memory model reads
+(engine/memory.py, cost/memory.py), merged into PROFILES by specs/framework.py. Each value cites
+the code or paper it comes from.
+
+- loss_logit_bytes: bytes per logit element the loss holds at its peak (times s b V / t);
+- params_are_master: the sharded parameter is the fp32 one the optimizer steps (no 16-bit copy
+  of the shard);
+- fp8_swiglu_cache: under FP8 the experts' SwiGLU input is cached in FP8 and its output
+  recomputed;
+- sp_gathered_head_input: with TP + SP the output layer saves its input gathered (2 s b h), not
+  sequence-sharded (2 s b h / t).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MEGATRON: dict[str, Any] = {
+    # the fp32 logits of the vocab-parallel cross-entropy, softmax computed in place (Korthikanti
+    # 2022 Sec. 4.1: 4 s b V / t; megatron/core/tensor_parallel/cross_entropy.py)
+    "loss_logit_bytes": 4.0,
+    # a 16-bit copy of the weights beside the fp32 master (ZeRO paper Sec. 3.1; Megatron's
+    # distributed optimizer keeps the model's bf16 params and shards the fp32 master)
+    "params_are_master": False,
+    "fp8_swiglu_cache": False,
+    # with SP the output layer saves its sequence-sharded input and gathers it again for the
+    # backward (LinearWithGradAccumulationAndAsyncCommunication, sequence_parallel)
+    "sp_gathered_head_input": False,
+}
+
+MEMORY_FACTS: dict[str, dict[str, Any]] = {
+    "megatron-2021": MEGATRON,
+    "megatron-2022": MEGATRON,
+    "megatron-core": MEGATRON,
+    "deepspeed": MEGATRON,
+    "fsdp": {
+        # F.cross_entropy on the fp32 copy of the 16-bit logits (torchtitan/components/loss.py
+        # cross_entropy_loss: pred.flatten(0, 1).float()); the 2024-12 torchtitan compiles the
+        # blocks, not the loss: in the backward the saved fp32 log_softmax output, nll_loss's dense
+        # fp32 gradient and log_softmax's fp32 gradient are alive together, 3 x 4 bytes (ATen
+        # _log_softmax_backward_data)
+        "loss_logit_bytes": 12.0,
+        # fully_shard with MixedPrecisionPolicy: the sharded parameter is fp32 and the optimizer
+        # steps it; the bf16 weights exist only in the gathered units
+        "params_are_master": True,
+        "fp8_swiglu_cache": False,
+        # DTensor's ColwiseParallel(input_layouts=Shard(1)) on the output layer redistributes its
+        # input to Replicate before F.linear, which saves it gathered (torchtitan
+        # parallelize_llama)
+        "sp_gathered_head_input": True,
+    },
+    "fsdp1": {
+        # llm-foundry's MPT defaults to loss_fn fused_crossentropy: flash-attn's Triton
+        # CrossEntropyLoss (flash_attn/losses/cross_entropy.py) reads the 16-bit logits, keeps an
+        # fp32 log-sum-exp per row and writes a 16-bit gradient: 2 + 2 bytes a logit
+        "loss_logit_bytes": 4.0,
+        # FullyShardedDataParallel's flat_param shard is fp32 under MixedPrecision
+        "params_are_master": True,
+        "fp8_swiglu_cache": False,
+        "sp_gathered_head_input": False,  # llm-foundry runs no tensor parallelism
+    },
+    "hai-llm": {
+        **MEGATRON,
+        # DeepSeek-V3 report Sec. 3.3.2, "Low-precision storage": under FP8 the inputs of the MoE
+        # SwiGLU are cached in FP8 with the fine-grained (1 x 128) scales, and its output is
+        # recomputed in the backward
+        "fp8_swiglu_cache": True,
+    },
+}
+MEMORY_KEYS = tuple(MEGATRON)
