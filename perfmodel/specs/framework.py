@@ -18,6 +18,12 @@ Each flag's value cites where it comes from. Profiles:
   2412.19437, Sec. 3.2-3.3, 2024-12): DualPipe, DeepEP-style all-to-all with node-limited
   routing, ZeRO-1, no tensor parallelism in that run. What the report does not state takes
   Megatron-Core's value, said where it is set.
+- internevo: InternEvo (InternLM's training framework, 2023-2024) with its HybridZeroOptimizer:
+  ZeRO-1 sharded over a zero1 group of ranks (parallel.zero1 size; -1: all of dp), gradients
+  all-reduced over every data-parallel rank, parameters broadcast from each shard's owner.
+- megatron-rocm: Megatron-LM / Megatron-Core on ROCm as AMD's Primus and the MLPerf v5.1 AMD
+  submission run it (ROCm TransformerEngine, CK fused attention, hipBLASLt GEMMs, RCCL).
+- torchtitan-rocm: torchtitan (FSDP2) on ROCm (ROCm PyTorch, SDPA's flash backend: AOTriton).
 """
 
 from __future__ import annotations
@@ -29,7 +35,16 @@ from .flags import FLAGS
 __all__ = ["FLAGS", "FRAMEWORKS", "PROFILES", "Framework", "defaults"]
 
 Framework = Literal[
-    "megatron-core", "megatron-2022", "megatron-2021", "deepspeed", "fsdp", "fsdp1", "hai-llm"
+    "megatron-core",
+    "megatron-2022",
+    "megatron-2021",
+    "deepspeed",
+    "fsdp",
+    "fsdp1",
+    "hai-llm",
+    "internevo",
+    "megatron-rocm",
+    "torchtitan-rocm",
 ]
 FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 
@@ -383,6 +398,50 @@ PROFILES["hai-llm"] = {
     "tensor_parallel": True,
     "sharded_pipeline": False,
 }
+# InternEvo's HybridZeroOptimizer (InternLM/InternEvo internlm/solver/optimizer/
+# hybrid_zero_optim.py, 2023-2024) and configs/7B_sft.py; what InternEvo does not differ in takes
+# Megatron-Core's value
+PROFILES["internevo"] = {
+    **PROFILES["megatron-core"],
+    # flash-attn 2 kernels (use_flash_attn True): FlashAttention-2 on A100
+    "attention_backend": "fa2",
+    "tp_comm_overlap": False,  # no asynchronous TP collectives in the 2023 versions
+    "p2p_overlap": False,
+    "fp8_weight_cache": False,
+    "fused_cross_entropy": True,  # flash-attn's fused CrossEntropyLoss (FlashCrossEntropyLoss)
+    # hybrid_zero_optimizer: overlap_sync_grad True (bucketed all-reduce in the backward hooks),
+    # overlap_sync_param False (the broadcast runs after the step, exposed)
+    "overlap_grad_reduce": True,
+    "overlap_param_gather": False,
+    "grad_bucket_params": 512 * 1024 * 1024,  # reduce_bucket_size=512 * 1024 * 1024 elements
+    "zero_stages": (0, 1),  # zero1 (fsdp=True is a separate mode, not modelled)
+    "uneven_stages": False,
+    "context_parallel": False,
+    "cp_comm_types": (),
+    "expert_parallel": False,
+    "schedules": ("1f1b", "interleaved"),
+    "zero1_shard_group": True,
+    "zero1_grad_reduce": "all-reduce",
+    "zero1_param_sync": "broadcast",
+    # no published InternEvo step overheads to fit; Megatron-Core's host costs would be a guess
+    "step_overhead_s": 0.0,
+    "microbatch_overhead_s": 0.0,
+}
+# Megatron-LM / Megatron-Core on ROCm (AMD-AGI/Primus' megatron backend; the MLPerf Training v5.1
+# AMD llama31_8b implementation: NeMo + Megatron-LM + ROCm TransformerEngine): the same schedules
+# and buckets as Megatron-Core; TE's fused attention is CK's (fused), GEMMs hipBLASLt (the GPU's
+# fractions say how fast)
+PROFILES["megatron-rocm"] = {**PROFILES["megatron-core"]}
+# torchtitan on ROCm: the fsdp profile's behaviour; SDPA's flash backend on ROCm is AOTriton's
+# FlashAttention-2 kernels (the GPU's fa2 fraction)
+PROFILES["torchtitan-rocm"] = {**PROFILES["fsdp"]}
+for _name, _p in PROFILES.items():
+    # the optimizer's sharding group as a knob (ZeRO-1 with dp_shard < dp): Megatron-Core's
+    # --num-distributed-optimizer-instances (Megatron-Core 0.10+), InternEvo's zero1 size
+    _p.setdefault("zero1_shard_group", _name in ("megatron-core", "megatron-rocm"))
+    _p.setdefault("zero1_grad_reduce", "reduce-scatter")
+    _p.setdefault("zero1_param_sync", "all-gather")
+
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
 FACTS = (
     "zero_stages",
@@ -401,6 +460,9 @@ FACTS = (
     "recompute_regathers",
     "zero3_prefetch_params",
     "zero3_reduce_bucket_params",
+    "zero1_shard_group",
+    "zero1_grad_reduce",
+    "zero1_param_sync",
 )
 
 
