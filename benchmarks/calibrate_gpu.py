@@ -11,7 +11,7 @@ GPU, across frameworks, never per run; then each run's leave-one-out error.
   every compute efficiency of the h100-sxm preset (BF16 and FP8 GEMMs, attention), since a power
   cap lowers the clock under load whatever the kernel; fitted on torchtitan's runs.
 
-Run: python benchmarks/calibrate_gpu.py [--gpu h100-sxm|h100-sxm-96gb|mi355x]   (well under a minute)
+Run: python benchmarks/calibrate_gpu.py [--gpu h100-sxm|h100-sxm-96gb|mi355x] (under a minute)
 """
 
 from __future__ import annotations

@@ -279,15 +279,19 @@ def _dp_shard(
         c["dp_shard"] = np.where(c["dp"] == fx.dp_shard, 0, fx.dp_shard).astype(np.int64)
         return c
     c["dp_shard"] = np.zeros(dp.size, dtype=np.int64)
-    profile = facts_of({"tp": c["tp"][:1]}).profile
-    # HSDP's ZeRO-2/3 rows, and the ZeRO-1 rows of a framework with an optimizer sharding group
-    sharded = ((c["zero_stage"] >= 2) & profile["hsdp"]) | (
-        (c["zero_stage"] == 1) & profile["zero1_shard_group"]
-    )
+    facts = facts_of({"tp": c["tp"][:1]})
+    profile = facts.profile
+    hsdp = (c["zero_stage"] >= 2) & profile["hsdp"]
+    zero1 = (c["zero_stage"] == 1) & profile["zero1_shard_group"]
     extra = []
-    for value in np.unique(dp[sharded]):
-        rows = sharded & (dp == value)
+    for value in np.unique(dp[hsdp | zero1]):
         for d in divisors(int(value))[1:-1]:
+            # a ZeRO-1 group is tried inside one node (InternEvo's advice: zero1 <= 8 for
+            # smaller models); its point is to keep the parameter sync off the network
+            inside = d * c["tp"] * c["cp"] <= facts.gpus_per_node
+            rows = (dp == value) & (hsdp | (zero1 & inside))
+            if not rows.any():
+                continue
             part = {k: v[rows] for k, v in c.items()}
             part["dp_shard"] = np.full(int(rows.sum()), d, dtype=np.int64)
             extra.append(part)
