@@ -16,7 +16,7 @@ from perfmodel.inputs import presets
 from perfmodel.inputs.megatron import read_args
 from perfmodel.review.validate import run_case
 
-# --- Infinity Fabric: a full mesh, not a switch -----------------------------------------------
+# --- Infinity Fabric: a full mesh, not a switch ---------------------------------------
 
 
 def test_a_group_of_r_gpus_on_the_mesh_reaches_its_peers_over_r_minus_1_links():
@@ -68,7 +68,7 @@ def test_amd_presets_take_their_data_sheet_figures():
         presets.gpu("mi300x").peak("mxfp4")
 
 
-# --- ring steps at 1,000+ ranks ------------------------------------------------------------------
+# --- ring steps at 1,000+ ranks ----------------------------------------------------------
 
 
 def test_ring_steps_inside_a_node_pay_its_alpha_and_the_boundaries_the_networks():
@@ -89,7 +89,7 @@ def test_a_broadcast_is_a_pipelined_chain():
     assert coll.collective_time("broadcast", 1e9, 1, 100e9, 2e-6) == (0.0, 0.0)
 
 
-# --- the optimizer's sharding group --------------------------------------------------------------
+# --- the optimizer's sharding group ------------------------------------------------------
 
 NIC = Link(6e9, 4e-6, 235e9, 3e-6, 8, True, multi_rail=True)
 NVL = Link(235e9, 3e-6, 235e9, 3e-6, 8, False, multi_rail=True)
@@ -124,7 +124,7 @@ def test_a_sharding_group_reduces_in_it_then_across_the_replicas_or_over_all_ran
     assert internevo == pytest.approx(NIC.seconds("all-reduce", GRADS, 1024))
 
 
-# --- the published runs ----------------------------------------------------------------------------
+# --- the published runs --------------------------------------------------------------------
 
 
 def cases(table):
@@ -165,7 +165,7 @@ def test_mlperf_mi355x_run_within_12_percent():
     assert abs(run_case(case).error_pct) <= 12.0
 
 
-# --- reading and writing the knob ------------------------------------------------------------------
+# --- reading and writing the knob ----------------------------------------------------------
 
 ARGS = (
     "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 2048"
