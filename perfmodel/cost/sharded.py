@@ -92,7 +92,7 @@ def zero1_traffic(g: Group, grads: Num, weights: Num, sh: Sharding) -> tuple[Num
     if sh.zero1_grad_reduce == "all-reduce":
         rs = np.where(hier, full.seconds("all-reduce", grads, n * reps), rs)
     if sh.zero1_param_sync == "broadcast":
-        ag = n * g.link.seconds("broadcast", weights / np.maximum(n, 1.0), n)
+        ag: Num = n * g.link.seconds("broadcast", weights / np.maximum(n, 1.0), n)
     else:
         ag = g.link.seconds("all-gather", weights, n)
     return rs, ag
