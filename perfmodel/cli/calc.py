@@ -129,7 +129,9 @@ def roofline(
 @click.command()
 @click.argument(
     "collective",
-    type=click.Choice(["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "p2p"]),
+    type=click.Choice(
+        ["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "p2p"]
+    ),
 )
 @click.option(
     "--size", required=True, callback=quantity("bytes"), help="Message size, e.g. 67.1MB or 64KiB."
