@@ -219,3 +219,23 @@ def test_emitted_megatron_arguments_carry_the_sharding_group_and_read_back(tmp_p
     assert "--num-distributed-optimizer-instances" in trip.emitted.stdout
     assert trip.back["parallel"]["dp_shard"] == 4  # dp 8 over 2 instances
     assert trip.estimate["step_time_s"] == pytest.approx(trip.best["step_time_s"], rel=1e-6)
+
+
+def test_the_sharding_group_holds_the_optimizer_states_and_steps_them():
+    """zero1 = 8 keeps 1/8 of the fp32 states on each GPU, zero1 = -1 (all 1,024) 1/1,024: 128x
+    less memory and a 128x shorter optimizer step, for a million-step broadcast."""
+    group = cases("internevo-1024-a100")
+    eight = group["internevo-7b-1024-tp1-zero1x8-noac-mb2x4"]["plan"]
+    full = group["internevo-7b-1024-tp1-zero1xall-noac-mb2x4"]["plan"]
+    a, b = (estimate(p, resolve_config(p)).values for p in (eight, full))
+    assert a["optimizer_bytes"] == pytest.approx(128 * b["optimizer_bytes"], rel=1e-6)
+    assert a["optimizer"] == pytest.approx(128 * b["optimizer"], rel=1e-6)
+
+
+def test_megatron_core_searches_its_distributed_optimizer_instances():
+    plan = cases("internevo-1024-a100")["internevo-7b-1024-tp1-zero1x8-noac-mb2x4"]["plan"]
+    mc = plan.with_training(framework="megatron-core").with_parallel(dp_shard=None)
+    shards = {r.config.dp_shard for r in search(mc, top=20).results}
+    assert shards & {2, 4, 8} and 0 in shards
+    ds = plan.with_training(framework="deepspeed").with_parallel(dp_shard=None)
+    assert {r.config.dp_shard for r in search(ds, top=20).results} == {0}  # no such knob
