@@ -8,7 +8,7 @@ from perfmodel.cli.common import Finite, count, json_option, plot_option, quanti
 
 # the dtypes a GPU can list a peak for (perfmodel.specs.precision.DTYPES; tests/test_cli.py keeps
 # them equal)
-DTYPE_CHOICES = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4")
+DTYPE_CHOICES = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4", "mxfp6", "mxfp4")
 
 
 @click.command()
@@ -149,7 +149,9 @@ def roofline(
 @click.command()
 @click.argument(
     "collective",
-    type=click.Choice(["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "p2p"]),
+    type=click.Choice(
+        ["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "p2p"]
+    ),
 )
 @click.option(
     "--size", required=True, callback=quantity("bytes"), help="Message size, e.g. 67.1MB or 64KiB."

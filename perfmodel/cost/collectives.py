@@ -6,6 +6,7 @@ with a message of S bytes:
     all-reduce                  2(N-1) alpha + 2(N-1)/N * S / BW
     all-gather, reduce-scatter   (N-1) alpha +  (N-1)/N * S / BW
     all-to-all                   (N-1) alpha +  (N-1)/N * S / BW
+    broadcast                    (N-1) alpha +            S / BW   (pipelined chain)
     p2p send/recv                      alpha +            S / BW
 
 Units: bytes, seconds, bytes/s. Every function works on floats and numpy
@@ -18,7 +19,7 @@ import numpy as np
 
 from perfmodel.cost import Num
 
-COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "p2p")
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "p2p")
 
 
 def ring_steps(kind: str, n: Num) -> Num:
@@ -26,7 +27,7 @@ def ring_steps(kind: str, n: Num) -> Num:
     n = np.asarray(n, dtype=float)
     if kind == "all-reduce":
         return 2.0 * (n - 1)
-    if kind in ("all-gather", "reduce-scatter", "all-to-all"):
+    if kind in ("all-gather", "reduce-scatter", "all-to-all", "broadcast"):
         return n - 1
     if kind == "p2p":
         return np.where(n > 1, 1.0, 0.0)
@@ -40,6 +41,8 @@ def wire_fraction(kind: str, n: Num) -> Num:
         return 2.0 * (n - 1) / n
     if kind in ("all-gather", "reduce-scatter", "all-to-all"):
         return (n - 1) / n
+    if kind == "broadcast":  # every rank receives (and forwards) the whole message
+        return np.where(n > 1, 1.0, 0.0)
     if kind == "p2p":
         return np.where(n > 1, 1.0, 0.0)
     raise ValueError(f"unknown collective {kind!r}; use one of {COLLECTIVES}")
@@ -57,6 +60,36 @@ def collective_time(
     lat = ring_steps(kind, n) * np.asarray(latency_s, dtype=float)
     bw = bytes_per_rank(kind, size_bytes, n) / np.asarray(bandwidth_bytes_per_s, dtype=float)
     return lat, bw
+
+
+def mesh_share(links: Num, ranks_in_node: Num) -> Num:
+    """Share of a GPU's full-mesh bandwidth a collective among ``ranks_in_node`` GPUs of one node
+    reaches, dimensionless: on a mesh with no switch (AMD Infinity Fabric, 7 links a GPU in an
+    8-GPU node) a GPU reaches its r - 1 peers of the group over r - 1 dedicated links, so a ring
+    (RCCL runs one ring per channel, over different links), an all-to-all (each peer over its
+    own link) and a chain all see min(r - 1, links) / links of it: TP 2 gets one link, TP 8 all
+    seven (AMD, "Understanding RCCL Bandwidth and xGMI Performance on AMD Instinct MI300X", ROCm
+    blogs 2025: one xGMI link 64 GB/s, 48 GB/s usable). A switch (links 0 here) gives every
+    group all of it."""
+    links = np.asarray(links, dtype=float)
+    r = np.maximum(np.asarray(ranks_in_node, dtype=float) - 1.0, 1.0)
+    return np.asarray(np.where(links > 0, np.minimum(r, links) / np.maximum(links, 1.0), 1.0))
+
+
+def ring_latency(kind: str, n: Num, ranks_per_node: Num, intra_alpha: Num, inter_alpha: Num) -> Num:
+    """Latency (s) of a ring collective over n ranks laid out ``ranks_per_node`` to a node, as
+    NCCL's tuner counts it (src/graph/tuning.cc, ncclTopoTuneModel: ``nInterSteps``): of the ring's
+    steps (ring_steps), one per node boundary crosses the network (nodes - 1 for an all-gather,
+    reduce-scatter or broadcast, 2 (nodes - 1) for an all-reduce) and pays the inter-node alpha;
+    the others stay inside a node and pay the intra-node alpha. At 1,024 ranks on 128 nodes an
+    all-gather takes 1,023 steps, 127 of them across the network: a small message is
+    latency-bound however fast the links."""
+    n = np.asarray(n, dtype=float)
+    r = np.clip(np.asarray(ranks_per_node, dtype=float), 1.0, np.maximum(n, 1.0))
+    nodes = np.maximum(n / r, 1.0)
+    steps = ring_steps(kind, n)
+    inter = np.minimum(steps, (2.0 if kind == "all-reduce" else 1.0) * (nodes - 1))
+    return np.asarray((steps - inter) * intra_alpha + inter * inter_alpha)
 
 
 def overlapped_time(comm_s: Num, window_s: Num, penalty: Num) -> Num:

@@ -174,6 +174,10 @@ class Link:
                 scale,
             )
         lat, bw = coll.collective_time(kind, message, n, self.ring_bandwidth, self.latency)
+        if self.multi_rail and self.spans is not None and rpn is not None:
+            # the steps that stay inside a node pay its link's alpha (collectives.ring_latency)
+            split = coll.ring_latency(kind, n, rpn, intra_alpha or 0.0, self.latency)
+            lat = np.where(self.spans, split, lat)
         if kind == "all-reduce" and self.multi_rail and self.spans is not None and rpn is not None:
             # NCCL picks its tree for an all-reduce across many nodes when the tree's latency is
             # lower (a chain inside each node, a double binary tree across them, at about the

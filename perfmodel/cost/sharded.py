@@ -44,6 +44,18 @@ class Sharding:
     # backward_maybe_with_nosync turns FSDP's gradient sync and resharding off until the last
     # backward; torchtitan's reshard_after_forward "default" is False with PP)
     pipeline_once: bool = False
+    # ZeRO-1 whose optimizer states are sharded over a group smaller than dp (the Group's n, with
+    # ``replicas`` copies): how the gradients reach the shard's owner and how the updated
+    # parameters come back. "reduce-scatter": inside the group, then the shard all-reduced across
+    # the replicas (Megatron-Core's --num-distributed-optimizer-instances,
+    # distributed/param_and_grad_buffer.py); "all-reduce": over every data-parallel rank, each
+    # keeping its slice (InternEvo's HybridZeroOptimizer, reduce_rank None: reduce_tensor
+    # all-reduces over ParallelMode.DATA)
+    zero1_grad_reduce: str = "reduce-scatter"
+    # "all-gather" (Megatron's distributed optimizer); "broadcast": each rank of the group
+    # broadcasts its shard to the others, one collective per rank (InternEvo's
+    # HybridZeroOptimizer.broadcast_params over ParallelMode.ZERO1)
+    zero1_param_sync: str = "all-gather"
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,33 @@ class Group:
     link: Link
     replicas: Num = 1
     replica_link: Link | None = None
+    # the whole data-parallel group's link (n x replicas ranks), for a reduction over all of it
+    full_link: Link | None = None
+
+
+def zero1_traffic(g: Group, grads: Num, weights: Num, sh: Sharding) -> tuple[Num, Num]:
+    """(gradient reduction, parameter sync) seconds of ZeRO-1 over a shard group of g.n ranks
+    replicated g.replicas times (1: the optimizer sharded over all of dp), ``grads`` and
+    ``weights`` bytes per rank before sharding, as the framework runs it (Sharding.zero1_*):
+    - gradients: a reduce-scatter over the group, then its 1/n shard all-reduced across the
+      replicas; or one all-reduce over all n x replicas ranks;
+    - parameters: an all-gather over the group; or n broadcasts of a 1/n shard each, every one a
+      pipelined ring over the n ranks (collectives.ring_latency: n - 1 steps), so n (n - 1) steps
+      in all: at n = 1,024 on a network with microseconds a step, seconds."""
+    n, reps = np.asarray(g.n, dtype=float), np.asarray(g.replicas, dtype=float)
+    rep_link = g.replica_link or g.link
+    full = g.full_link or g.link
+    hier = reps > 1
+    rs = g.link.seconds("reduce-scatter", grads, n) + np.where(
+        hier, rep_link.seconds("all-reduce", grads / np.maximum(n, 1.0), reps), 0.0
+    )
+    if sh.zero1_grad_reduce == "all-reduce":
+        rs = np.where(hier, full.seconds("all-reduce", grads, n * reps), rs)
+    if sh.zero1_param_sync == "broadcast":
+        ag: Num = n * g.link.seconds("broadcast", weights / np.maximum(n, 1.0), n)
+    else:
+        ag = g.link.seconds("all-gather", weights, n)
+    return rs, ag
 
 
 def unit_traffic(g: Group, layers: Num, p: Precision, fp8_gather: bool = False) -> tuple[Num, Num]:

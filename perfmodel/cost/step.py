@@ -12,7 +12,7 @@ from perfmodel.cost import Array, Num
 from ..specs.precision import Precision
 from . import collectives as coll
 from .layer import Link
-from .sharded import Group, Sharding, sharded_step
+from .sharded import Group, Sharding, sharded_step, zero1_traffic
 
 
 def layer_recompute(
@@ -128,8 +128,9 @@ def data_parallel_comm(
         params, n, link = g.params, g.n, g.link
         active = (n > 1) & (params > 0)
         grads, weights = params * precision.reduce_bytes, params * precision.weight_bytes
-        t_ar, t_rs = _ring("all-reduce", grads, n, link), _ring("reduce-scatter", grads, n, link)
-        t_ag = _ring("all-gather", weights, n, link)
+        t_ar = _ring("all-reduce", grads, n, link)
+        # ZeRO-1's reduce-scatter and all-gather, over its shard group (cost/sharded.py)
+        t_rs, t_ag = zero1_traffic(g, grads, weights, sh)
         # the last (first) bucket's share
         last = np.minimum(1.0, ov.bucket_params / np.maximum(params, 1.0))
         step_reduce = np.where(zero >= 1, t_rs, t_ar)

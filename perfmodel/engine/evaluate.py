@@ -344,6 +344,8 @@ def _overlap(st: Setting, n: Array) -> stp.Overlap:
             reduce_bucket_params=profile["zero3_reduce_bucket_params"],
             fp8_gather=tr.fp8_param_gather,
             pipeline_once=profile["sharded_pipeline"],
+            zero1_grad_reduce=profile["zero1_grad_reduce"],
+            zero1_param_sync=profile["zero1_param_sync"],
         ),
     )
 
@@ -400,6 +402,7 @@ def _data_parallel(
             mesh.group_link(shard * cp, block),
             replicas,
             mesh.group_link(replicas, tp * cp * shard),
+            mesh.group_link(dp * cp, block),
         ),
         Group(experts, mesh.edp, replace(mesh.link("edp"), multi_rail=True)),
     ]
@@ -417,9 +420,11 @@ def _data_parallel(
     )
     # DualPipe's two copies of each stage share its optimizer shards (engine/memory.py)
     copies = np.where(pipe.dualpipe_rows(k.schedule, k.pp), 2.0, 1.0)
-    local = dense / np.where(
-        k.zero_stage >= 1, np.where(k.zero_stage >= 2, shard, dp) * cp * copies, 1.0
-    ) + experts / np.where(k.zero_stage >= 1, mesh.edp * copies, 1.0)
+    # the optimizer's shard: over dp_shard x cp where the states are sharded over a group (HSDP,
+    # a ZeRO-1 sharding group), else over dp x cp (shard is dp then)
+    local = dense / np.where(k.zero_stage >= 1, shard * cp * copies, 1.0) + experts / np.where(
+        k.zero_stage >= 1, mesh.edp * copies, 1.0
+    )
     return dp_comm, zero3, local
 
 

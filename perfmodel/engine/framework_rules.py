@@ -139,11 +139,13 @@ FRAMEWORK_RULES: tuple[Rule, ...] = (
         ("dp_shard", "dp", "zero_stage"),
         lambda f: (f.dp_shard is not None)
         & (as_array(f.dp_shard if f.dp_shard is not None else 0) != as_array(f.dp))
-        & ((not f.profile["hsdp"]) | (as_array(f.zero_stage) < 2)),
+        & ((not f.profile["hsdp"]) | (as_array(f.zero_stage) < 2))
+        & ((not f.profile["zero1_shard_group"]) | (as_array(f.zero_stage) != 1)),
         lambda f: (
             f"dp_shard({f.dp_shard}) < dp({f.dp}) is HSDP, which needs ZeRO-2/3 under a framework"
-            f" that runs it (fsdp, fsdp1), not ZeRO-{f.zero_stage} under {f.framework}; drop"
-            " dp_shard or set zero_stage 3 and framework: fsdp"
+            " that runs it (fsdp, fsdp1), or a ZeRO-1 sharding group (megatron-core's"
+            f" --num-distributed-optimizer-instances, internevo's zero1), not ZeRO-{f.zero_stage}"
+            f" under {f.framework}; drop dp_shard, or set zero_stage 3 and framework: fsdp"
         ),
         "framework",
         "the framework cannot run it",

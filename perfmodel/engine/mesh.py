@@ -114,10 +114,12 @@ class Mesh:
             s.inter_node_link.efficiency if efficiency else 1.0
         )
         per_node = np.where(spans, np.maximum(s.domain // np.maximum(stride, 1), 1), n)
+        # on a full mesh (Infinity Fabric) the group's r ranks of a node use r - 1 of its links
+        mesh_bw = bw_in * coll.mesh_share(s.intra_node_link.mesh_links or 0, per_node)
         return Link(
-            np.where(spans, bw_out, bw_in),
+            np.where(spans, bw_out, mesh_bw),
             np.where(spans, s.inter_node_link.latency_s, s.intra_node_link.latency_s),
-            bw_in,
+            mesh_bw,
             s.intra_node_link.latency_s,
             per_node,
             spans,

@@ -278,7 +278,9 @@ def _dp_shard(
 ) -> dict[str, Any]:
     """HSDP's shard group: the plan's dp_shard where it divides dp, else dp (full sharding); where
     the framework runs HSDP (torchtitan's dp_replicate x dp_shard, FSDP1's HYBRID_SHARD) the
-    ZeRO-2/3 rows are also tried with every divisor of dp above 1 as the shard group."""
+    ZeRO-2/3 rows are also tried with every divisor of dp above 1 as the shard group, and where it
+    shards the optimizer over a group (Megatron-Core's --num-distributed-optimizer-instances,
+    InternEvo's zero1) so are the ZeRO-1 rows."""
     dp = c["dp"]
     if fx.dp_shard is not None:
         c = _keep(c, c["dp"] % fx.dp_shard == 0)
@@ -286,13 +288,19 @@ def _dp_shard(
         c["dp_shard"] = np.where(c["dp"] == fx.dp_shard, 0, fx.dp_shard).astype(np.int64)
         return c
     c["dp_shard"] = np.zeros(dp.size, dtype=np.int64)
-    if not facts_of({"tp": c["tp"][:1]}).profile["hsdp"]:
-        return c
-    sharded = c["zero_stage"] >= 2
+    facts = facts_of({"tp": c["tp"][:1]})
+    profile = facts.profile
+    hsdp = (c["zero_stage"] >= 2) & profile["hsdp"]
+    zero1 = (c["zero_stage"] == 1) & profile["zero1_shard_group"]
     extra = []
-    for value in np.unique(dp[sharded]):
-        rows = sharded & (dp == value)
+    for value in np.unique(dp[hsdp | zero1]):
         for d in divisors(int(value))[1:-1]:
+            # a ZeRO-1 group is tried inside one node (InternEvo's advice: zero1 <= 8 for
+            # smaller models); its point is to keep the parameter sync off the network
+            inside = d * c["tp"] * c["cp"] <= facts.gpus_per_node
+            rows = (dp == value) & (hsdp | (zero1 & inside))
+            if not rows.any():
+                continue
             part = {k: v[rows] for k, v in c.items()}
             part["dp_shard"] = np.full(int(rows.sum()), d, dtype=np.int64)
             extra.append(part)

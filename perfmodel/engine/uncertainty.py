@@ -29,7 +29,21 @@ class Band:
 
 def gpu_family(name: str) -> str:
     low = name.lower()
-    families = ("a100", "h100", "h200", "h800", "gb200", "gb300", "b200", "b300", "v100", "mi300")
+    families = (
+        "a100",
+        "h100",
+        "h200",
+        "h800",
+        "gb200",
+        "gb300",
+        "b200",
+        "b300",
+        "v100",
+        "mi300",
+        "mi325",
+        "mi350",
+        "mi355",
+    )
     return next((f for f in families if f in low), low)
 
 
@@ -45,6 +59,9 @@ ARCHITECTURES = {
     "gb200": "blackwell",
     "gb300": "blackwell",
     "mi300": "cdna3",
+    "mi325": "cdna3",
+    "mi350": "cdna4",
+    "mi355": "cdna4",
 }
 
 

@@ -166,6 +166,7 @@ def _to_plan(args: dict, gpu: str, num_gpus: int | None, vocab_size: int | None)
     megatron_moe.read_moe(args, out)
     megatron_optimizer.read_optimizer(args, out)
     _system_and_vocab(args, out, num_gpus, vocab_size)
+    megatron_optimizer.read_instances(args, out)
     if "--global-batch-size" not in args or "--micro-batch-size" not in args:
         raise PerfModelError("the arguments lack --global-batch-size or --micro-batch-size")
     return out

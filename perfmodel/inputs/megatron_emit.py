@@ -56,9 +56,19 @@ def to_args(plan, config: dict, layers: list[float] | None = None) -> list[str]:
         + _parallel_args(c)
         + cp_args(c, plan.training.framework)
         + zero_args(c["zero_stage"], plan.training.framework)
+        + _instances_args(c)
         + _split_args(c, layers or [], plan.model.mtp_num_layers)
         + _training_args(plan, c)
     )
+
+
+def _instances_args(c: dict) -> list[str]:
+    """A ZeRO-1 sharding group of dp_shard ranks as Megatron-Core launches it: dp / dp_shard
+    distributed-optimizer instances (inputs/megatron_optimizer.read_instances reads it back)."""
+    shard = c.get("dp_shard") or 0
+    if c["zero_stage"] != 1 or not shard or shard == c["dp"]:
+        return []
+    return [f"--num-distributed-optimizer-instances {c['dp'] // shard}"]
 
 
 def _split_args(c: dict, layers: list[float], mtp: int = 0) -> list[str]:

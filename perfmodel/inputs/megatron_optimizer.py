@@ -1,7 +1,8 @@
 """Megatron-Core's precision-aware optimizer as Megatron-LM reads its launch arguments
 (megatron/training/arguments.py): --use-precision-aware-optimizer with the dtypes of Adam's moments
 (--exp-avg-dtype, --exp-avg-sq-dtype) and of the master weights and gradients (--main-params-dtype,
---main-grads-dtype)."""
+--main-grads-dtype); and --num-distributed-optimizer-instances, the distributed optimizer sharded
+over dp / N ranks and replicated N times (Megatron-Core 0.10+, partial distributed optimizer)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from perfmodel.inputs.megatron_args import Imported, one_value
 
 MOMENTS = {"--exp-avg-dtype": "exp_avg_dtype", "--exp-avg-sq-dtype": "exp_avg_sq_dtype"}
 MAINS = ("--main-params-dtype", "--main-grads-dtype")
-FLAGS = ("--use-precision-aware-optimizer", *MOMENTS, *MAINS)
+INSTANCES = "--num-distributed-optimizer-instances"
+FLAGS = ("--use-precision-aware-optimizer", *MOMENTS, *MAINS, INSTANCES)
 
 
 def read_optimizer(args: dict, out: Imported) -> None:
@@ -35,3 +37,27 @@ def read_optimizer(args: dict, out: Imported) -> None:
                 f"{flag} {one_value(args, flag)}: perfmodel models fp32 master weights and"
                 " gradients; drop the argument or plan with fp32"
             )
+
+
+def read_instances(args: dict, out: Imported) -> None:
+    """--num-distributed-optimizer-instances N as the plan's dp_shard = dp / N (its ZeRO-1
+    sharding group; dp = GPUs / (tp x pp x cp)); it needs --use-distributed-optimizer and an N
+    that divides dp, as Megatron-LM asserts (megatron/training/arguments.py)."""
+    if INSTANCES not in args:
+        return
+    value = one_value(args, INSTANCES)
+    if not value.isdigit() or int(value) < 1:
+        raise PerfModelError(f"{INSTANCES} {value}: give a whole number of instances, e.g. 2")
+    n, par = int(value), out.plan["parallel"]
+    if n == 1:
+        return
+    if par.get("zero_stage") != 1:
+        raise PerfModelError(f"{INSTANCES} {n} needs --use-distributed-optimizer (ZeRO-1)")
+    model_parallel = par.get("tp", 1) * par.get("pp", 1) * par.get("cp", 1)
+    dp = out.plan["system"]["num_gpus"] // model_parallel
+    if dp % n:
+        raise PerfModelError(
+            f"{INSTANCES} {n} does not divide the data-parallel size {dp} (GPUs / (tp x pp x cp));"
+            " pick a divisor"
+        )
+    par["dp_shard"] = dp // n

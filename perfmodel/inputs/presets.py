@@ -283,7 +283,10 @@ _LINKS_FOR = {
     "b300": ("nvlink5", "cx8-800g"),
     "gb200": ("nvlink5-nvl72", "ib-ndr"),
     "gb300": ("nvlink5-nvl72", "cx8-800g"),
-    "mi300x": ("infinity-fabric", "roce-400g"),
+    "mi300x": ("infinity-fabric", "pollara-400"),
+    "mi325x": ("infinity-fabric", "pollara-400"),
+    "mi350x": ("infinity-fabric-4", "pollara-400"),
+    "mi355x": ("infinity-fabric-4", "pollara-400"),
     "v100": ("nvlink2", "ib-hdr"),
 }
 

@@ -21,6 +21,12 @@ Each flag's value cites where it comes from. Profiles:
 - primus: AMD's Primus (AMD-AGI/Primus, early 2026) on its Megatron-LM backend with the
   Primus-pipeline schedules (the zero-bubble family; its tech blog "primus_pipeline"); Megatron-
   Core's values elsewhere. The GPU's rates are the hardware preset's, not the profile's.
+- internevo: InternEvo (InternLM's training framework, 2023-2024) with its HybridZeroOptimizer:
+  ZeRO-1 sharded over a zero1 group of ranks (parallel.zero1 size; -1: all of dp), gradients
+  all-reduced over every data-parallel rank, parameters broadcast from each shard's owner.
+- megatron-rocm: Megatron-LM / Megatron-Core on ROCm as AMD's Primus and the MLPerf v5.1 AMD
+  submission run it (ROCm TransformerEngine, CK fused attention, hipBLASLt GEMMs, RCCL).
+- torchtitan-rocm: torchtitan (FSDP2) on ROCm (ROCm PyTorch, SDPA's flash backend: AOTriton).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 from typing import Any, Literal, get_args
 
 from .flags import FLAGS
+from .framework_extra import extra_profiles
 
 __all__ = ["FLAGS", "FRAMEWORKS", "FRAMEWORK_ALIASES", "PROFILES", "Framework", "defaults"]
 
@@ -40,6 +47,9 @@ Framework = Literal[
     "fsdp1",
     "hai-llm",
     "primus",
+    "internevo",
+    "megatron-rocm",
+    "torchtitan-rocm",
 ]
 FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 
@@ -426,6 +436,14 @@ PROFILES["primus"] = {
     "overlap_grad_reduce": False,
     "overlap_param_gather": False,
 }
+PROFILES.update(extra_profiles(PROFILES))
+for _name, _p in PROFILES.items():
+    # the optimizer's sharding group as a knob (ZeRO-1 with dp_shard < dp): Megatron-Core's
+    # --num-distributed-optimizer-instances (Megatron-Core 0.10+), InternEvo's zero1 size
+    _p.setdefault("zero1_shard_group", _name in ("megatron-core", "megatron-rocm"))
+    _p.setdefault("zero1_grad_reduce", "reduce-scatter")
+    _p.setdefault("zero1_param_sync", "all-gather")
+
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
 FACTS = (
     "zero_stages",
@@ -449,6 +467,9 @@ FACTS = (
     "params_are_master",
     "fp8_swiglu_cache",
     "sp_gathered_head_input",
+    "zero1_shard_group",
+    "zero1_grad_reduce",
+    "zero1_param_sync",
 )
 
 

@@ -181,6 +181,17 @@ class Link(Spec):
     efficiency: Fraction = Field(
         0.85, description="Fraction of the bandwidth collectives reach (NCCL bus bandwidth)."
     )
+    mesh_links: int | None = Field(
+        None,
+        gt=0,
+        le=1024,
+        description=(
+            "Links per GPU of a full mesh with no switch (AMD Infinity Fabric: 7, one to each peer"
+            " of an 8-GPU node); bandwidth_bytes_per_s is then all of them together. A group of r"
+            " GPUs of a node reaches its peers over r - 1 of them. None: a switch, where any"
+            " group gets the whole bandwidth."
+        ),
+    )
     source: str = Field("", description="Where the figures come from (data sheet, measurement).")
 
 

@@ -29,6 +29,10 @@ DTYPE_BYTES: dict[str, float] = {
     "fp8": 1,
     "mxfp8": 1,  # OCP Microscaling: E4M3 elements
     "nvfp4": 0.5,  # NVIDIA's FP4: E2M1 elements
+    # OCP Microscaling MXFP6 (E2M3/E3M2) and MXFP4 (E2M1), 32-element blocks: peaks of AMD's
+    # CDNA 4 parts (MI350X, MI355X); not training dtypes here (no published recipe to cost)
+    "mxfp6": 0.75,
+    "mxfp4": 0.5,
 }
 DTYPES = tuple(DTYPE_BYTES)
 # Scale bytes per element of the block-scaled formats: MXFP8 one 8-bit power-of-two scale per
