@@ -284,7 +284,16 @@ def quick_plan(
     )
 
 
-PLAN_KEYS = ("model", "system", "training", "parallel", "run", "ignore", "description")
+PLAN_KEYS = (
+    "model",
+    "system",
+    "training",
+    "parallel",
+    "run",
+    "ignore",
+    "description",
+    "calibration",
+)
 
 
 def _seq_from_training(data: dict) -> Any:
@@ -327,11 +336,17 @@ def plan_from_mapping(data: Any, label: str, base_dir: Path | None = None) -> Pl
         raise PerfModelError(f"{label}: ignore must be a list of rule IDs, e.g. [PM201]")
     _format_runs_on(training, sysm, label)
     try:
-        return Plan(
+        plan = Plan(
             model=m, system=sysm, training=training, parallel=parallel, run=run, ignore=ignore
         )
     except ValidationError as e:  # the plan's cross-section rules (Plan's validators)
         raise PerfModelError(format_validation_error(e, label, Plan)) from None
+    if data.get("calibration") is None:
+        return plan
+    from perfmodel.inputs import calibration
+    from perfmodel.specs.calibration import with_calibration
+
+    return with_calibration(plan, calibration.of_plan(data["calibration"], label, base_dir))
 
 
 HOPPER = ("H100", "H200", "H800")

@@ -13,6 +13,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from ..errors import PerfModelError
 from .base import Spec, format_validation_error
+from .calibration import Calibration
 from .hardware import System
 from .model import Model
 from .parallel import Parallel, Training
@@ -31,6 +32,13 @@ class Plan(Spec):
         description="Power, price, failures and checkpoints of the whole run (with tokens).",
     )
     ignore: list[str] = Field(default_factory=list, description="check rule IDs to silence.")
+    calibration: Calibration | None = Field(
+        None,
+        description=(
+            "Factors fitted on the team's own runs (perfmodel calibrate), already applied to the"
+            " efficiencies above; a plan file names the CAL.yaml."
+        ),
+    )
 
     @property
     def seq_length(self) -> int:
