@@ -128,6 +128,14 @@ tokens_option = click.option(
 )
 
 
+calibration_option = click.option(
+    "--calibration",
+    "calibration",
+    metavar="CAL.yaml",
+    help="Factors fitted on your own runs (perfmodel calibrate); the band becomes theirs.",
+)
+
+
 def parallel_options(f: F) -> F:
     """The knobs a user may fix on the command line (they override the plan's parallel section)."""
     opts = [
@@ -154,6 +162,7 @@ def parallel_options(f: F) -> F:
             help=f"Framework profile: {', '.join(FRAMEWORKS)} (perfmodel presets frameworks).",
         ),
         tokens_option,
+        calibration_option,
         click.option(
             "--memory-reserve",
             help=(
@@ -223,7 +232,17 @@ def load_plan(source: str, kw: dict[str, Any], refuse_unused: bool = True) -> Pl
         plan = with_tokens(plan, kw["tokens"])
     if kw.get("memory_reserve") is not None:
         plan = with_reserve(plan, kw["memory_reserve"])
+    if kw.get("calibration") is not None:
+        plan = with_calibration(plan, kw["calibration"])
     return plan
+
+
+def with_calibration(plan: Plan, path: str) -> Plan:
+    """The plan with --calibration CAL.yaml applied (specs/calibration.py)."""
+    from perfmodel.inputs import calibration
+    from perfmodel.specs.calibration import with_calibration as apply
+
+    return apply(plan, calibration.read(path, "--calibration"))
 
 
 def with_tokens(plan: Plan, value: str) -> Plan:

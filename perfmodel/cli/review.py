@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from perfmodel.cli.common import (
+    calibration_option,
     count,
     format_option,
     json_option,
@@ -185,8 +186,11 @@ def sweep_cmd(
     is_flag=True,
     help="Also print each run's per-iteration breakdown, as `estimate` does.",
 )
+@calibration_option
 @json_option
-def validate(cases: tuple[str, ...], breakdown: bool, as_json: bool) -> None:
+def validate(
+    cases: tuple[str, ...], breakdown: bool, as_json: bool, calibration: str | None
+) -> None:
     """Predicted vs measured step times of the published runs (Narayanan 2021, Korthikanti 2022).
 
     Published TFLOP/s become step times with each source's own FLOP formula. Each run's
@@ -198,11 +202,19 @@ def validate(cases: tuple[str, ...], breakdown: bool, as_json: bool) -> None:
         perfmodel validate
         perfmodel validate k22 --json
         perfmodel validate n21-gpt-76.1b --breakdown
+        perfmodel validate llmf --calibration cal.yaml
     """
     from perfmodel.output import console, render_plan, render_review
     from perfmodel.review import validate as val
 
-    report = val.validate(list(cases) or None)
+    cal = None
+    if calibration is not None:
+        from perfmodel.inputs.calibration import read
+
+        cal = read(calibration, "--calibration")
+        if not as_json:
+            console.line(cal.summary())
+    report = val.validate(list(cases) or None, calibration=cal)
     if as_json:
         out = report.to_json()
         if breakdown:

@@ -11,7 +11,7 @@ def assumptions(plan: Plan) -> list[str]:
     """What a result rests on that the plan did not state and no measurement checked: the framework
     profile's defaults, and a GPU's efficiencies when they are assumed (not measured or fitted)."""
     tr, gpu, s = plan.training, plan.system.gpu, plan.system
-    out = []
+    out = [] if plan.calibration is None else [plan.calibration.summary()]
     if tr.profile_flags:
         out.append(f"framework {tr.framework}: its defaults for {', '.join(tr.profile_flags)}")
     source = gpu.efficiency_source
