@@ -71,7 +71,9 @@ def transfer(runs: list[cal.MeasuredRun], loo: bool = True) -> dict[str, float]:
         raw.append(np.mean([abs(cal.step_time(o.plan, theta) / o.measured_s - 1) for o in others]))
         aim, _ = cal.one_run_target(one, cal.published_band(one.plan, bands))
         theta, _ = cal.gauss_newton([one], ["rate"], target=np.array([aim]))
-        after.append(np.mean([abs(cal.step_time(o.plan, theta) / o.measured_s - 1) for o in others]))
+        after.append(
+            np.mean([abs(cal.step_time(o.plan, theta) / o.measured_s - 1) for o in others])
+        )
     loo = cal.leave_one_out(runs, None)[0] if loo else {}
     return {
         "runs": len(runs),
@@ -96,7 +98,9 @@ def main() -> None:
         print(json.dumps(rows, indent=2))
         return
     print("mean |error| of a source's runs, uncalibrated and calibrated on one of its runs")
-    print(f"{'source':<22} {'runs':>4} {'before':>7} {'raw':>7} {'1 run':>7} {'worst':>7} {'LOO':>7}")
+    print(
+        f"{'source':<22} {'runs':>4} {'before':>7} {'raw':>7} {'1 run':>7} {'worst':>7} {'LOO':>7}"
+    )
     for name, r in rows.items():
         print(
             f"{name:<22} {r['runs']:>4} {r['before_pct']:>6.1f}%"

@@ -30,7 +30,9 @@ def read(path: str | Path, label: str | None = None) -> Calibration:
 def of_plan(value: object, label: str, base_dir: Path | None) -> Calibration:
     """A plan's `calibration:` key: a CAL.yaml path, relative to the plan's folder."""
     if not isinstance(value, str) or not value.strip():
-        raise PerfModelError(f"{label}: calibration must name a CAL.yaml file (perfmodel calibrate)")
+        raise PerfModelError(
+            f"{label}: calibration must name a CAL.yaml file (perfmodel calibrate)"
+        )
     path = Path(value)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path

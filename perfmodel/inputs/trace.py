@@ -104,10 +104,11 @@ def _open(path: Path) -> IO[str]:
 _KEY = re.compile(r'"traceEvents"\s*:\s*\[')
 
 
-def iter_events(path: str | Path, chunk: int = CHUNK) -> Iterator[dict[str, Any]]:
+def iter_events(path: str | Path, chunk: int | None = None) -> Iterator[dict[str, Any]]:
     """The events of a Chrome trace one at a time: the ``traceEvents`` array of an object, or a
-    bare array, never more than one event and a chunk of text in memory."""
+    bare array, never more than one event and a few chunks of text in memory."""
     p = Path(path)
+    chunk = chunk or CHUNK
     dec = json.JSONDecoder()
     with _open(p) as fh:
         try:

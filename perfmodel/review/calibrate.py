@@ -71,7 +71,7 @@ def step_time(plan: Plan, theta: dict[str, float]) -> float:
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is plan:
         return hit[1]
-    factors = {k: (v if k == "overhead_s" else math.exp(v)) for k, v in theta.items()}
+    factors = {k: v if k == "overhead_s" else math.exp(v) for k, v in theta.items()}
     cal = Calibration(factors=factors, fitted_from="step_times", runs=[])
     p = apply_factors(plan, cal.expanded())
     t = float(estimate(p, resolve_config(p)).values["step_time_s"])
@@ -135,7 +135,9 @@ def gauss_newton(
         base, jac = jacobian(runs, theta)
         delta = np.linalg.lstsq(jac, target - base, rcond=None)[0]
         # a damped step: at most a factor of e^0.5 (or half the shortest step, for overhead_s)
-        limit = np.array([0.5 * float(np.exp(base).min()) if n == "overhead_s" else 0.5 for n in names])
+        limit = np.array(
+            [0.5 * float(np.exp(base).min()) if n == "overhead_s" else 0.5 for n in names]
+        )
         delta = delta * min(1.0, float(np.min(limit / np.maximum(np.abs(delta), 1e-30))))
         theta = {k: theta[k] + float(d) for k, d in zip(names, delta)}
         if np.abs(delta).max() < 1e-3:
@@ -161,9 +163,7 @@ def one_run_target(run: MeasuredRun, band: float) -> tuple[float, str]:
     return math.log(t0) + kept, why
 
 
-def choose(
-    runs: list[MeasuredRun], asked: list[str] | None
-) -> tuple[list[str], dict[str, str]]:
+def choose(runs: list[MeasuredRun], asked: list[str] | None) -> tuple[list[str], dict[str, str]]:
     """The factors to fit (those asked, refused by name where the runs do not identify them; by
     default the most that the runs identify) and why the others are not fitted."""
     if asked is not None:
@@ -174,8 +174,9 @@ def choose(
         return asked, {}
     if len(runs) == 1:
         return ["rate"], {
-            ", ".join(STEP_FACTORS): "one measured run identifies one factor, the stack's"
-            " achieved rate"
+            ", ".join(
+                STEP_FACTORS
+            ): "one measured run identifies one factor, the stack's achieved rate"
         }
     # by default one run more than factors: a residual left to check the fit by
     names = list(STEP_FACTORS[: len(runs) - 1])
@@ -207,7 +208,9 @@ def published_band(plan: Plan, bands: dict[str, Any] | None = None) -> float:
 
 
 def _factors(theta: dict[str, float]) -> dict[str, float]:
-    return {k: (round(v, 6) if k == "overhead_s" else round(math.exp(v), 4)) for k, v in theta.items()}
+    return {
+        k: round(v, 6) if k == "overhead_s" else round(math.exp(v), 4) for k, v in theta.items()
+    }
 
 
 def leave_one_out(
@@ -268,7 +271,9 @@ def fit_step_times(runs: list[MeasuredRun], asked: list[str] | None = None) -> C
         target, notes = np.array([aim]), [*notes, why]
     theta, _ = gauss_newton(runs, names, target=target)
     if "overhead_s" in theta and theta["overhead_s"] < 0:
-        dropped["overhead_s"] = f"fitted negative ({1e3 * theta['overhead_s']:.1f} ms): not physical"
+        dropped["overhead_s"] = (
+            f"fitted negative ({1e3 * theta['overhead_s']:.1f} ms): not physical"
+        )
         names = [n for n in names if n != "overhead_s"]
         theta, _ = gauss_newton(runs, names)
     loo, loo_max, loo_notes = leave_one_out(runs, asked)
@@ -345,7 +350,9 @@ def fit_trace(run: MeasuredRun) -> Calibration:
         fitted_from="trace",
         runs=_run_rows([run], theta) if run.measured_s else [],
         not_fitted=not_fitted,
-        trace=table | {"collectives_s_per_step": {k: v / tr.steps for k, v in tr.collectives_s.items()}},
+        trace=table | {
+            "collectives_s_per_step": {k: v / tr.steps for k, v in tr.collectives_s.items()}
+        },
         notes=notes,
     )
 

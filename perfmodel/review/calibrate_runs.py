@@ -77,7 +77,9 @@ def load_runs(path: str) -> tuple[list[MeasuredRun], list[str] | None]:
     where = Path(path)
     data = presets.parse_yaml(presets.read_text(path, path), path)
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list) or not data["runs"]:
-        raise PerfModelError(f"{path}: runs: a list of measured runs, each with plan: and measured:")
+        raise PerfModelError(
+            f"{path}: runs: a list of measured runs, each with plan: and measured:"
+        )
     _unknown(data, TOP_KEYS, path)
     asked = data.get("fit")
     if asked is not None:
@@ -96,7 +98,9 @@ def load_runs(path: str) -> tuple[list[MeasuredRun], list[str] | None]:
         loaded = inputs.load(str(local) if local.exists() else source)
         plan = loaded.plan
         if plan.calibration is not None:
-            raise PerfModelError(f"{label}.plan: {source} is already calibrated; give the plain plan")
+            raise PerfModelError(
+                f"{label}.plan: {source} is already calibrated; give the plain plan"
+            )
         est, chosen = estimate_or_search(plan)
         notes = list(loaded.notes)
         if chosen:

@@ -139,8 +139,10 @@ def apply_factors(plan: Plan, factors: dict[str, float]) -> Plan:
     )
     s = plan.system
     links = {
-        name: getattr(s, name).model_copy(
-            update={"efficiency": getattr(s, name).efficiency / f["comm"]}
+        name: (
+            getattr(s, name).model_copy(
+                update={"efficiency": getattr(s, name).efficiency / f["comm"]}
+            )
         )
         for name in ("intra_node_link", "inter_node_link")
     }
@@ -161,6 +163,6 @@ def with_calibration(plan: Plan, cal: Calibration) -> Plan:
     if plan.calibration is not None:
         raise PerfModelError(
             f"calibration: the plan is already calibrated ({plan.calibration.source or 'its own'}"
-            f" calibration: key); give one calibration, in the plan or as --calibration"
+            " calibration: key); give one calibration, in the plan or as --calibration"
         )
     return apply_factors(plan, cal.expanded()).model_copy(update={"calibration": cal})
