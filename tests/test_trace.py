@@ -135,7 +135,7 @@ def test_synthetic_trace_known_times(tmp_path: Path, suffix: str, bare: bool) ->
 
 def test_small_chunks_cross_every_boundary(tmp_path: Path) -> None:
     """An event split across reads is read whole: the same figures at 7-character chunks."""
-    events, known = synthetic(steps=2)
+    events, _known = synthetic(steps=2)
     path = write(tmp_path / "t.json", events)
     whole = list(trace.iter_events(path))
     assert list(trace.iter_events(path, chunk=7)) == whole == events

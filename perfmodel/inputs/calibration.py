@@ -10,7 +10,7 @@ from perfmodel.specs.calibration import Calibration
 
 
 def read(path: str | Path, label: str | None = None) -> Calibration:
-    """The Calibration in ``path``; ``label`` names where it was asked for (a plan's key, a flag)."""
+    """The Calibration in ``path``; ``label`` names where it was asked for (a plan key, a flag)."""
     from perfmodel.inputs.presets import _build, _load_yaml
 
     where = f"{label} {path}" if label else str(path)

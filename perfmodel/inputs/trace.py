@@ -94,7 +94,7 @@ def _open(path: Path) -> IO[str]:
     try:
         if path.suffix == ".gz":
             return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-        return open(path, encoding="utf-8")  # noqa: SIM115 (closed by the caller's with)
+        return open(path, encoding="utf-8")
     except FileNotFoundError:
         raise PerfModelError(f"{path}: no such file") from None
     except OSError as e:

@@ -272,7 +272,8 @@ def fit_step_times(runs: list[MeasuredRun], asked: list[str] | None = None) -> C
     theta, _ = gauss_newton(runs, names, target=target)
     if "overhead_s" in theta and theta["overhead_s"] < 0:
         dropped["overhead_s"] = (
-            f"fitted negative ({1e3 * theta['overhead_s']:.1f} ms): not physical"
+            f"fitted below zero ({1e3 * theta['overhead_s']:.2g} ms, not physical): refitted"
+            " without it"
         )
         names = [n for n in names if n != "overhead_s"]
         theta, _ = gauss_newton(runs, names)

@@ -26,7 +26,7 @@ from perfmodel import inputs
 from perfmodel.engine.search import estimate_or_search
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets, trace
-from perfmodel.review.calibrate import STEP_FACTORS, MeasuredRun
+from perfmodel.review.calibrate import MeasuredRun
 from perfmodel.specs.calibration import FACTORS, Calibration
 
 TOP_KEYS = ("runs", "fit", "description")
@@ -82,11 +82,10 @@ def load_runs(path: str) -> tuple[list[MeasuredRun], list[str] | None]:
         )
     _unknown(data, TOP_KEYS, path)
     asked = data.get("fit")
-    if asked is not None:
-        if not isinstance(asked, list) or not all(a in FACTORS for a in asked) or not asked:
-            raise PerfModelError(
-                f"{path}: fit: a list of factors among {', '.join(STEP_FACTORS)} and rate"
-            )
+    if asked is not None and (
+        not isinstance(asked, list) or not asked or not all(a in FACTORS for a in asked)
+    ):
+        raise PerfModelError(f"{path}: fit: a list of factors among {', '.join(FACTORS)}")
     runs = []
     for i, raw in enumerate(data["runs"]):
         label = f"{path}: runs[{i}]"
@@ -101,7 +100,7 @@ def load_runs(path: str) -> tuple[list[MeasuredRun], list[str] | None]:
             raise PerfModelError(
                 f"{label}.plan: {source} is already calibrated; give the plain plan"
             )
-        est, chosen = estimate_or_search(plan)
+        _est, chosen = estimate_or_search(plan)
         notes = list(loaded.notes)
         if chosen:
             plan = plan.with_parallel(**chosen)
