@@ -215,7 +215,7 @@ def read_kineto(path: str | Path, steps: int | None = None) -> TraceSummary:
                 raise PerfModelError(
                     f"{path}: kernel event {name[:60]!r} has no numeric ts and dur"
                 ) from None
-            args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+            args = ev["args"] if isinstance(ev.get("args"), dict) else {}
             devices.add(args.get("device", ev.get("pid")))
             c = kernel_class(name)
             kernel_s[c] += dur * 1e-6  # Chrome traces count microseconds

@@ -7,11 +7,12 @@ J_ij = d log t_i / d theta_j by finite differences (theta_j = log factor_j; over
 seconds). What is fitted:
 - one step time: one factor, ``rate`` (compute and communication at once), the stack's achieved
   rate;
-- several step times: ``compute``, ``comm`` and ``overhead_s`` as far as the runs tell them apart:
-  a factor is identified when some run's step moves by at least MIN_SENSITIVITY with it and the
-  column-normalized Jacobian has a condition number below MAX_CONDITION (runs that differ in
-  scale or layout spend different shares of their step in communication); at least as many runs
-  as factors;
+- several step times: ``compute``, ``comm`` and ``overhead_s`` as far as the runs tell them apart,
+  by default one factor fewer than runs (a residual to spare): a factor is identified when some
+  run's step moves by at least MIN_SENSITIVITY with it, the column-normalized Jacobian has a
+  condition number below MAX_CONDITION (runs that differ in scale or layout spend different
+  shares of their step in communication), and its standard error moves no run's step by more
+  than MAX_EFFECT; a factor asked for by name (``fit:``) that fails is refused by name;
 - a trace: one factor per kernel class (GEMMs by format, attention, elementwise, exposed
   communication) as measured kernel seconds a step over the model's seconds in that class (the
   step's sensitivity to the class's factor), and the host idle time left over as overhead_s.
@@ -45,6 +46,7 @@ TRACE_CLASS = {  # the trace's kernel class each trace factor is measured by (in
 }
 MIN_SENSITIVITY = 0.01  # a factor some run's step moves at least 1% with (d log t / d log f)
 MAX_CONDITION = 30.0  # of the column-normalized Jacobian: above it two factors are confounded
+MAX_EFFECT = 0.1  # a factor whose standard error moves a run's step by more is not identified
 MIN_CLASS_SHARE = 0.01  # a kernel class under 1% of the modelled step is not fitted
 EPS = 0.05  # finite-difference step, in log factor (5%) or, for overhead_s, seconds x step
 
@@ -59,6 +61,13 @@ class MeasuredRun:
     peak_memory_gb: float | None = None
     trace: TraceSummary | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def step_s(self) -> float:
+        """The measured step time; a run without one cannot be fitted on."""
+        if self.measured_s is None:
+            raise PerfModelError(f"run {self.name}: measured: needs step_time_s")
+        return self.measured_s
 
 
 _CACHE: dict[tuple[int, tuple[tuple[str, float], ...]], tuple[Plan, float]] = {}
@@ -128,7 +137,7 @@ def gauss_newton(
 ) -> tuple[dict[str, float], np.ndarray]:
     """Least squares on log step time: (theta, residuals log(t/measured)); ``target`` replaces
     the measured log step times."""
-    measured = np.log([r.measured_s for r in runs])
+    measured = np.log([r.step_s for r in runs])
     target = measured if target is None else target
     theta = dict.fromkeys(names, 0.0)
     for _ in range(iterations):
@@ -152,7 +161,7 @@ def one_run_target(run: MeasuredRun, band: float) -> tuple[float, str]:
     stack's bias; Tibshirani 1996, lasso), so a run within the model's usual error is not taken
     for a stack that differs, and a run far outside it corrects all but that error."""
     t0 = step_time(run.plan, {})
-    x = math.log(run.measured_s / t0)
+    x = math.log(run.step_s / t0)
     lam = math.log1p(band)
     kept = math.copysign(max(abs(x) - lam, 0.0), x)
     why = (
@@ -163,12 +172,34 @@ def one_run_target(run: MeasuredRun, band: float) -> tuple[float, str]:
     return math.log(t0) + kept, why
 
 
+def uncertain(jac: np.ndarray, gap: np.ndarray, names: list[str]) -> str | None:
+    """None, or why a factor is pinned too loosely: its standard error (linearized least squares,
+    sigma^2 (J'J)^-1 with sigma^2 the residual variance) moves some run's step by more than
+    MAX_EFFECT. ``gap`` is log(measured / modelled) at factors 1. Without a measurement to spare
+    the error is unknown, and nothing is said."""
+    n, k = jac.shape
+    if n <= k:
+        return None
+    theta, *_ = np.linalg.lstsq(jac, gap, rcond=None)
+    sigma2 = float(np.sum((gap - jac @ theta) ** 2)) / (n - k)
+    cov = sigma2 * np.linalg.pinv(jac.T @ jac)
+    effect = np.sqrt(np.maximum(np.diag(cov), 0.0)) * np.abs(jac).max(axis=0)
+    j = int(np.argmax(effect))
+    if effect[j] <= MAX_EFFECT:
+        return None
+    return (
+        f"{names[j]}: the runs pin it only to +-{100 * effect[j]:.0f}% of a step (one standard"
+        f" error; the runs' scatter about the fit is {100 * math.sqrt(sigma2):.1f}%)"
+    )
+
+
 def choose(runs: list[MeasuredRun], asked: list[str] | None) -> tuple[list[str], dict[str, str]]:
     """The factors to fit (those asked, refused by name where the runs do not identify them; by
     default the most that the runs identify) and why the others are not fitted."""
+    target = np.log([r.step_s for r in runs])
     if asked is not None:
-        _, jac = jacobian(runs, dict.fromkeys(asked, 0.0))
-        why = identifiable(jac, asked)
+        base, jac = jacobian(runs, dict.fromkeys(asked, 0.0))
+        why = identifiable(jac, asked) or uncertain(jac, target - base, asked)
         if why:
             raise PerfModelError(f"fit: cannot identify {why}; drop a factor or add runs")
         return asked, {}
@@ -184,14 +215,16 @@ def choose(runs: list[MeasuredRun], asked: list[str] | None) -> tuple[list[str],
         f: f"{len(runs)} runs fit {len(names)} factors by default, one measurement to spare"
         for f in STEP_FACTORS[len(names) :]
     }
-    _, full = jacobian(runs, dict.fromkeys(STEP_FACTORS, 0.0))
+    base, full = jacobian(runs, dict.fromkeys(STEP_FACTORS, 0.0))
     while names:
         idx = [STEP_FACTORS.index(n) for n in names]
-        why = identifiable(full[:, idx], names)
+        why = identifiable(full[:, idx], names) or uncertain(full[:, idx], target - base, names)
         if why is None:
             break
-        dropped[names[-1]] = why
-        names = names[:-1]
+        # the factor named goes (the last one for a count or a confounding)
+        gone = next((n for n in names if why.startswith(f"{n}:")), names[-1])
+        dropped[gone] = why
+        names = [n for n in names if n != gone]
     if names in (["compute"], []):
         names = ["rate"]  # one factor for all: communication moves with compute
     return names, dropped
@@ -228,7 +261,7 @@ def leave_one_out(
         except PerfModelError:
             names, _ = choose(rest, None)
         theta, _ = gauss_newton(rest, names)
-        err = abs(step_time(held.plan, theta) / held.measured_s - 1)
+        err = abs(step_time(held.plan, theta) / held.step_s - 1)
         made = calibrated.changes(_kind(held), [_kind(r) for r in rest]) or ["none"]
         notes.append(f"{held.name} from the others ({', '.join(names)}): {100 * err:.1f}%")
         for c in [*made, "all"]:
@@ -248,10 +281,10 @@ def _run_rows(runs: list[MeasuredRun], theta: dict[str, float]) -> list[Calibrat
         rows.append(
             CalibrationRun(
                 name=r.name,
-                measured_step_time_s=r.measured_s,
+                measured_step_time_s=r.step_s,
                 predicted_step_time_s=before,
                 calibrated_step_time_s=after,
-                residual=round(math.log(after / r.measured_s), 5),
+                residual=round(math.log(after / r.step_s), 5),
                 kind=_kind(r),
             )
         )
