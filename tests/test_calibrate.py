@@ -263,3 +263,27 @@ def test_trace_without_a_class_the_plan_runs_is_refused(tmp_path: Path) -> None:
     runs, asked = load_runs(str(traced_run(tmp_path, {}, drop="attention")))
     with pytest.raises(PerfModelError, match="no attention kernels"):
         cal.fit(runs, asked)
+
+
+def test_a_calibrated_plan_changed_stays_calibrated(tmp_path: Path) -> None:
+    """A sweep (or a flag) changes the plan as the presets have it, then calibrates it again: the
+    calibration is never lost nor applied twice."""
+    from perfmodel.review.sweep import changed
+    from perfmodel.specs.calibration import without_calibration
+
+    runs, asked = load_runs(str(write_runs(tmp_path, ["dp8", "tp8"], fit=["rate"])))
+    c = cal.fit(runs, asked)
+    plain = load_plan("llama3-8b-h100")
+    calibrated = with_calibration(plain, c)
+    t = [estimate(p, resolve_config(p)).values["step_time_s"] for p in (plain, calibrated)]
+    assert t[1] / t[0] == pytest.approx(c.factors["rate"], rel=0.05)
+    back = without_calibration(calibrated)
+    assert back.calibration is None
+    assert back.system.gpu.gemm_efficiency == pytest.approx(plain.system.gpu.gemm_efficiency)
+    assert back.system.inter_node_link.efficiency == pytest.approx(
+        plain.system.inter_node_link.efficiency
+    )
+    for path, value in (("gpu", "h100-sxm"), ("training.global_batch_size", "64")):
+        p = changed(calibrated, path if "." in path else f"system.{path}", value)
+        assert p.calibration is c
+        assert estimate(p, resolve_config(p)).values["step_time_s"] == pytest.approx(t[1])

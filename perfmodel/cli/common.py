@@ -225,7 +225,10 @@ def load_plan(source: str, kw: dict[str, Any], refuse_unused: bool = True) -> Pl
     )
     for note in loaded.notes:
         click.echo(f"{source}: {note}", err=True)
-    plan = loaded.plan
+    from perfmodel.specs.calibration import without_calibration
+
+    # the flags change the plan as the presets have it; its calibration is applied last
+    cal, plan = loaded.plan.calibration, without_calibration(loaded.plan)
     if kw.get("framework") is not None:
         plan = plan.with_training(framework=kw["framework"])
     if kw.get("tokens") is not None:
@@ -233,16 +236,20 @@ def load_plan(source: str, kw: dict[str, Any], refuse_unused: bool = True) -> Pl
     if kw.get("memory_reserve") is not None:
         plan = with_reserve(plan, kw["memory_reserve"])
     if kw.get("calibration") is not None:
-        plan = with_calibration(plan, kw["calibration"])
+        from perfmodel.errors import PerfModelError
+        from perfmodel.inputs import calibration
+
+        if cal is not None:
+            raise PerfModelError(
+                f"--calibration: the plan {source} is already calibrated (its calibration: key,"
+                f" {cal.source}); give one calibration, in the plan or as --calibration"
+            )
+        cal = calibration.read(kw["calibration"], "--calibration")
+    if cal is not None:
+        from perfmodel.specs.calibration import with_calibration
+
+        plan = with_calibration(plan, cal)
     return plan
-
-
-def with_calibration(plan: Plan, path: str) -> Plan:
-    """The plan with --calibration CAL.yaml applied (specs/calibration.py)."""
-    from perfmodel.inputs import calibration
-    from perfmodel.specs.calibration import with_calibration as apply
-
-    return apply(plan, calibration.read(path, "--calibration"))
 
 
 def with_tokens(plan: Plan, value: str) -> Plan:

@@ -166,3 +166,14 @@ def with_calibration(plan: Plan, cal: Calibration) -> Plan:
             " calibration: key); give one calibration, in the plan or as --calibration"
         )
     return apply_factors(plan, cal.expanded()).model_copy(update={"calibration": cal})
+
+
+def without_calibration(plan: Plan) -> Plan:
+    """``plan`` as the presets have it: its calibration's factors undone (to change a field, a GPU
+    or the framework, and calibrate the changed plan again)."""
+    cal = plan.calibration
+    if cal is None:
+        return plan
+    f = cal.expanded()
+    inverse = {k: -v if k == "overhead_s" else 1.0 / v for k, v in f.items()}
+    return apply_factors(plan, inverse).model_copy(update={"calibration": None})
