@@ -11,8 +11,10 @@ seconds). What is fitted:
   by default one factor fewer than runs (a residual to spare): a factor is identified when some
   run's step moves by at least MIN_SENSITIVITY with it, the column-normalized Jacobian has a
   condition number below MAX_CONDITION (runs that differ in scale or layout spend different
-  shares of their step in communication), and its standard error moves no run's step by more
-  than MAX_EFFECT; a factor asked for by name (``fit:``) that fails is refused by name;
+  shares of their step in communication), and its standard error (at the runs' scatter about
+  the fit, never below the model's smallest published per-run error) is under MAX_SE, or for
+  overhead_s moves no run's step by more than MAX_EFFECT; a factor asked for by name (``fit:``)
+  that fails is refused by name;
 - a trace: one factor per kernel class (GEMMs by format, attention, elementwise, exposed
   communication) as measured kernel seconds a step over the model's seconds in that class (the
   step's sensitivity to the class's factor), and the host idle time left over as overhead_s.
@@ -46,7 +48,8 @@ TRACE_CLASS = {  # the trace's kernel class each trace factor is measured by (in
 }
 MIN_SENSITIVITY = 0.01  # a factor some run's step moves at least 1% with (d log t / d log f)
 MAX_CONDITION = 30.0  # of the column-normalized Jacobian: above it two factors are confounded
-MAX_EFFECT = 0.1  # a factor whose standard error moves a run's step by more is not identified
+MAX_SE = 0.2  # a factor known to no better than x e^0.2 (22%), one standard error, is not fitted
+MAX_EFFECT = 0.1  # an overhead whose standard error moves a run's step by more is not fitted
 MIN_CLASS_SHARE = 0.01  # a kernel class under 1% of the modelled step is not fitted
 EPS = 0.05  # finite-difference step, in log factor (5%) or, for overhead_s, seconds x step
 
@@ -172,25 +175,40 @@ def one_run_target(run: MeasuredRun, band: float) -> tuple[float, str]:
     return math.log(t0) + kept, why
 
 
+def noise_floor() -> float:
+    """The smallest per-run error the model has on any published table (configs/error_bands.yaml,
+    mean |error|): a fit with few runs to spare can match them by chance, so the scatter a factor's
+    standard error is taken from is never below it."""
+    from perfmodel.inputs import presets
+
+    return min(float(t["mean_abs_error"]) for t in presets.error_bands().values())
+
+
 def uncertain(jac: np.ndarray, gap: np.ndarray, names: list[str]) -> str | None:
     """None, or why a factor is pinned too loosely: its standard error (linearized least squares,
-    sigma^2 (J'J)^-1 with sigma^2 the residual variance) moves some run's step by more than
-    MAX_EFFECT. ``gap`` is log(measured / modelled) at factors 1. Without a measurement to spare
-    the error is unknown, and nothing is said."""
+    sigma^2 (J'J)^-1, sigma the runs' scatter about the fit or the noise floor where larger) is
+    above MAX_SE in log factor, or, for overhead_s, moves some run's step by more than
+    MAX_EFFECT. ``gap`` is log(measured / modelled) at factors 1."""
     n, k = jac.shape
-    if n <= k:
-        return None
     theta, *_ = np.linalg.lstsq(jac, gap, rcond=None)
-    sigma2 = float(np.sum((gap - jac @ theta) ** 2)) / (n - k)
-    cov = sigma2 * np.linalg.pinv(jac.T @ jac)
-    effect = np.sqrt(np.maximum(np.diag(cov), 0.0)) * np.abs(jac).max(axis=0)
-    j = int(np.argmax(effect))
-    if effect[j] <= MAX_EFFECT:
-        return None
-    return (
-        f"{names[j]}: the runs pin it only to +-{100 * effect[j]:.0f}% of a step (one standard"
-        f" error; the runs' scatter about the fit is {100 * math.sqrt(sigma2):.1f}%)"
-    )
+    scatter = float(np.sum((gap - jac @ theta) ** 2)) / (n - k) if n > k else 0.0
+    sigma2 = max(scatter, noise_floor() ** 2)
+    se = np.sqrt(np.maximum(np.diag(sigma2 * np.linalg.pinv(jac.T @ jac)), 0.0))
+    for j, name in enumerate(names):
+        if name == "overhead_s":
+            effect = float(se[j] * np.abs(jac[:, j]).max())
+            if effect > MAX_EFFECT:
+                return (
+                    f"overhead_s: the runs pin it only to +-{100 * effect:.0f}% of a step (one"
+                    f" standard error at {100 * math.sqrt(sigma2):.1f}% scatter)"
+                )
+        elif se[j] > MAX_SE:
+            return (
+                f"{name}: the runs pin it only to x{math.exp(se[j]):.2f} (one standard error at"
+                f" {100 * math.sqrt(sigma2):.1f}% scatter; runs that spend more of their step on"
+                " it pin it closer)"
+            )
+    return None
 
 
 def choose(runs: list[MeasuredRun], asked: list[str] | None) -> tuple[list[str], dict[str, str]]:
@@ -257,10 +275,10 @@ def leave_one_out(
     for i, held in enumerate(runs):
         rest = runs[:i] + runs[i + 1 :]
         try:
-            names, _ = choose(rest, None if asked is None else asked)
-        except PerfModelError:
-            names, _ = choose(rest, None)
-        theta, _ = gauss_newton(rest, names)
+            theta = fit_theta(rest, asked)[0]
+        except PerfModelError:  # what the runs identify without the one left out
+            theta = fit_theta(rest, None)[0]
+        names = list(theta)
         err = abs(step_time(held.plan, theta) / held.step_s - 1)
         made = calibrated.changes(_kind(held), [_kind(r) for r in rest]) or ["none"]
         notes.append(f"{held.name} from the others ({', '.join(names)}): {100 * err:.1f}%")
@@ -291,25 +309,35 @@ def _run_rows(runs: list[MeasuredRun], theta: dict[str, float]) -> list[Calibrat
     return rows
 
 
-def fit_step_times(runs: list[MeasuredRun], asked: list[str] | None = None) -> Calibration:
-    """A calibration from measured step times (module docstring)."""
-    missing = [r.name for r in runs if r.measured_s is None]
-    if missing:
-        raise PerfModelError(f"runs {', '.join(missing)}: measured: needs step_time_s")
+def fit_theta(
+    runs: list[MeasuredRun], asked: list[str] | None
+) -> tuple[dict[str, float], dict[str, str], list[str]]:
+    """(fitted log factors, the factors not fitted and why, notes): the factors chosen, the one-run
+    discount, and an overhead fitted below zero refitted without."""
     names, dropped = choose(runs, asked)
-    notes = [n for r in runs for n in r.notes]
+    notes: list[str] = []
     target = None
     if len(runs) == 1 and names == ["rate"]:
         aim, why = one_run_target(runs[0], published_band(runs[0].plan))
-        target, notes = np.array([aim]), [*notes, why]
+        target, notes = np.array([aim]), [why]
     theta, _ = gauss_newton(runs, names, target=target)
     if "overhead_s" in theta and theta["overhead_s"] < 0:
         dropped["overhead_s"] = (
             f"fitted below zero ({1e3 * theta['overhead_s']:.2g} ms, not physical): refitted"
             " without it"
         )
-        names = [n for n in names if n != "overhead_s"]
+        names = [n for n in names if n != "overhead_s"] or ["rate"]
         theta, _ = gauss_newton(runs, names)
+    return theta, dropped, notes
+
+
+def fit_step_times(runs: list[MeasuredRun], asked: list[str] | None = None) -> Calibration:
+    """A calibration from measured step times (module docstring)."""
+    missing = [r.name for r in runs if r.measured_s is None]
+    if missing:
+        raise PerfModelError(f"runs {', '.join(missing)}: measured: needs step_time_s")
+    theta, dropped, notes = fit_theta(runs, asked)
+    notes = [n for r in runs for n in r.notes] + notes
     loo, loo_max, loo_notes = leave_one_out(runs, asked)
     notes.append("peak memory is not calibrated: the factors are times only")
     return Calibration(
