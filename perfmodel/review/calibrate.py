@@ -6,7 +6,8 @@ the fit minimizes sum_i (log t_i(theta) - log measured_i)^2 by Gauss-Newton, the
 J_ij = d log t_i / d theta_j by finite differences (theta_j = log factor_j; overhead_s in
 seconds). What is fitted:
 - one step time: one factor, ``rate`` (compute and communication at once), the stack's achieved
-  rate;
+  rate, less the part of the run's deviation the model's published error explains
+  (one_run_target);
 - several step times: ``compute``, ``comm`` and ``overhead_s`` as far as the runs tell them apart,
   by default one factor fewer than runs (a residual to spare): a factor is identified when some
   run's step moves by at least MIN_SENSITIVITY with it, the column-normalized Jacobian has a
