@@ -43,5 +43,8 @@ def calibrate_cmd(runs_file: str, output: str, as_json: bool) -> None:
         )
     for name, why in cal.not_fitted.items():
         console.line(f"not fitted: {name}: {why}")
-    for change, err in cal.out_of_sample.items():
-        console.line(f"out of sample ({change}): {100 * err:.1f}% mean |error|")
+    for change in sorted(cal.out_of_sample, key=lambda c: (c != "all", c)):
+        console.line(
+            f"out of sample, change of {change}: {100 * cal.out_of_sample[change]:.1f}% mean"
+            f" |error| (leave one run out)"
+        )

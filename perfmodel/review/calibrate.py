@@ -242,7 +242,7 @@ def choose(runs: list[MeasuredRun], asked: list[str] | None) -> tuple[list[str],
             break
         # the factor named goes (the last one for a count or a confounding)
         gone = next((n for n in names if why.startswith(f"{n}:")), names[-1])
-        dropped[gone] = why
+        dropped[gone] = why.removeprefix(f"{gone}: ")
         names = [n for n in names if n != gone]
     if names in (["compute"], []):
         names = ["rate"]  # one factor for all: communication moves with compute
