@@ -287,3 +287,16 @@ def test_a_calibrated_plan_changed_stays_calibrated(tmp_path: Path) -> None:
         p = changed(calibrated, path if "." in path else f"system.{path}", value)
         assert p.calibration is c
         assert estimate(p, resolve_config(p)).values["step_time_s"] == pytest.approx(t[1])
+
+
+def test_example_runs_file_json(tmp_path: Path) -> None:
+    """examples/calibration/runs.yaml (three published torchtitan runs): stable JSON keys, and each
+    run's calibrated step within the out-of-sample error the calibration states of all runs."""
+    runs = Path(__file__).resolve().parent.parent / "examples" / "calibration" / "runs.yaml"
+    r = CliRunner().invoke(main, ["calibrate", str(runs), "-o", str(tmp_path / "c.yaml"), "--json"])
+    assert r.exit_code == 0, r.output
+    j = json.loads(r.output[r.output.index("{") :])
+    assert {"factors", "fitted_from", "runs", "not_fitted", "out_of_sample", "notes"} <= set(j)
+    assert len(j["runs"]) == 3 and j["fitted_from"] == "step_times"
+    worst = max(abs(x["residual"]) for x in j["runs"])
+    assert worst < 2 * j["out_of_sample"]["all"]

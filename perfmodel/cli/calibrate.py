@@ -44,7 +44,8 @@ def calibrate_cmd(runs_file: str, output: str, as_json: bool) -> None:
     for name, why in cal.not_fitted.items():
         console.line(f"not fitted: {name}: {why}")
     for change in sorted(cal.out_of_sample, key=lambda c: (c != "all", c)):
+        what = "all runs" if change == "all" else f"a change of {change}"
         console.line(
-            f"out of sample, change of {change}: {100 * cal.out_of_sample[change]:.1f}% mean"
-            f" |error| (leave one run out)"
+            f"out of sample, {what}: {100 * cal.out_of_sample[change]:.1f}% mean |error|"
+            " (leave one run out)"
         )
