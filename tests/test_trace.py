@@ -113,6 +113,7 @@ def write(path: Path, events: list[dict], bare: bool = False) -> Path:
         ("void fmha_cutlassF_f16_aligned_64x64_rf_sm80", "attention"),
         ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "gemm_bf16"),
         ("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_tn", "gemm_bf16"),
+        ("Cijk_Alik_Bljk_SB_Bias_AS_SAV_UserArgs_MT64x16x32_MI16x16x1_SN_LDSB0", "gemm_bf16"),
         # fbgemm's embedding and cast kernels are not GEMMs
         ("void fbgemm_gpu::embedding_forward_kernel<float>", "elementwise"),
         ("void at::native::reduce_kernel<512, 1>", "elementwise"),
@@ -237,3 +238,16 @@ def test_trace_without_kernels_and_two_gpus(tmp_path: Path) -> None:
         trace.read(write(tmp_path / "b.json", two))
     with pytest.raises(PerfModelError, match="must be a PyTorch"):
         trace.read(tmp_path / "x.txt")
+
+
+def test_hta_amd_trace() -> None:
+    """HTA's ROCm sample: Tensile GEMMs are GEMMs; two steps; totals as a direct read has them."""
+    path = DATA / "hta_mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+    s = trace.read(path)
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    kernels = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    gemms = [e for e in kernels if e["name"].startswith("Cijk_")]
+    assert s.steps == 2
+    assert s.kernels["gemm_bf16"] == len(gemms) == 2
+    assert s.kernel_s["gemm_bf16"] == pytest.approx(sum(e["dur"] for e in gemms) * 1e-6)
+    assert s.kernels["comm"] == 0 and s.exposed_comm_s == 0

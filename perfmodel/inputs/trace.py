@@ -12,8 +12,9 @@ Two formats:
 Kernels are classified as Holistic Trace Analysis does (facebookresearch/HolisticTraceAnalysis,
 hta/common/types.py: communication ``^nccl|ncclKernel|^hccl``, memory ``^Memcpy|^Memset|^dma``,
 everything else computation), and computation is split further by kernel name into GEMMs by
-format (FP8: e4m3/e5m2; FP4: e2m1), attention (flash/fmha/sdpa kernels) and the rest
-(elementwise, norms, reductions, optimizer: memory-bound kernels). Idle is the time in the
+format (FP8: e4m3/e5m2; FP4: e2m1; the rest, 16- and 32-bit, as gemm_bf16), attention
+(flash/fmha/sdpa kernels) and the rest (elementwise, norms, reductions, optimizer: memory-bound
+kernels). Idle is the time in the
 profiled steps with no kernel running (HTA's temporal breakdown); exposed communication is
 communication kernel time with no computation kernel running beside it (HTA's
 comm_comp_overlap, inverted).
@@ -44,7 +45,9 @@ _MEMORY = re.compile(r"^(hip)?memcpy|^(hip)?memset|^dma", re.I)
 _ATTENTION = re.compile(r"flash|fmha|attention|attn|sdpa|\bmha|_mha", re.I)
 # PyTorch's own elementwise and reduction kernels (at::native::), fbgemm's casts among them
 _ELEMENTWISE = re.compile(r"elementwise_kernel|reduce_kernel|at::native::", re.I)
-_GEMM = re.compile(r"(?<!fb)gemm|cublas|cutlass|xmma|nvjet|matmul|wgmma|s\d{3,5}gemm", re.I)
+# cuBLAS/cuBLASLt (sm90_xmma_gemm_*, nvjet_*), CUTLASS, and ROCm's Tensile kernels (Cijk_*, what
+# rocBLAS and hipBLASLt run)
+_GEMM = re.compile(r"(?<!fb)gemm|cublas|cutlass|xmma|nvjet|matmul|wgmma|^Cijk_", re.I)
 _FP8 = re.compile(r"e4m3|e5m2|fp8|f8f8|_f8_", re.I)
 _FP4 = re.compile(r"e2m1|fp4|nvf4|_f4_", re.I)
 _COLLECTIVE = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)(?:_([A-Z]+))?", re.I)
