@@ -300,3 +300,39 @@ def test_example_runs_file_json(tmp_path: Path) -> None:
     assert len(j["runs"]) == 3 and j["fitted_from"] == "step_times"
     worst = max(abs(x["residual"]) for x in j["runs"])
     assert worst < 2 * j["out_of_sample"]["all"]
+
+
+def test_nsys_summary_fits_compute_classes_only(tmp_path: Path) -> None:
+    """An nsys summary has kernel totals, no timeline: compute classes fitted, exposed
+    communication and idle time said not to be."""
+    from test_trace import NAMES
+
+    p = write_plan(tmp_path, "tp8", *LAYOUTS["tp8"])
+    plan = load_plan(str(p))
+    base = cal.step_time(plan, {})
+    rows = ['"Time (%)","Total Time (ns)","Instances","Name"']
+    truth = {"gemm_bf16": 1.2, "attention": 1.4, "memory": 0.9}
+    names = {"memory": "elementwise", "gemm_bf16": "gemm_bf16", "attention": "attention"}
+    for f, v in truth.items():
+        model_s = (cal.step_time(plan, {f: cal.EPS}) - base) / cal.EPS
+        rows.append(f'1.0,{3 * 1e9 * model_s * v:.0f},10,"{NAMES[names[f]]}"')
+    (tmp_path / "kern.csv").write_text("\n".join(rows) + "\n")
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(
+        yaml.safe_dump(
+            {
+                "runs": [
+                    {
+                        "plan": p.name,
+                        "trace": "kern.csv",
+                        "trace_steps": 3,
+                        "measured": {"step_time_s": base},
+                    }
+                ]
+            }
+        )
+    )
+    c = cal.fit(*load_runs(str(runs)))
+    for f, v in truth.items():
+        assert c.factors[f] == pytest.approx(v, rel=0.03), f
+    assert "timeline" in c.not_fitted["comm"] and "timeline" in c.not_fitted["overhead_s"]
