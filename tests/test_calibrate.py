@@ -336,3 +336,13 @@ def test_nsys_summary_fits_compute_classes_only(tmp_path: Path) -> None:
     for f, v in truth.items():
         assert c.factors[f] == pytest.approx(v, rel=0.03), f
     assert "timeline" in c.not_fitted["comm"] and "timeline" in c.not_fitted["overhead_s"]
+
+
+def test_plan_calibration_key_names_the_field(tmp_path: Path) -> None:
+    data = presets.bundled_plan("llama3-8b-h100")
+    for value, message in (("missing.yaml", "missing.yaml: no such file"), (3, "")):
+        path = tmp_path / "p.yaml"
+        path.write_text(yaml.safe_dump({**data, "calibration": value}))
+        r = CliRunner().invoke(main, ["estimate", str(path)])
+        assert r.exit_code == 1 and "calibration" in r.output and message in r.output
+        assert "Traceback" not in r.output
