@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("review", "sweep_cmd"),
     "validate": ("review", "validate"),
     "report": ("review", "report_cmd"),
+    "calibrate": ("calibrate", "calibrate_cmd"),
     "import": ("imports", "import_group"),
     "bubble": ("calc", "bubble"),
     "roofline": ("calc", "roofline"),

@@ -135,6 +135,14 @@ tokens_option = click.option(
 )
 
 
+calibration_option = click.option(
+    "--calibration",
+    "calibration",
+    metavar="CAL.yaml",
+    help="Factors fitted on your own runs (perfmodel calibrate); the band becomes theirs.",
+)
+
+
 def parallel_options(f: F) -> F:
     """The knobs a user may fix on the command line (they override the plan's parallel section)."""
     opts = [
@@ -169,6 +177,7 @@ def parallel_options(f: F) -> F:
             ),
         ),
         tokens_option,
+        calibration_option,
         click.option(
             "--memory-reserve",
             help=(
@@ -231,7 +240,10 @@ def load_plan(source: str, kw: dict[str, Any], refuse_unused: bool = True) -> Pl
     )
     for note in loaded.notes:
         click.echo(f"{source}: {note}", err=True)
-    plan = loaded.plan
+    from perfmodel.specs.calibration import without_calibration
+
+    # the flags change the plan as the presets have it; its calibration is applied last
+    cal, plan = loaded.plan.calibration, without_calibration(loaded.plan)
     if kw.get("framework") is not None:
         name = kw["framework"]
         plan = plan.with_training(framework=FRAMEWORK_ALIASES.get(name, name))
@@ -242,6 +254,20 @@ def load_plan(source: str, kw: dict[str, Any], refuse_unused: bool = True) -> Pl
         plan = with_tokens(plan, kw["tokens"])
     if kw.get("memory_reserve") is not None:
         plan = with_reserve(plan, kw["memory_reserve"])
+    if kw.get("calibration") is not None:
+        from perfmodel.errors import PerfModelError
+        from perfmodel.inputs import calibration
+
+        if cal is not None:
+            raise PerfModelError(
+                f"--calibration: the plan {source} is already calibrated (its calibration: key,"
+                f" {cal.source}); give one calibration, in the plan or as --calibration"
+            )
+        cal = calibration.read(kw["calibration"], "--calibration")
+    if cal is not None:
+        from perfmodel.specs.calibration import with_calibration
+
+        plan = with_calibration(plan, cal)
     return plan
 
 

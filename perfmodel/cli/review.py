@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from perfmodel.cli.common import (
+    calibration_option,
     count,
     format_option,
     json_option,
@@ -70,10 +71,13 @@ def check_cmd(
         return
     if not plan_file:
         raise click.UsageError("give a PLAN file (or bundled plan name), or --list-rules")
-    found, chosen = chk.check_resolved(load_plan(plan_file, kw), list(ignored))
+    plan = load_plan(plan_file, kw)
+    found, chosen = chk.check_resolved(plan, list(ignored))
     if as_json:
         console.emit_json([f.to_json() for f in found])
     else:
+        if plan.calibration is not None:
+            console.line(plan.calibration.summary())
         if chosen:
             console.line(
                 "free knobs chosen by the search (fastest that fits), as estimate and "
@@ -90,6 +94,7 @@ def check_cmd(
 @click.argument("plan_files", nargs=-1, required=True)
 @click.option("--gpus", type=count(), help="Run every plan on this many GPUs.")
 @tokens_option
+@calibration_option
 @launch_options
 @format_option
 @json_option
@@ -100,6 +105,7 @@ def compare_cmd(
     launch_gpu: str | None,
     vocab_size: int | None,
     as_json: bool,
+    calibration: str | None,
 ) -> None:
     """Plans side by side: configuration, per-iteration breakdown, memory, MFU and check findings,
     each figure with its difference from the first plan, and what decides the difference.
@@ -119,7 +125,13 @@ def compare_cmd(
         raise PerfModelError("compare needs two plans or more: perfmodel compare A.yaml B.yaml")
     stems = [Path(f).stem for f in plan_files]
     labels = [s if stems.count(s) == 1 else f"{s} ({i + 1})" for i, s in enumerate(stems)]
-    kw = {"gpus": gpus, "launch_gpu": launch_gpu, "vocab_size": vocab_size, "tokens": tokens}
+    kw = {
+        "gpus": gpus,
+        "launch_gpu": launch_gpu,
+        "vocab_size": vocab_size,
+        "tokens": tokens,
+        "calibration": calibration,
+    }
     result = compare(
         [(label, load_plan(f, kw, refuse_unused=False)) for label, f in zip(labels, plan_files)]
     )
@@ -141,6 +153,7 @@ def compare_cmd(
 )
 @plot_option("Write the scaling curve (PNG, SVG or PDF).")
 @tokens_option
+@calibration_option
 @launch_options
 @format_option
 @json_option
@@ -194,8 +207,15 @@ def sweep_cmd(
         " measured) and the runs predicted not to fit, instead of step times."
     ),
 )
+@calibration_option
 @json_option
-def validate(cases: tuple[str, ...], breakdown: bool, memory_table: bool, as_json: bool) -> None:
+def validate(
+    cases: tuple[str, ...],
+    breakdown: bool,
+    memory_table: bool,
+    as_json: bool,
+    calibration: str | None,
+) -> None:
     """Predicted vs measured step times of the published runs (Narayanan 2021, Korthikanti 2022).
 
     Published TFLOP/s become step times with each source's own FLOP formula. Each run's
@@ -208,12 +228,20 @@ def validate(cases: tuple[str, ...], breakdown: bool, memory_table: bool, as_jso
         perfmodel validate k22 --json
         perfmodel validate n21-gpt-76.1b --breakdown
         perfmodel validate --memory
+        perfmodel validate llmf --calibration cal.yaml
     """
     from perfmodel.output import console, render_plan, render_review
     from perfmodel.review import validate as val
     from perfmodel.review import validate_memory as vm
 
-    report = val.validate(list(cases) or None)
+    cal = None
+    if calibration is not None:
+        from perfmodel.inputs.calibration import read
+
+        cal = read(calibration, "--calibration")
+        if not as_json:
+            console.line(cal.summary())
+    report = val.validate(list(cases) or None, calibration=cal)
     if memory_table:
         rows = vm.memory_rows(report.cases)
         summary = vm.summary(rows, report.cases)

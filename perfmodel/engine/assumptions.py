@@ -12,7 +12,8 @@ def assumptions(plan: Plan) -> list[str]:
     """What a result rests on that the plan did not state and no measurement checked: the framework
     profile's defaults, and a GPU's efficiencies when they are assumed (not measured or fitted)."""
     tr, gpu, s = plan.training, plan.system.gpu, plan.system
-    out = [*plan.read_as, _profile_text(plan)]
+    out = [] if plan.calibration is None else [plan.calibration.summary()]
+    out += [*plan.read_as, _profile_text(plan)]
     source = gpu.efficiency_source
     if source.split()[0] == "assumed":
         out.append(

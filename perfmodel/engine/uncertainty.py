@@ -189,4 +189,9 @@ def band(plan: Plan, bands: dict[str, Any], zero_stage: int = 0, share: float = 
 
 def of_estimate(plan: Plan, bands: dict[str, Any], est: Any) -> Band:
     """The band of one estimate (engine/estimate.Estimate): its ZeRO stage and sharded share."""
-    return band(plan, bands, est.config.zero_stage, sharded_share(est.values))
+    published = band(plan, bands, est.config.zero_stage, sharded_share(est.values))
+    if plan.calibration is not None:  # the calibration's out-of-sample error (engine/calibrated)
+        from perfmodel.engine.calibrated import band as calibrated_band
+
+        return calibrated_band(plan, est.config, published)
+    return published

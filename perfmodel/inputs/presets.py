@@ -351,7 +351,7 @@ def quick_plan(
     )
 
 
-PLAN_KEYS = ("model", "system", "training", "parallel", "run", "ignore", "description", "base")
+PLAN_KEYS = ("model", "system", "training", "parallel", "run", "ignore", "description", "base", "calibration")
 SECTION_CLASSES: dict[str, type[BaseModel]] = {
     "system": System,
     "training": Training,
@@ -449,7 +449,7 @@ def plan_from_mapping(data: Any, label: str, base_dir: Path | None = None) -> Pl
         raise PerfModelError(f"{label}: ignore must be a list of rule IDs, e.g. [PM201]")
     _format_runs_on(training, sysm, label)
     try:
-        return Plan(
+        plan = Plan(
             model=m,
             system=sysm,
             training=training,
@@ -460,6 +460,12 @@ def plan_from_mapping(data: Any, label: str, base_dir: Path | None = None) -> Pl
         )
     except ValidationError as e:  # the plan's cross-section rules (Plan's validators)
         raise PerfModelError(format_validation_error(e, label, Plan)) from None
+    if data.get("calibration") is None:
+        return plan
+    from perfmodel.inputs import calibration
+    from perfmodel.specs.calibration import with_calibration
+
+    return with_calibration(plan, calibration.of_plan(data["calibration"], label, base_dir))
 
 
 HOPPER = ("H100", "H200", "H800")

@@ -21,6 +21,7 @@ from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.specs import Plan
 from perfmodel.specs.base import format_validation_error
+from perfmodel.specs.calibration import with_calibration, without_calibration
 
 SHORT = {
     "gpus": "system.num_gpus",
@@ -111,7 +112,10 @@ def parse_vary(text: str) -> tuple[str, list[str]]:
 
 def changed(plan: Plan, path: str, value: str) -> Plan:
     """A copy of the plan with the field at ``path`` set to ``value`` (a string, parsed as YAML
-    would be), validated as a plan file is."""
+    would be), validated as a plan file is. A calibrated plan is changed as the presets have it,
+    then calibrated again (specs/calibration.py)."""
+    if plan.calibration is not None:
+        return with_calibration(changed(without_calibration(plan), path, value), plan.calibration)
     section, *rest = path.split(".")
     parsed = presets.parse_yaml(value, f"--vary {path}={value}")
     if rest == ["gpu"] and section == "system" and isinstance(parsed, str):

@@ -23,6 +23,7 @@ from perfmodel.engine.search import search
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.specs import Parallel, Plan
+from perfmodel.specs.calibration import Calibration, with_calibration
 
 KNOBS = ("micro_batch_size", "vp", "schedule", "sequence_parallel", "recompute", "zero_stage")
 TABLE_TITLES = {
@@ -128,8 +129,10 @@ class CaseResult:
         }
 
 
-def run_case(case: dict) -> CaseResult:
+def run_case(case: dict, calibration: Calibration | None = None) -> CaseResult:
     plan: Plan = case["plan"]
+    if calibration is not None:
+        plan = with_calibration(plan, calibration)
     searched = list(case.get("searched") or [])
     if "cp_comm_type" not in searched and plan.parallel.cp_comm_type is None:
         # a run that does not name its CP exchange ran Megatron-Core's default, --cp-comm-type p2p
@@ -212,8 +215,9 @@ def _per_layer(case: dict) -> list[dict]:
     return rows
 
 
-def validate(names: list[str] | None = None) -> Report:
-    """Run the bundled cases (all, or those whose name contains one of ``names``)."""
+def validate(names: list[str] | None = None, calibration: Calibration | None = None) -> Report:
+    """Run the bundled cases (all, or those whose name contains one of ``names``), calibrated with
+    ``calibration`` where given."""
     cases = presets.validation_cases()
     if names:
         unknown = [n for n in names if not any(n.lower() in c["name"] for c in cases)]
@@ -233,7 +237,7 @@ def validate(names: list[str] | None = None) -> Report:
             c["name"],
         ),
     )
-    results = [run_case(c) for c in timed]
+    results = [run_case(c, calibration) for c in timed]
     report = Report(results)
     for table in sorted({r.table for r in results}):
         signed = np.array([r.error_pct for r in results if r.table == table])

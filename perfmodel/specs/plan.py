@@ -13,6 +13,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from ..errors import PerfModelError
 from .base import Spec, format_validation_error
+from .calibration import Calibration
 from .hardware import System
 from .model import Model
 from .parallel import Parallel, Training
@@ -39,6 +40,13 @@ class Plan(Spec):
         description=(
             "How the plan's names were read, which every output prints: an alias resolved to its"
             " preset (gpu h100 as h100-sxm, framework torchtitan as fsdp), a base: extended."
+        ),
+    )
+    calibration: Calibration | None = Field(
+        None,
+        description=(
+            "Factors fitted on the team's own runs (perfmodel calibrate), already applied to the"
+            " efficiencies above; a plan file names the CAL.yaml."
         ),
     )
 

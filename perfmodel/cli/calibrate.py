@@ -1,0 +1,51 @@
+"""`perfmodel calibrate`: fit the model to a team's own measured runs (issue 32)."""
+
+from __future__ import annotations
+
+import click
+
+from perfmodel.cli.common import json_option, write_text
+
+
+@click.command("calibrate")
+@click.argument("runs_file")
+@click.option("-o", "--output", required=True, help="The calibration file to write (CAL.yaml).")
+@json_option
+def calibrate_cmd(runs_file: str, output: str, as_json: bool) -> None:
+    """Fit factors to measured runs of your own stack: step times, or a profiler trace.
+
+    One step time fits one factor (the stack's achieved rate); runs that differ in scale or
+    layout fit compute, communication and fixed overhead apart; a PyTorch profiler trace (or an
+    `nsys stats` CSV) fits one factor per kernel class. What the runs cannot identify is refused
+    by name. Use the result with --calibration CAL.yaml, or `calibration: CAL.yaml` in a plan.
+
+    \b
+    Example:
+        perfmodel calibrate runs.yaml -o cal.yaml
+        perfmodel estimate my-plan.yaml --calibration cal.yaml
+    """
+    from perfmodel.output import console
+    from perfmodel.review import calibrate as cal_mod
+    from perfmodel.review.calibrate_runs import load_runs, to_yaml
+
+    runs, asked = load_runs(runs_file)
+    cal = cal_mod.fit(runs, asked)
+    write_text(output, to_yaml(cal, runs_file), "calibration", runs_file)
+    if as_json:
+        console.emit_json(cal.model_dump(exclude={"source"}))
+        return
+    console.line(cal.summary())
+    for r in cal.runs:
+        console.line(
+            f"  {r.name}: measured {r.measured_step_time_s:.3f} s, model"
+            f" {r.predicted_step_time_s:.3f} s, calibrated {r.calibrated_step_time_s:.3f} s"
+            f" ({100 * (r.calibrated_step_time_s / r.measured_step_time_s - 1):+.1f}%)"
+        )
+    for name, why in cal.not_fitted.items():
+        console.line(f"not fitted: {name}: {why}")
+    for change in sorted(cal.out_of_sample, key=lambda c: (c != "all", c)):
+        what = "all runs" if change == "all" else f"a change of {change}"
+        console.line(
+            f"out of sample, {what}: {100 * cal.out_of_sample[change]:.1f}% mean |error|"
+            " (leave one run out)"
+        )

@@ -1,0 +1,73 @@
+"""The error band of a calibrated prediction: the calibration's own out-of-sample error for the kind
+of change between the configuration predicted and the runs it was fitted on (issue 32).
+
+`perfmodel calibrate` leaves each measured run out in turn, refits on the others and predicts it
+(review/calibrate.py); the error of those predictions, grouped by what differed between the run
+left out and the runs kept (another scale, layout, model size, number format, GPU), is stored in
+the calibration. A prediction takes the largest of those errors over the kinds of change it makes
+from its nearest calibration run: an honest band in the sense of SPEC 13 (the error on runs left
+out of the fit). A change the calibration runs never made has no out-of-sample error: the
+published band stays, and says why.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from perfmodel.engine.uncertainty import Band, gpu_family
+from perfmodel.specs import Config, Plan
+
+if TYPE_CHECKING:
+    from perfmodel.specs.calibration import Calibration
+
+CHANGES = ("scale", "layout", "model", "format", "gpu")
+
+
+def kind(plan: Plan, cfg: Config) -> dict[str, Any]:
+    """What a run is, in the terms a change is told by."""
+    m = plan.model
+    return {
+        "scale": int(plan.system.num_gpus),
+        "layout": (
+            f"tp{cfg.tp} pp{cfg.pp} cp{cfg.cp} ep{cfg.ep} vp{cfg.vp} mbs{cfg.micro_batch_size}"
+            f" {cfg.recompute} zero{cfg.zero_stage}"
+        ),
+        "model": f"L{m.num_layers} h{m.hidden_size} s{plan.seq_length}",
+        "format": plan.training.dtype,
+        "gpu": gpu_family(plan.system.gpu.name),
+    }
+
+
+def changes(k: dict[str, Any], runs: list[dict[str, Any]]) -> list[str]:
+    """The kinds of change from the nearest of ``runs`` (fewest differences) to ``k``."""
+    if not runs:
+        return list(CHANGES)
+    diffs = [[c for c in CHANGES if r.get(c) != k.get(c)] for r in runs]
+    return min(diffs, key=len)
+
+
+def band(plan: Plan, cfg: Config, published: Band) -> Band:
+    """The calibrated band of ``cfg`` (or ``published``, saying why, where the calibration holds no
+    out-of-sample error for the change it makes)."""
+    cal: Calibration | None = plan.calibration
+    if cal is None:
+        return published
+    made = changes(kind(plan, cfg), [r.kind for r in cal.runs])
+    wanted = made or ["all"]
+    known = [c for c in wanted if c in cal.out_of_sample]
+    missing = [c for c in wanted if c not in cal.out_of_sample]
+    what = ", ".join(made) if made else "none (a calibration run's own configuration)"
+    if missing:
+        n = len(cal.runs)
+        return Band(
+            published.mean,
+            published.max,
+            f"calibrated on {n} run{'s' if n != 1 else ''}, which give no out-of-sample error for"
+            f" a change of {', '.join(missing)}: the published band, {published.basis}",
+        )
+    worst = max(known, key=lambda c: cal.out_of_sample[c])
+    return Band(
+        cal.out_of_sample[worst],
+        max(cal.out_of_sample_max.get(c, cal.out_of_sample[c]) for c in known),
+        f"calibration's leave-one-run-out error ({len(cal.runs)} runs; change: {what})",
+    )

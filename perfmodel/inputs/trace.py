@@ -1,0 +1,318 @@
+"""Profiler traces: GPU kernel time by class, read in bounded memory.
+
+Two formats:
+- a PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzipped: the ``traceEvents`` array is
+  parsed one event at a time (json.JSONDecoder.raw_decode over a buffered read), so a 1 GB trace
+  never sits in memory; what is kept is 16 bytes per GPU kernel (its start and end) for the overlap
+  and idle figures;
+- an Nsight Systems summary, ``nsys stats --report cuda_gpu_kern_sum --format csv`` (its "Total
+  Time (ns)" and "Name" columns; the NCCL kernels are in it by name): kernel totals only, no
+  timeline, so no overlap and no idle time.
+
+Kernels are classified as Holistic Trace Analysis does (facebookresearch/HolisticTraceAnalysis,
+hta/common/types.py: communication ``^nccl|ncclKernel|^hccl``, memory ``^Memcpy|^Memset|^dma``,
+everything else computation), and computation is split further by kernel name into GEMMs by
+format (FP8: e4m3/e5m2; FP4: e2m1; the rest, 16- and 32-bit, as gemm_bf16), attention
+(flash/fmha/sdpa kernels) and the rest (elementwise, norms, reductions, optimizer: memory-bound
+kernels). Idle is the time in the
+profiled steps with no kernel running (HTA's temporal breakdown); exposed communication is
+communication kernel time with no computation kernel running beside it (HTA's
+comm_comp_overlap, inverted).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from perfmodel.errors import PerfModelError
+
+COMPUTE_CLASSES = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "attention", "elementwise")
+CLASSES = (*COMPUTE_CLASSES, "memcpy", "comm")
+
+_COMM = re.compile(r"^nccl|ncclKernel|ncclDevKernel|^rccl|^hccl", re.I)
+_MEMORY = re.compile(r"^(hip)?memcpy|^(hip)?memset|^dma", re.I)
+_ATTENTION = re.compile(r"flash|fmha|attention|attn|sdpa|\bmha|_mha", re.I)
+# PyTorch's own elementwise and reduction kernels (at::native::), fbgemm's casts among them
+_ELEMENTWISE = re.compile(r"elementwise_kernel|reduce_kernel|at::native::", re.I)
+# cuBLAS/cuBLASLt (sm90_xmma_gemm_*, nvjet_*), CUTLASS, and ROCm's Tensile kernels (Cijk_*, what
+# rocBLAS and hipBLASLt run)
+_GEMM = re.compile(r"(?<!fb)gemm|cublas|cutlass|xmma|nvjet|matmul|wgmma|^Cijk_", re.I)
+_FP8 = re.compile(r"e4m3|e5m2|fp8|f8f8|_f8_", re.I)
+_FP4 = re.compile(r"e2m1|fp4|nvf4|_f4_", re.I)
+_COLLECTIVE = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)(?:_([A-Z]+))?", re.I)
+_STEP = re.compile(r"^ProfilerStep#\d+")
+CHUNK = 1 << 20  # characters read at a time
+
+
+def kernel_class(name: str) -> str:
+    """One of CLASSES for a GPU kernel's name."""
+    if _COMM.search(name):
+        return "comm"
+    if _MEMORY.search(name):
+        return "memcpy"
+    if _ATTENTION.search(name):
+        return "attention"
+    if _GEMM.search(name) and not _ELEMENTWISE.search(name):
+        if _FP4.search(name):
+            return "gemm_fp4"
+        return "gemm_fp8" if _FP8.search(name) else "gemm_bf16"
+    return "elementwise"
+
+
+@dataclass
+class TraceSummary:
+    """Kernel seconds by class over the profiled steps of one GPU."""
+
+    source: str
+    steps: int
+    kernel_s: dict[str, float]
+    kernels: dict[str, int]
+    collectives_s: dict[str, float] = field(default_factory=dict)
+    span_s: float | None = None  # first kernel start to last kernel end (None: no timeline)
+    idle_s: float | None = None
+    exposed_comm_s: float | None = None
+
+    def per_step(self) -> dict[str, float | None]:
+        """Seconds a step: each class, exposed communication, idle and the step itself."""
+        n = self.steps
+        out: dict[str, float | None] = {c: self.kernel_s.get(c, 0.0) / n for c in CLASSES}
+        out["exposed_comm"] = None if self.exposed_comm_s is None else self.exposed_comm_s / n
+        out["idle"] = None if self.idle_s is None else self.idle_s / n
+        out["step"] = None if self.span_s is None else self.span_s / n
+        return out
+
+
+def _open(path: Path) -> IO[str]:
+    try:
+        if path.suffix == ".gz":
+            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+        return open(path, encoding="utf-8")
+    except FileNotFoundError:
+        raise PerfModelError(f"{path}: no such file") from None
+    except OSError as e:
+        raise PerfModelError(f"{path}: cannot read ({e.strerror})") from None
+
+
+_KEY = re.compile(r'"traceEvents"\s*:\s*\[')
+
+
+def iter_events(path: str | Path, chunk: int | None = None) -> Iterator[dict[str, Any]]:
+    """The events of a Chrome trace one at a time: the ``traceEvents`` array of an object, or a
+    bare array, never more than one event and a few chunks of text in memory."""
+    p = Path(path)
+    chunk = chunk or CHUNK
+    dec = json.JSONDecoder()
+    with _open(p) as fh:
+        try:
+            buf, eof = fh.read(chunk), False
+            start = len(buf) - len(buf.lstrip())
+            if buf[start : start + 1] == "[":
+                pos = start + 1
+            else:
+                m = _KEY.search(buf)
+                while m is None and not eof:
+                    more = fh.read(chunk)
+                    eof = not more
+                    buf = buf[-64:] + more  # the key may straddle two reads
+                    m = _KEY.search(buf)
+                if m is None:
+                    raise PerfModelError(
+                        f"{p}: no traceEvents array: not a Chrome trace (PyTorch profiler's"
+                        " export_chrome_trace or tensorboard_trace_handler writes one)"
+                    )
+                pos = m.end()
+            while True:
+                while True:  # skip separators, reading on where the buffer runs out
+                    while pos < len(buf) and buf[pos] in " \t\r\n,":
+                        pos += 1
+                    if pos < len(buf) or eof:
+                        break
+                    more = fh.read(chunk)
+                    eof = not more
+                    buf, pos = more, 0
+                if pos >= len(buf):
+                    raise PerfModelError(f"{p}: the traceEvents array never closes (truncated?)")
+                if buf[pos] == "]":
+                    return
+                try:
+                    event, end = dec.raw_decode(buf, pos)
+                except json.JSONDecodeError as e:
+                    if eof:
+                        raise PerfModelError(
+                            f"{p}: traceEvents: bad JSON near character {e.pos} of the last"
+                            f" chunk ({e.msg}); the trace is truncated or corrupt"
+                        ) from None
+                    more = fh.read(chunk)
+                    eof = not more
+                    buf, pos = buf[pos:] + more, 0
+                    continue
+                pos = end
+                if isinstance(event, dict):
+                    yield event
+                if pos > chunk:
+                    buf, pos = buf[pos:], 0
+        except (OSError, EOFError, UnicodeDecodeError) as e:
+            raise PerfModelError(f"{p}: cannot read ({e.__class__.__name__}: {e})") from None
+
+
+def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint intervals covering the given ones (HTA's merge_kernel_intervals)."""
+    if starts.size == 0:
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > reach[:-1]]
+    idx = np.flatnonzero(new)
+    return s[idx], np.maximum.reduceat(e, idx)
+
+
+def _covered(s: np.ndarray, e: np.ndarray, us: np.ndarray, ue: np.ndarray) -> float:
+    """Length of the disjoint intervals (s, e) that the disjoint intervals (us, ue) cover."""
+    if s.size == 0 or us.size == 0:
+        return 0.0
+    # cumulative covered length of (us, ue) up to any time x: piecewise linear
+    cum = np.r_[0.0, np.cumsum(ue - us)]
+
+    def upto(x: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(us, x, side="right")  # intervals starting at or before x
+        before = cum[np.maximum(i - 1, 0)]
+        last = np.where(i > 0, np.clip(x - us[np.maximum(i - 1, 0)], 0.0, None), 0.0)
+        last = np.minimum(last, np.where(i > 0, (ue - us)[np.maximum(i - 1, 0)], 0.0))
+        return np.where(i > 0, before + last, 0.0)
+
+    return float(np.sum(upto(e) - upto(s)))
+
+
+def read_kineto(path: str | Path, steps: int | None = None) -> TraceSummary:
+    """Kernel seconds by class, exposed communication and idle of a Kineto trace of one GPU.
+
+    The steps are the trace's ``ProfilerStep#N`` annotations (torch.profiler's schedule writes one
+    a step), or ``steps`` where the trace has none."""
+    kernel_s = dict.fromkeys(CLASSES, 0.0)
+    counts = dict.fromkeys(CLASSES, 0)
+    coll: dict[str, float] = {}
+    starts, ends, comm = array("d"), array("d"), array("b")
+    step_names: set[str] = set()
+    devices: set[Any] = set()
+    for ev in iter_events(path):
+        name = ev.get("name")
+        if not isinstance(name, str):
+            continue
+        cat = ev.get("cat")
+        if cat in ("kernel", "gpu_memcpy", "gpu_memset") and ev.get("ph") == "X":
+            try:
+                ts, dur = float(ev["ts"]), float(ev["dur"])
+            except (KeyError, TypeError, ValueError):
+                raise PerfModelError(
+                    f"{path}: kernel event {name[:60]!r} has no numeric ts and dur"
+                ) from None
+            args = ev["args"] if isinstance(ev.get("args"), dict) else {}
+            devices.add(args.get("device", ev.get("pid")))
+            c = kernel_class(name)
+            kernel_s[c] += dur * 1e-6  # Chrome traces count microseconds
+            counts[c] += 1
+            if c == "comm":
+                m = _COLLECTIVE.search(name)
+                key = m.group(1) if m else "other"
+                coll[key] = coll.get(key, 0.0) + dur * 1e-6
+            starts.append(ts)
+            ends.append(ts + dur)
+            comm.append(1 if c == "comm" else (2 if c == "memcpy" else 0))
+        elif _STEP.match(name) and cat in ("cpu_op", "user_annotation", None):
+            step_names.add(name)
+    if len(devices) > 1:
+        raise PerfModelError(
+            f"{path}: kernels of {len(devices)} GPUs in one trace; give one rank's trace"
+            " (torch.profiler writes one file per rank)"
+        )
+    n = len(step_names) or steps
+    if not n:
+        raise PerfModelError(
+            f"{path}: no ProfilerStep#N annotations to count the steps by; give the run's"
+            " trace_steps: (how many steps the trace holds)"
+        )
+    s, e, k = (np.frombuffer(a, dtype=t) for a, t in ((starts, "d"), (ends, "d"), (comm, "b")))
+    if s.size == 0:
+        raise PerfModelError(f"{path}: no GPU kernel events (cat 'kernel'); profile with CUDA")
+    all_s, all_e = _union(s, e)
+    comm_s, comm_e = _union(s[k == 1], e[k == 1])
+    comp_s, comp_e = _union(s[k == 0], e[k == 0])
+    span = float(all_e.max() - all_s.min())
+    busy = float(np.sum(all_e - all_s))
+    exposed = float(np.sum(comm_e - comm_s)) - _covered(comm_s, comm_e, comp_s, comp_e)
+    return TraceSummary(
+        str(path),
+        int(n),
+        kernel_s,
+        counts,
+        coll,
+        span * 1e-6,
+        (span - busy) * 1e-6,
+        exposed * 1e-6,
+    )
+
+
+def read_nsys_csv(path: str | Path, steps: int | None) -> TraceSummary:
+    """Kernel seconds by class from ``nsys stats --report cuda_gpu_kern_sum --format csv``."""
+    p = Path(path)
+    if not steps:
+        raise PerfModelError(
+            f"{p}: an nsys summary does not say how many steps it covers; give the run's"
+            " trace_steps:"
+        )
+    kernel_s = dict.fromkeys(CLASSES, 0.0)
+    counts = dict.fromkeys(CLASSES, 0)
+    coll: dict[str, float] = {}
+    with _open(p) as fh:
+        text = fh.read(64 << 20)  # a summary is one row per kernel name: small
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    head = next((i for i, ln in enumerate(lines) if "Total Time" in ln and "Name" in ln), None)
+    if head is None:
+        raise PerfModelError(
+            f"{p}: no 'Total Time (ns)' and 'Name' columns: write it with `nsys stats --report"
+            " cuda_gpu_kern_sum --format csv`"
+        )
+    for row in csv.DictReader(lines[head:]):
+        total_key = next((k for k in row if k and k.startswith("Total Time")), None)
+        name = row.get("Name") or ""
+        try:
+            ns = float(str(row[total_key]).replace(",", "")) if total_key else float("nan")
+        except ValueError:
+            raise PerfModelError(f"{p}: Total Time of {name[:60]!r} is not a number") from None
+        scale = 1e-6 if total_key and "(us)" in total_key else 1e-9
+        c = kernel_class(name)
+        kernel_s[c] += ns * scale
+        counts[c] += int(float(str(row.get("Instances") or 1).replace(",", "")))
+        if c == "comm":
+            m = _COLLECTIVE.search(name)
+            coll[m.group(1) if m else "other"] = coll.get(m.group(1) if m else "other", 0.0) + (
+                ns * scale
+            )
+    if not sum(counts.values()):
+        raise PerfModelError(f"{p}: no kernel rows")
+    return TraceSummary(str(p), int(steps), kernel_s, counts, coll)
+
+
+def read(path: str | Path, steps: int | None = None) -> TraceSummary:
+    """A Kineto trace (.json, .json.gz) or an nsys stats CSV (.csv), by its name."""
+    name = str(path).lower()
+    if name.endswith(".csv"):
+        return read_nsys_csv(path, steps)
+    if name.endswith((".json", ".json.gz")):
+        return read_kineto(path, steps)
+    raise PerfModelError(
+        f"{path}: trace must be a PyTorch profiler trace (.json or .json.gz) or an `nsys stats`"
+        " CSV (.csv)"
+    )

@@ -1,0 +1,440 @@
+"""Fit a calibration to a team's own measured runs (issue 32): what the data identify, no more.
+
+Each factor multiplies the time of one class of work (specs/calibration.py says how a plan takes
+it). The model of run i with factors theta is t_i(theta), the step time of the calibrated plan;
+the fit minimizes sum_i (log t_i(theta) - log measured_i)^2 by Gauss-Newton, the Jacobian
+J_ij = d log t_i / d theta_j by finite differences (theta_j = log factor_j; overhead_s in
+seconds). What is fitted:
+- one step time: one factor, ``rate`` (compute and communication at once), the stack's achieved
+  rate, less the part of the run's deviation the model's published error explains
+  (one_run_target);
+- several step times: ``compute``, ``comm`` and ``overhead_s`` as far as the runs tell them apart,
+  by default one factor fewer than runs (a residual to spare): a factor is identified when some
+  run's step moves by at least MIN_SENSITIVITY with it, the column-normalized Jacobian has a
+  condition number below MAX_CONDITION (runs that differ in scale or layout spend different
+  shares of their step in communication), and its standard error (at the runs' scatter about
+  the fit, never below the model's smallest published per-run error) is under MAX_SE, or for
+  overhead_s moves no run's step by more than MAX_EFFECT; a factor asked for by name (``fit:``)
+  that fails is refused by name;
+- a trace: one factor per kernel class (GEMMs by format, attention, elementwise, exposed
+  communication) as measured kernel seconds a step over the model's seconds in that class (the
+  step's sensitivity to the class's factor), and the host idle time left over as overhead_s.
+The out-of-sample error is leave-one-run-out (SPEC 13): each run predicted by a fit on the others.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from perfmodel.engine import calibrated
+from perfmodel.engine.estimate import estimate, resolve_config
+from perfmodel.errors import PerfModelError
+from perfmodel.inputs.trace import TraceSummary
+from perfmodel.specs import Plan
+from perfmodel.specs.calibration import Calibration, CalibrationRun, apply_factors
+
+STEP_FACTORS = ("compute", "comm", "overhead_s")  # what step times can tell apart, in that order
+TRACE_FACTORS = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "attention", "memory", "comm")
+TRACE_CLASS = {  # the trace's kernel class each trace factor is measured by (inputs/trace.py)
+    "gemm_bf16": "gemm_bf16",
+    "gemm_fp8": "gemm_fp8",
+    "gemm_fp4": "gemm_fp4",
+    "attention": "attention",
+    "memory": "elementwise",
+    "comm": "exposed_comm",
+}
+MIN_SENSITIVITY = 0.01  # a factor some run's step moves at least 1% with (d log t / d log f)
+MAX_CONDITION = 30.0  # of the column-normalized Jacobian: above it two factors are confounded
+MAX_SE = 0.2  # a factor known to no better than x e^0.2 (22%), one standard error, is not fitted
+MAX_EFFECT = 0.1  # an overhead whose standard error moves a run's step by more is not fitted
+MIN_CLASS_SHARE = 0.01  # a kernel class under 1% of the modelled step is not fitted
+EPS = 0.05  # finite-difference step, in log factor (5%) or, for overhead_s, seconds x step
+
+
+@dataclass
+class MeasuredRun:
+    """One run of RUNS.yaml: its plan (knobs frozen as the run ran), what was measured."""
+
+    name: str
+    plan: Plan
+    measured_s: float | None
+    peak_memory_gb: float | None = None
+    trace: TraceSummary | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def step_s(self) -> float:
+        """The measured step time; a run without one cannot be fitted on."""
+        if self.measured_s is None:
+            raise PerfModelError(f"run {self.name}: measured: needs step_time_s")
+        return self.measured_s
+
+
+_CACHE: dict[tuple[int, tuple[tuple[str, float], ...]], tuple[Plan, float]] = {}
+
+
+def step_time(plan: Plan, theta: dict[str, float]) -> float:
+    """The step time of ``plan`` with the factors ``theta`` (log factors; overhead_s in s),
+    remembered: leave-one-run-out refits ask for the same points many times."""
+    key = (id(plan), tuple(sorted((k, round(v, 12)) for k, v in theta.items() if v)))
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    factors = {k: v if k == "overhead_s" else math.exp(v) for k, v in theta.items()}
+    cal = Calibration(factors=factors, fitted_from="step_times", runs=[])
+    p = apply_factors(plan, cal.expanded())
+    t = float(estimate(p, resolve_config(p)).values["step_time_s"])
+    if len(_CACHE) > 100_000:
+        _CACHE.clear()
+    _CACHE[key] = (plan, t)
+    return t
+
+
+def _log_times(runs: list[MeasuredRun], theta: dict[str, float]) -> np.ndarray:
+    return np.log([step_time(r.plan, theta) for r in runs])
+
+
+def jacobian(runs: list[MeasuredRun], theta: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+    """(log t at theta, d log t / d theta), finite differences, one column per factor."""
+    base = _log_times(runs, theta)
+    cols = []
+    for name in theta:
+        step = EPS * float(np.exp(base).min()) if name == "overhead_s" else EPS
+        moved = _log_times(runs, {**theta, name: theta[name] + step})
+        cols.append((moved - base) / step)
+    return base, np.array(cols).T.reshape(len(runs), len(theta))
+
+
+def identifiable(jac: np.ndarray, names: list[str]) -> str | None:
+    """None, or why the factors ``names`` are not told apart by the runs of ``jac``."""
+    n, k = jac.shape
+    if k > n:
+        return (
+            f"{k} factors ({', '.join(names)}) from {n} measured run{'s' if n != 1 else ''}:"
+            " more factors than measurements"
+        )
+    for j, name in enumerate(names):
+        scale = 1.0 if name != "overhead_s" else 0.0
+        if scale and np.abs(jac[:, j]).max() < MIN_SENSITIVITY:
+            return f"{name}: no run spends {100 * MIN_SENSITIVITY:.0f}% of its step on it"
+    if k > 1:
+        norm = jac / np.maximum(np.linalg.norm(jac, axis=0), 1e-30)
+        cond = np.linalg.cond(norm)
+        if not np.isfinite(cond) or cond > MAX_CONDITION:
+            return (
+                f"{', '.join(names)}: the runs move with them in nearly the same proportions"
+                f" (condition number {cond:.0f}); runs that differ in scale or layout tell them"
+                " apart"
+            )
+    return None
+
+
+def gauss_newton(
+    runs: list[MeasuredRun],
+    names: list[str],
+    iterations: int = 8,
+    target: np.ndarray | None = None,
+) -> tuple[dict[str, float], np.ndarray]:
+    """Least squares on log step time: (theta, residuals log(t/measured)); ``target`` replaces
+    the measured log step times."""
+    measured = np.log([r.step_s for r in runs])
+    target = measured if target is None else target
+    theta = dict.fromkeys(names, 0.0)
+    for _ in range(iterations):
+        base, jac = jacobian(runs, theta)
+        delta = np.linalg.lstsq(jac, target - base, rcond=None)[0]
+        # a damped step: at most a factor of e^0.5 (or half the shortest step, for overhead_s)
+        limit = np.array(
+            [0.5 * float(np.exp(base).min()) if n == "overhead_s" else 0.5 for n in names]
+        )
+        delta = delta * min(1.0, float(np.min(limit / np.maximum(np.abs(delta), 1e-30))))
+        theta = {k: theta[k] + float(d) for k, d in zip(names, delta)}
+        if np.abs(delta).max() < 1e-3:
+            break
+    return theta, _log_times(runs, theta) - measured
+
+
+def one_run_target(run: MeasuredRun, band: float) -> tuple[float, str]:
+    """The log step time a one-run fit aims at: the measured one, less the part of the deviation
+    that the model's published error for this kind of run (``band``, the mean |error| of
+    uncertainty.band) explains: a soft threshold (the posterior mode under a Laplace prior on the
+    stack's bias; Tibshirani 1996, lasso), so a run within the model's usual error is not taken
+    for a stack that differs, and a run far outside it corrects all but that error."""
+    t0 = step_time(run.plan, {})
+    x = math.log(run.step_s / t0)
+    lam = math.log1p(band)
+    kept = math.copysign(max(abs(x) - lam, 0.0), x)
+    why = (
+        f"{run.name}: measured {100 * (math.exp(x) - 1):+.1f}% from the model; the first"
+        f" {100 * band:.1f}% is the model's published error for such runs, so the rate moves"
+        f" the step {100 * (math.exp(kept) - 1):+.1f}%"
+    )
+    return math.log(t0) + kept, why
+
+
+def noise_floor() -> float:
+    """The smallest per-run error the model has on any published table (configs/error_bands.yaml,
+    mean |error|): a fit with few runs to spare can match them by chance, so the scatter a factor's
+    standard error is taken from is never below it."""
+    from perfmodel.inputs import presets
+
+    return min(float(t["mean_abs_error"]) for t in presets.error_bands().values())
+
+
+def uncertain(jac: np.ndarray, gap: np.ndarray, names: list[str]) -> str | None:
+    """None, or why a factor is pinned too loosely: its standard error (linearized least squares,
+    sigma^2 (J'J)^-1, sigma the runs' scatter about the fit or the noise floor where larger) is
+    above MAX_SE in log factor, or, for overhead_s, moves some run's step by more than
+    MAX_EFFECT. ``gap`` is log(measured / modelled) at factors 1."""
+    n, k = jac.shape
+    theta, *_ = np.linalg.lstsq(jac, gap, rcond=None)
+    scatter = float(np.sum((gap - jac @ theta) ** 2)) / (n - k) if n > k else 0.0
+    sigma2 = max(scatter, noise_floor() ** 2)
+    se = np.sqrt(np.maximum(np.diag(sigma2 * np.linalg.pinv(jac.T @ jac)), 0.0))
+    for j, name in enumerate(names):
+        if name == "overhead_s":
+            effect = float(se[j] * np.abs(jac[:, j]).max())
+            if effect > MAX_EFFECT:
+                return (
+                    f"overhead_s: the runs pin it only to +-{100 * effect:.0f}% of a step (one"
+                    f" standard error at {100 * math.sqrt(sigma2):.1f}% scatter)"
+                )
+        elif se[j] > MAX_SE:
+            return (
+                f"{name}: the runs pin it only to x{math.exp(se[j]):.2f} (one standard error at"
+                f" {100 * math.sqrt(sigma2):.1f}% scatter; runs that spend more of their step on"
+                " it pin it closer)"
+            )
+    return None
+
+
+def choose(runs: list[MeasuredRun], asked: list[str] | None) -> tuple[list[str], dict[str, str]]:
+    """The factors to fit (those asked, refused by name where the runs do not identify them; by
+    default the most that the runs identify) and why the others are not fitted."""
+    target = np.log([r.step_s for r in runs])
+    if asked is not None:
+        base, jac = jacobian(runs, dict.fromkeys(asked, 0.0))
+        why = identifiable(jac, asked) or uncertain(jac, target - base, asked)
+        if why:
+            raise PerfModelError(f"fit: cannot identify {why}; drop a factor or add runs")
+        return asked, {}
+    if len(runs) == 1:
+        return ["rate"], {
+            ", ".join(
+                STEP_FACTORS
+            ): "one measured run identifies one factor, the stack's achieved rate"
+        }
+    # by default one run more than factors: a residual left to check the fit by
+    names = list(STEP_FACTORS[: len(runs) - 1])
+    dropped = {
+        f: f"{len(runs)} runs fit {len(names)} factors by default, one measurement to spare"
+        for f in STEP_FACTORS[len(names) :]
+    }
+    base, full = jacobian(runs, dict.fromkeys(STEP_FACTORS, 0.0))
+    while names:
+        idx = [STEP_FACTORS.index(n) for n in names]
+        why = identifiable(full[:, idx], names) or uncertain(full[:, idx], target - base, names)
+        if why is None:
+            break
+        # the factor named goes (the last one for a count or a confounding)
+        gone = next((n for n in names if why.startswith(f"{n}:")), names[-1])
+        dropped[gone] = why.removeprefix(f"{gone}: ")
+        names = [n for n in names if n != gone]
+    if names in (["compute"], []):
+        names = ["rate"]  # one factor for all: communication moves with compute
+    return names, dropped
+
+
+def published_band(plan: Plan, bands: dict[str, Any] | None = None) -> float:
+    """The mean |error| of the published runs nearest in kind to ``plan`` (engine/uncertainty;
+    ``bands`` default configs/error_bands.yaml)."""
+    from perfmodel.engine import uncertainty
+    from perfmodel.inputs import presets
+
+    est = estimate(plan, resolve_config(plan))
+    return uncertainty.of_estimate(plan, bands or presets.error_bands(), est).mean
+
+
+def _factors(theta: dict[str, float]) -> dict[str, float]:
+    return {
+        k: round(v, 6) if k == "overhead_s" else round(math.exp(v), 4) for k, v in theta.items()
+    }
+
+
+def leave_one_out(
+    runs: list[MeasuredRun], asked: list[str] | None
+) -> tuple[dict[str, float], dict[str, float], list[str]]:
+    """Mean and max |error| of each run predicted by a fit on the others, by kind of change."""
+    if len(runs) < 2:
+        return {}, {}, ["one run: no out-of-sample error (the published band stays)"]
+    errs: dict[str, list[float]] = {}
+    notes = []
+    for i, held in enumerate(runs):
+        rest = runs[:i] + runs[i + 1 :]
+        try:
+            theta = fit_theta(rest, asked)[0]
+        except PerfModelError:  # what the runs identify without the one left out
+            theta = fit_theta(rest, None)[0]
+        names = list(theta)
+        err = abs(step_time(held.plan, theta) / held.step_s - 1)
+        made = calibrated.changes(_kind(held), [_kind(r) for r in rest]) or ["none"]
+        notes.append(f"{held.name} from the others ({', '.join(names)}): {100 * err:.1f}%")
+        for c in [*made, "all"]:
+            errs.setdefault(c, []).append(err)
+    mean = {c: round(float(np.mean(v)), 4) for c, v in errs.items()}
+    return mean, {c: round(float(np.max(v)), 4) for c, v in errs.items()}, notes
+
+
+def _kind(run: MeasuredRun) -> dict[str, Any]:
+    return calibrated.kind(run.plan, resolve_config(run.plan))
+
+
+def _run_rows(runs: list[MeasuredRun], theta: dict[str, float]) -> list[CalibrationRun]:
+    rows = []
+    for r in runs:
+        before, after = step_time(r.plan, {}), step_time(r.plan, theta)
+        rows.append(
+            CalibrationRun(
+                name=r.name,
+                measured_step_time_s=r.step_s,
+                predicted_step_time_s=before,
+                calibrated_step_time_s=after,
+                residual=round(math.log(after / r.step_s), 5),
+                kind=_kind(r),
+            )
+        )
+    return rows
+
+
+def fit_theta(
+    runs: list[MeasuredRun], asked: list[str] | None
+) -> tuple[dict[str, float], dict[str, str], list[str]]:
+    """(fitted log factors, the factors not fitted and why, notes): the factors chosen, the one-run
+    discount, and an overhead fitted below zero refitted without."""
+    names, dropped = choose(runs, asked)
+    notes: list[str] = []
+    target = None
+    if len(runs) == 1 and names == ["rate"]:
+        aim, why = one_run_target(runs[0], published_band(runs[0].plan))
+        target, notes = np.array([aim]), [why]
+    theta, _ = gauss_newton(runs, names, target=target)
+    if "overhead_s" in theta and theta["overhead_s"] < 0:
+        dropped["overhead_s"] = (
+            f"fitted below zero ({1e3 * theta['overhead_s']:.2g} ms, not physical): refitted"
+            " without it"
+        )
+        names = [n for n in names if n != "overhead_s"] or ["rate"]
+        theta, _ = gauss_newton(runs, names)
+    return theta, dropped, notes
+
+
+def fit_step_times(runs: list[MeasuredRun], asked: list[str] | None = None) -> Calibration:
+    """A calibration from measured step times (module docstring)."""
+    missing = [r.name for r in runs if r.measured_s is None]
+    if missing:
+        raise PerfModelError(f"runs {', '.join(missing)}: measured: needs step_time_s")
+    theta, dropped, notes = fit_theta(runs, asked)
+    notes = [n for r in runs for n in r.notes] + notes
+    loo, loo_max, loo_notes = leave_one_out(runs, asked)
+    notes.append("peak memory is not calibrated: the factors are times only")
+    return Calibration(
+        factors=_factors(theta),
+        fitted_from="step_times",
+        runs=_run_rows(runs, theta),
+        not_fitted=dropped,
+        out_of_sample=loo,
+        out_of_sample_max=loo_max,
+        notes=notes + loo_notes,
+    )
+
+
+def fit_trace(run: MeasuredRun) -> Calibration:
+    """A calibration from one run's trace: one factor per kernel class (module docstring)."""
+    tr = run.trace
+    assert tr is not None  # the caller passes a run with a trace
+    measured = tr.per_step()
+    base = step_time(run.plan, {})
+    factors: dict[str, float] = {}
+    not_fitted: dict[str, str] = {}
+    table: dict[str, Any] = {}
+    timeline = measured["idle"] is not None
+    for name in TRACE_FACTORS:
+        cls = TRACE_CLASS[name]
+        if cls == "exposed_comm" and not timeline:
+            not_fitted[name] = "the nsys summary has no timeline: exposed communication unknown"
+            continue
+        model_s = (step_time(run.plan, {name: EPS}) - base) / EPS
+        got = float(measured[cls] or 0.0)
+        table[name] = {"trace_s_per_step": round(got, 6), "model_s_per_step": round(model_s, 6)}
+        if model_s < MIN_CLASS_SHARE * base:
+            if got > MIN_CLASS_SHARE * base:
+                raise PerfModelError(
+                    f"trace {tr.source}: {got * 1e3:.1f} ms a step of {cls} kernels, which the"
+                    f" plan {run.name} does not run ({name}): the plan is not the run traced"
+                )
+            not_fitted[name] = f"under {100 * MIN_CLASS_SHARE:.0f}% of the modelled step"
+            continue
+        if got <= 0:
+            raise PerfModelError(
+                f"trace {tr.source}: no {cls} kernels, but the plan {run.name} spends"
+                f" {model_s * 1e3:.1f} ms a step on them ({name}); profile the GPU kernels of a"
+                " whole training step"
+            )
+        factors[name] = got / model_s
+    theta = {k: math.log(v) for k, v in factors.items()}
+    if timeline:
+        # host gaps: the trace's idle time a step beyond what the model leaves idle (its bubble
+        # and fixed overheads), as seconds a step
+        p = apply_factors(run.plan, {k: math.exp(v) for k, v in theta.items()})
+        v = estimate(p, resolve_config(p)).values
+        model_idle = v["bubble"] + v["overhead"]
+        extra = float(measured["idle"] or 0.0) - model_idle
+        table["idle"] = {
+            "trace_s_per_step": round(float(measured["idle"] or 0.0), 6),
+            "model_s_per_step": round(model_idle, 6),
+        }
+        theta["overhead_s"] = max(extra, -run.plan.training.step_overhead_s)
+    else:
+        not_fitted["overhead_s"] = "the nsys summary has no timeline: idle time unknown"
+    if run.measured_s is None and measured["step"] is not None:
+        run.measured_s = float(measured["step"])
+        run.notes.append(f"{run.name}: step time from the trace's span ({run.measured_s:.3f} s)")
+    notes = [
+        *run.notes,
+        f"trace {tr.source}: {tr.steps} step(s), {sum(tr.kernels.values()):,} kernels",
+        "the model's time in a class is the step's sensitivity to that class's factor",
+    ]
+    return Calibration(
+        factors=_factors(theta),
+        fitted_from="trace",
+        runs=_run_rows([run], theta) if run.measured_s else [],
+        not_fitted=not_fitted,
+        trace=table | {
+            "collectives_s_per_step": {k: v / tr.steps for k, v in tr.collectives_s.items()}
+        },
+        notes=notes,
+    )
+
+
+def fit(runs: list[MeasuredRun], asked: list[str] | None = None) -> Calibration:
+    """Trace factors where one run has a trace, else step-time factors."""
+    traced = [r for r in runs if r.trace is not None]
+    if len(traced) > 1:
+        raise PerfModelError(
+            f"runs {', '.join(r.name for r in traced)}: give a trace for one run (the trace's"
+            " factors are of one stack and one run)"
+        )
+    if traced:
+        if len(runs) > 1:
+            raise PerfModelError(
+                f"run {traced[0].name} has a trace: a trace calibrates from its own run; put the"
+                " other runs in a RUNS file of their own"
+            )
+        if asked is not None:
+            raise PerfModelError("fit: a trace fits its kernel classes; drop fit: or the trace")
+        return fit_trace(traced[0])
+    return fit_step_times(runs, asked)

@@ -1,0 +1,179 @@
+"""A calibration: factors fitted on a team's own measured runs, and how a plan takes them.
+
+Each factor multiplies the time of one class of work, by dividing the achieved efficiency the
+model reads for it (specs/hardware.py GPU and Link fields), so every formula, the search and the
+pipeline simulator see the calibrated rates with no second code path:
+
+    gemm_bf16   GPU.gemm_efficiency                 (BF16/FP16 GEMMs; time x factor)
+    gemm_fp8    GPU.fp8_gemm_efficiency             (FP8 and MXFP8 GEMMs)
+    gemm_fp4    GPU.fp4_gemm_efficiency             (NVFP4 GEMMs)
+    attention   GPU.attention_efficiency, fa2_attention_efficiency, unfused_attention_efficiency
+    memory      GPU.hbm_efficiency                  (elementwise, norms, optimizer: HBM-bound)
+    comm        Link.efficiency of the intra- and inter-node links (bandwidth term of every
+                collective, Thakur et al. 2005 alpha-beta; latency untouched)
+    compute     all of gemm_*, attention and memory at once
+    rate        compute and comm at once: one step time identifies only the stack's achieved rate
+    overhead_s  seconds added to Training.step_overhead_s (host time per step; not a factor)
+
+A factor above 1 says the stack is slower than the preset; below 1, faster, and a calibrated
+efficiency may then exceed 1: it is kept as the effective rate it is (the preset's other figures
+are pessimistic for this stack). perfmodel/review/calibrate.py fits the factors; this module only
+applies them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from .base import Spec
+
+if TYPE_CHECKING:
+    from .plan import Plan
+
+FACTORS = (
+    "rate",
+    "compute",
+    "gemm_bf16",
+    "gemm_fp8",
+    "gemm_fp4",
+    "attention",
+    "memory",
+    "comm",
+    "overhead_s",
+)
+# what a group factor stands for
+GROUPS = {
+    "rate": ("gemm_bf16", "gemm_fp8", "gemm_fp4", "attention", "memory", "comm"),
+    "compute": ("gemm_bf16", "gemm_fp8", "gemm_fp4", "attention", "memory"),
+}
+CHANGES = ("scale", "layout", "model", "format")
+
+
+class CalibrationRun(Spec):
+    """One measured run a calibration was fitted on, and what the calibrated model says of it."""
+
+    name: str = Field(description="The run's plan, as RUNS.yaml names it.")
+    measured_step_time_s: float = Field(gt=0, description="Measured seconds per step.")
+    predicted_step_time_s: float = Field(gt=0, description="Uncalibrated prediction, seconds.")
+    calibrated_step_time_s: float = Field(gt=0, description="Calibrated prediction, seconds.")
+    residual: float = Field(description="log(calibrated / measured) after the fit.")
+    kind: dict[str, Any] = Field(
+        default_factory=dict,
+        description="What the run was: num_gpus, layout, model size, format (to tell changes).",
+    )
+
+
+class Calibration(Spec):
+    """What `perfmodel calibrate` writes (CAL.yaml), and what a plan's `calibration:` names."""
+
+    factors: dict[str, float] = Field(
+        description="Fitted factors by name (module docstring): time multipliers, overhead_s in s."
+    )
+    fitted_from: str = Field(description="step_times or trace: what the factors were fitted on.")
+    runs: list[CalibrationRun] = Field(description="The runs fitted on, with their residuals.")
+    not_fitted: dict[str, str] = Field(
+        default_factory=dict, description="Factors the data could not identify, and why."
+    )
+    out_of_sample: dict[str, float] = Field(
+        default_factory=dict,
+        description=(
+            "Mean |error| of leave-one-run-out predictions, by the kind of change between the"
+            " run left out and the runs fitted (scale, layout, model, format; 'all')."
+        ),
+    )
+    out_of_sample_max: dict[str, float] = Field(
+        default_factory=dict, description="Largest |error| of those, by kind of change."
+    )
+    trace: dict[str, Any] = Field(
+        default_factory=dict, description="Per kernel class: measured and modelled seconds."
+    )
+    notes: list[str] = Field(default_factory=list, description="What the fit assumed.")
+    source: str = Field("", description="The file the calibration was read from.")
+
+    def expanded(self) -> dict[str, float]:
+        """Every elementary factor (gemm_bf16 ... comm, overhead_s) the fitted ones imply."""
+        out = {f: 1.0 for f in FACTORS if f not in GROUPS and f != "overhead_s"}
+        out["overhead_s"] = 0.0
+        for name, value in self.factors.items():
+            for f in GROUPS.get(name, (name,)):
+                out[f] = out[f] + value if f == "overhead_s" else out[f] * value
+        return out
+
+    def summary(self) -> str:
+        """One line: which factors, from how many runs."""
+        shown = ", ".join(
+            f"{k} {v * 1e3:.1f} ms" if k == "overhead_s" else f"{k} x{v:.3f}"
+            for k, v in self.factors.items()
+        )
+        n = len(self.runs)
+        where = f" ({self.source})" if self.source else ""
+        return f"calibrated{where}: {shown}, fitted on {n} run{'s' if n != 1 else ''}"
+
+
+def apply_factors(plan: Plan, factors: dict[str, float]) -> Plan:
+    """``plan`` with the efficiencies divided by the factors (time multipliers; ``factors`` holds
+    elementary names, Calibration.expanded). Pydantic's bounds on efficiencies (at most 1) are not
+    re-checked: a calibrated efficiency is an effective rate, which may exceed the data sheet's
+    share when the preset's other figures are pessimistic for this stack."""
+    gpu = plan.system.gpu
+    f = {k: float(factors.get(k, 1.0)) for k in GROUPS["rate"]}
+    fp8 = gpu.fp8_gemm_efficiency or gpu.gemm_efficiency
+    fp4 = gpu.fp4_gemm_efficiency or fp8
+    fa2 = gpu.fa2_attention_efficiency
+    # a format without its own figure keeps falling back to the one it shares, where the factors
+    # agree (so the outputs still say the figure is carried over)
+    same8 = gpu.fp8_gemm_efficiency is None and f["gemm_fp8"] == f["gemm_bf16"]
+    same4 = gpu.fp4_gemm_efficiency is None and f["gemm_fp4"] == f["gemm_fp8"]
+    new_gpu = gpu.model_copy(
+        update={
+            "gemm_efficiency": gpu.gemm_efficiency / f["gemm_bf16"],
+            "fp8_gemm_efficiency": None if same8 else fp8 / f["gemm_fp8"],
+            "fp4_gemm_efficiency": None if same4 and same8 else fp4 / f["gemm_fp4"],
+            "attention_efficiency": gpu.attention_efficiency / f["attention"],
+            "fa2_attention_efficiency": None if fa2 is None else fa2 / f["attention"],
+            "unfused_attention_efficiency": gpu.unfused_attention_efficiency / f["attention"],
+            "hbm_efficiency": gpu.hbm_efficiency / f["memory"],
+        }
+    )
+    s = plan.system
+    links = {
+        name: (
+            getattr(s, name).model_copy(
+                update={"efficiency": getattr(s, name).efficiency / f["comm"]}
+            )
+        )
+        for name in ("intra_node_link", "inter_node_link")
+    }
+    system = s.model_copy(update={"gpu": new_gpu, **links})
+    tr = plan.training
+    training = tr.model_copy(
+        update={"step_overhead_s": tr.step_overhead_s + float(factors.get("overhead_s", 0.0))}
+    )
+    return plan.model_copy(update={"system": system, "training": training})
+
+
+def with_calibration(plan: Plan, cal: Calibration) -> Plan:
+    """``plan`` calibrated: its efficiencies divided by ``cal``'s factors, ``cal`` kept on it (so
+    outputs say so and the error band is the calibration's). A plan already calibrated is refused:
+    two calibrations would compound."""
+    from ..errors import PerfModelError
+
+    if plan.calibration is not None:
+        raise PerfModelError(
+            f"calibration: the plan is already calibrated ({plan.calibration.source or 'its own'}"
+            " calibration: key); give one calibration, in the plan or as --calibration"
+        )
+    return apply_factors(plan, cal.expanded()).model_copy(update={"calibration": cal})
+
+
+def without_calibration(plan: Plan) -> Plan:
+    """``plan`` as the presets have it: its calibration's factors undone (to change a field, a GPU
+    or the framework, and calibrate the changed plan again)."""
+    cal = plan.calibration
+    if cal is None:
+        return plan
+    f = cal.expanded()
+    inverse = {k: -v if k == "overhead_s" else 1.0 / v for k, v in f.items()}
+    return apply_factors(plan, inverse).model_copy(update={"calibration": None})
