@@ -105,6 +105,9 @@ def resolve_config(plan: Plan, **overrides: Any) -> Config:
         dp_shard=0 if par.dp_shard in (None, dp) else par.dp_shard,
         first_stage_layers=par.decoder_first_pipeline_num_layers or 0,
         last_stage_layers=par.decoder_last_pipeline_num_layers or 0,
+        # the plan's, or its framework profile's (Training fills what the plan leaves out)
+        moe_token_dispatcher_type=plan.training.moe_token_dispatcher_type,
+        moe_a2a_overlap=plan.training.moe_a2a_overlap,
     )
 
 
@@ -379,6 +382,8 @@ def _layer(plan: Plan, cfg: Config, kind: str | None) -> tuple[list[Op], Block]:
         f(cfg.ep),
         f(cfg.etp),
         cfg.cp_comm_type,
+        cfg.moe_token_dispatcher_type,
+        cfg.moe_a2a_overlap,
         moe=(kind or layer_kind(plan)) == "moe",
     )
 

@@ -42,7 +42,7 @@ def to_args(plan, config: dict, layers: list[float] | None = None) -> list[str]:
             " write those by hand"
         )
     return (
-        _model_args(plan)
+        _model_args(plan, c)
         + _parallel_args(c)
         + cp_args(c, plan.training.framework)
         + zero_args(c["zero_stage"], plan.training.framework)
@@ -68,8 +68,9 @@ def _split_args(c: dict, layers: list[float], mtp: int = 0) -> list[str]:
     return [f"{FLAG} '{layout_text(n, vp, mtp)}'"]
 
 
-def _model_args(plan) -> list[str]:
-    """The model's shape in Megatron-LM's names (megatron/training/arguments.py)."""
+def _model_args(plan, c: dict | None = None) -> list[str]:
+    """The model's shape in Megatron-LM's names (megatron/training/arguments.py), with the MoE
+    switches of the configuration ``c`` (the search's choice; None: the training's)."""
     m = plan.model
     a = [
         f"--num-layers {m.num_layers}",
@@ -116,17 +117,25 @@ def _model_args(plan) -> list[str]:
             f"--num-experts {m.num_moe_experts}",
             f"--moe-router-topk {m.moe_router_topk}",
         ]
-        # DeepEP runs behind Megatron-Core's flex dispatcher (--moe-flex-dispatcher-backend)
-        kind = plan.training.moe_token_dispatcher_type
+        c = c or {}
+        # DeepEP and HybridEP run behind Megatron-Core's flex dispatcher
+        # (--moe-flex-dispatcher-backend)
+        kind = c.get("moe_token_dispatcher_type", plan.training.moe_token_dispatcher_type)
         a.append(
-            "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep"
-            if kind == "deepep"
+            f"--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend {kind}"
+            if kind in ("deepep", "hybridep")
             else f"--moe-token-dispatcher-type {kind}"
         )
-        if plan.training.moe_a2a_overlap:
+        if c.get("moe_a2a_overlap", plan.training.moe_a2a_overlap):
             a.append("--overlap-moe-expert-parallel-comm")
-        if m.moe_load_imbalance == 1.0:
+        if m.moe_router_family == "balanced" or m.moe_load_imbalance == 1.0:
             a.append("--moe-router-force-load-balancing")
+        elif m.moe_router_family == "aux_free_bias":
+            a.append("--moe-router-enable-expert-bias")
+        if m.moe_expert_capacity_factor is not None:
+            a.append(f"--moe-expert-capacity-factor {m.moe_expert_capacity_factor:g}")
+            if m.moe_pad_expert_input_to_capacity:
+                a.append("--moe-pad-expert-input-to-capacity")
         if m.moe_router_num_groups:
             a.append(
                 f"--moe-router-num-groups {m.moe_router_num_groups}"

@@ -51,6 +51,11 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_weight_cache": False,
         "expert_call_overhead_s": 0.0,
         "moe_fp8_dispatch": False,
+        # no expert parallelism in Megatron-LM before Megatron-Core
+        "moe_token_dispatcher_type": "alltoall",
+        "moe_a2a_overlap": False,
+        "moe_dispatchers": (),
+        "moe_a2a_overlaps": (False,),
         "attention_backend": "fused",  # no flash attention at all (flash_attention False)
         "pointwise_kernels": "fused",  # Megatron's fused kernels (bias-gelu, softmax, layernorm)
         "recompute_modules": ("core_attn",),  # Korthikanti 2022's selective recompute
@@ -99,6 +104,11 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_weight_cache": False,
         "expert_call_overhead_s": 0.0,
         "moe_fp8_dispatch": False,
+        # no expert parallelism in Megatron-LM before Megatron-Core
+        "moe_token_dispatcher_type": "alltoall",
+        "moe_a2a_overlap": False,
+        "moe_dispatchers": (),
+        "moe_a2a_overlaps": (False,),
         "attention_backend": "fused",
         "pointwise_kernels": "fused",
         "torch_compile": False,
@@ -152,6 +162,14 @@ PROFILES: dict[str, dict[str, Any]] = {
         "expert_call_overhead_s": 35e-6,
         # the token dispatchers move the 16-bit hidden states; TE quantizes in the expert GEMM
         "moe_fp8_dispatch": False,
+        # NeMo 2 / Megatron-Bridge recipes set moe_token_dispatcher_type alltoall
+        # (TransformerConfig's own default is allgather) and leave
+        # --overlap-moe-expert-parallel-comm off; Megatron-Core runs all four dispatchers
+        # (alltoall, allgather, flex with DeepEP or HybridEP) and the overlap
+        "moe_token_dispatcher_type": "alltoall",
+        "moe_a2a_overlap": False,
+        "moe_dispatchers": ("alltoall", "allgather", "deepep", "hybridep"),
+        "moe_a2a_overlaps": (False, True),
         "attention_backend": "fused",  # TE DotProductAttention: cuDNN fused attention on Hopper
         # TE's fused norms and SwiGLU, apply_rope_fusion in the NeMo 2 / Bridge recipes
         "pointwise_kernels": "fused",
@@ -203,6 +221,11 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_weight_cache": False,
         "expert_call_overhead_s": 0.0,
         "moe_fp8_dispatch": False,
+        # DeepSpeed-MoE: one all-to-all dispatch (deepspeed/moe/sharded_moe.py), no overlap
+        "moe_token_dispatcher_type": "alltoall",
+        "moe_a2a_overlap": False,
+        "moe_dispatchers": ("alltoall",),
+        "moe_a2a_overlaps": (False,),
         # the FlashAttention-2 that Megatron-DeepSpeed and transformers call
         "attention_backend": "fa2",
         "pointwise_kernels": "fused",  # Megatron-DeepSpeed keeps Megatron's fused kernels
@@ -273,6 +296,11 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_weight_cache": False,
         "expert_call_overhead_s": 0.0,
         "moe_fp8_dispatch": False,
+        # no expert parallelism in the 2024-12 torchtitan
+        "moe_token_dispatcher_type": "alltoall",
+        "moe_a2a_overlap": False,
+        "moe_dispatchers": (),
+        "moe_a2a_overlaps": (False,),
         # MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): torchtitan's
         # training.mixed_precision_reduce default is float32
         "reduce_dtype": "fp32",
@@ -331,6 +359,11 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_weight_cache": False,
         "expert_call_overhead_s": 0.0,
         "moe_fp8_dispatch": False,
+        # no expert parallelism
+        "moe_token_dispatcher_type": "alltoall",
+        "moe_a2a_overlap": False,
+        "moe_dispatchers": (),
+        "moe_a2a_overlaps": (False,),
         # Composer's FSDP mixed_precision DEFAULT: reduce_dtype fp32 (PURE: bf16)
         "reduce_dtype": "fp32",
         # composer/distributed/dist_strategy.py ddp_sync_context returns at once for a model that
@@ -368,6 +401,13 @@ PROFILES["hai-llm"] = {
     # Sec. 3.3.3: the activations before the MoE up-projections and their gradients before the
     # down-projections are quantized to FP8 and then dispatched; both combines stay BF16
     "moe_fp8_dispatch": True,
+    # Sec. 3.2.2: node-limited dispatch (each token to at most 4 nodes, once per node, then over
+    # NVLink), DeepEP's kernels as DeepSeek released them; the all-to-alls hide in DualPipe's
+    # forward-backward pairs, not in Megatron-Core's combined 1F1B
+    "moe_token_dispatcher_type": "deepep",
+    "moe_a2a_overlap": False,
+    "moe_dispatchers": ("deepep",),
+    "moe_a2a_overlaps": (False,),
     # Sec. 3.2: DualPipe; 1F1B is the baseline of its Table 2
     "schedules": ("1f1b", "dualpipe"),
     "interleaved": False,
@@ -401,6 +441,8 @@ FACTS = (
     "recompute_regathers",
     "zero3_prefetch_params",
     "zero3_reduce_bucket_params",
+    "moe_dispatchers",
+    "moe_a2a_overlaps",
 )
 
 
