@@ -9,9 +9,10 @@ to the measured one, so the factor is read off a physical effect rather than fit
 With --fit it fits each router family's figure where its data is (perfmodel/specs/router.py,
 ROUTER_LOAD) and prints it with its error on the runs left out of the fit:
 - aux_loss: the four zoo ratios above (dropless over forced balance, Qwen3-235B);
-- aux_free_bias: DeepSeek-V3 on 1,024 H100 (DGX Cloud v25.05.01, dropless, the alltoall
-  dispatcher), the one published step of that routing without token dropping; left out: the
-  DeepSeek-V3 report's whole-run figure (2,048 H800, DualPipe, DeepEP);
+- aux_free_bias: the two runs of DeepSeek-V3's auxiliary-loss-free routing without token dropping:
+  DeepSeek-V3 on 1,024 H100 (DGX Cloud v25.05.01, the alltoall dispatcher) and the DeepSeek-V3
+  report's whole-run figure (2,048 H800, DualPipe, DeepEP), jointly (least squares of the log
+  ratios), with each one's error when the other alone sets the figure;
 - balanced and capacity-padded runs need no fit (1.0, or the capacity factor).
 
 Run: python benchmarks/moe_imbalance.py [--fit]
@@ -19,11 +20,12 @@ Run: python benchmarks/moe_imbalance.py [--fit]
 
 from __future__ import annotations
 
+import math
 import sys
 
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.inputs import presets
-from perfmodel.review.validate import measured_step_time, validate
+from perfmodel.review.validate import run_case
 from perfmodel.specs.router import ROUTER_LOAD
 
 # (sequence length, TFLOP/s per GPU forced balance, dropless),
@@ -60,27 +62,39 @@ def _with_load(plan, imbalance: float):
     )
 
 
-def fit_one(case: dict, lo: float = 1.0, hi: float = 3.0) -> float:
-    """The load at which the case's predicted step equals its measured one (bisection: the step
-    rises with the load)."""
-    target = measured_step_time(case["plan"], case["measured"])
-    for _ in range(30):
-        mid = (lo + hi) / 2
-        if step(case["plan"], mid) < target:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+FAMILY_RUNS = {
+    # the dropless runs of each router family with a step time (configs/validation)
+    "aux_free_bias": ("dgxc-deepseek-v3-h100-bf16-1024gpu", "dsv3-report-h800-fp8-2048gpu"),
+}
+
+
+def errors(cases: list[dict], imbalance: float) -> list[float]:
+    """Each case's error (%) with the router's load set to ``imbalance``."""
+    return [run_case({**c, "plan": _with_load(c["plan"], imbalance)}).error_pct for c in cases]
+
+
+def fit_family(cases: list[dict], grid: list[float]) -> float:
+    """The load on ``grid`` with the least sum of squared log ratios (predicted over measured:
+    errors as ratios, a run predicted 2x fast as far off as one 2x slow) over ``cases``."""
+    return min(grid, key=lambda x: sum(math.log1p(e / 100) ** 2 for e in errors(cases, x)))
 
 
 def fit() -> None:
+    """Each family's figure fitted on all its runs, and each run's error when the figure is
+    fitted on the others alone (leave-one-out)."""
     cases = {c["name"]: c for c in presets.validation_cases()}
-    fitted = fit_one(cases["dgxc-deepseek-v3-h100-bf16-1024gpu"])
-    print(f"aux_free_bias: fitted {fitted:.3f} on dgxc-deepseek-v3-h100-bf16-1024gpu", end="")
-    print(f" (specs/router.py holds {ROUTER_LOAD['aux_free_bias']})")
-    report = validate(["dsv3-report"])
-    for c in report.cases:
-        print(f"  left out: {c.name} {c.error_pct:+.1f}% at {ROUTER_LOAD['aux_free_bias']}")
+    grid = [round(1.2 + 0.01 * i, 2) for i in range(81)]
+    for family, names in FAMILY_RUNS.items():
+        runs = [cases[n] for n in names]
+        best = fit_family(runs, grid)
+        print(f"{family}: {best:.2f} on {', '.join(names)} (specs/router.py holds", end=" ")
+        print(f"{ROUTER_LOAD[family]})")
+        for name, e in zip(names, errors(runs, best)):
+            print(f"  {name}: {e:+.1f}% in the fit")
+        for i, name in enumerate(names):
+            rest = runs[:i] + runs[i + 1 :]
+            x = fit_family(rest, grid)
+            print(f"  {name}: {errors([runs[i]], x)[0]:+.1f}% left out (the rest fit {x:.2f})")
 
 
 if __name__ == "__main__":

@@ -72,9 +72,9 @@ def resolve_config(plan: Plan, **overrides: Any) -> Config:
     else:
         dp = n // (tp * pp * cp)
     vp = par.vp or 1
-    schedule = par.schedule or ("interleaved" if vp > 1 else "1f1b")
     mbs = par.micro_batch_size or 1
     local = plan.training.global_batch_size // max(dp, 1)
+    schedule = par.schedule or _default_schedule(plan, pp, vp, local // mbs)
     if (
         par.micro_batch_size is None
         and pp > 1
@@ -109,6 +109,19 @@ def resolve_config(plan: Plan, **overrides: Any) -> Config:
         moe_token_dispatcher_type=plan.training.moe_token_dispatcher_type,
         moe_a2a_overlap=plan.training.moe_a2a_overlap,
     )
+
+
+def _default_schedule(plan: Plan, pp: int, vp: int, m: int) -> str:
+    """The schedule a plan that names none runs: interleaved 1F1B with vp > 1, else the profile's
+    first pipeline schedule where it can run, 1F1B otherwise. HAI-LLM lists DualPipe first (the
+    DeepSeek-V3 report Sec. 3.2.1), which needs an even pp and an even m >= 2 pp
+    (deepseek-ai/DualPipe's asserts)."""
+    if vp > 1:
+        return "interleaved"
+    first = (PROFILES[plan.training.framework]["schedules"] or ("1f1b",))[0]
+    if first == "dualpipe" and not (pp >= 2 and pp % 2 == 0 and m % 2 == 0 and m >= 2 * pp):
+        return "1f1b"
+    return first
 
 
 def validate_config(plan: Plan, cfg: Config) -> None:

@@ -39,6 +39,10 @@ TABLE_TITLES = {
         "Mixtures of experts, 2026: Megatron-Bridge 26.04 gpt-oss-120B and Qwen3-30B-A3B (H100)"
     ),
     "deepseek-v3-report": "DeepSeek-V3 technical report: 2,048 H800, DualPipe, EP 64, FP8",
+    "mbridge-moe-blackwell": (
+        "Megatron-Bridge 26.04 MoE on Blackwell: DeepSeek-V3, Qwen3 and gpt-oss on B200, GB200 and"
+        " GB300 (MXFP8, BF16)"
+    ),
     "dgxc-moe-2505": (
         "NVIDIA DGX Cloud benchmarks v25.05: Grok-1, DeepSeek-V3 and Llama 4 Maverick on 512-1,024"
         " H100 (NeMo 25.04)"

@@ -408,8 +408,9 @@ PROFILES["hai-llm"] = {
     "moe_a2a_overlap": False,
     "moe_dispatchers": ("deepep",),
     "moe_a2a_overlaps": (False,),
-    # Sec. 3.2: DualPipe; 1F1B is the baseline of its Table 2
-    "schedules": ("1f1b", "dualpipe"),
+    # Sec. 3.2: DualPipe, the default of a plan that names no schedule; 1F1B is the baseline of
+    # its Table 2
+    "schedules": ("dualpipe", "1f1b"),
     "interleaved": False,
     # Sec. 3.2: ZeRO-1 data parallelism
     "zero_stages": (0, 1),

@@ -236,7 +236,7 @@ class Model(Spec):
             "How the router balances the experts' load, which sets moe_load_imbalance"
             " (specs/router.py): aux_loss (softmax top-k with the auxiliary loss: Qwen3, Mixtral;"
             " 1.5), aux_free_bias (DeepSeek-V3's bias-adjusted, auxiliary-loss-free routing;"
-            " 1.34), llama4 (no dropless run published: takes aux_loss's 1.5), balanced (forced"
+            " 1.49), llama4 (no dropless run published: takes aux_loss's 1.5), balanced (forced"
             " balance, benchmark mode: 1.0). None: aux_loss."
         ),
     )
