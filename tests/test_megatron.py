@@ -360,7 +360,8 @@ def test_deepseek_v3_emits_what_megatron_lm_launches(tmp_path):
             "exp_avg_sq_dtype": "bf16",
         }
     )
-    plan["parallel"] = {"tp": 1, "pp": 16, "ep": 64, "vp": 1, "micro_batch_size": 1}
+    # vp 2: Megatron-LM asserts a virtual pipeline for the all-to-all overlap under pp > 1
+    plan["parallel"] = {"tp": 1, "pp": 16, "ep": 64, "vp": 2, "micro_batch_size": 1}
     source = tmp_path / "ds.yaml"
     source.write_text(yaml.safe_dump(plan))
     trip = emit_round_trip(source, tmp_path)
@@ -379,6 +380,7 @@ def test_deepseek_v3_emits_what_megatron_lm_launches(tmp_path):
     assert trip.estimate["step_time_s"] == pytest.approx(trip.best["step_time_s"], rel=1e-9)
     plan["training"]["framework"] = "hai-llm"
     plan["parallel"]["schedule"] = "dualpipe"
+    plan["parallel"]["vp"] = 1
     plan["training"].pop("moe_a2a_overlap")
     plan["parallel"]["recompute"] = "full"
     source.write_text(yaml.safe_dump(plan))

@@ -371,13 +371,18 @@ def _block_costs(
     builders += [(kind, decoder_layer, {"moe": kind == "moe"}) for kind in st.kinds()]
     if kinds is not None:
         builders = [b for b in builders if b[0] in kinds]
-    # one op list per distinct (CP exchange, dispatcher, overlap): the options a block is built with
-    opt = row_codes([u[n] for n in _OPTION_KEY])
-    _, at, which = np.unique(opt, return_index=True, return_inverse=True)
-    which = which.ravel()
-    combos = np.stack([u[n][at] for n in _OPTION_KEY], axis=1)
     out: dict[str, BlockCost] = {}
     for name, builder, kw in builders:
+        # one op list per distinct option the block is built with: CP's exchange, and for the MoE
+        # layer the dispatcher and the overlap too (the other blocks have no experts)
+        names = _OPTION_KEY if name == "moe" else _OPTION_KEY[:1]
+        opt = row_codes([u[n] for n in names])
+        _, at, which = np.unique(opt, return_index=True, return_inverse=True)
+        which = which.ravel()
+        combos = [
+            (u["cp_comm_type"][j], u["moe_token_dispatcher_type"][j], u["moe_a2a_overlap"][j])
+            for j in at
+        ]
         parts = []
         for i, (code, disp, overlap) in enumerate(combos):
             rows = np.flatnonzero(which == i)

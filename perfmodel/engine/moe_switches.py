@@ -20,6 +20,7 @@ import numpy as np
 
 from perfmodel.engine.blocks import _KEY, Setting, _block_costs, row_codes
 from perfmodel.engine.knobs import DISPATCHER_CODES, Knobs
+from perfmodel.engine.rules import Reason
 from perfmodel.specs import Plan
 from perfmodel.specs.framework import PROFILES
 
@@ -48,14 +49,29 @@ def overlap_allowed(c: dict[str, Any], schedule_names: np.ndarray) -> np.ndarray
     )
 
 
-def choose(plan: Plan, c: dict[str, Any], schedule_names: np.ndarray) -> dict[str, Any]:
+def choose(
+    plan: Plan, c: dict[str, Any], schedule_names: np.ndarray, counts: dict[str, int]
+) -> dict[str, Any]:
     """Set the columns moe_token_dispatcher_type (codes) and moe_a2a_overlap of the candidate
-    arrays ``c``: the plan's where it sets them, else the fastest runnable choice per row."""
+    arrays ``c``: the plan's where it sets them, else the fastest runnable choice per row. Where
+    the plan turns the overlap on itself, the rows that cannot run it are dropped and counted in
+    ``counts`` (rule PM107)."""
     tr = plan.training
+    free = free_switches(plan)
+    if plan.model.is_moe and tr.moe_a2a_overlap and "moe_a2a_overlap" not in free:
+        ok = overlap_allowed(c, schedule_names)
+        if tr.moe_token_dispatcher_type == "allgather" and "moe_token_dispatcher_type" not in free:
+            ok &= False
+        n_bad = int((~ok).sum())
+        if n_bad:
+            key = Reason("moe_a2a_overlap cannot run there (configurations)", "PM107")
+            counts[key] = counts.get(key, 0) + n_bad
+            idx = np.flatnonzero(ok)
+            c = {k: v[idx] for k, v in c.items()}
+            schedule_names = schedule_names[idx]
     n = c["tp"].size
     c["moe_token_dispatcher_type"] = np.full(n, DISPATCHER_CODES[tr.moe_token_dispatcher_type])
     c["moe_a2a_overlap"] = np.full(n, bool(tr.moe_a2a_overlap))
-    free = free_switches(plan)
     if not free or n == 0:
         return c
     profile = PROFILES[tr.framework]
@@ -63,7 +79,7 @@ def choose(plan: Plan, c: dict[str, Any], schedule_names: np.ndarray) -> dict[st
     if "moe_token_dispatcher_type" in free:
         dispatchers += [d for d in profile["moe_dispatchers"] if d not in dispatchers]
     overlaps = [bool(tr.moe_a2a_overlap)]
-    if "moe_a2a_overlap" in free:
+    if "moe_a2a_overlap" in free and plan.model.is_moe:
         overlaps += [o for o in profile["moe_a2a_overlaps"] if o not in overlaps]
     combos = list(product(dispatchers, overlaps))  # the profile's default first: it wins ties
     if len(combos) == 1:

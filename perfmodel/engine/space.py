@@ -95,7 +95,9 @@ def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
     c = b.micro(c)
     knobs = _categorical(c, plan.parallel, b.experts_n > 0, b.facts_of, b.counts)
     # the MoE switches last: the fastest the profile runs where the plan leaves them free
-    knobs = moe_switches.choose(plan, knobs, np.array(list(SCHEDULE_CODES))[knobs["schedule"]])
+    knobs = moe_switches.choose(
+        plan, knobs, np.array(list(SCHEDULE_CODES))[knobs["schedule"]], b.counts
+    )
     return Space(Knobs(**knobs), Counter(b.counts))
 
 

@@ -46,9 +46,18 @@ def to_args(plan, config: dict, layers: list[float] | None = None) -> list[str]:
         + _parallel_args(c)
         + cp_args(c, plan.training.framework)
         + zero_args(c["zero_stage"], plan.training.framework)
-        + _split_args(c, layers or [], plan.model.mtp_num_layers)
+        + _split_args(c, _decoder_layers(plan, layers or []), plan.model.mtp_num_layers)
         + _training_args(plan, c)
     )
+
+
+def _decoder_layers(plan, layers: list[float]) -> list[float]:
+    """The decoder layers of each stage: an Estimate's stage_layers count the MTP layers on the
+    last stage (where the cost model runs them), Megatron-LM's split arguments do not."""
+    mtp = plan.model.mtp_num_layers
+    if layers and mtp and sum(layers) == plan.model.num_layers + mtp:
+        return [*layers[:-1], layers[-1] - mtp]
+    return layers
 
 
 def _split_args(c: dict, layers: list[float], mtp: int = 0) -> list[str]:
