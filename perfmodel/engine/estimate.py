@@ -105,17 +105,14 @@ def resolve_config(plan: Plan, **overrides: Any) -> Config:
         dp_shard=0 if par.dp_shard in (None, dp) else par.dp_shard,
         first_stage_layers=par.decoder_first_pipeline_num_layers or 0,
         last_stage_layers=par.decoder_last_pipeline_num_layers or 0,
-        # the plan's, or its framework profile's (Training fills what the plan leaves out)
         moe_token_dispatcher_type=plan.training.moe_token_dispatcher_type,
         moe_a2a_overlap=plan.training.moe_a2a_overlap,
     )
 
 
 def _default_schedule(plan: Plan, pp: int, vp: int, m: int) -> str:
-    """The schedule a plan that names none runs: interleaved 1F1B with vp > 1, else the profile's
-    first pipeline schedule where it can run, 1F1B otherwise. HAI-LLM lists DualPipe first (the
-    DeepSeek-V3 report Sec. 3.2.1), which needs an even pp and an even m >= 2 pp
-    (deepseek-ai/DualPipe's asserts)."""
+    """A plan's schedule when it names none: interleaved with vp > 1, else the profile's first
+    where it runs (HAI-LLM's DualPipe, report Sec. 3.2.1: even pp, even m >= 2 pp), else 1F1B."""
     if vp > 1:
         return "interleaved"
     first = (PROFILES[plan.training.framework]["schedules"] or ("1f1b",))[0]

@@ -122,43 +122,48 @@ def _model_args(plan, c: dict | None = None) -> list[str]:
             if getattr(m, k)
         ]
     if m.is_moe:
-        a += [
-            f"--num-experts {m.num_moe_experts}",
-            f"--moe-router-topk {m.moe_router_topk}",
-        ]
-        c = c or {}
-        # DeepEP and HybridEP run behind Megatron-Core's flex dispatcher
-        # (--moe-flex-dispatcher-backend)
-        kind = c.get("moe_token_dispatcher_type", plan.training.moe_token_dispatcher_type)
+        a += _moe_args(plan, c or {})
+    return a
+
+
+def _moe_args(plan, c: dict) -> list[str]:
+    """The experts, the router and the MoE switches of the configuration ``c`` (the search's choice;
+    the training's where ``c`` has none)."""
+    m = plan.model
+    a = [
+        f"--num-experts {m.num_moe_experts}",
+        f"--moe-router-topk {m.moe_router_topk}",
+    ]
+    # DeepEP and HybridEP run behind Megatron-Core's flex dispatcher
+    # (--moe-flex-dispatcher-backend)
+    kind = c.get("moe_token_dispatcher_type", plan.training.moe_token_dispatcher_type)
+    a.append(
+        f"--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend {kind}"
+        if kind in ("deepep", "hybridep")
+        else f"--moe-token-dispatcher-type {kind}"
+    )
+    if c.get("moe_a2a_overlap", plan.training.moe_a2a_overlap):
+        a.append("--overlap-moe-expert-parallel-comm")
+    if m.moe_router_family == "balanced" or m.moe_load_imbalance == 1.0:
+        a.append("--moe-router-force-load-balancing")
+    elif m.moe_router_family == "aux_free_bias":
+        a.append("--moe-router-enable-expert-bias")
+    if m.moe_expert_capacity_factor is not None:
+        a.append(f"--moe-expert-capacity-factor {m.moe_expert_capacity_factor:g}")
+        if m.moe_pad_expert_input_to_capacity:
+            a.append("--moe-pad-expert-input-to-capacity")
+    if m.moe_router_num_groups:
         a.append(
-            f"--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend {kind}"
-            if kind in ("deepep", "hybridep")
-            else f"--moe-token-dispatcher-type {kind}"
+            f"--moe-router-num-groups {m.moe_router_num_groups}"
+            f" --moe-router-group-topk {m.moe_router_group_topk}"
         )
-        if c.get("moe_a2a_overlap", plan.training.moe_a2a_overlap):
-            a.append("--overlap-moe-expert-parallel-comm")
-        if m.moe_router_family == "balanced" or m.moe_load_imbalance == 1.0:
-            a.append("--moe-router-force-load-balancing")
-        elif m.moe_router_family == "aux_free_bias":
-            a.append("--moe-router-enable-expert-bias")
-        if m.moe_expert_capacity_factor is not None:
-            a.append(f"--moe-expert-capacity-factor {m.moe_expert_capacity_factor:g}")
-            if m.moe_pad_expert_input_to_capacity:
-                a.append("--moe-pad-expert-input-to-capacity")
-        if m.moe_router_num_groups:
-            a.append(
-                f"--moe-router-num-groups {m.moe_router_num_groups}"
-                f" --moe-router-group-topk {m.moe_router_group_topk}"
-            )
-        if m.moe_ffn_hidden_size:
-            a.append(f"--moe-ffn-hidden-size {m.moe_ffn_hidden_size}")
-        if m.moe_shared_expert_intermediate_size:
-            a.append(
-                f"--moe-shared-expert-intermediate-size {m.moe_shared_expert_intermediate_size}"
-            )
-        pattern = m.moe_pattern()
-        if not all(pattern):
-            a.append(f"--moe-layer-freq '{str(pattern).replace(' ', '')}'")
+    if m.moe_ffn_hidden_size:
+        a.append(f"--moe-ffn-hidden-size {m.moe_ffn_hidden_size}")
+    if m.moe_shared_expert_intermediate_size:
+        a.append(f"--moe-shared-expert-intermediate-size {m.moe_shared_expert_intermediate_size}")
+    pattern = m.moe_pattern()
+    if not all(pattern):
+        a.append(f"--moe-layer-freq '{str(pattern).replace(' ', '')}'")
     return a
 
 

@@ -95,19 +95,7 @@ def read_moe(args: dict, out: Imported) -> None:
             training["moe_token_dispatcher_type"] = kind
     if "--overlap-moe-expert-parallel-comm" in args:
         training["moe_a2a_overlap"] = True
-    model = out.plan["model"]
-    if "--moe-router-enable-expert-bias" in args:
-        # DeepSeek-V3's auxiliary-loss-free balancing (specs/router.py)
-        model["moe_router_family"] = "aux_free_bias"
-    if "--moe-expert-capacity-factor" in args:
-        model["moe_expert_capacity_factor"] = float(one_value(args, "--moe-expert-capacity-factor"))
-    if "--moe-pad-expert-input-to-capacity" in args:
-        if "--moe-expert-capacity-factor" not in args:
-            raise PerfModelError(
-                "--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor (Megatron-LM"
-                " asserts it)"
-            )
-        model["moe_pad_expert_input_to_capacity"] = True
+    _read_load(args, out.plan["model"])
     if "--moe-router-force-load-balancing" in args:
         # benchmark mode: the router spreads the tokens evenly over the experts
         out.plan["model"]["moe_router_family"] = "balanced"
@@ -121,3 +109,20 @@ def read_moe(args: dict, out: Imported) -> None:
             f"{', '.join(kernels)}: the MoE layer is costed with grouped expert GEMMs and the"
             " router, permute and unpermute as memory-bound kernels either way"
         )
+
+
+def _read_load(args: dict, model: dict) -> None:
+    """The router's load as the launch sets it (specs/router.py): the expert bias is DeepSeek-V3's
+    auxiliary-loss-free family; a capacity factor caps the load, and padding fixes it there."""
+    if "--moe-router-enable-expert-bias" in args:
+        # DeepSeek-V3's auxiliary-loss-free balancing (specs/router.py)
+        model["moe_router_family"] = "aux_free_bias"
+    if "--moe-expert-capacity-factor" in args:
+        model["moe_expert_capacity_factor"] = float(one_value(args, "--moe-expert-capacity-factor"))
+    if "--moe-pad-expert-input-to-capacity" in args:
+        if "--moe-expert-capacity-factor" not in args:
+            raise PerfModelError(
+                "--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor (Megatron-LM"
+                " asserts it)"
+            )
+        model["moe_pad_expert_input_to_capacity"] = True

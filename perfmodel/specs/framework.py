@@ -162,10 +162,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "expert_call_overhead_s": 35e-6,
         # the token dispatchers move the 16-bit hidden states; TE quantizes in the expert GEMM
         "moe_fp8_dispatch": False,
-        # NeMo 2 / Megatron-Bridge recipes set moe_token_dispatcher_type alltoall
-        # (TransformerConfig's own default is allgather) and leave
-        # --overlap-moe-expert-parallel-comm off; Megatron-Core runs all four dispatchers
-        # (alltoall, allgather, flex with DeepEP or HybridEP) and the overlap
+        # NeMo 2 / Bridge recipes: alltoall (TransformerConfig's default: allgather), no overlap;
+        # Megatron-Core runs all four dispatchers (flex: DeepEP or HybridEP) and the overlap
         "moe_token_dispatcher_type": "alltoall",
         "moe_a2a_overlap": False,
         "moe_dispatchers": ("alltoall", "allgather", "deepep", "hybridep"),

@@ -406,9 +406,9 @@ class Training(Spec):
     moe_a2a_overlap: bool = Field(
         False,
         description=(
-            "The EP all-to-alls of one micro-batch run under another's expert computation "
-            "(Megatron-Core --overlap-moe-expert-parallel-comm with the combined 1F1B schedule)."
-            " Left out: the profile's default, and `plan` searches it where the profile runs it."
+            "The EP all-to-alls of one micro-batch under another's expert computation"
+            " (Megatron-Core --overlap-moe-expert-parallel-comm, combined 1F1B). Left out: `plan`"
+            " searches it."
         ),
     )
     moe_token_dispatcher_type: Literal["alltoall", "allgather", "deepep", "hybridep"] = Field(
@@ -416,8 +416,7 @@ class Training(Spec):
         description=(
             "How tokens reach their experts: all-to-all over EP, all-gather/reduce-scatter, or"
             " Megatron's flex dispatcher with DeepEP or HybridEP (each token crosses to a node, or"
-            " an NVLink domain, once). Left out: the profile's default, and `plan` searches the"
-            " dispatchers the profile runs."
+            " an NVLink domain, once). Left out: `plan` searches those the profile runs."
         ),
     )
     _given: dict[str, Any] = PrivateAttr(default_factory=dict)
