@@ -41,11 +41,12 @@ def overlap_allowed(c: dict[str, Any], schedule_names: np.ndarray) -> np.ndarray
     asserts each): expert parallelism (ep > 1), no full recompute, a virtual pipeline when pp > 1
     (the combined 1F1B schedule interleaves chunks), and not beside DualPipe, which overlaps in
     its own pairs (rule PM107)."""
-    return (
+    return np.asarray(
         (c["ep"] > 1)
         & (c["recompute"] != _FULL)
         & ((c["pp"] == 1) | (c["vp"] > 1))
-        & (schedule_names != "dualpipe")
+        & (schedule_names != "dualpipe"),
+        dtype=bool,
     )
 
 
@@ -75,7 +76,7 @@ def choose(
     if not free or n == 0:
         return c
     profile = PROFILES[tr.framework]
-    dispatchers = [tr.moe_token_dispatcher_type]
+    dispatchers: list[str] = [tr.moe_token_dispatcher_type]
     if "moe_token_dispatcher_type" in free:
         dispatchers += [d for d in profile["moe_dispatchers"] if d not in dispatchers]
     overlaps = [bool(tr.moe_a2a_overlap)]
