@@ -160,7 +160,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         # it synchronized for; fitted on the ten MoE runs (benchmarks/calibrate_overheads.py
         # --moe; mean |error| 15.8% -> 9.1%, leave-one-out 10.3%)
         "expert_call_overhead_s": 35e-6,
-        # the token dispatchers move the 16-bit hidden states; TE quantizes in the expert GEMM
+        # 16-bit tokens in every dispatcher (fused_a2a.py: max(element_size, 2) bytes), not searched
         "moe_fp8_dispatch": False,
         # NeMo 2 / Bridge recipes: alltoall (TransformerConfig's default: allgather), no overlap;
         # Megatron-Core runs all four dispatchers (flex: DeepEP or HybridEP) and the overlap
