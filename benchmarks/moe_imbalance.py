@@ -6,13 +6,27 @@ Qwen3-235B-A22B configurations twice: with the router forced to balance tokens o
 routing imbalance costs; this script prints perfmodel's ratio for a range of imbalance factors next
 to the measured one, so the factor is read off a physical effect rather than fitted to step times.
 
-Run: python benchmarks/moe_imbalance.py
+With --fit it fits each router family's figure where its data is (perfmodel/specs/router.py,
+ROUTER_LOAD) and prints it with its error on the runs left out of the fit:
+- aux_loss: the four zoo ratios above (dropless over forced balance, Qwen3-235B);
+- aux_free_bias: the two runs of DeepSeek-V3's auxiliary-loss-free routing without token dropping:
+  DeepSeek-V3 on 1,024 H100 (DGX Cloud v25.05.01, the alltoall dispatcher) and the DeepSeek-V3
+  report's whole-run figure (2,048 H800, DualPipe, DeepEP), jointly (least squares of the log
+  ratios), with each one's error when the other alone sets the figure;
+- balanced and capacity-padded runs need no fit (1.0, or the capacity factor).
+
+Run: python benchmarks/moe_imbalance.py [--fit]
 """
 
 from __future__ import annotations
 
+import math
+import sys
+
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.inputs import presets
+from perfmodel.review.validate import run_case
+from perfmodel.specs.router import ROUTER_LOAD
 
 # (sequence length, TFLOP/s per GPU forced balance, dropless),
 # shared/validation/published-modern.yaml
@@ -42,5 +56,46 @@ def main() -> None:
     )
 
 
+def _with_load(plan, imbalance: float):
+    return plan.model_copy(
+        update={"model": plan.model.model_copy(update={"moe_load_imbalance": imbalance})}
+    )
+
+
+FAMILY_RUNS = {
+    # the dropless runs of each router family with a step time (configs/validation)
+    "aux_free_bias": ("dgxc-deepseek-v3-h100-bf16-1024gpu", "dsv3-report-h800-fp8-2048gpu"),
+}
+
+
+def errors(cases: list[dict], imbalance: float) -> list[float]:
+    """Each case's error (%) with the router's load set to ``imbalance``."""
+    return [run_case({**c, "plan": _with_load(c["plan"], imbalance)}).error_pct for c in cases]
+
+
+def fit_family(cases: list[dict], grid: list[float]) -> float:
+    """The load on ``grid`` with the least sum of squared log ratios (predicted over measured:
+    errors as ratios, a run predicted 2x fast as far off as one 2x slow) over ``cases``."""
+    return min(grid, key=lambda x: sum(math.log1p(e / 100) ** 2 for e in errors(cases, x)))
+
+
+def fit() -> None:
+    """Each family's figure fitted on all its runs, and each run's error when the figure is
+    fitted on the others alone (leave-one-out)."""
+    cases = {c["name"]: c for c in presets.validation_cases()}
+    grid = [round(1.2 + 0.01 * i, 2) for i in range(81)]
+    for family, names in FAMILY_RUNS.items():
+        runs = [cases[n] for n in names]
+        best = fit_family(runs, grid)
+        print(f"{family}: {best:.2f} on {', '.join(names)} (specs/router.py holds", end=" ")
+        print(f"{ROUTER_LOAD[family]})")
+        for name, e in zip(names, errors(runs, best)):
+            print(f"  {name}: {e:+.1f}% in the fit")
+        for i, name in enumerate(names):
+            rest = runs[:i] + runs[i + 1 :]
+            x = fit_family(rest, grid)
+            print(f"  {name}: {errors([runs[i]], x)[0]:+.1f}% left out (the rest fit {x:.2f})")
+
+
 if __name__ == "__main__":
-    main()
+    fit() if "--fit" in sys.argv else main()

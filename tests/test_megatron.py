@@ -278,7 +278,7 @@ MOE = BASE + " --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 
         ("--moe-token-dispatcher-type flex --moe-enable-deepep", "deepep", None),
         (
             "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep",
-            "deepep",
+            "hybridep",
             "costed as DeepEP's dispatch",
         ),
         # Megatron reads the backend only behind the flex dispatcher
@@ -319,9 +319,27 @@ def test_moe_overlap_and_kernel_switches():
     )
     assert imp.plan["training"]["moe_a2a_overlap"] is True
     assert any("--moe-grouped-gemm, --moe-permute-fusion" in a for a in imp.assumed)
-    assert not imp.unrecognized and "moe_load_imbalance" not in imp.plan["model"]
+    assert not imp.unrecognized and "moe_router_family" not in imp.plan["model"]
     forced = read_args(MOE + " --moe-router-force-load-balancing", "h100-sxm", num_gpus=8)
-    assert forced.plan["model"]["moe_load_imbalance"] == 1.0
+    assert forced.plan["model"]["moe_router_family"] == "balanced"
+
+
+def test_token_drop_and_expert_bias_read_as_the_load_they_set():
+    """Issue 30: --moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity fixes every
+    expert's load at the capacity (NeMo's MegatronTokenDropCallback: 1.0, padded); the expert bias
+    is DeepSeek-V3's auxiliary-loss-free family; padding without a capacity is refused."""
+    drop = read_args(
+        MOE + " --moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity",
+        "h100-sxm",
+        num_gpus=8,
+    )
+    model = drop.plan["model"]
+    assert model["moe_expert_capacity_factor"] == 1.25
+    assert model["moe_pad_expert_input_to_capacity"] is True
+    bias = read_args(MOE + " --moe-router-enable-expert-bias", "h100-sxm", num_gpus=8)
+    assert bias.plan["model"]["moe_router_family"] == "aux_free_bias"
+    with pytest.raises(PerfModelError, match="needs --moe-expert-capacity-factor"):
+        read_args(MOE + " --moe-pad-expert-input-to-capacity", "h100-sxm", num_gpus=8)
 
 
 def test_deepseek_v3_emits_what_megatron_lm_launches(tmp_path):
@@ -342,7 +360,8 @@ def test_deepseek_v3_emits_what_megatron_lm_launches(tmp_path):
             "exp_avg_sq_dtype": "bf16",
         }
     )
-    plan["parallel"] = {"tp": 1, "pp": 16, "ep": 64, "vp": 1, "micro_batch_size": 1}
+    # vp 2: Megatron-LM asserts a virtual pipeline for the all-to-all overlap under pp > 1
+    plan["parallel"] = {"tp": 1, "pp": 16, "ep": 64, "vp": 2, "micro_batch_size": 1}
     source = tmp_path / "ds.yaml"
     source.write_text(yaml.safe_dump(plan))
     trip = emit_round_trip(source, tmp_path)
@@ -361,6 +380,7 @@ def test_deepseek_v3_emits_what_megatron_lm_launches(tmp_path):
     assert trip.estimate["step_time_s"] == pytest.approx(trip.best["step_time_s"], rel=1e-9)
     plan["training"]["framework"] = "hai-llm"
     plan["parallel"]["schedule"] = "dualpipe"
+    plan["parallel"]["vp"] = 1
     plan["training"].pop("moe_a2a_overlap")
     plan["parallel"]["recompute"] = "full"
     source.write_text(yaml.safe_dump(plan))

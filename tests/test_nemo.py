@@ -97,7 +97,6 @@ def test_bridge_dump_predicts_as_the_llama3_8b_preset(tmp_path):
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"moe_expert_capacity_factor": 1.0}, "token dropping"),
         ({"activation": "reglu"}, "model.activation: 'reglu'"),
         ({"normalization": "batchnorm"}, "model.normalization"),
         (
@@ -116,6 +115,15 @@ def test_what_cannot_be_modelled_is_refused(change, message):
     with pytest.raises(PerfModelError) as e:
         read_recipe(data, "h100-sxm", vocab_size=32000)
     assert message in str(e.value)
+
+
+def test_token_dropping_is_read_as_the_load_it_sets():
+    """Issue 30: a NeMo config's moe_expert_capacity_factor (NeMo's MegatronTokenDropCallback sets
+    1.0 with padding) becomes the model's capacity, which caps the expert load."""
+    data = yaml.safe_load(LLAMA.read_text())
+    data["model"].update({"moe_expert_capacity_factor": 1.0})
+    imp = read_recipe(data, "h100-sxm", vocab_size=32000)
+    assert imp.plan["model"]["moe_expert_capacity_factor"] == 1.0
 
 
 def test_cli_errors():

@@ -146,5 +146,7 @@ def _totals_over_tp(pp, mbs, sp_on, rc, schedule):
         dp_shard=zero,
         first_stage_layers=zero,
         last_stage_layers=zero,
+        moe_token_dispatcher_type=zero,
+        moe_a2a_overlap=np.zeros(n, bool),
     )
     return evaluate(plan, k)["total_bytes"]

@@ -306,3 +306,38 @@ def test_deepseek_v3_as_its_report_trained_it(report):
     assert abs(tokens_per_s / 1543 - 1) <= 0.15
     assert case.estimate.config.schedule == "dualpipe" and case.plan.training.framework == "hai-llm"
     assert case.predicted_s > case.estimate.values["step_time_s"]  # the goodput is in
+
+
+def test_dgx_cloud_moe_runs(report):
+    """Issue 30: Grok-1, DeepSeek-V3 and Llama 4 Maverick as NVIDIA's DGX Cloud recipes ran them
+    (NeMo 25.04: token dropping at capacity 1 with padding for Grok-1 and Llama 4, DeepSeek-V3
+    dropless with its auxiliary-loss-free router), each within 12% and within 10% on average.
+    DeepSeek-V3's run is the one its router family's load is fitted on (benchmarks/moe_imbalance.py
+    --fit); Grok-1 and Llama 4 are checks (their load is the capacity)."""
+    t = report.tables["dgxc-moe-2505"]
+    assert t["cases"] == 3
+    assert t["max_abs_error_pct"] <= 12.0 and t["mean_abs_error_pct"] <= 10.0
+
+
+def test_megatron_bridge_moe_on_blackwell(report):
+    """Issue 30: Megatron-Bridge 26.04's DeepSeek-V3 and Qwen3 runs on B200, GB200 and GB300
+    (router forced to balance, HybridEP), each within 12% and within 10% on average."""
+    errs = {
+        c.name: abs(c.error_pct)
+        for c in report.cases
+        if c.table == "mbridge-moe-blackwell" and "gptoss" not in c.name
+    }
+    assert len(errs) == 5
+    assert max(errs.values()) <= 12.0 and sum(errs.values()) / len(errs) <= 10.0, errs
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "gpt-oss-120B on 64 GB200 (BF16, EP 64 in one NVL72 rack) is predicted ~38% fast and"
+        " what its stack does differently is not found yet (issue 30)"
+    ),
+)
+def test_megatron_bridge_gpt_oss_on_gb200(report):
+    (case,) = [c for c in report.cases if c.name == "mb2604-gptoss-120b-gb200-bf16-64gpu"]
+    assert abs(case.error_pct) <= 12.0

@@ -82,7 +82,7 @@ class LayerShape:
             route_topk=(model.moe_router_group_topk or 0) if moe else 0,
             moe_ffn=(model.moe_ffn_hidden_size or model.ffn) if moe else 0,
             shared_ffn=(model.moe_shared_expert_intermediate_size or 0) if moe else 0,
-            imbalance=model.moe_load_imbalance if moe else 1.0,
+            imbalance=model.load_imbalance if moe else 1.0,
             q_lora=model.q_lora_rank or 0,
             kv_lora=model.kv_lora_rank or 0,
             qk_nope=model.qk_head_dim or 0,
@@ -147,7 +147,9 @@ class Options:
     # bytes per weight of an unfused gradient accumulation, 0 if fused
     grad_accum_bytes: float = 0.0
     cp_comm: Literal["p2p", "a2a"] = "p2p"
-    dispatcher: Literal["alltoall", "allgather", "deepep"] = "alltoall"
+    # deepep and hybridep: Megatron-Core's flex dispatcher, each token sent once per node (NVLink
+    # domain for HybridEP) and fanned out there (cost/transformer.py _ep_exchange)
+    dispatcher: Literal["alltoall", "allgather", "deepep", "hybridep"] = "alltoall"
     a2a_overlap: bool = False  # EP all-to-alls hidden under another micro-batch's expert GEMMs
     # bytes a dispatched element takes over the 16-bit act_bytes (FP8 dispatch: (1 + 4/128) / 2)
     dispatch_scale: float = 1.0

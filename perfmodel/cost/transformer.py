@@ -177,16 +177,18 @@ def _ep_exchange(
     """Dispatch and combine over the EP group, by Megatron-Core dispatcher: with ``allgather``
     every rank gathers the group's tokens (``gathered`` bytes) and keeps its experts' share;
     otherwise an all-to-all of the rank's token copies (``sent`` bytes), each token sent once per
-    node with DeepEP. With Megatron-Core's EP overlap each all-to-all hides under the expert
-    GEMMs of the micro-batch it is interleaved with, forward under a forward, backward under a
-    backward. ``imbalance``: the busiest rank's load over the mean, in both byte counts."""
+    node with DeepEP and HybridEP. With Megatron-Core's EP overlap each all-to-all hides under the
+    expert GEMMs of the micro-batch it is interleaved with, forward under a forward, backward under
+    a backward. ``imbalance``: the busiest rank's load over the mean, in both byte counts."""
     if o.dispatcher == "allgather":
         gather, scatter = (Transfer("all-gather"),), (Transfer("reduce-scatter"),)
         return (
             Collective("EP dispatch (all-gather)", "ep", gathered, fwd=gather, bwd=scatter),
             Collective("EP combine (reduce-scatter)", "ep", gathered, fwd=scatter, bwd=gather),
         )
-    k_dedup = k if o.dispatcher == "deepep" else 0
+    # HybridEP (NVIDIA's flex backend for NVLink domains) dedups per domain as DeepEP does per node:
+    # the mesh's "node" for EP is the NVLink domain (engine/mesh.py), so both cost the same here
+    k_dedup = k if o.dispatcher in ("deepep", "hybridep") else 0
     fc1 = "expert fc1 (grouped)"
     f8 = o.dispatch_scale  # FP8 dispatch: the dispatch and the combine's gradient, not the rest
 

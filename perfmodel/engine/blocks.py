@@ -25,7 +25,7 @@ from perfmodel.cost.transformer import (
     lm_head,
     mtp_head,
 )
-from perfmodel.engine.knobs import CP_COMM_NAMES, Knobs
+from perfmodel.engine.knobs import CP_COMM_NAMES, DISPATCHER_NAMES, Knobs
 from perfmodel.engine.mesh import Mesh
 from perfmodel.specs import Plan, Precision
 from perfmodel.specs.framework import PROFILES
@@ -34,7 +34,19 @@ from perfmodel.specs.precision import LOW_PRECISION
 _COMPUTE = ("gemm", "attention", "elementwise")
 
 
-_KEY = ("tp", "micro_batch_size", "sequence_parallel", "cp", "ep", "etp", "cp_comm_type")
+_KEY = (
+    "tp",
+    "micro_batch_size",
+    "sequence_parallel",
+    "cp",
+    "ep",
+    "etp",
+    "cp_comm_type",
+    "moe_token_dispatcher_type",
+    "moe_a2a_overlap",
+)
+# the knobs that change the op list itself (Options), one op list per distinct combination
+_OPTION_KEY = ("cp_comm_type", "moe_token_dispatcher_type", "moe_a2a_overlap")
 
 
 @dataclass(frozen=True)
@@ -267,14 +279,24 @@ def block_ops(
     ep: Num = 1,
     etp: Num = 1,
     cp_comm: str = "p2p",
+    dispatcher: str | None = None,
+    a2a_overlap: bool | None = None,
     **kw: Any,
 ) -> tuple[list[Op], Block]:
-    """A block (decoder_layer, lm_head or embedding) described and timed for arrays of the split."""
+    """A block (decoder_layer, lm_head or embedding) described and timed for arrays of the split;
+    ``dispatcher`` and ``a2a_overlap`` (None: the training's) are the MoE switches."""
     plan = st.plan
     mesh = Mesh(
         np.asarray(tp), 1, 1, plan.system, cp=np.asarray(cp), ep=np.asarray(ep), etp=np.asarray(etp)
     )
-    o = Options(**{**st.options.__dict__, "cp_comm": cp_comm})
+    o = Options(
+        **{
+            **st.options.__dict__,
+            "cp_comm": cp_comm,
+            "dispatcher": st.options.dispatcher if dispatcher is None else dispatcher,
+            "a2a_overlap": st.options.a2a_overlap if a2a_overlap is None else bool(a2a_overlap),
+        }
+    )
     if builder is decoder_layer:
         block = builder(st.shape, o, b, plan.seq_length, tp, sp, cp, ep, etp, **kw)
     else:
@@ -317,18 +339,28 @@ def block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
     return out
 
 
-def _block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
-    """block_costs over any number of configurations."""
-    key = np.zeros(len(k), dtype=np.int64)
+def row_codes(cols: list[np.ndarray]) -> np.ndarray:
+    """One int64 per row naming its combination of the (non-negative integer) columns: a
+    mixed-radix code, column by column (np.unique on rows is slow)."""
+    key = np.zeros(len(cols[0]) if cols else 0, dtype=np.int64)
     radix = 1
-    for name in _KEY:  # mixed-radix code of the split, column by column (np.unique on rows is slow)
-        col = np.asarray(getattr(k, name), dtype=np.int64)
+    for col in cols:
+        col = np.asarray(col, dtype=np.int64)
         top = int(col.max(initial=0)) + 1
         # too wide for one int64: renumber the column by its distinct values
         if radix * top >= 2**62:
             values, col = np.unique(col, return_inverse=True)
             col, top = col.ravel(), len(values)
         key, radix = key * top + col, radix * top
+    return key
+
+
+def _block_costs(
+    st: Setting, k: Knobs, kinds: tuple[str, ...] | None = None
+) -> dict[str, BlockCost]:
+    """block_costs over any number of configurations (of the blocks named in ``kinds``: all by
+    default)."""
+    key = row_codes([np.asarray(getattr(k, name), dtype=np.int64) for name in _KEY])
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
     u = {name: np.asarray(getattr(k, name), dtype=np.int64)[first] for name in _KEY}
@@ -339,11 +371,23 @@ def _block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
     if st.mtp:
         builders.append(("mtp_head", mtp_head, {}))
     builders += [(kind, decoder_layer, {"moe": kind == "moe"}) for kind in st.kinds()]
+    if kinds is not None:
+        builders = [b for b in builders if b[0] in kinds]
     out: dict[str, BlockCost] = {}
     for name, builder, kw in builders:
+        # one op list per distinct option the block is built with: CP's exchange, and for the MoE
+        # layer the dispatcher and the overlap too (the other blocks have no experts)
+        names = _OPTION_KEY if name == "moe" else _OPTION_KEY[:1]
+        opt = row_codes([u[n] for n in names])
+        _, at, which = np.unique(opt, return_index=True, return_inverse=True)
+        which = which.ravel()
+        combos = [
+            (u["cp_comm_type"][j], u["moe_token_dispatcher_type"][j], u["moe_a2a_overlap"][j])
+            for j in at
+        ]
         parts = []
-        for code in np.unique(u["cp_comm_type"]):
-            rows = np.flatnonzero(u["cp_comm_type"] == code)
+        for i, (code, disp, overlap) in enumerate(combos):
+            rows = np.flatnonzero(which == i)
             f = {n: u[n][rows].astype(float) for n in ("tp", "micro_batch_size", "cp", "ep", "etp")}
             sp = u["sequence_parallel"][rows].astype(bool)
             ops, block = block_ops(
@@ -356,6 +400,8 @@ def _block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
                 f["ep"],
                 f["etp"],
                 CP_COMM_NAMES[int(code)],
+                DISPATCHER_NAMES[int(disp)],
+                bool(overlap),
                 **kw,
             )
             parts.append(
@@ -375,7 +421,7 @@ def _block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
                 )
             )
         out[name] = _merge(parts, len(first)).take(inverse)
-    if st.mtp:
+    if st.mtp and "head" in out:
         # each MTP layer's projection, norms and pass through the shared output head run on the
         # last stage after the main head (its transformer layer is one of that stage's layers)
         out["head"] = out["head"].plus(out.pop("mtp_head"), st.mtp)

@@ -72,9 +72,9 @@ def resolve_config(plan: Plan, **overrides: Any) -> Config:
     else:
         dp = n // (tp * pp * cp)
     vp = par.vp or 1
-    schedule = par.schedule or ("interleaved" if vp > 1 else "1f1b")
     mbs = par.micro_batch_size or 1
     local = plan.training.global_batch_size // max(dp, 1)
+    schedule = par.schedule or _default_schedule(plan, pp, vp, local // mbs)
     if (
         par.micro_batch_size is None
         and pp > 1
@@ -105,7 +105,20 @@ def resolve_config(plan: Plan, **overrides: Any) -> Config:
         dp_shard=0 if par.dp_shard in (None, dp) else par.dp_shard,
         first_stage_layers=par.decoder_first_pipeline_num_layers or 0,
         last_stage_layers=par.decoder_last_pipeline_num_layers or 0,
+        moe_token_dispatcher_type=plan.training.moe_token_dispatcher_type,
+        moe_a2a_overlap=plan.training.moe_a2a_overlap,
     )
+
+
+def _default_schedule(plan: Plan, pp: int, vp: int, m: int) -> str:
+    """A plan's schedule when it names none: interleaved with vp > 1, else the profile's first
+    where it runs (HAI-LLM's DualPipe, report Sec. 3.2.1: even pp, even m >= 2 pp), else 1F1B."""
+    if vp > 1:
+        return "interleaved"
+    first = (PROFILES[plan.training.framework]["schedules"] or ("1f1b",))[0]
+    if first == "dualpipe" and not (pp >= 2 and pp % 2 == 0 and m % 2 == 0 and m >= 2 * pp):
+        return "1f1b"
+    return first
 
 
 def validate_config(plan: Plan, cfg: Config) -> None:
@@ -402,6 +415,8 @@ def _layer(plan: Plan, cfg: Config, kind: str | None) -> tuple[list[Op], Block]:
         f(cfg.ep),
         f(cfg.etp),
         cfg.cp_comm_type,
+        cfg.moe_token_dispatcher_type,
+        cfg.moe_a2a_overlap,
         moe=(kind or layer_kind(plan)) == "moe",
     )
 

@@ -47,7 +47,9 @@ class Facts:
     zero_stage: Any = 0
     dp_shard: Any = None  # HSDP's shard group (None: dp, full sharding)
     framework: str = "megatron-core"
-    a2a_overlap: bool = False  # Megatron-Core's EP all-to-all overlap (training.moe_a2a_overlap)
+    a2a_overlap: bool = False  # Megatron-Core's EP all-to-all overlap (Config.moe_a2a_overlap)
+    dispatcher: str = "alltoall"  # Config.moe_token_dispatcher_type
+    recompute: str = "none"  # the configuration's recompute, where one is known
 
     @property
     def profile(self) -> dict[str, Any]:

@@ -20,13 +20,27 @@ RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
 SCHEDULE_NAMES = {v: k for k, v in SCHEDULE_CODES.items()}
 CP_COMM_CODES = {"p2p": 0, "a2a": 1}
 CP_COMM_NAMES = {v: k for k, v in CP_COMM_CODES.items()}
-CODES = {"recompute": RECOMPUTE_CODES, "schedule": SCHEDULE_CODES, "cp_comm_type": CP_COMM_CODES}
-NAMES = {"recompute": RECOMPUTE_NAMES, "schedule": SCHEDULE_NAMES, "cp_comm_type": CP_COMM_NAMES}
+DISPATCHER_CODES = {"alltoall": 0, "allgather": 1, "deepep": 2, "hybridep": 3}
+DISPATCHER_NAMES = {v: k for k, v in DISPATCHER_CODES.items()}
+CODES = {
+    "recompute": RECOMPUTE_CODES,
+    "schedule": SCHEDULE_CODES,
+    "cp_comm_type": CP_COMM_CODES,
+    "moe_token_dispatcher_type": DISPATCHER_CODES,
+}
+NAMES = {
+    "recompute": RECOMPUTE_NAMES,
+    "schedule": SCHEDULE_NAMES,
+    "cp_comm_type": CP_COMM_NAMES,
+    "moe_token_dispatcher_type": DISPATCHER_NAMES,
+}
+BOOLS = ("sequence_parallel", "moe_a2a_overlap")
 
 
 @dataclass
 class Knobs:
-    """Arrays of configurations (the fields of Config, codes for recompute and schedule)."""
+    """Arrays of configurations (the fields of Config, codes for recompute, schedule, CP's
+    exchange and the MoE dispatcher)."""
 
     tp: np.ndarray
     pp: np.ndarray
@@ -44,23 +58,22 @@ class Knobs:
     dp_shard: np.ndarray
     first_stage_layers: np.ndarray
     last_stage_layers: np.ndarray
+    moe_token_dispatcher_type: np.ndarray
+    moe_a2a_overlap: np.ndarray
 
     @classmethod
     def from_configs(cls, cfgs: list[Config]) -> Knobs:
         col = {f.name: [getattr(c, f.name) for c in cfgs] for f in fields(cls)}
         for name, codes in CODES.items():
             col[name] = [codes[v] for v in col[name]]
-        out = {
-            k: np.array(v, dtype=bool if k == "sequence_parallel" else np.int64)
-            for k, v in col.items()
-        }
+        out = {k: np.array(v, dtype=bool if k in BOOLS else np.int64) for k, v in col.items()}
         return cls(**out)
 
     @classmethod
     def empty(cls) -> Knobs:
         return cls(
             **{
-                f.name: np.zeros(0, dtype=bool if f.name == "sequence_parallel" else np.int64)
+                f.name: np.zeros(0, dtype=bool if f.name in BOOLS else np.int64)
                 for f in fields(cls)
             }
         )
@@ -74,7 +87,7 @@ class Knobs:
     def config(self, i: int, global_batch_size: int) -> Config:
         v = {f.name: getattr(self, f.name)[i] for f in fields(self)}
         out: dict[str, Any] = {
-            k: NAMES[k][int(x)] if k in NAMES else bool(x) if k == "sequence_parallel" else int(x)
+            k: NAMES[k][int(x)] if k in NAMES else bool(x) if k in BOOLS else int(x)
             for k, x in v.items()
         }
         return Config(global_batch_size=global_batch_size, **out)

@@ -199,6 +199,25 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "PM107",
+        "training.moe_a2a_overlap",
+        ("ep", "pp", "vp"),
+        # megatron/training/arguments.py asserts each for --overlap-moe-expert-parallel-comm
+        lambda f: as_array(f.a2a_overlap)
+        & (
+            (as_array(f.ep) == 1)
+            | ((as_array(f.pp) > 1) & (as_array(f.vp) == 1))
+            | (f.dispatcher == "allgather")
+            | (f.recompute == "full")
+        ),
+        lambda f: (
+            "moe_a2a_overlap (Megatron-Core's --overlap-moe-expert-parallel-comm) needs ep > 1,"
+            " a virtual pipeline (vp > 1) when pp > 1, the alltoall or flex dispatcher and no full"
+            f" recompute (ep({f.ep}), pp({f.pp}), vp({f.vp}), moe_token_dispatcher_type"
+            f" {f.dispatcher}, recompute {f.recompute}): drop moe_a2a_overlap or meet them"
+        ),
+    ),
+    Rule(
+        "PM107",
         "parallel.sequence_parallel",
         ("sequence_parallel", "tp"),
         lambda f: as_array(f.sequence_parallel).astype(bool) & (as_array(f.tp) == 1),

@@ -95,7 +95,12 @@ def facts(
         fused,
         knobs.pop("cp_comm", "p2p"),
         framework=framework,
-        a2a_overlap=bool(training is not None and training.moe_a2a_overlap),
+        a2a_overlap=bool(
+            knobs.pop("a2a_overlap", training is not None and training.moe_a2a_overlap)
+        ),
+        dispatcher=knobs.pop(
+            "dispatcher", "alltoall" if training is None else training.moe_token_dispatcher_type
+        ),
         **knobs,
     )
 
@@ -112,6 +117,9 @@ def config_problems(
         plan.seq_length,
         plan.training,
         cp_comm=cfg.cp_comm_type,
+        a2a_overlap=cfg.moe_a2a_overlap,
+        dispatcher=cfg.moe_token_dispatcher_type,
+        recompute=cfg.recompute,
         tp=cfg.tp,
         pp=cfg.pp,
         dp=cfg.dp,

@@ -14,6 +14,7 @@ import numpy as np
 from perfmodel.cost import Array
 from perfmodel.cost.memory import RECOMPUTE_CODES
 from perfmodel.cost.pipeline import SCHEDULE_CODES, V_SHAPED
+from perfmodel.engine import moe_switches
 from perfmodel.engine.facts import Facts
 from perfmodel.engine.knobs import CP_COMM_CODES, Knobs
 from perfmodel.engine.rules import apply_masks, facts, knob_contradictions
@@ -93,6 +94,10 @@ def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
     c = b.experts(c)
     c = b.micro(c)
     knobs = _categorical(c, plan.parallel, b.experts_n > 0, b.facts_of, b.counts)
+    # the MoE switches last: the fastest the profile runs where the plan leaves them free
+    knobs = moe_switches.choose(
+        plan, knobs, np.array(list(SCHEDULE_CODES))[knobs["schedule"]], b.counts
+    )
     return Space(Knobs(**knobs), Counter(b.counts))
 
 

@@ -87,6 +87,8 @@ SWITCHES = {  # flag -> (section, field, value)
     "--moe-permute-fusion": None,
     "--moe-router-fusion": None,
     "--moe-router-force-load-balancing": None,
+    "--moe-pad-expert-input-to-capacity": None,
+    "--moe-router-enable-expert-bias": None,
     "--use-precision-aware-optimizer": None,
 }
 
@@ -136,7 +138,6 @@ CANNOT = {
     "--encoder-seq-length": "encoder-decoder models (T5)",
     "--hybrid-override-pattern": "hybrid Mamba layers",
     "--fp4-format": "FP4 training from a launch file (a plan's training.dtype: nvfp4 models it)",
-    "--moe-expert-capacity-factor": "token dropping (it models dropless routing)",
     "--heterogeneous-layers-config-path": "heterogeneous layers",
     "--account-for-embedding-in-pipeline-split": "embedding-aware layer splits",
     "--account-for-loss-in-pipeline-split": "loss-aware layer splits",

@@ -52,12 +52,12 @@ def to_args(plan, config: dict, layers: list[float] | None = None) -> list[str]:
             " write those by hand"
         )
     return (
-        _model_args(plan)
+        _model_args(plan, c)
         + _parallel_args(c)
         + cp_args(c, plan.training.framework)
         + zero_args(c["zero_stage"], plan.training.framework)
         + _instances_args(c)
-        + _split_args(c, layers or [], plan.model.mtp_num_layers)
+        + _split_args(c, _decoder_layers(plan, layers or []), plan.model.mtp_num_layers)
         + _training_args(plan, c)
     )
 
@@ -69,6 +69,15 @@ def _instances_args(c: dict) -> list[str]:
     if c["zero_stage"] != 1 or not shard or shard == c["dp"]:
         return []
     return [f"--num-distributed-optimizer-instances {c['dp'] // shard}"]
+
+
+def _decoder_layers(plan, layers: list[float]) -> list[float]:
+    """The decoder layers of each stage: an Estimate's stage_layers count the MTP layers on the
+    last stage (where the cost model runs them), Megatron-LM's split arguments do not."""
+    mtp = plan.model.mtp_num_layers
+    if layers and mtp and sum(layers) == plan.model.num_layers + mtp:
+        return [*layers[:-1], layers[-1] - mtp]
+    return layers
 
 
 def _split_args(c: dict, layers: list[float], mtp: int = 0) -> list[str]:
@@ -88,8 +97,9 @@ def _split_args(c: dict, layers: list[float], mtp: int = 0) -> list[str]:
     return [f"{FLAG} '{layout_text(n, vp, mtp)}'"]
 
 
-def _model_args(plan) -> list[str]:
-    """The model's shape in Megatron-LM's names (megatron/training/arguments.py)."""
+def _model_args(plan, c: dict | None = None) -> list[str]:
+    """The model's shape in Megatron-LM's names (megatron/training/arguments.py), with the MoE
+    switches of the configuration ``c`` (the search's choice; None: the training's)."""
     m = plan.model
     a = [
         f"--num-layers {m.num_layers}",
@@ -132,35 +142,48 @@ def _model_args(plan) -> list[str]:
             if getattr(m, k)
         ]
     if m.is_moe:
-        a += [
-            f"--num-experts {m.num_moe_experts}",
-            f"--moe-router-topk {m.moe_router_topk}",
-        ]
-        # DeepEP runs behind Megatron-Core's flex dispatcher (--moe-flex-dispatcher-backend)
-        kind = plan.training.moe_token_dispatcher_type
+        a += _moe_args(plan, c or {})
+    return a
+
+
+def _moe_args(plan, c: dict) -> list[str]:
+    """The experts, the router and the MoE switches of the configuration ``c`` (the search's choice;
+    the training's where ``c`` has none)."""
+    m = plan.model
+    a = [
+        f"--num-experts {m.num_moe_experts}",
+        f"--moe-router-topk {m.moe_router_topk}",
+    ]
+    # DeepEP and HybridEP run behind Megatron-Core's flex dispatcher
+    # (--moe-flex-dispatcher-backend)
+    kind = c.get("moe_token_dispatcher_type", plan.training.moe_token_dispatcher_type)
+    a.append(
+        f"--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend {kind}"
+        if kind in ("deepep", "hybridep")
+        else f"--moe-token-dispatcher-type {kind}"
+    )
+    if c.get("moe_a2a_overlap", plan.training.moe_a2a_overlap):
+        a.append("--overlap-moe-expert-parallel-comm")
+    if m.moe_router_family == "balanced" or m.moe_load_imbalance == 1.0:
+        a.append("--moe-router-force-load-balancing")
+    elif m.moe_router_family == "aux_free_bias":
+        a.append("--moe-router-enable-expert-bias")
+    if m.moe_expert_capacity_factor is not None:
+        a.append(f"--moe-expert-capacity-factor {m.moe_expert_capacity_factor:g}")
+        if m.moe_pad_expert_input_to_capacity:
+            a.append("--moe-pad-expert-input-to-capacity")
+    if m.moe_router_num_groups:
         a.append(
-            "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep"
-            if kind == "deepep"
-            else f"--moe-token-dispatcher-type {kind}"
+            f"--moe-router-num-groups {m.moe_router_num_groups}"
+            f" --moe-router-group-topk {m.moe_router_group_topk}"
         )
-        if plan.training.moe_a2a_overlap:
-            a.append("--overlap-moe-expert-parallel-comm")
-        if m.moe_load_imbalance == 1.0:
-            a.append("--moe-router-force-load-balancing")
-        if m.moe_router_num_groups:
-            a.append(
-                f"--moe-router-num-groups {m.moe_router_num_groups}"
-                f" --moe-router-group-topk {m.moe_router_group_topk}"
-            )
-        if m.moe_ffn_hidden_size:
-            a.append(f"--moe-ffn-hidden-size {m.moe_ffn_hidden_size}")
-        if m.moe_shared_expert_intermediate_size:
-            a.append(
-                f"--moe-shared-expert-intermediate-size {m.moe_shared_expert_intermediate_size}"
-            )
-        pattern = m.moe_pattern()
-        if not all(pattern):
-            a.append(f"--moe-layer-freq '{str(pattern).replace(' ', '')}'")
+    if m.moe_ffn_hidden_size:
+        a.append(f"--moe-ffn-hidden-size {m.moe_ffn_hidden_size}")
+    if m.moe_shared_expert_intermediate_size:
+        a.append(f"--moe-shared-expert-intermediate-size {m.moe_shared_expert_intermediate_size}")
+    pattern = m.moe_pattern()
+    if not all(pattern):
+        a.append(f"--moe-layer-freq '{str(pattern).replace(' ', '')}'")
     return a
 
 

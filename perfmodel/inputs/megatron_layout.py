@@ -19,19 +19,33 @@ def layout_text(layers: list[int], vp: int, mtp: int = 0) -> str:
     rank's chunks equal shares, exact when vp divides its layers); the MTP layers ('m') just
     before the loss, where the cost model holds them."""
     pp = len(layers)
+    per_rank = [_chunks(layers[r], vp, int(r == 0), int(r == pp - 1)) for r in range(pp)]
     out = []
     for v in range(vp):
         for r in range(pp):
-            e, loss = int(r == 0), int(r == pp - 1)
-            units = layers[r] + e + loss
-            size = units // vp + (v < units % vp)
-            size -= (e if v == 0 else 0) + (loss if v == vp - 1 else 0)
+            e, loss = r == 0, r == pp - 1
             out.append(
                 ("E" if e and v == 0 else "")
-                + "t" * max(size, 0)
+                + "t" * per_rank[r][v]
                 + ("m" * mtp + "L" if loss and v == vp - 1 else "")
             )
     return "|".join(out)
+
+
+def _chunks(layers: int, vp: int, e: int, loss: int) -> list[int]:
+    """A rank's decoder layers over its vp chunks, the embedding (e) and loss units counted in the
+    first and last chunk: units as even as they go, larger chunks first; a chunk whose unit is all
+    it holds gives its share to the largest other chunk, so the layers add up."""
+    units = layers + e + loss
+    sizes = [units // vp + (v < units % vp) for v in range(vp)]
+    sizes[0] -= e
+    sizes[-1] -= loss
+    while min(sizes) < 0:
+        low = sizes.index(min(sizes))
+        high = sizes.index(max(sizes))
+        sizes[low] += 1
+        sizes[high] -= 1
+    return sizes
 
 
 def _expand(text: str) -> str:

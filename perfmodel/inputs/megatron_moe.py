@@ -16,6 +16,9 @@ FLAGS = (
     "--moe-permute-fusion",
     "--moe-router-fusion",
     "--moe-router-force-load-balancing",
+    "--moe-expert-capacity-factor",
+    "--moe-pad-expert-input-to-capacity",
+    "--moe-router-enable-expert-bias",
 )
 # the same, as NeMo and Megatron-Bridge configs name them (TransformerConfig's fields)
 NEMO_KEYS = {f[2:].replace("-", "_"): f for f in FLAGS}
@@ -39,8 +42,11 @@ def read_moe(args: dict, out: Imported) -> None:
     HybridEP, NVIDIA's dispatcher for NVLink domains, is costed as DeepEP's (a token crosses to
     each NVLink domain once) and said so. --overlap-moe-expert-parallel-comm is
     training.moe_a2a_overlap, --moe-router-force-load-balancing (benchmark mode) a balanced load
-    (model.moe_load_imbalance 1); the grouped GEMM and the permute and router fusions are what
-    the model's MoE layer already is, said as assumed."""
+    (model.moe_router_family balanced), --moe-router-enable-expert-bias DeepSeek-V3's
+    auxiliary-loss-free family, --moe-expert-capacity-factor and
+    --moe-pad-expert-input-to-capacity the token dropping that caps (or fixes) the load; the
+    grouped GEMM and the permute and router fusions are what the model's MoE layer already is, said
+    as assumed."""
     training = out.plan["training"]
     kind = (
         one_value(args, "--moe-token-dispatcher-type")
@@ -68,7 +74,7 @@ def read_moe(args: dict, out: Imported) -> None:
                 "--moe-token-dispatcher-type flex needs its backend: --moe-enable-deepep or"
                 " --moe-flex-dispatcher-backend deepep|hybridep (Megatron-LM asserts it)"
             )
-        training["moe_token_dispatcher_type"] = "deepep"
+        training["moe_token_dispatcher_type"] = backend
         if backend == "hybridep":
             out.assumed.append(
                 "--moe-flex-dispatcher-backend hybridep: costed as DeepEP's dispatch, each token"
@@ -89,9 +95,10 @@ def read_moe(args: dict, out: Imported) -> None:
             training["moe_token_dispatcher_type"] = kind
     if "--overlap-moe-expert-parallel-comm" in args:
         training["moe_a2a_overlap"] = True
+    _read_load(args, out.plan["model"])
     if "--moe-router-force-load-balancing" in args:
         # benchmark mode: the router spreads the tokens evenly over the experts
-        out.plan["model"]["moe_load_imbalance"] = 1.0
+        out.plan["model"]["moe_router_family"] = "balanced"
     kernels = [
         f
         for f in ("--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion")
@@ -102,3 +109,20 @@ def read_moe(args: dict, out: Imported) -> None:
             f"{', '.join(kernels)}: the MoE layer is costed with grouped expert GEMMs and the"
             " router, permute and unpermute as memory-bound kernels either way"
         )
+
+
+def _read_load(args: dict, model: dict) -> None:
+    """The router's load as the launch sets it (specs/router.py): the expert bias is DeepSeek-V3's
+    auxiliary-loss-free family; a capacity factor caps the load, and padding fixes it there."""
+    if "--moe-router-enable-expert-bias" in args:
+        # DeepSeek-V3's auxiliary-loss-free balancing (specs/router.py)
+        model["moe_router_family"] = "aux_free_bias"
+    if "--moe-expert-capacity-factor" in args:
+        model["moe_expert_capacity_factor"] = float(one_value(args, "--moe-expert-capacity-factor"))
+    if "--moe-pad-expert-input-to-capacity" in args:
+        if "--moe-expert-capacity-factor" not in args:
+            raise PerfModelError(
+                "--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor (Megatron-LM"
+                " asserts it)"
+            )
+        model["moe_pad_expert_input_to_capacity"] = True

@@ -131,7 +131,6 @@ NO_COST = {
     "moe_z_loss_coeff",
     "num_micro_batches_with_partial_activation_checkpoints",
     "activations_checkpoint_layers_per_pipeline",
-    "moe_expert_capacity_factor",
     "cpu_offloading",
     "fp32_residual_connection",
 }
@@ -140,7 +139,6 @@ NO_COST = {
 CANNOT = {  # key -> what it turns on (refused when its value is set and not false)
     "num_micro_batches_with_partial_activation_checkpoints": "partial activation checkpointing",
     "activations_checkpoint_layers_per_pipeline": "per-stage activation checkpointing",
-    "moe_expert_capacity_factor": "token dropping (perfmodel models dropless routing)",
     "cpu_offloading": "offloading to the CPU",
     "headscale": "head scaling",
     "fp32_residual_connection": "fp32 residual connections",

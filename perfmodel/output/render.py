@@ -263,11 +263,15 @@ def presets(kind: str, rows: list[dict]) -> None:
 
 
 def config_text(c: dict, stage_layers: list | None = None) -> str:
-    """One configuration in the knobs' own names; cp, ep and etp only where they are used, and the
-    layers of each stage where the split is uneven."""
+    """One configuration in the knobs' own names; cp, ep and etp (and with ep the MoE dispatcher
+    and all-to-all overlap) only where they are used, and the layers of each stage where the split
+    is uneven."""
     extra = "".join(f" {k}={c[k]}" for k in ("cp", "ep", "etp") if c.get(k, 1) != 1)
     if c.get("cp", 1) > 1:
         extra += f" cp_comm={c['cp_comm_type']}"
+    if c.get("ep", 1) > 1 and "moe_token_dispatcher_type" in c:  # the MoE switches, where EP runs
+        extra += f" dispatcher={c['moe_token_dispatcher_type']}"
+        extra += f" a2a_overlap={c['moe_a2a_overlap']}"
     if c.get("dp_shard"):
         extra = f" dp_shard={c['dp_shard']}" + extra
     out = (

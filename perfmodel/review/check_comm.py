@@ -43,16 +43,16 @@ def rule_ep_across_nodes(plan: Plan, cfg: Config, est: Estimate) -> list[Finding
     if share <= 0.25:
         return []
     gpn = plan.system.domain
-    t = plan.training
     fixes = [f"keep ep x etp <= {gpn} (one NVLink domain)"]
+    # the configuration's switches (the plan's, or the search's choice)
     fixes += (
         []
-        if t.moe_token_dispatcher_type == "deepep"
+        if cfg.moe_token_dispatcher_type in ("deepep", "hybridep")
         else ["dispatch with DeepEP (moe_token_dispatcher_type: deepep)"]
     )
     fixes += (
         []
-        if t.moe_a2a_overlap or cfg.schedule == "dualpipe"
+        if cfg.moe_a2a_overlap or cfg.schedule == "dualpipe"
         else ["overlap the all-to-all (moe_a2a_overlap)"]
     )
     return [

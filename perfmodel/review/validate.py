@@ -44,12 +44,21 @@ TABLE_TITLES = {
         "Primus-pipeline (AMD, 2026): Llama 2 7B, 16 layers, on 8 MI300X, PP 8, each schedule"
     ),
     "deepseek-v3-report": "DeepSeek-V3 technical report: 2,048 H800, DualPipe, EP 64, FP8",
+    "mbridge-moe-blackwell": (
+        "Megatron-Bridge 26.04 MoE on Blackwell: DeepSeek-V3, Qwen3 and gpt-oss on B200, GB200 and"
+        " GB300 (MXFP8, BF16)"
+    ),
+    "dgxc-moe-2505": (
+        "NVIDIA DGX Cloud benchmarks v25.05: Grok-1, DeepSeek-V3 and Llama 4 Maverick on 512-1,024"
+        " H100 (NeMo 25.04)"
+    ),
     "mbridge-blackwell": (
         "Megatron-Bridge 25.11 and 26.04 on Blackwell: Llama 3 on B200, GB200 and GB300 (FP8,"
         " MXFP8, NVFP4)"
     ),
 }
 CONVENTIONS = ("narayanan-eq3", "korthikanti-eq7", "megatron-core")
+MOE_SWITCHES = ("moe_token_dispatcher_type", "moe_a2a_overlap")
 
 
 def measured_step_time(plan: Plan, measured: dict) -> float:
@@ -138,15 +147,21 @@ def run_case(case: dict, calibration: Calibration | None = None) -> CaseResult:
         # a run that does not name its CP exchange ran Megatron-Core's default, --cp-comm-type p2p
         # (megatron/training/arguments.py); only `searched` knobs are the search's to choose
         plan = plan.with_parallel(cp_comm_type="p2p")
+    switches = [k for k in MOE_SWITCHES if k not in searched]
+    if searched and plan.model.is_moe and switches:
+        # a run that does not name a MoE switch ran its framework's default (the profile's, which
+        # Training filled in): the search chooses only what `searched` names
+        plan = plan.with_training(**{k: getattr(plan.training, k) for k in switches})
+    searched_parallel = [k for k in searched if k not in MOE_SWITCHES]
     if searched:
         # knobs the source leaves unstated are free for the search, whatever the plan says
-        unknown = [k for k in searched if k not in Parallel.model_fields]
+        unknown = [k for k in searched_parallel if k not in Parallel.model_fields]
         if unknown:
             raise PerfModelError(
                 f"{case['name']}: searched knob(s) {', '.join(unknown)} unknown; "
                 "use parallel fields such as micro_batch_size, vp, schedule"
             )
-        plan = plan.with_parallel(**dict.fromkeys(searched))
+        plan = plan.with_parallel(**dict.fromkeys(searched_parallel))
         best = search(plan, top=1)
         if not best.results:
             raise PerfModelError(f"{case['name']}: no configuration of the stated knobs fits")

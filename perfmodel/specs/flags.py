@@ -56,6 +56,14 @@ FLAGS = {
         "under FP8, the tokens cross to their experts in FP8 with a scale per 128 elements (the"
         " forward dispatch and its gradient's way back); the combines stay BF16"
     ),
+    "moe_token_dispatcher_type": (
+        "how tokens reach their experts: alltoall, allgather, deepep or hybridep (each token"
+        " crosses to a node once); `plan` picks the fastest the profile runs unless a plan sets it"
+    ),
+    "moe_a2a_overlap": (
+        "the expert all-to-alls of one micro-batch under another's compute (Megatron-Core's"
+        " combined 1F1B); `plan` turns it on where it runs and helps unless the plan sets it"
+    ),
 }
 
 __all__ = ["FLAGS"]

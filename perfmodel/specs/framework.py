@@ -88,6 +88,11 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_weight_cache": False,
         "expert_call_overhead_s": 0.0,
         "moe_fp8_dispatch": False,
+        # no expert parallelism in Megatron-LM before Megatron-Core
+        "moe_token_dispatcher_type": "alltoall",
+        "moe_a2a_overlap": False,
+        "moe_dispatchers": (),
+        "moe_a2a_overlaps": (False,),
         "attention_backend": "fused",  # no flash attention at all (flash_attention False)
         "pointwise_kernels": "fused",  # Megatron's fused kernels (bias-gelu, softmax, layernorm)
         "recompute_modules": ("core_attn",),  # Korthikanti 2022's selective recompute
@@ -136,6 +141,11 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_weight_cache": False,
         "expert_call_overhead_s": 0.0,
         "moe_fp8_dispatch": False,
+        # no expert parallelism in Megatron-LM before Megatron-Core
+        "moe_token_dispatcher_type": "alltoall",
+        "moe_a2a_overlap": False,
+        "moe_dispatchers": (),
+        "moe_a2a_overlaps": (False,),
         "attention_backend": "fused",
         "pointwise_kernels": "fused",
         "torch_compile": False,
@@ -187,8 +197,14 @@ PROFILES: dict[str, dict[str, Any]] = {
         # it synchronized for; fitted on the ten MoE runs (benchmarks/calibrate_overheads.py
         # --moe; mean |error| 15.8% -> 9.1%, leave-one-out 10.3%)
         "expert_call_overhead_s": 35e-6,
-        # the token dispatchers move the 16-bit hidden states; TE quantizes in the expert GEMM
+        # 16-bit tokens in every dispatcher (fused_a2a.py: max(element_size, 2) bytes), not searched
         "moe_fp8_dispatch": False,
+        # NeMo 2 / Bridge recipes: alltoall (TransformerConfig's default: allgather), no overlap;
+        # Megatron-Core runs all four dispatchers (flex: DeepEP or HybridEP) and the overlap
+        "moe_token_dispatcher_type": "alltoall",
+        "moe_a2a_overlap": False,
+        "moe_dispatchers": ("alltoall", "allgather", "deepep", "hybridep"),
+        "moe_a2a_overlaps": (False, True),
         "attention_backend": "fused",  # TE DotProductAttention: cuDNN fused attention on Hopper
         # TE's fused norms and SwiGLU, apply_rope_fusion in the NeMo 2 / Bridge recipes
         "pointwise_kernels": "fused",
@@ -240,6 +256,11 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_weight_cache": False,
         "expert_call_overhead_s": 0.0,
         "moe_fp8_dispatch": False,
+        # DeepSpeed-MoE: one all-to-all dispatch (deepspeed/moe/sharded_moe.py), no overlap
+        "moe_token_dispatcher_type": "alltoall",
+        "moe_a2a_overlap": False,
+        "moe_dispatchers": ("alltoall",),
+        "moe_a2a_overlaps": (False,),
         # the FlashAttention-2 that Megatron-DeepSpeed and transformers call
         "attention_backend": "fa2",
         "pointwise_kernels": "fused",  # Megatron-DeepSpeed keeps Megatron's fused kernels
@@ -310,6 +331,11 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_weight_cache": False,
         "expert_call_overhead_s": 0.0,
         "moe_fp8_dispatch": False,
+        # no expert parallelism in the 2024-12 torchtitan
+        "moe_token_dispatcher_type": "alltoall",
+        "moe_a2a_overlap": False,
+        "moe_dispatchers": (),
+        "moe_a2a_overlaps": (False,),
         # MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): torchtitan's
         # training.mixed_precision_reduce default is float32
         "reduce_dtype": "fp32",
@@ -371,6 +397,11 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_weight_cache": False,
         "expert_call_overhead_s": 0.0,
         "moe_fp8_dispatch": False,
+        # no expert parallelism
+        "moe_token_dispatcher_type": "alltoall",
+        "moe_a2a_overlap": False,
+        "moe_dispatchers": (),
+        "moe_a2a_overlaps": (False,),
         # Composer's FSDP mixed_precision DEFAULT: reduce_dtype fp32 (PURE: bf16)
         "reduce_dtype": "fp32",
         # composer/distributed/dist_strategy.py ddp_sync_context returns at once for a model that
@@ -408,9 +439,16 @@ PROFILES["hai-llm"] = {
     # Sec. 3.3.3: the activations before the MoE up-projections and their gradients before the
     # down-projections are quantized to FP8 and then dispatched; both combines stay BF16
     "moe_fp8_dispatch": True,
-    # Sec. 3.2: DualPipe; 1F1B is the baseline of its Table 2; DualPipeV ships beside DualPipe in
-    # deepseek-ai/DualPipe (dualpipev.py)
-    "schedules": ("1f1b", "dualpipe", "dualpipev"),
+    # Sec. 3.2.2: node-limited dispatch (each token to at most 4 nodes, once per node, then over
+    # NVLink), DeepEP's kernels as DeepSeek released them; the all-to-alls hide in DualPipe's
+    # forward-backward pairs, not in Megatron-Core's combined 1F1B
+    "moe_token_dispatcher_type": "deepep",
+    "moe_a2a_overlap": False,
+    "moe_dispatchers": ("deepep",),
+    "moe_a2a_overlaps": (False,),
+    # Sec. 3.2: DualPipe, the default of a plan that names no schedule; 1F1B is the baseline of
+    # its Table 2; DualPipeV ships beside DualPipe in deepseek-ai/DualPipe (dualpipev.py)
+    "schedules": ("dualpipe", "1f1b", "dualpipev"),
     "interleaved": False,
     # Sec. 3.2: ZeRO-1 data parallelism
     "zero_stages": (0, 1),
@@ -470,6 +508,8 @@ FACTS = (
     "zero1_shard_group",
     "zero1_grad_reduce",
     "zero1_param_sync",
+    "moe_dispatchers",
+    "moe_a2a_overlaps",
 )
 
 

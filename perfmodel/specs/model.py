@@ -12,6 +12,7 @@ from typing import Literal, get_args
 from pydantic import AliasChoices, Field, model_validator
 
 from .base import Spec
+from .router import RouterFamily, load_imbalance
 
 # Upper bounds on a model's sizes: far beyond any real model (the largest published have ~200
 # layers, h ~ 2^15, 256 experts, ~256K vocabularies, 10M-token contexts), and small enough that
@@ -229,17 +230,41 @@ class Model(Spec):
             " norms and a pass through the shared output head, on the last pipeline stage."
         ),
     )
-    moe_load_imbalance: float = Field(
-        1.5,
+    moe_router_family: RouterFamily | None = Field(
+        None,
+        description=(
+            "How the router balances the experts' load, which sets moe_load_imbalance"
+            " (specs/router.py): aux_loss (softmax top-k with the auxiliary loss: Qwen3, Mixtral;"
+            " 1.5), aux_free_bias (DeepSeek-V3's bias-adjusted, auxiliary-loss-free routing;"
+            " 1.49), llama4 (no dropless run published: takes aux_loss's 1.5), balanced (forced"
+            " balance, benchmark mode: 1.0). None: aux_loss."
+        ),
+    )
+    moe_load_imbalance: float | None = Field(
+        None,
         ge=1.0,
         le=MAX_HEADS,
         description=(
             "Tokens the busiest expert rank receives over the mean, which sets the pace of the"
-            " expert GEMMs and of the all-to-all. 1.5 by default: in the Megatron-Core MoE model"
-            " zoo's long-context runs (Qwen3-235B, EP 8), dropless routing is 9-25% slower per step"
-            " than the router forced to balance, and a busiest rank at 1.5x the mean reproduces all"
-            " four ratios within 2 points (benchmarks/moe_imbalance.py); 1.0 is forced balance"
-            " (benchmark mode)."
+            " expert GEMMs and of the all-to-all. None: the router family's figure"
+            " (moe_router_family; benchmarks/moe_imbalance.py fits each); 1.0 is forced balance."
+        ),
+    )
+    moe_expert_capacity_factor: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_HEADS,
+        description=(
+            "Token dropping (Megatron-Core --moe-expert-capacity-factor): each expert takes at"
+            " most this times its balanced share, so the load is capped there. None: dropless."
+        ),
+    )
+    moe_pad_expert_input_to_capacity: bool = Field(
+        False,
+        description=(
+            "With a capacity factor, every expert's input is padded to capacity"
+            " (--moe-pad-expert-input-to-capacity; NeMo's MegatronTokenDropCallback): each"
+            " expert computes capacity-factor times its balanced share, whatever the router."
         ),
     )
     # --- multi-head latent attention (DeepSeek-V2 and V3; Megatron-Core MLA) ---
@@ -352,6 +377,16 @@ class Model(Spec):
     @property
     def head_dim(self) -> int:
         return self.kv_channels or self.hidden_size // self.num_attention_heads
+
+    @property
+    def load_imbalance(self) -> float:
+        """The busiest expert rank's load over the mean (specs/router.py), dimensionless."""
+        return load_imbalance(
+            self.moe_router_family or "aux_loss",
+            self.moe_load_imbalance,
+            self.moe_expert_capacity_factor,
+            self.moe_pad_expert_input_to_capacity,
+        )
 
     @property
     def is_moe(self) -> bool:

@@ -434,15 +434,17 @@ class Training(Spec):
     moe_a2a_overlap: bool = Field(
         False,
         description=(
-            "The EP all-to-alls of one micro-batch run under another's expert computation "
-            "(Megatron-Core --overlap-moe-expert-parallel-comm with the combined 1F1B schedule)."
+            "The EP all-to-alls of one micro-batch under another's expert computation"
+            " (Megatron-Core --overlap-moe-expert-parallel-comm, combined 1F1B). Left out: `plan`"
+            " searches it."
         ),
     )
-    moe_token_dispatcher_type: Literal["alltoall", "allgather", "deepep"] = Field(
+    moe_token_dispatcher_type: Literal["alltoall", "allgather", "deepep", "hybridep"] = Field(
         "alltoall",
         description=(
-            "How tokens reach their experts: all-to-all over EP, all-gather/reduce-"
-            "scatter, or DeepEP (Megatron's flex dispatcher: each token crosses to a node once)."
+            "How tokens reach their experts: all-to-all over EP, all-gather/reduce-scatter, or"
+            " Megatron's flex dispatcher with DeepEP or HybridEP (each token crosses to a node, or"
+            " an NVLink domain, once). Left out: `plan` searches those the profile runs."
         ),
     )
     _given: dict[str, Any] = PrivateAttr(default_factory=dict)

@@ -127,6 +127,10 @@ class Config:
     # 0: chosen (even split, or balanced when pp does not divide the layers)
     first_stage_layers: int = 0
     last_stage_layers: int = 0
+    # MoE switches (Training's fields of the same names): how tokens reach their experts, and
+    # whether Megatron-Core's combined 1F1B hides the all-to-alls under another micro-batch
+    moe_token_dispatcher_type: str = "alltoall"
+    moe_a2a_overlap: bool = False
 
     @property
     def num_micro_batches(self) -> int:
