@@ -429,51 +429,6 @@ PROFILES: dict[str, dict[str, Any]] = {
         "zero3_reduce_bucket_params": 0.0,
     },
 }
-# DeepSeek-V3 report (arXiv 2412.19437) Sec. 3.2-3.3 unless said: DeepSeek's own framework, whose
-# code is not public; a flag the report does not settle takes Megatron-Core's value (marked so)
-PROFILES["hai-llm"] = {
-    **PROFILES["megatron-core"],
-    # the expert GEMMs are one grouped kernel (DeepGEMM), no host loop over the experts; not
-    # stated, so Megatron-Core's: the weight cache, the host overheads a step and a micro-batch
-    "expert_call_overhead_s": 0.0,
-    # Sec. 3.3.3: the activations before the MoE up-projections and their gradients before the
-    # down-projections are quantized to FP8 and then dispatched; both combines stay BF16
-    "moe_fp8_dispatch": True,
-    # Sec. 3.2.2: node-limited dispatch (each token to at most 4 nodes, once per node, then over
-    # NVLink), DeepEP's kernels as DeepSeek released them; the all-to-alls hide in DualPipe's
-    # forward-backward pairs, not in Megatron-Core's combined 1F1B
-    "moe_token_dispatcher_type": "deepep",
-    "moe_a2a_overlap": False,
-    "moe_dispatchers": ("deepep",),
-    "moe_a2a_overlaps": (False,),
-    # Sec. 3.2: DualPipe, the default of a plan that names no schedule; 1F1B is the baseline of
-    # its Table 2; DualPipeV ships beside DualPipe in deepseek-ai/DualPipe (dualpipev.py)
-    "schedules": ("dualpipe", "1f1b", "dualpipev"),
-    "interleaved": False,
-    # Sec. 3.2: ZeRO-1 data parallelism
-    "zero_stages": (0, 1),
-    # Sec. 3.2: 16-way PP over 61 layers: the stages are uneven (first/last layers not stated)
-    "uneven_stages": True,
-    "context_parallel": False,  # not used or described in the report
-    "cp_comm_types": (),
-    "expert_parallel": True,  # Sec. 3.2: 64-way EP over 8 nodes
-    # Sec. 3.2.2: "without using costly Tensor Parallelism" (the run avoids it; the report does
-    # not say the framework lacks it): allowed, as Megatron-Core runs it
-    "tensor_parallel": True,
-    "sharded_pipeline": False,
-}
-# AMD-AGI/Primus, Megatron-LM backend with Primus-pipeline (docs tech_blogs/primus_pipeline, PR
-# #513, 2026-02): Megatron-Core's values except where said
-PROFILES["primus"] = {
-    **PROFILES["megatron-core"],
-    # pp_algorithm: 1f1b, 1f1b-interleaved, zero-bubble (ZB-H1's 1F1B with the W split), zbv
-    # (ZB-V), v-half and v-min (the blog's experiment tables)
-    "schedules": ("1f1b", "interleaved", "zb-h1", "zbv", "v-half", "v-min"),
-    # "overlap_grad_reduce/overlap_param_gather false (required by Primus-pipeline)" (the blog's
-    # test configuration, tests/trainer/test_megatron_trainer_zero_bubble.yaml)
-    "overlap_grad_reduce": False,
-    "overlap_param_gather": False,
-}
 PROFILES.update(extra_profiles(PROFILES))
 for _name, _p in PROFILES.items():
     # the optimizer's sharding group as a knob (ZeRO-1 with dp_shard < dp): Megatron-Core's

@@ -66,5 +66,11 @@ MEMORY_FACTS: dict[str, dict[str, Any]] = {
         # recomputed in the backward
         "fp8_swiglu_cache": True,
     },
+    # Megatron-LM's loss and layers on ROCm (Primus, AMD's MLPerf runs) and InternEvo's fused
+    # flash-attn cross-entropy (4 bytes a logit, as Megatron's): Megatron's memory behaviour
+    "primus": MEGATRON,
+    "megatron-rocm": MEGATRON,
+    "internevo": MEGATRON,
 }
+MEMORY_FACTS["torchtitan-rocm"] = MEMORY_FACTS["fsdp"]  # torchtitan's own code, on ROCm
 MEMORY_KEYS = tuple(MEGATRON)
