@@ -4,6 +4,7 @@ README.txt): inputs perfmodel mishandled, each now a faithful reading or one cle
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -438,3 +439,50 @@ def test_sweep_values_are_bounded_and_reported():
     )
     sw.sweep(plan, path, vals[:3], progress=lambda done, total: calls.append((done, total)))
     assert calls == [(0, 3), (1, 3), (2, 3)]
+
+
+# issue 33: the reproducers of the new user's fuzzing
+
+
+def test_dp_shard_must_divide_the_resolved_dp():
+    """dp_shard was checked against dp only when dp was given: dp_shard 3 (or 1000, or 64) of the
+    dp 32 resolved from num_gpus ran, 1000 with less memory than the full shard."""
+    case = "hsdp_dp_shard_not_dividing_dp"
+    one_line_error(run(case, "estimate", "f.yaml", "--dp-shard", "1000", "--json"),
+                   "parallel.dp_shard: dp_shard(1000) does not divide dp(32)")  # fmt: skip
+    one_line_error(run(case, "memory", "sh3.yaml"), "dp_shard(3) does not divide dp(32)")
+    for args in (["sh3.yaml"], ["f.yaml", "--dp-shard", "64"]):
+        r = run(case, "check", *args)
+        assert r.exit_code == 1 and "PM102" in r.output and "does not divide dp(32)" in r.output
+    assert run(case, "estimate", "f.yaml", "--dp-shard", "8").exit_code == 0
+
+
+def test_emit_carries_the_nvlink_domain_and_import_assumes_the_rack(tmp_path):
+    """GB200 plans (nvlink_domain 72) emitted and read back as one 4-GPU tray per NVLink domain:
+    2.62 s emitted, 8.05 s read back. The emitted text carries the domain in a comment that
+    `import megatron` reads; without it, import assumes the NVL72 rack and says so."""
+    case = "emit_gb200_nvlink_domain_lost"
+    emitted = json.loads(run(case, "plan", "deepseek-v3-gb200", "--emit", "megatron",
+                             "--json").stdout)  # fmt: skip
+    assert emitted["nvlink_domain"] == 72
+    text = run(case, "plan", "deepseek-v3-gb200", "--emit", "megatron").stdout
+    assert "# perfmodel: nvlink_domain 72" in text
+    (tmp_path / "args.sh").write_text("torchrun --nproc_per_node 4 --nnodes 576 x.py \\\n" + text)
+    back = CliRunner().invoke(main, ["estimate", str(tmp_path / "args.sh"), "--gpu", "gb200",
+                                     "--vocab-size", "129280", "--json"])  # fmt: skip
+    assert back.exit_code == 0, back.output
+    assert json.loads(back.stdout)["step_time_s"] == pytest.approx(emitted["step_time_s"], 1e-9)
+    # the reproducer's files were emitted before the marker: the assumed rack gives them back
+    for script, vocab in (("args.sh", "129280"), ("llama405b_deepspeed.sh", "128256"),
+                          ("llama405b_megatron-2021.sh", "128256"),
+                          ("llama405b_megatron-core.sh", "128256")):  # fmt: skip
+        predicted = float(re.search(r"predicted ([\d.]+) s per step",
+                                    (REPRO / case / script).read_text()).group(1))  # fmt: skip
+        r = run(case, "estimate", script, "--gpu", "gb200", "--vocab-size", vocab, "--json")
+        assert "an NVLink domain of 72 GPUs" in r.stderr
+        assert json.loads(r.stdout)["step_time_s"] == pytest.approx(predicted, rel=5e-3)
+    marked = (REPRO / case / "args.sh").read_text() + "\n# perfmodel: nvlink_domain 64\n"
+    (tmp_path / "m.sh").write_text(marked)
+    r = CliRunner().invoke(main, ["import", "megatron", str(tmp_path / "m.sh"), "--gpu", "gb200",
+                                  "--vocab-size", "129280"])  # fmt: skip
+    assert "nvlink_domain: 64" in r.stdout and "an NVLink domain of 72" not in r.output

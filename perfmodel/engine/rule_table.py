@@ -34,6 +34,18 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        "PM102",
+        "parallel.dp_shard",
+        ("dp_shard", "dp"),
+        # HSDP's shard groups tile the dp ranks: dp = dp_replicate x dp_shard (torchtitan's
+        # ParallelDims._validate), whether dp is given or resolved from num_gpus
+        lambda f: as_array(f.dp) % np.maximum(as_array(f.dp_shard), 1) != 0,
+        lambda f: (
+            f"dp_shard({f.dp_shard}) does not divide dp({f.dp}): the shard groups tile the dp"
+            " ranks (dp = dp_replicate x dp_shard); pick a divisor of dp"
+        ),
+    ),
+    Rule(
         "PM103",
         "parallel.tp",
         ("tp",),

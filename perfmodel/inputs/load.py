@@ -220,6 +220,15 @@ def _with_links(imp: Imported, path: str, gpu: str) -> Imported:
         f"across nodes (the usual ones for {gpu}; edit the plan's system section if yours "
         "differ)"
     )
+    system = imp.plan["system"]
+    rack = presets.RACK_DOMAIN.get(links["intra_node_link"])
+    if rack and "nvlink_domain" not in system and rack % system.get("gpus_per_node", 8) == 0:
+        # the launch names its trays (--nproc_per_node), not the rack they share NVLink in
+        system["nvlink_domain"] = rack
+        imp.assumed.append(
+            f"an NVLink domain of {rack} GPUs (one {gpu} NVL{rack} rack); set the plan's"
+            " system.nvlink_domain if yours differs (64 is often run)"
+        )
     return imp
 
 

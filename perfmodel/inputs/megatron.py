@@ -32,7 +32,7 @@ from perfmodel.inputs.megatron_args import (
 )
 from perfmodel.inputs.megatron_layout import FLAG as LAYOUT
 from perfmodel.inputs.megatron_layout import first_last, read_layout
-from perfmodel.inputs.megatron_profiles import framework_of, read_sharding
+from perfmodel.inputs.megatron_profiles import domain_of, framework_of, read_sharding
 from perfmodel.inputs.shell import Command, Reader
 
 LAUNCHERS = ("torchrun", "python", "python3", "deepspeed", "srun", "mpirun", "accelerate")
@@ -91,6 +91,8 @@ def read_args(
         args[flag] = vals
     out = _to_plan(args, gpu, num_gpus, vocab_size)
     out.plan["training"]["framework"] = framework_of(text, args)
+    if domain_of(text):
+        out.plan["system"]["nvlink_domain"] = domain_of(text)
     for flag in dict.fromkeys(given_twice):
         out.assumed.append(
             f"{flag} is given more than once: the last ({' '.join(args[flag])}) counts, as"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs.megatron_args import Imported
 from perfmodel.inputs.megatron_layout import FLAG, layout_text
-from perfmodel.inputs.megatron_profiles import cp_args, marker_line, zero_args
+from perfmodel.inputs.megatron_profiles import cp_args, domain_line, marker_line, zero_args
 
 
 def to_args(plan, config: dict, layers: list[float] | None = None) -> list[str]:
@@ -246,6 +246,7 @@ def launch_json(plan, best) -> dict:
         "mfu": best.values["mfu"],
         "framework": plan.training.framework,
         "framework_note": profile_note(plan, args, best.values["step_time_s"]),
+        "nvlink_domain": plan.system.nvlink_domain,
         "config": best.config.as_dict(),
     }
 
@@ -268,6 +269,7 @@ def launch_text(plan, best) -> str:
     note = profile_note(plan, args, step)
     head += [f"# {note}"] if note else []
     head += marker_line(plan.training.framework)
+    head += domain_line(plan.system.nvlink_domain)
     # the comments follow the arguments, so that the text can follow a launcher's line ending in
     # a backslash (a comment there would end the command, as the shell reads it)
     return " \\\n".join(args) + "\n" + "\n".join(head)
