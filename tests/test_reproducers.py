@@ -486,3 +486,17 @@ def test_emit_carries_the_nvlink_domain_and_import_assumes_the_rack(tmp_path):
     r = CliRunner().invoke(main, ["import", "megatron", str(tmp_path / "m.sh"), "--gpu", "gb200",
                                   "--vocab-size", "129280"])  # fmt: skip
     assert "nvlink_domain: 64" in r.stdout and "an NVLink domain of 72" not in r.output
+
+
+def test_reshard_after_forward_false_holds_every_layers_weights():
+    """fully_shard(reshard_after_forward=False) keeps each layer's gathered 16-bit weights from its
+    forward to its backward: the step lost its second all-gather but the memory stayed 64.04 GB.
+    At the forward's end all 32 layers' weights are unsharded, where FULL_SHARD holds two layers'
+    (the one computing and the one prefetched): 2 B x P x (1 - 2/32) more."""
+    case = "fsdp_reshard_after_forward_memory"
+    off, on = (json.loads(run(case, "estimate", f, "--json").stdout)
+               for f in ("raf_false.yaml", "raf_true.yaml"))  # fmt: skip
+    assert off["step_time_s"] < on["step_time_s"]
+    p = on["memory"]["params_per_gpu"]  # Llama-3 8B unsharded
+    grown = off["memory"]["total_bytes"] - on["memory"]["total_bytes"]
+    assert grown == pytest.approx(2 * p * (1 - 2 / 32), rel=0.02)
