@@ -500,3 +500,73 @@ def test_reshard_after_forward_false_holds_every_layers_weights():
     p = on["memory"]["params_per_gpu"]  # Llama-3 8B unsharded
     grown = off["memory"]["total_bytes"] - on["memory"]["total_bytes"]
     assert grown == pytest.approx(2 * p * (1 - 2 / 32), rel=0.02)
+
+
+def test_nemo_bridge_mixed_precision_recipes_read_by_name(tmp_path):
+    """Recipe names were read by substring: bf16_with_mxfp8_mixed as fp8, bf16_with_nvfp4_mixed
+    as bf16, the subchannel (blockwise) recipe's scaling lost. Megatron-Bridge's
+    mixed_precision.py: mxfp8 is fp8 e4m3 with fp8_recipe mxfp8, nvfp4 fp4 e2m1, subchannel
+    fp8_recipe blockwise (a Hopper recipe: refused on B200)."""
+    case = "nemo_bridge_mixed_precision_recipes"
+    seen = {}
+    for name, gpu in (("bf16_with_mxfp8_mixed", "b200"), ("bf16_with_nvfp4_mixed", "b200"),
+                      ("bf16_with_fp8_subchannel_scaling_mixed", "h100-sxm")):  # fmt: skip
+        r = run(case, "import", "nemo", f"{name}.yaml", "--gpu", gpu, "--gpus", "8")
+        assert r.exit_code == 0, r.output
+        seen[name] = __import__("yaml").safe_load(r.stdout)["training"]
+    assert seen["bf16_with_mxfp8_mixed"]["dtype"] == "mxfp8"
+    assert seen["bf16_with_mxfp8_mixed"]["fp8_param_gather"] is True
+    assert seen["bf16_with_nvfp4_mixed"]["dtype"] == "nvfp4"
+    assert seen["bf16_with_fp8_subchannel_scaling_mixed"]["fp8_recipe"] == "blockwise"
+    one_line_error(run(case, "import", "nemo", "bf16_with_fp8_subchannel_scaling_mixed.yaml",
+                       "--gpu", "b200", "--gpus", "8"), "blockwise")  # fmt: skip
+    text = (REPRO / case / "bf16_with_mxfp8_mixed.yaml").read_text()
+    (tmp_path / "r.yaml").write_text(text.replace("bf16_with_mxfp8_mixed", "bf16_with_fp9"))
+    r = CliRunner().invoke(main, ["import", "nemo", str(tmp_path / "r.yaml"), "--gpu", "b200"])
+    one_line_error(r, "mixed_precision: 'bf16_with_fp9' is not a Megatron-Bridge recipe")
+
+
+def test_nemo_fp8_is_a_format_string(tmp_path):
+    """model.fp8: hybrid was refused as "not true or false": Megatron-Core's fp8 is a format
+    (e4m3, hybrid). Under mixed_precision bf16_mixed, which Megatron-Bridge applies over the model
+    config (fp8 None), it is off and said so; without it, it is FP8 with its recipe."""
+    case = "nemo_fp8_hybrid_string_refused"
+    under = nemo(case, "--gpus", "8")
+    assert under["training"]["dtype"] == "bf16"
+    assert "model.fp8 hybrid is off under mixed_precision bf16_mixed" in under["_stderr"]
+    text = (REPRO / case / "recipe.yaml").read_text().replace("mixed_precision: bf16_mixed", "")
+    for fmt in ("hybrid", "e4m3"):
+        (tmp_path / "r.yaml").write_text(text.replace("fp8: hybrid", f"fp8: {fmt}"))
+        r = CliRunner().invoke(main, ["import", "nemo", str(tmp_path / "r.yaml"), "--gpu",
+                                      "h100-sxm", "--gpus", "8"])  # fmt: skip
+        training = __import__("yaml").safe_load(r.stdout)["training"]
+        assert training["dtype"] == "fp8" and training["fp8_recipe"] == "tensorwise"
+    (tmp_path / "r.yaml").write_text(text.replace("fp8: hybrid", "fp8: e5m2"))
+    r = CliRunner().invoke(main, ["import", "nemo", str(tmp_path / "r.yaml"), "--gpu",
+                                  "h100-sxm", "--gpus", "8"])  # fmt: skip
+    one_line_error(r, "model.fp8: 'e5m2'; Megatron-Core takes e4m3 or hybrid")
+
+
+def test_nemo_keys_go_through_the_megatron_readers():
+    """Bridge's precision-aware optimizer (optimizer.exp_avg_dtype bf16), recompute_modules,
+    offloading, router groups and Megatron-FSDP were dropped or "not recognized"; they are read
+    as `import megatron` reads the same arguments, in the recipe's words."""
+    aware = nemo("nemo_bridge_precision_aware_optimizer_dropped", "--gpus", "8")["training"]
+    assert aware["exp_avg_dtype"] == "bf16" == aware["exp_avg_sq_dtype"]
+    case = "nemo_bridge_precision_aware_optimizer_dropped"
+    states = [json.loads(run(case, "estimate", f, "--gpu", "h100-sxm", "--gpus", "8",
+                             "--json").stdout)["memory"]["optimizer_bytes"]
+              for f in ("base.yaml", "recipe.yaml")]  # fmt: skip
+    assert states[1] == pytest.approx(states[0] * 8 / 12)  # 4 + 2 + 2 B, not 4 + 4 + 4
+    keys = nemo("nemo_cost_keys_not_recognized", "--gpus", "8")
+    assert keys["training"]["recompute_modules"] == ["mlp"]
+    assert keys["model"]["moe_router_num_groups"] == 4 == 2 * keys["model"]["moe_router_group_topk"]
+    assert keys["parallel"]["zero_stage"] == 3
+    assert "not recognized" not in keys["_stderr"]
+    assert "cpu_offloading_num_layers 4 without model.cpu_offloading" in keys["_stderr"]
+
+
+def test_megatron_fp8_recipe_without_format_is_accounted_for():
+    r = run("meg_fp8_recipe_unaccounted", "import", "megatron", "run.sh", "--gpu", "h100-sxm")
+    assert r.exit_code == 0
+    assert "--fp8-recipe (read only with --fp8-format; FP8 is off)" in " ".join(r.stderr.split())

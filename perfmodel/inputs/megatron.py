@@ -286,13 +286,7 @@ def _special(args: dict, out: Imported) -> None:
         raise PerfModelError(
             "--q-lora-rank/--kv-lora-rank without --multi-latent-attention: add it or drop them"
         )
-    if "--fp8-format" in args:
-        if one_value(args, "--fp8-format") not in ("e4m3", "hybrid"):
-            raise PerfModelError(
-                f"--fp8-format {one_value(args, '--fp8-format')}: perfmodel models e4m3 and hybrid"
-            )
-        training["dtype"] = "fp8"
-        _fp8_recipe(args, training)
+    read_fp8(args, training, out.ignored)
     backend = one_value(args, "--attention-backend") if "--attention-backend" in args else None
     if backend in ("unfused", "local"):
         training["flash_attention"] = False
@@ -302,8 +296,8 @@ def _special(args: dict, out: Imported) -> None:
         out.assumed.append(
             "--transformer-impl local: modelled with the megatron-core profile's fused kernels"
         )
-    _recompute(args, out)
-    _offloading(args, out)
+    read_recompute(args, out)
+    read_offloading(args, out)
     read_sharding(args, parallel, out.ignored, out.assumed)
     if "--num-layers-per-virtual-pipeline-stage" in args:
         per = _int(args, "--num-layers-per-virtual-pipeline-stage")
@@ -351,6 +345,22 @@ def _layout(args: dict, model: dict, parallel: dict) -> None:
         parallel["decoder_last_pipeline_num_layers"] = last
 
 
+def read_fp8(args: dict, training: dict, ignored: list[str]) -> None:
+    """--fp8-format (e4m3, hybrid) turns FP8 on, with --fp8-recipe's scaling; the recipe alone
+    does nothing (Megatron-LM's TransformerConfig reads fp8_recipe only when fp8 is set). The
+    NeMo reader passes its recipe's fields through here as these arguments."""
+    if "--fp8-format" not in args:
+        if "--fp8-recipe" in args:
+            ignored.append("--fp8-recipe (read only with --fp8-format; FP8 is off)")
+        return
+    if one_value(args, "--fp8-format") not in ("e4m3", "hybrid"):
+        raise PerfModelError(
+            f"--fp8-format {one_value(args, '--fp8-format')}: perfmodel models e4m3 and hybrid"
+        )
+    training["dtype"] = "fp8"
+    _fp8_recipe(args, training)
+
+
 def _fp8_recipe(args: dict, training: dict) -> None:
     """Megatron-LM's --fp8-recipe (delayed, tensorwise, mxfp8, blockwise): MXFP8 is its own
     format here; blockwise sets the recipe; the per-tensor ones cost alike."""
@@ -367,7 +377,7 @@ def _fp8_recipe(args: dict, training: dict) -> None:
         )
 
 
-def _offloading(args: dict, out: Imported) -> None:
+def read_offloading(args: dict, out: Imported) -> None:
     """Megatron-LM's activation offloading: --cpu-offloading turns it on for
     --cpu-offloading-num-layers layers (default 0); the count alone does nothing
     (megatron/training/arguments.py, TransformerConfig.cpu_offloading)."""
@@ -381,7 +391,7 @@ def _offloading(args: dict, out: Imported) -> None:
         )
 
 
-def _recompute(args: dict, out: Imported) -> None:
+def read_recompute(args: dict, out: Imported) -> None:
     parallel, training = out.plan["parallel"], out.plan["training"]
     if "--recompute-granularity" in args:
         g = one_value(args, "--recompute-granularity")
