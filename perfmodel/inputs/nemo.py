@@ -13,12 +13,12 @@ import re
 from typing import Any
 
 from perfmodel.errors import PerfModelError
+from perfmodel.inputs.megatron import read_fp8, read_offloading, read_recompute
 from perfmodel.inputs.megatron_args import Imported, megatron_defaults, megatron_rules
 from perfmodel.inputs.megatron_moe import NEMO_KEYS as MOE_KEYS
-from perfmodel.inputs.megatron import read_fp8, read_offloading, read_recompute
+from perfmodel.inputs.megatron_moe import args_of_config, read_moe
 from perfmodel.inputs.megatron_optimizer import read_optimizer
 from perfmodel.inputs.megatron_profiles import read_sharding
-from perfmodel.inputs.megatron_moe import args_of_config, read_moe
 from perfmodel.inputs.nemo_keys import (
     BOOL_KEYS,
     CANNOT,
