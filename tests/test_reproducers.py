@@ -570,3 +570,35 @@ def test_megatron_fp8_recipe_without_format_is_accounted_for():
     r = run("meg_fp8_recipe_unaccounted", "import", "megatron", "run.sh", "--gpu", "h100-sxm")
     assert r.exit_code == 0
     assert "--fp8-recipe (read only with --fp8-format; FP8 is off)" in " ".join(r.stderr.split())
+
+
+def test_group_limited_routing_must_reach_topk_experts():
+    """256 groups of 1 expert, 1 group a token may reach, top-8: accepted and predicted faster
+    than the real 8/4 routing. Megatron-Core's group_limited_topk cannot pick 8 of 1."""
+    case = "moe_group_topk_unreachable"
+    for cmd in ("estimate", "check"):
+        one_line_error(run(case, cmd, "plan.yaml"),
+                       "moe_router_topk(8) exceeds the 1 experts a token can reach")  # fmt: skip
+    # through a config.json, in its own keys
+    one_line_error(run(case, "estimate", "config_g64.yaml", "--json"),
+                   "num_experts_per_tok(6) exceeds", "topk_group(1)", "n_group(64)")  # fmt: skip
+    assert run(case, "estimate", "dsv3.yaml", "--json").exit_code == 0  # 8 groups, 4 reached
+
+
+def test_recompute_modules_conflicts_and_absent_modules_are_refused():
+    case = "recompute_modules_conflict"
+    one_line_error(run(case, "estimate", "both.yaml", "--json"),
+                   "op_sac and layer_sac are one torchtitan choice")  # fmt: skip
+    one_line_error(run(case, "check", "dense_mla.yaml"),
+                   "mla_up_proj, moe_act not in Llama-3 8B (no MLA, no MoE)")  # fmt: skip
+    assert run(case, "estimate", "op.yaml", "--json").exit_code == 0
+
+
+def test_activation_offloading_only_under_a_framework_that_runs_it():
+    """cpu_offloading_num_layers is Megatron-Core's --cpu-offloading-num-layers: taken without a
+    word under fsdp (64.04 -> 59.11 GB) and deepspeed (136.1 -> 123.2 GB)."""
+    case = "offloading_framework_unchecked"
+    one_line_error(run(case, "check", "off_fsdp.yaml"), "fsdp has no activation offloading")
+    one_line_error(run(case, "estimate", "off_deepspeed.yaml", "--json"),
+                   "deepspeed has no activation offloading")  # fmt: skip
+    assert run(case, "estimate", "off.yaml", "--json").exit_code == 0  # megatron-core

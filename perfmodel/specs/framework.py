@@ -183,6 +183,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         "default_microbatches": None,
         "sharded_pipeline": False,  # Megatron-FSDP has no pipeline parallelism
         "hsdp": False,
+        # --cpu-offloading (TransformerConfig.cpu_offloading, Megatron-Core 0.4+); the older
+        # Megatron-LMs, Megatron-DeepSpeed's activation path, torchtitan (2024-12) and FSDP1's
+        # Composer have no activation offloading to the host
+        "activation_offloading": True,
         "recompute_regathers": True,
         "zero3_prefetch_params": None,  # one layer (unit) ahead
         "zero3_reduce_bucket_params": 0.0,  # each unit reduce-scatters on its own
@@ -382,6 +386,7 @@ PROFILES["hai-llm"] = {
     # not say the framework lacks it): allowed, as Megatron-Core runs it
     "tensor_parallel": True,
     "sharded_pipeline": False,
+    "activation_offloading": False,  # not described in the report
 }
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
 FACTS = (
@@ -398,6 +403,7 @@ FACTS = (
     "default_microbatches",
     "sharded_pipeline",
     "hsdp",
+    "activation_offloading",
     "recompute_regathers",
     "zero3_prefetch_params",
     "zero3_reduce_bucket_params",
