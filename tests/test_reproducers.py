@@ -279,6 +279,13 @@ def test_nemo_userbuffers_off_keeps_the_async_tp_overlap(tmp_path):
     assert times[0] == pytest.approx(times[1], rel=1e-9)
 
 
+def comment_text(emitted: str) -> str:
+    """The comment lines of an emitted launch text as one line (they wrap at 80 columns)."""
+    return " ".join(
+        " ".join(ln.lstrip("#").split()) for ln in emitted.splitlines() if ln.startswith("#")
+    )
+
+
 def emitted_and_read_back(tmp_path, case: str, plan_file: str, gpu: str) -> tuple[dict, dict]:
     """The reproducer's plan searched (its best as JSON) and its `--emit megatron` text imported
     and estimated (tests/helpers.py emit_round_trip), with the emitted text and the imported plan
@@ -326,7 +333,9 @@ def test_emit_carries_the_framework_profile(tmp_path):
         tmp_path, "emit_framework_profile_lost", "plan.yaml", "a100-80gb"
     )
     assert "# perfmodel: framework megatron-2021" in back["_emitted"]
-    assert "today's Megatron-LM runs these arguments as megatron-core" in back["_emitted"]
+    assert "today's Megatron-LM runs these arguments as megatron-core" in comment_text(
+        back["_emitted"]
+    )
     assert back["_back"]["training"]["framework"] == "megatron-2021"
     assert back["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
 
@@ -602,3 +611,36 @@ def test_activation_offloading_only_under_a_framework_that_runs_it():
     one_line_error(run(case, "estimate", "off_deepspeed.yaml", "--json"),
                    "deepspeed has no activation offloading")  # fmt: skip
     assert run(case, "estimate", "off.yaml", "--json").exit_code == 0  # megatron-core
+
+
+def test_emit_writes_cpu_offloading(tmp_path):
+    """training.cpu_offloading_num_layers 8 was not emitted: the arguments ran, and read back,
+    without offloading (136.1 GB against the plan's 123.2 GB)."""
+    best, back = emitted_and_read_back(tmp_path, "emit_drops_cpu_offloading", "plan.yaml", "gb200")
+    assert "--cpu-offloading \\\n--cpu-offloading-num-layers 8" in back["_emitted"]
+    assert back["_back"]["training"]["cpu_offloading_num_layers"] == 8
+    assert back["memory"]["total_bytes"] == pytest.approx(best["memory"]["total_bytes"], 1e-9)
+    assert back["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
+
+
+def test_emit_says_the_hsdp_split_is_not_in_the_arguments():
+    """fsdp1's best is HSDP (dp 512, dp_shard 256); Megatron-LM's arguments shard over all 512,
+    and the comments said nothing of it."""
+    r = run("emit_hsdp_dp_shard_dropped", "plan", "gpt3-175b", "--framework", "fsdp1",
+            "--emit", "megatron")  # fmt: skip
+    comments = comment_text(r.stdout)
+    assert "not in these arguments: the HSDP split (dp_shard 256, 2 replicas of dp 512)" in (
+        comments
+    )
+
+
+def test_emit_comments_within_80_columns():
+    out = run("emit_comment_lines_124", "plan", "f.yaml", "--emit", "megatron").stdout
+    comments = [ln for ln in out.splitlines() if ln.startswith("#")]
+    assert len(comments) >= 4 and max(map(len, comments)) <= 80
+    assert "# perfmodel: framework fsdp" in comments  # the marker stays one line
+
+
+def test_emit_with_nothing_to_emit_writes_nothing_to_stdout():
+    r = run("emit_nothing_fits_on_stdout", "plan", "gpt3-175b-3d", "--emit", "megatron")
+    assert r.exit_code == 1 and r.stdout == "" and "nothing fits" in r.stderr

@@ -93,6 +93,13 @@ def plan_cmd(
             click.echo(launch_text(plan, result.results[0]))
     elif as_json:
         console.emit_json(result.to_json())
+    elif emit:
+        # nothing to emit: the search's account is the error, on stderr, not in the arguments
+        import contextlib
+        import sys
+
+        with contextlib.redirect_stdout(sys.stderr):
+            render_plan.plan(plan, result, verbose=verbose)
     else:
         render_plan.plan(plan, result, verbose=verbose)
     if not result.results:
