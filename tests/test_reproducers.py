@@ -644,3 +644,30 @@ def test_emit_comments_within_80_columns():
 def test_emit_with_nothing_to_emit_writes_nothing_to_stdout():
     r = run("emit_nothing_fits_on_stdout", "plan", "gpt3-175b-3d", "--emit", "megatron")
     assert r.exit_code == 1 and r.stdout == "" and "nothing fits" in r.stderr
+
+
+def test_memory_reserve_at_or_above_the_hbm_is_refused(tmp_path):
+    """--memory-reserve 80GiB on an 85.5 GB GPU printed usable -378.5 MB."""
+    for cmd in ("memory", "estimate"):
+        r = run("memory_reserve_beyond_hbm", cmd, "f.yaml", "--memory-reserve", "80GiB")
+        assert r.exit_code == 2 and "Traceback" not in r.output
+        assert "--memory-reserve: 85.9 GB is not below the 85.5 GB of HBM" in r.output
+    text = (REPRO / "memory_reserve_beyond_hbm" / "f.yaml").read_text()
+    (tmp_path / "f.yaml").write_text(text.replace("gpus_per_node: 8", "gpus_per_node: 8,"
+                                                  " memory_reserve: 90 GB"))  # fmt: skip
+    r = CliRunner().invoke(main, ["estimate", str(tmp_path / "f.yaml")])
+    one_line_error(r, "memory_reserve: 90.0 GB is not below the 85.5 GB of HBM")
+
+
+def test_does_not_fit_names_the_usable_line_and_the_reserve():
+    """'DOES NOT FIT: 64.0 GB needed per GPU, 85.5 GB of HBM' (64 < 85.5): the limit that failed
+    is the HBM less the reserve; check gave a negative excess over the whole HBM."""
+    r = run("does_not_fit_message_ignores_reserve", "estimate", "f.yaml", "--memory-reserve",
+            "50 %")  # fmt: skip
+    first = " ".join(r.stdout.split("\n\n")[0].split())
+    assert first.startswith("DOES NOT FIT: 64.0 GB needed, 42.8 GB usable (85.5 GB HBM less a"
+                            " 42.8 GB reserve; --memory-reserve)")  # fmt: skip
+    c = " ".join(run("reserve_negative_over_bundled_plan", "check", "gpt3-175b-3d").output.split())
+    assert "808.6 MB over the 81.6 GB usable (85.9 GB HBM less a 4.29 GB reserve" in c
+    p = " ".join(run("reserve_negative_over_bundled_plan", "plan", "gpt3-175b-3d").output.split())
+    assert "nothing fits in the 81.6 GB usable (85.9 GB HBM less the reserve" in p

@@ -323,3 +323,12 @@ def reserve_text(system: System) -> str:
         f"memory reserve {size / 1e9:.1f} GB of {capacity / 1e9:.1f} GB ({how}): CUDA context, "
         "NCCL and cuBLAS workspaces, allocator fragmentation; fits means within the rest"
     )
+
+
+def usable_text(need: float, capacity: float, reserve: float) -> str:
+    """A memory need against the line it is judged by: the HBM less the reserve."""
+    return (
+        f"{need / 1e9:.1f} GB needed, {(capacity - reserve) / 1e9:.1f} GB usable"
+        f" ({capacity / 1e9:.1f} GB HBM less a {reserve / 1e9:.1f} GB reserve;"
+        " --memory-reserve)"
+    )
