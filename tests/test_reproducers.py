@@ -671,3 +671,73 @@ def test_does_not_fit_names_the_usable_line_and_the_reserve():
     assert "808.6 MB over the 81.6 GB usable (85.9 GB HBM less a 4.29 GB reserve" in c
     p = " ".join(run("reserve_negative_over_bundled_plan", "plan", "gpt3-175b-3d").output.split())
     assert "nothing fits in the 81.6 GB usable (85.9 GB HBM less the reserve" in p
+
+
+def test_compare_json_carries_the_training_run():
+    """--tokens was silently ignored under compare --json: no days, GPU-hours or cost."""
+    case = "compare_json_drops_training_run"
+    with_tokens = json.loads(run(case, "compare", "fp.yaml", "fp.yaml", "--tokens", "1T",
+                                 "--json").stdout)  # fmt: skip
+    text = " ".join(run(case, "compare", "fp.yaml", "fp.yaml", "--tokens", "1T").stdout.split())
+    for plan in with_tokens["plans"]:
+        r = plan["training_run"]
+        assert r["tokens"] == 1e12 and r["days"] > 0 and r["cost_usd"] > 0
+        assert f"{r['gpu_hours']:,.0f}" in text
+    assert with_tokens["plans"][1]["delta_vs_first"]["training_run"]["days"] == 0
+    plain = json.loads(run(case, "compare", "fp.yaml", "fp.yaml", "--json").stdout)
+    assert plain["plans"][0]["training_run"] is None
+
+
+def test_sweep_marks_a_row_that_does_not_fit():
+    r = run("sweep_fixed_not_fit_unmarked", "sweep", "f.yaml", "--vary",
+            "gpu=h100-sxm,a100-40gb", "--fixed")  # fmt: skip
+    rows = {ln.split()[0]: ln for ln in r.stdout.splitlines() if ln[:4] in ("h100", "a100")}
+    assert "64 GB NO" in rows["a100-40gb"] and " NO " not in rows["h100-sxm"]
+    assert "system.gpu=a100-40gb: DOES NOT FIT (memory NO): 64.0 GB needed, 40.8 GB usable" in (
+        " ".join(r.stdout.split())
+    )
+
+
+def test_memory_quick_case_applies_the_framework():
+    """--framework was ignored without a plan file (61.49 GB under every profile), and fsdp's
+    --dp-shard refused as "not ZeRO-3 under megatron-core"."""
+    totals = {}
+    for fw in ("fsdp", "deepspeed", "megatron-core"):
+        r = CliRunner().invoke(
+            main,
+            [
+                "memory",
+                "--model",
+                "llama3-8b",
+                "--gpu",
+                "h100-sxm",
+                "--gpus",
+                "8",
+                "--zero",
+                "3",
+                "--framework",
+                fw,
+                "--json",
+            ],
+        )
+        totals[fw] = json.loads(r.stdout)["total_bytes"]  # fmt: skip
+    assert len(set(totals.values())) == 3
+    r = CliRunner().invoke(
+        main,
+        [
+            "memory",
+            "--model",
+            "llama3-8b",
+            "--gpu",
+            "h100-sxm",
+            "--gpus",
+            "8",
+            "--zero",
+            "3",
+            "--framework",
+            "fsdp",
+            "--dp-shard",
+            "4",
+        ],
+    )
+    assert r.exit_code == 0 and "megatron-core" not in r.output  # fmt: skip

@@ -216,7 +216,12 @@ def load_plan(source: str, kw: dict[str, Any], refuse_unused: bool = True) -> Pl
     )
     for note in loaded.notes:
         click.echo(f"{source}: {note}", err=True)
-    plan = loaded.plan
+    return with_plan_flags(loaded.plan, kw)
+
+
+def with_plan_flags(plan: Plan, kw: dict[str, Any]) -> Plan:
+    """The flags that change a plan beyond its knobs: --framework, --tokens, --memory-reserve
+    (a plan file's and the quick case's alike)."""
     if kw.get("framework") is not None:
         plan = plan.with_training(framework=kw["framework"])
     if kw.get("tokens") is not None:

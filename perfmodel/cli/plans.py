@@ -16,7 +16,7 @@ from perfmodel.cli.common import (
     overrides,
     parallel_options,
     plot_option,
-    with_reserve,
+    with_plan_flags,
     write_text,
 )
 
@@ -212,8 +212,7 @@ def memory(
         plan = presets.quick_plan(
             model_name, gpu_name or "a100-80gb", kw.get("gpus"), gbs, overrides(kw)
         )
-        if kw.get("memory_reserve") is not None:
-            plan = with_reserve(plan, kw["memory_reserve"])
+        plan = with_plan_flags(plan, kw)
     else:
         raise click.UsageError(
             "give a PLAN file (or bundled plan name), or --model for a quick case"
