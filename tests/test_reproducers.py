@@ -741,3 +741,32 @@ def test_memory_quick_case_applies_the_framework():
         ],
     )
     assert r.exit_code == 0 and "megatron-core" not in r.output  # fmt: skip
+
+
+def test_a_field_given_under_both_its_names_is_named_once():
+    one_line_error(run("alias_and_name_both_given", "estimate", "both.yaml"),
+                   "'reshard_after_forward' and 'zero3_reshard_after_forward' name one field;"
+                   " give one of them")  # fmt: skip
+
+
+def test_dp_replicate_alone_is_named_in_the_layout_error():
+    """dp_replicate 4 without dp_shard on 32 GPUs was reported as dp(4), which the plan lacks."""
+    r = run("dp_replicate_error_names_dp", "estimate", "plan.yaml")
+    one_line_error(r, "parallel.dp_replicate: dp_replicate(4) x dp_shard(1) = 4 ranks, 32 GPUs",
+                   "set dp_shard 8")  # fmt: skip
+
+
+def test_a_framework_without_expert_parallelism_searches_ep_1():
+    """The search built ep 8 under fsdp (the rule masked cp and ep together where ep was still
+    1), then failed on its own pick: 'fsdp has no context or expert parallelism (cp(2), ep(8))',
+    knobs the bundled plan does not fix. Now ep > 1 is masked where ep is built: fsdp's best runs
+    ep 1, and fsdp1 (no CP either) says nothing fits, as a search does."""
+    case = "plan_message_names_unset_cp_ep"
+    r = run(case, "plan", "deepseek-v3-h100", "--framework", "fsdp", "--json")
+    assert r.exit_code == 0, r.output
+    assert {c["config"]["ep"] for c in json.loads(r.stdout)["results"]} == {1}
+    assert "the framework cannot run it ((ep, etp) pairs)" in " ".join(
+        run(case, "plan", "deepseek-v3-h100", "--framework", "fsdp").output.split()
+    )
+    one = run(case, "plan", "deepseek-v3-h100", "--framework", "fsdp1")
+    assert one.exit_code == 1 and "Error:" not in one.output and "nothing fits" in one.output
