@@ -770,3 +770,17 @@ def test_a_framework_without_expert_parallelism_searches_ep_1():
     )
     one = run(case, "plan", "deepseek-v3-h100", "--framework", "fsdp1")
     assert one.exit_code == 1 and "Error:" not in one.output and "nothing fits" in one.output
+
+
+def test_megatron_errors_name_the_arguments():
+    """The errors named perfmodel's plan fields (training.fp8_recipe, training.dtype mxfp8,
+    recompute_modules.0), not the launch file's arguments, and their fix in the plan's terms."""
+    case = "meg_errors_name_plan_fields"
+    one_line_error(run(case, "import", "megatron", "blockwise_b200.sh", "--gpu", "b200"),
+                   "--fp8-recipe blockwise on B200", "use --fp8-recipe mxfp8")  # fmt: skip
+    one_line_error(run(case, "import", "megatron", "mxfp8_h800.sh", "--gpu", "h800"),
+                   "--fp8-format e4m3 --fp8-recipe mxfp8: H800-SXM5-80GB has no mxfp8")  # fmt: skip
+    r = run(case, "import", "megatron", "modules_comma.sh", "--gpu", "h100-sxm")
+    one_line_error(r, "--recompute-modules core_attn,mlp: Megatron-LM takes them space-separated"
+                      " (--recompute-modules core_attn mlp)")  # fmt: skip
+    assert "training" not in r.output

@@ -237,8 +237,15 @@ def _launch_plan(imp: Imported, path: str, gpu: str) -> Plan:
 
 
 def plan_of(imp: Imported, path: str) -> Plan:
-    """The imported mapping as a Plan whose configuration runs: one clear error otherwise."""
-    plan = presets.plan_from_mapping(imp.plan, path)
+    """The imported mapping as a Plan whose configuration runs: one clear error otherwise, in the
+    file's own words where the reader recorded them (Imported.words)."""
+    try:
+        plan = presets.plan_from_mapping(imp.plan, path)
+    except PerfModelError as e:
+        text = str(e)
+        for said, own in sorted(imp.words.items(), key=lambda kv: -len(kv[0])):
+            text = text.replace(said, own)
+        raise PerfModelError(text) from None
     try:
         validate_config(plan, resolve_config(plan))
     except PerfModelError as e:

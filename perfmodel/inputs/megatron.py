@@ -286,7 +286,7 @@ def _special(args: dict, out: Imported) -> None:
         raise PerfModelError(
             "--q-lora-rank/--kv-lora-rank without --multi-latent-attention: add it or drop them"
         )
-    read_fp8(args, training, out.ignored)
+    read_fp8(args, training, out.ignored, out.words)
     backend = one_value(args, "--attention-backend") if "--attention-backend" in args else None
     if backend in ("unfused", "local"):
         training["flash_attention"] = False
@@ -345,7 +345,9 @@ def _layout(args: dict, model: dict, parallel: dict) -> None:
         parallel["decoder_last_pipeline_num_layers"] = last
 
 
-def read_fp8(args: dict, training: dict, ignored: list[str]) -> None:
+def read_fp8(
+    args: dict, training: dict, ignored: list[str], words: dict[str, str] | None = None
+) -> None:
     """--fp8-format (e4m3, hybrid) turns FP8 on, with --fp8-recipe's scaling; the recipe alone
     does nothing (Megatron-LM's TransformerConfig reads fp8_recipe only when fp8 is set). The
     NeMo reader passes its recipe's fields through here as these arguments."""
@@ -359,6 +361,15 @@ def read_fp8(args: dict, training: dict, ignored: list[str]) -> None:
         )
     training["dtype"] = "fp8"
     _fp8_recipe(args, training)
+    if words is not None:
+        # the plan's errors in the arguments' words (presets._format_runs_on)
+        fmt = f"--fp8-format {one_value(args, '--fp8-format')}"
+        recipe = one_value(args, "--fp8-recipe") if "--fp8-recipe" in args else None
+        words["training.dtype fp8"] = fmt
+        words["training.dtype mxfp8"] = f"{fmt} --fp8-recipe mxfp8"
+        if recipe:
+            words[f"training.fp8_recipe {recipe}"] = f"--fp8-recipe {recipe}"
+        words["use dtype mxfp8"] = "use --fp8-recipe mxfp8"
 
 
 def _fp8_recipe(args: dict, training: dict) -> None:
@@ -391,6 +402,19 @@ def read_offloading(args: dict, out: Imported) -> None:
         )
 
 
+# Megatron-Core's --recompute-modules choices (TransformerConfig.recompute_modules; arguments.py
+# nargs="*")
+RECOMPUTE_MODULES = (
+    "core_attn",
+    "moe_act",
+    "layernorm",
+    "mla_up_proj",
+    "mlp",
+    "moe",
+    "shared_experts",
+)
+
+
 def read_recompute(args: dict, out: Imported) -> None:
     parallel, training = out.plan["parallel"], out.plan["training"]
     if "--recompute-granularity" in args:
@@ -399,7 +423,16 @@ def read_recompute(args: dict, out: Imported) -> None:
             raise PerfModelError(f"--recompute-granularity {g}: Megatron accepts full or selective")
         parallel["recompute"] = g
     if "--recompute-modules" in args:
-        training["recompute_modules"] = args["--recompute-modules"]
+        modules = args["--recompute-modules"]
+        for m in modules:
+            if m not in RECOMPUTE_MODULES:
+                fix = (
+                    f"takes them space-separated (--recompute-modules {' '.join(m.split(','))})"
+                    if "," in m
+                    else f"takes {', '.join(RECOMPUTE_MODULES)}"
+                )
+                raise PerfModelError(f"--recompute-modules {' '.join(modules)}: Megatron-LM {fix}")
+        training["recompute_modules"] = modules
     method = one_value(args, "--recompute-method") if "--recompute-method" in args else None
     n = _int(args, "--recompute-num-layers") if "--recompute-num-layers" in args else None
     if method == "block" and n is not None:

@@ -149,6 +149,8 @@ class Imported:
     ignored: list[str] = field(default_factory=list)
     unrecognized: list[str] = field(default_factory=list)
     assumed: list[str] = field(default_factory=list)
+    # plan wording -> the file's own (an argument and its value), for the errors of the plan built
+    words: dict[str, str] = field(default_factory=dict)
 
 
 def megatron_defaults(name: str, gpu: str, training: dict | None = None) -> Imported:
