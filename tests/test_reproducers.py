@@ -784,3 +784,28 @@ def test_megatron_errors_name_the_arguments():
     one_line_error(r, "--recompute-modules core_attn,mlp: Megatron-LM takes them space-separated"
                       " (--recompute-modules core_attn mlp)")  # fmt: skip
     assert "training" not in r.output
+
+
+def test_compare_and_sweep_tables_fit_80_columns(monkeypatch):
+    """Three plans side by side were 85 columns wide, and a sweep over framework names 83: the
+    number columns never gave way. Now a number cell of several words wraps between them."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    outputs = [
+        run("compare_three_plans_width", "compare", "d.yaml", "dp.yaml", "f.yaml").stdout,
+        run("sweep_framework_width_83", "sweep", "llama3-8b-h100", "--vary",
+            "framework=fsdp,megatron-core,hai-llm").stdout,
+        run("sweep_framework_width_83", "sweep", "i1.yaml", "--vary",
+            "parallel.sharding_strategy=FULL_SHARD,SHARD_GRAD_OP").stdout,
+    ]  # fmt: skip
+    for out in outputs:
+        assert out.strip() and max(map(len, out.splitlines())) <= 80
+    # the wrapped cell keeps its number with its unit
+    assert "9.08 GB" in outputs[0] and "(-739.6 MB)" in outputs[0]
+
+
+def test_plain_table_wraps_a_number_column_only_when_the_text_cannot_give_way():
+    from perfmodel.output.console import fit_widths
+
+    rows = [["a", "9.08 GB (-739.6 MB)"], ["b", "1 GB"]]
+    assert fit_widths(["x", "y"], rows, [False, True], 80) == [1, 19]  # fits: untouched
+    assert fit_widths(["x", "y"], rows, [False, True], 20)[1] == len("(-739.6 MB)")
