@@ -808,4 +808,5 @@ def test_plain_table_wraps_a_number_column_only_when_the_text_cannot_give_way():
 
     rows = [["a", "9.08 GB (-739.6 MB)"], ["b", "1 GB"]]
     assert fit_widths(["x", "y"], rows, [False, True], 80) == [1, 19]  # fits: untouched
-    assert fit_widths(["x", "y"], rows, [False, True], 20)[1] == len("(-739.6 MB)")
+    assert fit_widths(["x", "y"], rows, [False, True], 20)[1] == 17  # as much as needed
+    assert fit_widths(["x", "y"], rows, [False, True], 12)[1] == len("(-739.6 MB)")
