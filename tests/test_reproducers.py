@@ -575,6 +575,19 @@ def test_nemo_keys_go_through_the_megatron_readers():
     assert "cpu_offloading_num_layers 4 without model.cpu_offloading" in keys["_stderr"]
 
 
+def test_nemo_cpu_offloading_true_is_read_not_refused(tmp_path):
+    """model.cpu_offloading: true was refused as "perfmodel cannot model", though the plan's
+    training.cpu_offloading_num_layers is Megatron-Core's offloading."""
+    text = (REPRO / "nemo_cost_keys_not_recognized" / "recipe.yaml").read_text()
+    text = text.replace("recompute_granularity: selective", "recompute_granularity: null")
+    text = text.replace("  recompute_modules: [mlp]\n", "  cpu_offloading: true\n")
+    (tmp_path / "r.yaml").write_text(text)
+    r = CliRunner().invoke(main, ["import", "nemo", str(tmp_path / "r.yaml"), "--gpu",
+                                  "h100-sxm", "--gpus", "8"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert __import__("yaml").safe_load(r.stdout)["training"]["cpu_offloading_num_layers"] == 4
+
+
 def test_megatron_fp8_recipe_without_format_is_accounted_for():
     r = run("meg_fp8_recipe_unaccounted", "import", "megatron", "run.sh", "--gpu", "h100-sxm")
     assert r.exit_code == 0
