@@ -26,6 +26,7 @@ from perfmodel.inputs.megatron_args import (
     SWITCHES,
     TRAINING_VALUES,
     Imported,
+    int_value,
     megatron_defaults,
     megatron_rules,
     one_value,
@@ -33,6 +34,7 @@ from perfmodel.inputs.megatron_args import (
 from perfmodel.inputs.megatron_layout import FLAG as LAYOUT
 from perfmodel.inputs.megatron_layout import first_last, read_layout
 from perfmodel.inputs.megatron_profiles import domain_of, framework_of, read_sharding
+from perfmodel.inputs.megatron_training import read_fp8, read_offloading, read_recompute
 from perfmodel.inputs.shell import Command, Reader
 
 LAUNCHERS = ("torchrun", "python", "python3", "deepspeed", "srun", "mpirun", "accelerate")
@@ -110,14 +112,6 @@ def _is_noise(w: str) -> bool:
     )
 
 
-def _int(args, flag) -> int:
-    v = one_value(args, flag)
-    try:
-        return int(v)
-    except ValueError:
-        raise PerfModelError(f"{flag} {v}: not a whole number") from None
-
-
 def _to_plan(args: dict, gpu: str, num_gpus: int | None, vocab_size: int | None) -> Imported:
     cannot = [f"{f} ({CANNOT[f]})" for f in args if f in CANNOT]
     if cannot:
@@ -140,14 +134,14 @@ def _to_plan(args: dict, gpu: str, num_gpus: int | None, vocab_size: int | None)
         if flag == "--moe-layer-freq":
             model["moe_layer_freq"] = _layer_freq(one_value(args, flag))
         elif flag in MODEL:
-            model[MODEL[flag]] = _int(args, flag)
+            model[MODEL[flag]] = int_value(args, flag)
         elif flag in PARALLEL:
             parallel[PARALLEL[flag]] = (
-                one_value(args, flag) if flag == "--cp-comm-type" else _int(args, flag)
+                one_value(args, flag) if flag == "--cp-comm-type" else int_value(args, flag)
             )
         elif flag in TRAINING_VALUES:
             training[TRAINING_VALUES[flag]] = (
-                _int(args, flag) if flag == "--global-batch-size" else one_value(args, flag)
+                int_value(args, flag) if flag == "--global-batch-size" else one_value(args, flag)
             )
         elif flag in SWITCHES:
             if args[flag]:
@@ -254,7 +248,7 @@ def _special(args: dict, out: Imported) -> None:
         )
     if "--num-query-groups" in args:
         if "--group-query-attention" in args:
-            model["num_query_groups"] = _int(args, "--num-query-groups")
+            model["num_query_groups"] = int_value(args, "--num-query-groups")
         else:
             out.ignored.append(
                 "--num-query-groups (Megatron reads it only with --group-query-attention)"
@@ -300,7 +294,7 @@ def _special(args: dict, out: Imported) -> None:
     read_offloading(args, out)
     read_sharding(args, parallel, out.ignored, out.assumed)
     if "--num-layers-per-virtual-pipeline-stage" in args:
-        per = _int(args, "--num-layers-per-virtual-pipeline-stage")
+        per = int_value(args, "--num-layers-per-virtual-pipeline-stage")
         if per < 1:
             raise PerfModelError(
                 f"--num-layers-per-virtual-pipeline-stage {per}: give at least 1 layer per chunk"
@@ -345,116 +339,14 @@ def _layout(args: dict, model: dict, parallel: dict) -> None:
         parallel["decoder_last_pipeline_num_layers"] = last
 
 
-def read_fp8(
-    args: dict, training: dict, ignored: list[str], words: dict[str, str] | None = None
-) -> None:
-    """--fp8-format (e4m3, hybrid) turns FP8 on, with --fp8-recipe's scaling; the recipe alone
-    does nothing (Megatron-LM's TransformerConfig reads fp8_recipe only when fp8 is set). The
-    NeMo reader passes its recipe's fields through here as these arguments."""
-    if "--fp8-format" not in args:
-        if "--fp8-recipe" in args:
-            ignored.append("--fp8-recipe (read only with --fp8-format; FP8 is off)")
-        return
-    if one_value(args, "--fp8-format") not in ("e4m3", "hybrid"):
-        raise PerfModelError(
-            f"--fp8-format {one_value(args, '--fp8-format')}: perfmodel models e4m3 and hybrid"
-        )
-    training["dtype"] = "fp8"
-    _fp8_recipe(args, training)
-    if words is not None:
-        # the plan's errors in the arguments' words (presets._format_runs_on)
-        fmt = f"--fp8-format {one_value(args, '--fp8-format')}"
-        recipe = one_value(args, "--fp8-recipe") if "--fp8-recipe" in args else None
-        words["training.dtype fp8"] = fmt
-        words["training.dtype mxfp8"] = f"{fmt} --fp8-recipe mxfp8"
-        if recipe:
-            words[f"training.fp8_recipe {recipe}"] = f"--fp8-recipe {recipe}"
-        words["use dtype mxfp8"] = "use --fp8-recipe mxfp8"
-
-
-def _fp8_recipe(args: dict, training: dict) -> None:
-    """Megatron-LM's --fp8-recipe (delayed, tensorwise, mxfp8, blockwise): MXFP8 is its own
-    format here; blockwise sets the recipe; the per-tensor ones cost alike."""
-    if "--fp8-recipe" not in args:
-        return
-    recipe = one_value(args, "--fp8-recipe")
-    if recipe == "mxfp8":
-        training["dtype"] = "mxfp8"
-    elif recipe in ("delayed", "tensorwise", "blockwise"):
-        training["fp8_recipe"] = recipe
-    else:
-        raise PerfModelError(
-            f"--fp8-recipe {recipe}: Megatron-LM takes delayed, tensorwise, mxfp8 or blockwise"
-        )
-
-
-def read_offloading(args: dict, out: Imported) -> None:
-    """Megatron-LM's activation offloading: --cpu-offloading turns it on for
-    --cpu-offloading-num-layers layers (default 0); the count alone does nothing
-    (megatron/training/arguments.py, TransformerConfig.cpu_offloading)."""
-    n = _int(args, "--cpu-offloading-num-layers") if "--cpu-offloading-num-layers" in args else 0
-    if "--cpu-offloading" in args:
-        out.plan["training"]["cpu_offloading_num_layers"] = n
-    elif n:
-        out.assumed.append(
-            f"--cpu-offloading-num-layers {n} without --cpu-offloading: Megatron-LM offloads"
-            " nothing, nor does the plan"
-        )
-
-
-# Megatron-Core's --recompute-modules choices (TransformerConfig.recompute_modules; arguments.py
-# nargs="*")
-RECOMPUTE_MODULES = (
-    "core_attn",
-    "moe_act",
-    "layernorm",
-    "mla_up_proj",
-    "mlp",
-    "moe",
-    "shared_experts",
-)
-
-
-def read_recompute(args: dict, out: Imported) -> None:
-    parallel, training = out.plan["parallel"], out.plan["training"]
-    if "--recompute-granularity" in args:
-        g = one_value(args, "--recompute-granularity")
-        if g not in ("full", "selective"):
-            raise PerfModelError(f"--recompute-granularity {g}: Megatron accepts full or selective")
-        parallel["recompute"] = g
-    if "--recompute-modules" in args:
-        modules = args["--recompute-modules"]
-        for m in modules:
-            if m not in RECOMPUTE_MODULES:
-                fix = (
-                    f"takes them space-separated (--recompute-modules {' '.join(m.split(','))})"
-                    if "," in m
-                    else f"takes {', '.join(RECOMPUTE_MODULES)}"
-                )
-                raise PerfModelError(f"--recompute-modules {' '.join(modules)}: Megatron-LM {fix}")
-        training["recompute_modules"] = modules
-    method = one_value(args, "--recompute-method") if "--recompute-method" in args else None
-    n = _int(args, "--recompute-num-layers") if "--recompute-num-layers" in args else None
-    if method == "block" and n is not None:
-        raise PerfModelError(
-            "--recompute-method block with --recompute-num-layers: recomputing only some layers "
-            "of each stage is not modelled; use --recompute-method uniform"
-        )
-    if method == "uniform" and n not in (None, 1):
-        raise PerfModelError(
-            f"--recompute-num-layers {n} with uniform: perfmodel models recomputing each layer "
-            "(--recompute-num-layers 1)"
-        )
-
-
 def _system_and_vocab(
     args: dict, out: Imported, num_gpus: int | None, vocab_size: int | None
 ) -> None:
     system, model = out.plan["system"], out.plan["model"]
     per_node = next(
-        (_int(args, f) for f in ("--nproc_per_node", "--nproc-per-node") if f in args), None
+        (int_value(args, f) for f in ("--nproc_per_node", "--nproc-per-node") if f in args), None
     )
-    nodes = _int(args, "--nnodes") if "--nnodes" in args else None
+    nodes = int_value(args, "--nnodes") if "--nnodes" in args else None
     if per_node:
         system["gpus_per_node"] = per_node
     if num_gpus:

@@ -206,3 +206,12 @@ def one_value(args: dict, flag: str) -> str:
     if len(v) != 1:
         raise PerfModelError(f"{flag} takes one value, got {len(v)} ({' '.join(v) or 'none'})")
     return v[0]
+
+
+def int_value(args: dict, flag: str) -> int:
+    """A flag's one value as a whole number, or one error naming the flag."""
+    v = one_value(args, flag)
+    try:
+        return int(v)
+    except ValueError:
+        raise PerfModelError(f"{flag} {v}: not a whole number") from None

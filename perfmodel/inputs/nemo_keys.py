@@ -5,6 +5,10 @@ dataclass configs)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from perfmodel.errors import PerfModelError
+
 MODEL_KEYS = {  # recipe key -> Model field
     "num_layers": "num_layers",
     "hidden_size": "hidden_size",
@@ -301,3 +305,52 @@ FIRST_LAST_BF16 = {
 }
 # the precision fields of a mixed_precision mapping (Bridge's MixedPrecisionConfig)
 PRECISION_FIELDS = ("bf16", "fp16", "fp8", "fp8_recipe", "fp4", "fp8_param_gather")
+
+
+TRUE_WORDS = {"true", "yes", "on", "y", "1"}
+FALSE_WORDS = {"false", "no", "off", "n", "0"}
+
+
+def typed(key: str, value: Any, where: str) -> Any:
+    """A recipe value as OmegaConf's typed nodes read it (BooleanNode, IntegerNode, FloatNode):
+    "false", "Off" or 0 is false, "0.0" is 0.0; '???' is OmegaConf's mandatory value, left unset,
+    which NeMo would stop on when it reads it."""
+    if isinstance(value, str) and value.strip() == "???":
+        raise PerfModelError(
+            f"{where}.{key}: ??? is OmegaConf's mandatory value, left unset (NeMo stops on it):"
+            " give the value"
+        )
+    if value is None:
+        return None
+    if key in BOOL_KEYS:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) or (
+            isinstance(value, str) and value.strip().lower() in TRUE_WORDS | FALSE_WORDS
+        ):
+            return (
+                str(value).strip().lower() in TRUE_WORDS if isinstance(value, str) else value != 0
+            )
+        raise PerfModelError(f"{where}.{key}: {value!r} is not true or false")
+    if key in INT_KEYS and not isinstance(value, bool):
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+        if not isinstance(value, int):
+            raise PerfModelError(f"{where}.{key}: {value!r} is not a whole number")
+    if key in FLOAT_KEYS and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):
+            raise PerfModelError(f"{where}.{key}: {str(value)[:40]!r} is not a number") from None
+        if number != number or abs(number) == float("inf"):
+            raise PerfModelError(f"{where}.{key}: {value!r} is not a finite number")
+        return number
+    if key in CHOICES and value not in CHOICES[key]:
+        raise PerfModelError(f"{where}.{key}: {value!r}; NeMo accepts {', '.join(CHOICES[key])}")
+    return value
+
+
+def section(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """A recipe's sub-mapping, or an empty one where the recipe has none (or not a mapping)."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
