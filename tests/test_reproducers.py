@@ -488,7 +488,8 @@ def test_emit_carries_the_nvlink_domain_and_import_assumes_the_rack(tmp_path):
         predicted = float(re.search(r"predicted ([\d.]+) s per step",
                                     (REPRO / case / script).read_text()).group(1))  # fmt: skip
         r = run(case, "estimate", script, "--gpu", "gb200", "--vocab-size", vocab, "--json")
-        assert "an NVLink domain of 72 GPUs" in r.stderr
+        assert "an NVLink domain of 72 GPUs" in " ".join(r.stderr.split())
+        assert max(map(len, r.stderr.splitlines())) <= 80
         assert json.loads(r.stdout)["step_time_s"] == pytest.approx(predicted, rel=5e-3)
     marked = (REPRO / case / "args.sh").read_text() + "\n# perfmodel: nvlink_domain 64\n"
     (tmp_path / "m.sh").write_text(marked)
@@ -528,7 +529,9 @@ def test_nemo_bridge_mixed_precision_recipes_read_by_name(tmp_path):
     assert seen["bf16_with_nvfp4_mixed"]["dtype"] == "nvfp4"
     assert seen["bf16_with_fp8_subchannel_scaling_mixed"]["fp8_recipe"] == "blockwise"
     one_line_error(run(case, "import", "nemo", "bf16_with_fp8_subchannel_scaling_mixed.yaml",
-                       "--gpu", "b200", "--gpus", "8"), "blockwise")  # fmt: skip
+                       "--gpu", "b200", "--gpus", "8"),
+                   "mixed_precision bf16_with_fp8_subchannel_scaling_mixed (fp8_recipe blockwise)",
+                   "use mixed_precision bf16_with_mxfp8_mixed")  # fmt: skip
     text = (REPRO / case / "bf16_with_mxfp8_mixed.yaml").read_text()
     (tmp_path / "r.yaml").write_text(text.replace("bf16_with_mxfp8_mixed", "bf16_with_fp9"))
     r = CliRunner().invoke(main, ["import", "nemo", str(tmp_path / "r.yaml"), "--gpu", "b200"])

@@ -214,8 +214,14 @@ def load_plan(source: str, kw: dict[str, Any], refuse_unused: bool = True) -> Pl
         refuse_unused=refuse_unused,
         parallel=overrides(kw),
     )
+    import textwrap
+
     for note in loaded.notes:
-        click.echo(f"{source}: {note}", err=True)
+        # within 80 columns, continued under a hanging indent, as every other output
+        for ln in textwrap.wrap(
+            f"{source}: {note}", 80, subsequent_indent="  ", break_on_hyphens=False
+        ):
+            click.echo(ln, err=True)
     return with_plan_flags(loaded.plan, kw)
 
 

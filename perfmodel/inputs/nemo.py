@@ -228,6 +228,16 @@ def _precision_and_optimizer(data: dict, get, out: Imported) -> None:
         training["dtype"] = "nvfp4"
     if fields.get("fp8_param_gather") and training["dtype"] in ("fp8", "mxfp8"):
         training["fp8_param_gather"] = True
+    # the plan's precision errors in the recipe's words (load.plan_of)
+    said = (
+        f"mixed_precision {fields['name']}"
+        if fields["where"] == "mixed_precision" and fields["name"] != "mixed_precision"
+        else fields["where"]
+    )
+    recipe, dtype = fields.get("fp8_recipe"), training["dtype"]
+    out.words[f"training.fp8_recipe {recipe}"] = f"{said} (fp8_recipe {recipe})"
+    out.words[f"training.dtype {dtype}"] = f"{said} ({dtype})"
+    out.words["use dtype mxfp8"] = "use mixed_precision bf16_with_mxfp8_mixed"
     _optimizer(data, out)
     optim = get("optim")
     name = optim.get("name") if isinstance(optim, dict) else None
