@@ -4,6 +4,7 @@ README.txt): inputs perfmodel mishandled, each now a faithful reading or one cle
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -278,6 +279,13 @@ def test_nemo_userbuffers_off_keeps_the_async_tp_overlap(tmp_path):
     assert times[0] == pytest.approx(times[1], rel=1e-9)
 
 
+def comment_text(emitted: str) -> str:
+    """The comment lines of an emitted launch text as one line (they wrap at 80 columns)."""
+    return " ".join(
+        " ".join(ln.lstrip("#").split()) for ln in emitted.splitlines() if ln.startswith("#")
+    )
+
+
 def emitted_and_read_back(tmp_path, case: str, plan_file: str, gpu: str) -> tuple[dict, dict]:
     """The reproducer's plan searched (its best as JSON) and its `--emit megatron` text imported
     and estimated (tests/helpers.py emit_round_trip), with the emitted text and the imported plan
@@ -325,7 +333,9 @@ def test_emit_carries_the_framework_profile(tmp_path):
         tmp_path, "emit_framework_profile_lost", "plan.yaml", "a100-80gb"
     )
     assert "# perfmodel: framework megatron-2021" in back["_emitted"]
-    assert "today's Megatron-LM runs these arguments as megatron-core" in back["_emitted"]
+    assert "today's Megatron-LM runs these arguments as megatron-core" in comment_text(
+        back["_emitted"]
+    )
     assert back["_back"]["training"]["framework"] == "megatron-2021"
     assert back["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
 
@@ -438,3 +448,381 @@ def test_sweep_values_are_bounded_and_reported():
     )
     sw.sweep(plan, path, vals[:3], progress=lambda done, total: calls.append((done, total)))
     assert calls == [(0, 3), (1, 3), (2, 3)]
+
+
+# issue 33: the reproducers of the new user's fuzzing
+
+
+def test_dp_shard_must_divide_the_resolved_dp():
+    """dp_shard was checked against dp only when dp was given: dp_shard 3 (or 1000, or 64) of the
+    dp 32 resolved from num_gpus ran, 1000 with less memory than the full shard."""
+    case = "hsdp_dp_shard_not_dividing_dp"
+    one_line_error(run(case, "estimate", "f.yaml", "--dp-shard", "1000", "--json"),
+                   "parallel.dp_shard: dp_shard(1000) does not divide dp(32)")  # fmt: skip
+    one_line_error(run(case, "memory", "sh3.yaml"), "dp_shard(3) does not divide dp(32)")
+    for args in (["sh3.yaml"], ["f.yaml", "--dp-shard", "64"]):
+        r = run(case, "check", *args)
+        assert r.exit_code == 1 and "PM102" in r.output and "does not divide dp(32)" in r.output
+    assert run(case, "estimate", "f.yaml", "--dp-shard", "8").exit_code == 0
+
+
+def test_emit_carries_the_nvlink_domain_and_import_assumes_the_rack(tmp_path):
+    """GB200 plans (nvlink_domain 72) emitted and read back as one 4-GPU tray per NVLink domain:
+    2.62 s emitted, 8.05 s read back. The emitted text carries the domain in a comment that
+    `import megatron` reads; without it, import assumes the NVL72 rack and says so."""
+    case = "emit_gb200_nvlink_domain_lost"
+    emitted = json.loads(run(case, "plan", "deepseek-v3-gb200", "--emit", "megatron",
+                             "--json").stdout)  # fmt: skip
+    assert emitted["nvlink_domain"] == 72
+    text = run(case, "plan", "deepseek-v3-gb200", "--emit", "megatron").stdout
+    assert "# perfmodel: nvlink_domain 72" in text
+    (tmp_path / "args.sh").write_text("torchrun --nproc_per_node 4 --nnodes 576 x.py \\\n" + text)
+    back = CliRunner().invoke(main, ["estimate", str(tmp_path / "args.sh"), "--gpu", "gb200",
+                                     "--vocab-size", "129280", "--json"])  # fmt: skip
+    assert back.exit_code == 0, back.output
+    assert json.loads(back.stdout)["step_time_s"] == pytest.approx(emitted["step_time_s"], 1e-9)
+    # the reproducer's files were emitted before the marker: the assumed rack gives them back
+    for script, vocab in (("args.sh", "129280"), ("llama405b_deepspeed.sh", "128256"),
+                          ("llama405b_megatron-2021.sh", "128256"),
+                          ("llama405b_megatron-core.sh", "128256")):  # fmt: skip
+        predicted = float(re.search(r"predicted ([\d.]+) s per step",
+                                    (REPRO / case / script).read_text()).group(1))  # fmt: skip
+        r = run(case, "estimate", script, "--gpu", "gb200", "--vocab-size", vocab, "--json")
+        assert "an NVLink domain of 72 GPUs" in " ".join(r.stderr.split())
+        assert max(map(len, r.stderr.splitlines())) <= 80
+        assert json.loads(r.stdout)["step_time_s"] == pytest.approx(predicted, rel=5e-3)
+    marked = (REPRO / case / "args.sh").read_text() + "\n# perfmodel: nvlink_domain 64\n"
+    (tmp_path / "m.sh").write_text(marked)
+    r = CliRunner().invoke(main, ["import", "megatron", str(tmp_path / "m.sh"), "--gpu", "gb200",
+                                  "--vocab-size", "129280"])  # fmt: skip
+    assert "nvlink_domain: 64" in r.stdout and "an NVLink domain of 72" not in r.output
+
+
+def test_reshard_after_forward_false_holds_every_layers_weights():
+    """fully_shard(reshard_after_forward=False) keeps each layer's gathered 16-bit weights from its
+    forward to its backward: the step lost its second all-gather but the memory stayed 64.04 GB.
+    At the forward's end all 32 layers' weights are unsharded, where FULL_SHARD holds two layers'
+    (the one computing and the one prefetched): 2 B x P x (1 - 2/32) more."""
+    case = "fsdp_reshard_after_forward_memory"
+    off, on = (json.loads(run(case, "estimate", f, "--json").stdout)
+               for f in ("raf_false.yaml", "raf_true.yaml"))  # fmt: skip
+    assert off["step_time_s"] < on["step_time_s"]
+    p = on["memory"]["params_per_gpu"]  # Llama-3 8B unsharded
+    grown = off["memory"]["total_bytes"] - on["memory"]["total_bytes"]
+    assert grown == pytest.approx(2 * p * (1 - 2 / 32), rel=0.02)
+
+
+def test_nemo_bridge_mixed_precision_recipes_read_by_name(tmp_path):
+    """Recipe names were read by substring: bf16_with_mxfp8_mixed as fp8, bf16_with_nvfp4_mixed
+    as bf16, the subchannel (blockwise) recipe's scaling lost. Megatron-Bridge's
+    mixed_precision.py: mxfp8 is fp8 e4m3 with fp8_recipe mxfp8, nvfp4 fp4 e2m1, subchannel
+    fp8_recipe blockwise (a Hopper recipe: refused on B200)."""
+    case = "nemo_bridge_mixed_precision_recipes"
+    seen = {}
+    for name, gpu in (("bf16_with_mxfp8_mixed", "b200"), ("bf16_with_nvfp4_mixed", "b200"),
+                      ("bf16_with_fp8_subchannel_scaling_mixed", "h100-sxm")):  # fmt: skip
+        r = run(case, "import", "nemo", f"{name}.yaml", "--gpu", gpu, "--gpus", "8")
+        assert r.exit_code == 0, r.output
+        seen[name] = __import__("yaml").safe_load(r.stdout)["training"]
+    assert seen["bf16_with_mxfp8_mixed"]["dtype"] == "mxfp8"
+    assert seen["bf16_with_mxfp8_mixed"]["fp8_param_gather"] is True
+    assert seen["bf16_with_nvfp4_mixed"]["dtype"] == "nvfp4"
+    assert seen["bf16_with_fp8_subchannel_scaling_mixed"]["fp8_recipe"] == "blockwise"
+    one_line_error(run(case, "import", "nemo", "bf16_with_fp8_subchannel_scaling_mixed.yaml",
+                       "--gpu", "b200", "--gpus", "8"),
+                   "mixed_precision bf16_with_fp8_subchannel_scaling_mixed (fp8_recipe blockwise)",
+                   "use mixed_precision bf16_with_mxfp8_mixed")  # fmt: skip
+    text = (REPRO / case / "bf16_with_mxfp8_mixed.yaml").read_text()
+    (tmp_path / "r.yaml").write_text(text.replace("bf16_with_mxfp8_mixed", "bf16_with_fp9"))
+    r = CliRunner().invoke(main, ["import", "nemo", str(tmp_path / "r.yaml"), "--gpu", "b200"])
+    one_line_error(r, "mixed_precision: 'bf16_with_fp9' is not a Megatron-Bridge recipe")
+
+
+def test_nemo_fp8_is_a_format_string(tmp_path):
+    """model.fp8: hybrid was refused as "not true or false": Megatron-Core's fp8 is a format
+    (e4m3, hybrid). Under mixed_precision bf16_mixed, which Megatron-Bridge applies over the model
+    config (fp8 None), it is off and said so; without it, it is FP8 with its recipe."""
+    case = "nemo_fp8_hybrid_string_refused"
+    under = nemo(case, "--gpus", "8")
+    assert under["training"]["dtype"] == "bf16"
+    assert "model.fp8 hybrid is off under mixed_precision bf16_mixed" in under["_stderr"]
+    text = (REPRO / case / "recipe.yaml").read_text().replace("mixed_precision: bf16_mixed", "")
+    for fmt in ("hybrid", "e4m3"):
+        (tmp_path / "r.yaml").write_text(text.replace("fp8: hybrid", f"fp8: {fmt}"))
+        r = CliRunner().invoke(main, ["import", "nemo", str(tmp_path / "r.yaml"), "--gpu",
+                                      "h100-sxm", "--gpus", "8"])  # fmt: skip
+        training = __import__("yaml").safe_load(r.stdout)["training"]
+        assert training["dtype"] == "fp8" and training["fp8_recipe"] == "tensorwise"
+    (tmp_path / "r.yaml").write_text(text.replace("fp8: hybrid", "fp8: e5m2"))
+    r = CliRunner().invoke(main, ["import", "nemo", str(tmp_path / "r.yaml"), "--gpu",
+                                  "h100-sxm", "--gpus", "8"])  # fmt: skip
+    one_line_error(r, "model.fp8: 'e5m2'; Megatron-Core takes e4m3 or hybrid")
+
+
+def test_nemo_keys_go_through_the_megatron_readers():
+    """Bridge's precision-aware optimizer (optimizer.exp_avg_dtype bf16), recompute_modules,
+    offloading, router groups and Megatron-FSDP were dropped or "not recognized"; they are read
+    as `import megatron` reads the same arguments, in the recipe's words."""
+    aware = nemo("nemo_bridge_precision_aware_optimizer_dropped", "--gpus", "8")["training"]
+    assert aware["exp_avg_dtype"] == "bf16" == aware["exp_avg_sq_dtype"]
+    case = "nemo_bridge_precision_aware_optimizer_dropped"
+    states = [json.loads(run(case, "estimate", f, "--gpu", "h100-sxm", "--gpus", "8",
+                             "--json").stdout)["memory"]["optimizer_bytes"]
+              for f in ("base.yaml", "recipe.yaml")]  # fmt: skip
+    assert states[1] == pytest.approx(states[0] * 8 / 12)  # 4 + 2 + 2 B, not 4 + 4 + 4
+    keys = nemo("nemo_cost_keys_not_recognized", "--gpus", "8")
+    assert keys["training"]["recompute_modules"] == ["mlp"]
+    assert keys["model"]["moe_router_num_groups"] == 4 == 2 * keys["model"]["moe_router_group_topk"]
+    assert keys["parallel"]["zero_stage"] == 3
+    assert "not recognized" not in keys["_stderr"]
+    assert "cpu_offloading_num_layers 4 without model.cpu_offloading" in keys["_stderr"]
+
+
+def test_nemo_cpu_offloading_true_is_read_not_refused(tmp_path):
+    """model.cpu_offloading: true was refused as "perfmodel cannot model", though the plan's
+    training.cpu_offloading_num_layers is Megatron-Core's offloading."""
+    text = (REPRO / "nemo_cost_keys_not_recognized" / "recipe.yaml").read_text()
+    text = text.replace("recompute_granularity: selective", "recompute_granularity: null")
+    text = text.replace("  recompute_modules: [mlp]\n", "  cpu_offloading: true\n")
+    (tmp_path / "r.yaml").write_text(text)
+    r = CliRunner().invoke(main, ["import", "nemo", str(tmp_path / "r.yaml"), "--gpu",
+                                  "h100-sxm", "--gpus", "8"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert __import__("yaml").safe_load(r.stdout)["training"]["cpu_offloading_num_layers"] == 4
+
+
+def test_megatron_fp8_recipe_without_format_is_accounted_for():
+    r = run("meg_fp8_recipe_unaccounted", "import", "megatron", "run.sh", "--gpu", "h100-sxm")
+    assert r.exit_code == 0
+    assert "--fp8-recipe (read only with --fp8-format; FP8 is off)" in " ".join(r.stderr.split())
+
+
+def test_group_limited_routing_must_reach_topk_experts():
+    """256 groups of 1 expert, 1 group a token may reach, top-8: accepted and predicted faster
+    than the real 8/4 routing. Megatron-Core's group_limited_topk cannot pick 8 of 1."""
+    case = "moe_group_topk_unreachable"
+    for cmd in ("estimate", "check"):
+        one_line_error(run(case, cmd, "plan.yaml"),
+                       "moe_router_topk(8) exceeds the 1 experts a token can reach")  # fmt: skip
+    # through a config.json, in its own keys
+    one_line_error(run(case, "estimate", "config_g64.yaml", "--json"),
+                   "num_experts_per_tok(6) exceeds", "topk_group(1)", "n_group(64)")  # fmt: skip
+    assert run(case, "estimate", "dsv3.yaml", "--json").exit_code == 0  # 8 groups, 4 reached
+
+
+def test_recompute_modules_conflicts_and_absent_modules_are_refused():
+    case = "recompute_modules_conflict"
+    one_line_error(run(case, "estimate", "both.yaml", "--json"),
+                   "op_sac and layer_sac are one torchtitan choice")  # fmt: skip
+    one_line_error(run(case, "check", "dense_mla.yaml"),
+                   "mla_up_proj, moe_act not in Llama-3 8B (no MLA, no MoE)")  # fmt: skip
+    assert run(case, "estimate", "op.yaml", "--json").exit_code == 0
+
+
+def test_activation_offloading_only_under_a_framework_that_runs_it():
+    """cpu_offloading_num_layers is Megatron-Core's --cpu-offloading-num-layers: taken without a
+    word under fsdp (64.04 -> 59.11 GB) and deepspeed (136.1 -> 123.2 GB)."""
+    case = "offloading_framework_unchecked"
+    one_line_error(run(case, "check", "off_fsdp.yaml"), "fsdp has no activation offloading")
+    one_line_error(run(case, "estimate", "off_deepspeed.yaml", "--json"),
+                   "deepspeed has no activation offloading")  # fmt: skip
+    assert run(case, "estimate", "off.yaml", "--json").exit_code == 0  # megatron-core
+
+
+def test_emit_writes_cpu_offloading(tmp_path):
+    """training.cpu_offloading_num_layers 8 was not emitted: the arguments ran, and read back,
+    without offloading (136.1 GB against the plan's 123.2 GB)."""
+    best, back = emitted_and_read_back(tmp_path, "emit_drops_cpu_offloading", "plan.yaml", "gb200")
+    assert "--cpu-offloading \\\n--cpu-offloading-num-layers 8" in back["_emitted"]
+    assert back["_back"]["training"]["cpu_offloading_num_layers"] == 8
+    assert back["memory"]["total_bytes"] == pytest.approx(best["memory"]["total_bytes"], 1e-9)
+    assert back["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
+
+
+def test_emit_says_the_hsdp_split_is_not_in_the_arguments():
+    """fsdp1's best is HSDP (dp 512, dp_shard 256); Megatron-LM's arguments shard over all 512,
+    and the comments said nothing of it."""
+    r = run("emit_hsdp_dp_shard_dropped", "plan", "gpt3-175b", "--framework", "fsdp1",
+            "--emit", "megatron")  # fmt: skip
+    comments = comment_text(r.stdout)
+    assert "not in these arguments: the HSDP split (dp_shard 256, 2 replicas of dp 512)" in (
+        comments
+    )
+
+
+def test_emit_comments_within_80_columns():
+    out = run("emit_comment_lines_124", "plan", "f.yaml", "--emit", "megatron").stdout
+    comments = [ln for ln in out.splitlines() if ln.startswith("#")]
+    assert len(comments) >= 4 and max(map(len, comments)) <= 80
+    assert "# perfmodel: framework fsdp" in comments  # the marker stays one line
+
+
+def test_emit_with_nothing_to_emit_writes_nothing_to_stdout():
+    r = run("emit_nothing_fits_on_stdout", "plan", "gpt3-175b-3d", "--emit", "megatron")
+    assert r.exit_code == 1 and r.stdout == "" and "nothing fits" in r.stderr
+
+
+def test_memory_reserve_at_or_above_the_hbm_is_refused(tmp_path):
+    """--memory-reserve 80GiB on an 85.5 GB GPU printed usable -378.5 MB."""
+    for cmd in ("memory", "estimate"):
+        r = run("memory_reserve_beyond_hbm", cmd, "f.yaml", "--memory-reserve", "80GiB")
+        assert r.exit_code == 2 and "Traceback" not in r.output
+        assert "--memory-reserve: 85.9 GB is not below the 85.5 GB of HBM" in r.output
+    text = (REPRO / "memory_reserve_beyond_hbm" / "f.yaml").read_text()
+    (tmp_path / "f.yaml").write_text(text.replace("gpus_per_node: 8", "gpus_per_node: 8,"
+                                                  " memory_reserve: 90 GB"))  # fmt: skip
+    r = CliRunner().invoke(main, ["estimate", str(tmp_path / "f.yaml")])
+    one_line_error(r, "memory_reserve: 90.0 GB is not below the 85.5 GB of HBM")
+
+
+def test_does_not_fit_names_the_usable_line_and_the_reserve():
+    """'DOES NOT FIT: 64.0 GB needed per GPU, 85.5 GB of HBM' (64 < 85.5): the limit that failed
+    is the HBM less the reserve; check gave a negative excess over the whole HBM."""
+    r = run("does_not_fit_message_ignores_reserve", "estimate", "f.yaml", "--memory-reserve",
+            "50 %")  # fmt: skip
+    first = " ".join(r.stdout.split("\n\n")[0].split())
+    assert first.startswith("DOES NOT FIT: 64.0 GB needed, 42.8 GB usable (85.5 GB HBM less a"
+                            " 42.8 GB reserve; --memory-reserve)")  # fmt: skip
+    c = " ".join(run("reserve_negative_over_bundled_plan", "check", "gpt3-175b-3d").output.split())
+    assert "808.6 MB over the 81.6 GB usable (85.9 GB HBM less a 4.29 GB reserve" in c
+    p = " ".join(run("reserve_negative_over_bundled_plan", "plan", "gpt3-175b-3d").output.split())
+    assert "nothing fits in the 81.6 GB usable (85.9 GB HBM less the reserve" in p
+
+
+def test_compare_json_carries_the_training_run():
+    """--tokens was silently ignored under compare --json: no days, GPU-hours or cost."""
+    case = "compare_json_drops_training_run"
+    with_tokens = json.loads(run(case, "compare", "fp.yaml", "fp.yaml", "--tokens", "1T",
+                                 "--json").stdout)  # fmt: skip
+    text = " ".join(run(case, "compare", "fp.yaml", "fp.yaml", "--tokens", "1T").stdout.split())
+    for plan in with_tokens["plans"]:
+        r = plan["training_run"]
+        assert r["tokens"] == 1e12 and r["days"] > 0 and r["cost_usd"] > 0
+        assert f"{r['gpu_hours']:,.0f}" in text
+    assert with_tokens["plans"][1]["delta_vs_first"]["training_run"]["days"] == 0
+    plain = json.loads(run(case, "compare", "fp.yaml", "fp.yaml", "--json").stdout)
+    assert plain["plans"][0]["training_run"] is None
+
+
+def test_sweep_marks_a_row_that_does_not_fit():
+    r = run("sweep_fixed_not_fit_unmarked", "sweep", "f.yaml", "--vary",
+            "gpu=h100-sxm,a100-40gb", "--fixed")  # fmt: skip
+    rows = {ln.split()[0]: ln for ln in r.stdout.splitlines() if ln[:4] in ("h100", "a100")}
+    assert "64 GB NO" in rows["a100-40gb"] and " NO " not in rows["h100-sxm"]
+    assert "system.gpu=a100-40gb: DOES NOT FIT (memory NO): 64.0 GB needed, 40.8 GB usable" in (
+        " ".join(r.stdout.split())
+    )
+
+
+def test_memory_quick_case_applies_the_framework():
+    """--framework was ignored without a plan file (61.49 GB under every profile), and fsdp's
+    --dp-shard refused as "not ZeRO-3 under megatron-core"."""
+    totals = {}
+    for fw in ("fsdp", "deepspeed", "megatron-core"):
+        r = CliRunner().invoke(
+            main,
+            [
+                "memory",
+                "--model",
+                "llama3-8b",
+                "--gpu",
+                "h100-sxm",
+                "--gpus",
+                "8",
+                "--zero",
+                "3",
+                "--framework",
+                fw,
+                "--json",
+            ],
+        )
+        totals[fw] = json.loads(r.stdout)["total_bytes"]  # fmt: skip
+    assert len(set(totals.values())) == 3
+    r = CliRunner().invoke(
+        main,
+        [
+            "memory",
+            "--model",
+            "llama3-8b",
+            "--gpu",
+            "h100-sxm",
+            "--gpus",
+            "8",
+            "--zero",
+            "3",
+            "--framework",
+            "fsdp",
+            "--dp-shard",
+            "4",
+        ],
+    )
+    assert r.exit_code == 0 and "megatron-core" not in r.output  # fmt: skip
+
+
+def test_a_field_given_under_both_its_names_is_named_once():
+    one_line_error(run("alias_and_name_both_given", "estimate", "both.yaml"),
+                   "'reshard_after_forward' and 'zero3_reshard_after_forward' name one field;"
+                   " give one of them")  # fmt: skip
+
+
+def test_dp_replicate_alone_is_named_in_the_layout_error():
+    """dp_replicate 4 without dp_shard on 32 GPUs was reported as dp(4), which the plan lacks."""
+    r = run("dp_replicate_error_names_dp", "estimate", "plan.yaml")
+    one_line_error(r, "parallel.dp_replicate: dp_replicate(4) x dp_shard(1) = 4 ranks, 32 GPUs",
+                   "set dp_shard 8")  # fmt: skip
+
+
+def test_a_framework_without_expert_parallelism_searches_ep_1():
+    """The search built ep 8 under fsdp (the rule masked cp and ep together where ep was still
+    1), then failed on its own pick: 'fsdp has no context or expert parallelism (cp(2), ep(8))',
+    knobs the bundled plan does not fix. Now ep > 1 is masked where ep is built: fsdp's best runs
+    ep 1, and fsdp1 (no CP either) says nothing fits, as a search does."""
+    case = "plan_message_names_unset_cp_ep"
+    r = run(case, "plan", "deepseek-v3-h100", "--framework", "fsdp", "--json")
+    assert r.exit_code == 0, r.output
+    assert {c["config"]["ep"] for c in json.loads(r.stdout)["results"]} == {1}
+    assert "the framework cannot run it ((ep, etp) pairs)" in " ".join(
+        run(case, "plan", "deepseek-v3-h100", "--framework", "fsdp").output.split()
+    )
+    one = run(case, "plan", "deepseek-v3-h100", "--framework", "fsdp1")
+    assert one.exit_code == 1 and "Error:" not in one.output and "nothing fits" in one.output
+
+
+def test_megatron_errors_name_the_arguments():
+    """The errors named perfmodel's plan fields (training.fp8_recipe, training.dtype mxfp8,
+    recompute_modules.0), not the launch file's arguments, and their fix in the plan's terms."""
+    case = "meg_errors_name_plan_fields"
+    one_line_error(run(case, "import", "megatron", "blockwise_b200.sh", "--gpu", "b200"),
+                   "--fp8-recipe blockwise on B200", "use --fp8-recipe mxfp8")  # fmt: skip
+    one_line_error(run(case, "import", "megatron", "mxfp8_h800.sh", "--gpu", "h800"),
+                   "--fp8-format e4m3 --fp8-recipe mxfp8: H800-SXM5-80GB has no mxfp8")  # fmt: skip
+    r = run(case, "import", "megatron", "modules_comma.sh", "--gpu", "h100-sxm")
+    one_line_error(r, "--recompute-modules core_attn,mlp: Megatron-LM takes them space-separated"
+                      " (--recompute-modules core_attn mlp)")  # fmt: skip
+    assert "training" not in r.output
+
+
+def test_compare_and_sweep_tables_fit_80_columns(monkeypatch):
+    """Three plans side by side were 85 columns wide, and a sweep over framework names 83: the
+    number columns never gave way. Now a number cell of several words wraps between them."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    outputs = [
+        run("compare_three_plans_width", "compare", "d.yaml", "dp.yaml", "f.yaml").stdout,
+        run("sweep_framework_width_83", "sweep", "llama3-8b-h100", "--vary",
+            "framework=fsdp,megatron-core,hai-llm").stdout,
+        run("sweep_framework_width_83", "sweep", "i1.yaml", "--vary",
+            "parallel.sharding_strategy=FULL_SHARD,SHARD_GRAD_OP").stdout,
+    ]  # fmt: skip
+    for out in outputs:
+        assert out.strip() and max(map(len, out.splitlines())) <= 80
+    # the wrapped cell keeps its number with its unit
+    assert "9.08 GB" in outputs[0] and "(-739.6 MB)" in outputs[0]
+
+
+def test_plain_table_wraps_a_number_column_only_when_the_text_cannot_give_way():
+    from perfmodel.output.console import fit_widths
+
+    rows = [["a", "9.08 GB (-739.6 MB)"], ["b", "1 GB"]]
+    assert fit_widths(["x", "y"], rows, [False, True], 80) == [1, 19]  # fits: untouched
+    assert fit_widths(["x", "y"], rows, [False, True], 20)[1] == 17  # as much as needed
+    assert fit_widths(["x", "y"], rows, [False, True], 12)[1] == len("(-739.6 MB)")

@@ -238,12 +238,24 @@ def load_plan(source: str, kw: dict[str, Any], refuse_unused: bool = True) -> Pl
         refuse_unused=refuse_unused,
         parallel=overrides(kw),
     )
+    import textwrap
+
     for note in loaded.notes:
-        click.echo(f"{source}: {note}", err=True)
+        # within 80 columns, continued under a hanging indent, as every other output
+        for ln in textwrap.wrap(
+            f"{source}: {note}", 80, subsequent_indent="  ", break_on_hyphens=False
+        ):
+            click.echo(ln, err=True)
+    return with_plan_flags(loaded.plan, kw, f"the plan {source}")
+
+
+def with_plan_flags(plan: Plan, kw: dict[str, Any], source: str = "the plan") -> Plan:
+    """The flags that change a plan beyond its knobs: --framework, --tokens, --memory-reserve,
+    --calibration (a plan file's and the quick case's alike)."""
     from perfmodel.specs.calibration import without_calibration
 
     # the flags change the plan as the presets have it; its calibration is applied last
-    cal, plan = loaded.plan.calibration, without_calibration(loaded.plan)
+    cal, plan = plan.calibration, without_calibration(plan)
     if kw.get("framework") is not None:
         name = kw["framework"]
         plan = plan.with_training(framework=FRAMEWORK_ALIASES.get(name, name))
@@ -260,7 +272,7 @@ def load_plan(source: str, kw: dict[str, Any], refuse_unused: bool = True) -> Pl
 
         if cal is not None:
             raise PerfModelError(
-                f"--calibration: the plan {source} is already calibrated (its calibration: key,"
+                f"--calibration: {source} is already calibrated (its calibration: key,"
                 f" {cal.source}); give one calibration, in the plan or as --calibration"
             )
         cal = calibration.read(kw["calibration"], "--calibration")

@@ -16,7 +16,7 @@ from perfmodel.cli.common import (
     overrides,
     parallel_options,
     plot_option,
-    with_reserve,
+    with_plan_flags,
     write_text,
 )
 
@@ -102,6 +102,13 @@ def plan_cmd(
             click.echo(launch_text(plan, result.results[0]))
     elif as_json:
         console.emit_json(result.to_json())
+    elif emit:
+        # nothing to emit: the search's account is the error, on stderr, not in the arguments
+        import contextlib
+        import sys
+
+        with contextlib.redirect_stdout(sys.stderr):
+            render_plan.plan(plan, result, verbose=verbose)
     else:
         render_plan.plan(plan, result, verbose=verbose)
     if not result.results:
@@ -218,8 +225,7 @@ def memory(
         plan = presets.quick_plan(
             model_name, gpu_name or "a100-80gb", kw.get("gpus"), gbs, overrides(kw)
         )
-        if kw.get("memory_reserve") is not None:
-            plan = with_reserve(plan, kw["memory_reserve"])
+        plan = with_plan_flags(plan, kw)
     else:
         raise click.UsageError(
             "give a PLAN file (or bundled plan name), or --model for a quick case"

@@ -386,9 +386,11 @@ def _warnings(plan: Plan, cfg: Config, v: dict[str, Any]) -> list[str]:
             f" TP collectives run on {plan.system.inter_node_link.name}"
         )
     if not v["fits"]:
+        from perfmodel.engine.memory import usable_text
+
         out.append(
-            f"does not fit: {v['total_bytes'] / 1e9:.1f} GB needed, "
-            f"{v['capacity_bytes'] / 1e9:.1f} GB of HBM"
+            "does not fit: "
+            + usable_text(v["total_bytes"], v["capacity_bytes"], v["reserve_bytes"])
         )
     if v["bubble_over_step"] > pipe.BUBBLE_LIMIT:
         out.append(f"pipeline bubble is {100 * v['bubble_over_step']:.1f}% of the step")

@@ -46,6 +46,7 @@ class Facts:
     last_stage_layers: Any = 0
     zero_stage: Any = 0
     dp_shard: Any = None  # HSDP's shard group (None: dp, full sharding)
+    dp_replicate: Any = None  # HSDP's replicas where the plan gives them (dp = them x dp_shard)
     framework: str = "megatron-core"
     a2a_overlap: bool = False  # Megatron-Core's EP all-to-all overlap (Config.moe_a2a_overlap)
     dispatcher: str = "alltoall"  # Config.moe_token_dispatcher_type

@@ -168,17 +168,29 @@ FRAMEWORK_RULES: tuple[Rule, ...] = (
         "pair",
         "the framework cannot run it",
     ),
+    # two rules, each masking the search where its knob is built (cp with tp and pp, ep after)
     Rule(
         "PM110",
         "parallel.cp",
-        ("cp", "ep"),
-        lambda f: ((as_array(f.cp) > 1) & (not f.profile["context_parallel"]))
-        | ((as_array(f.ep) > 1) & (not f.profile["expert_parallel"])),
+        ("cp",),
+        lambda f: (as_array(f.cp) > 1) & (not f.profile["context_parallel"]),
         lambda f: (
-            f"{f.framework} has no context or expert parallelism (cp({f.cp}), ep({f.ep})); use "
-            "framework: megatron-core"
+            f"{f.framework} has no context parallelism (cp({f.cp})); use cp 1, or framework:"
+            " megatron-core"
         ),
         "pair",
+        "the framework cannot run it",
+    ),
+    Rule(
+        "PM110",
+        "parallel.ep",
+        ("ep",),
+        lambda f: (as_array(f.ep) > 1) & (not f.profile["expert_parallel"]),
+        lambda f: (
+            f"{f.framework} has no expert parallelism (ep({f.ep})); use ep 1, or framework:"
+            " megatron-core"
+        ),
+        "expert",
         "the framework cannot run it",
     ),
     Rule(

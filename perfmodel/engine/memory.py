@@ -156,6 +156,13 @@ def sharding_buffers(st: Setting, k: Knobs, stages: Stages, params: Array, m: Ar
         0.0,
     )
     once = profile["sharded_pipeline"] & (k.pp > 1)[:, None]
+    # fully_shard(reshard_after_forward=False) (FSDP1's SHARD_GRAD_OP, DeepSpeed's
+    # stage3 without re-partition) frees no gathered parameters between a layer's forward and its
+    # backward: at the forward's end every layer's 16-bit weights are unsharded at once
+    # (torch/distributed/fsdp/_fully_shard/_fully_shard.py, reshard_after_forward)
+    if not st.plan.training.zero3_reshard_after_forward:
+        kept = params * p.weight_bytes + per_layer * (p.weight_bytes + p.reduce_bytes)
+        buffers = np.where((z >= 3) & ~once, kept, buffers)
     buffers = np.where(once & (z >= 2), params * 2 * p.weight_bytes, buffers)
     if not st.plan.training.reduce_every_microbatch:
         waiting = (z >= 2) & (np.asarray(m) > 1)[:, None] & ~once
@@ -375,3 +382,12 @@ def reserved_peak_bytes(allocated: Any) -> Any:
     """The caching allocator's reserved peak (torch.cuda.max_memory_reserved, torchtitan's
     "memory: X GiB") for an allocated peak, bytes: fragmentation and the cuBLAS workspaces."""
     return np.asarray(allocated) * RESERVED_OVER_ALLOCATED + CUBLAS_WORKSPACE_BYTES
+
+
+def usable_text(need: float, capacity: float, reserve: float) -> str:
+    """A memory need against the line it is judged by: the HBM less the reserve."""
+    return (
+        f"{need / 1e9:.1f} GB needed, {(capacity - reserve) / 1e9:.1f} GB usable"
+        f" ({capacity / 1e9:.1f} GB HBM less a {reserve / 1e9:.1f} GB reserve;"
+        " --memory-reserve)"
+    )

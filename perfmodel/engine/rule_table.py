@@ -25,14 +25,43 @@ from perfmodel.engine.framework_rules import FRAMEWORK_RULES
 __all__ = ["KNOB_RULES", "RULES", "Facts", "Rule"]
 
 
+def _replicas_text(f: Facts) -> str:
+    """PM102 where dp is dp_replicate x dp_shard, in those names (dp_shard defaults to 1)."""
+    shard = f.dp // f.dp_replicate
+    rest = f.num_gpus // max(int(f.tp * f.pp * f.cp), 1)
+    fix = (
+        f"set dp_shard {rest // f.dp_replicate}"
+        if rest % f.dp_replicate == 0 and rest >= f.dp_replicate
+        else f"pick dp_replicate x dp_shard = {rest}"
+    )
+    return (
+        f"dp_replicate({f.dp_replicate}) x dp_shard({shard}) = {f.dp} ranks, {f.num_gpus} GPUs"
+        f" at tp({f.tp}) * pp({f.pp}) * cp({f.cp}); {fix}"
+    )
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "PM102",
-        "parallel.dp",
+        lambda f: "parallel.dp" if f.dp_replicate is None else "parallel.dp_replicate",
         ("tp", "pp", "dp", "cp"),
         lambda f: as_array(f.tp) * f.pp * f.dp * f.cp != f.num_gpus,
         lambda f: (
             f"{product_text(f)} != num_gpus({f.num_gpus}); choose dp = num_gpus / (tp * pp * cp)"
+            if f.dp_replicate is None
+            else _replicas_text(f)
+        ),
+    ),
+    Rule(
+        "PM102",
+        "parallel.dp_shard",
+        ("dp_shard", "dp"),
+        # HSDP's shard groups tile the dp ranks: dp = dp_replicate x dp_shard (torchtitan's
+        # ParallelDims._validate), whether dp is given or resolved from num_gpus
+        lambda f: as_array(f.dp) % np.maximum(as_array(f.dp_shard), 1) != 0,
+        lambda f: (
+            f"dp_shard({f.dp_shard}) does not divide dp({f.dp}): the shard groups tile the dp"
+            " ranks (dp = dp_replicate x dp_shard); pick a divisor of dp"
         ),
     ),
     Rule(

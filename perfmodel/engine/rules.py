@@ -134,6 +134,7 @@ def config_problems(
         last_stage_layers=cfg.last_stage_layers,
         zero_stage=cfg.zero_stage,
         dp_shard=cfg.dp_shard or cfg.dp,
+        dp_replicate=plan.parallel.dp_replicate,
     )
     return [
         (r.id, r.field_of(f), r.message(f))

@@ -243,9 +243,12 @@ def _no_valid_space(plan: Plan, rejected: dict[str, Any]) -> str:
 def _nothing_fits(plan: Plan, knobs: Knobs, res: dict[str, Any]) -> str:
     i = int(np.argmin(res["total_bytes"]))
     need, cap = res["total_bytes"][i], plan.system.gpu.hbm_capacity_bytes
+    usable = cap - reserve_bytes(plan.system)
     cfg = knobs.config(i, plan.training.global_batch_size)
     msg = (
-        f"nothing fits in {cap / 1e9:.0f} GB of HBM: the leanest configuration (tp={cfg.tp}"
+        f"nothing fits in the {usable / 1e9:.1f} GB usable ({cap / 1e9:.1f} GB HBM less the"
+        " reserve; --memory-reserve): the leanest configuration (tp="
+        f"{cfg.tp}"
         + "".join(f" {k}={getattr(cfg, k)}" for k in ("cp", "ep", "etp") if getattr(cfg, k) > 1)
         + f" pp={cfg.pp} dp={cfg.dp} mbs={cfg.micro_batch_size} sp={cfg.sequence_parallel}"
         f" recompute={cfg.recompute} zero={cfg.zero_stage}) needs {need / 1e9:.1f} GB"

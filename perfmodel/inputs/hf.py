@@ -44,6 +44,8 @@ KEY_OF_FIELD = {
     "num_layers": "num_hidden_layers",
     "seq_length": "max_position_embeddings",
     "mtp_num_layers": "num_nextn_predict_layers",
+    "moe_router_num_groups": "n_group",
+    "moe_router_group_topk": "topk_group",
 }
 # tie_word_embeddings when the file does not say (the default of each transformers Config class)
 TIED_BY_DEFAULT = {"gemma", "gemma2", "gpt2"}

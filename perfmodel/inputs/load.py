@@ -251,6 +251,15 @@ def _with_links(imp: Imported, path: str, gpu: str) -> Imported:
         f"across nodes (the usual ones for {gpu}; edit the plan's system section if yours "
         "differ)"
     )
+    system = imp.plan["system"]
+    rack = presets.RACK_DOMAIN.get(links["intra_node_link"])
+    if rack and "nvlink_domain" not in system and rack % system.get("gpus_per_node", 8) == 0:
+        # the launch names its trays (--nproc_per_node), not the rack they share NVLink in
+        system["nvlink_domain"] = rack
+        imp.assumed.append(
+            f"an NVLink domain of {rack} GPUs (one {gpu} NVL{rack} rack); set the plan's"
+            " system.nvlink_domain if yours differs (64 is often run)"
+        )
     return imp
 
 
@@ -259,8 +268,15 @@ def _launch_plan(imp: Imported, path: str, gpu: str) -> Plan:
 
 
 def plan_of(imp: Imported, path: str) -> Plan:
-    """The imported mapping as a Plan whose configuration runs: one clear error otherwise."""
-    plan = presets.plan_from_mapping(imp.plan, path)
+    """The imported mapping as a Plan whose configuration runs: one clear error otherwise, in the
+    file's own words where the reader recorded them (Imported.words)."""
+    try:
+        plan = presets.plan_from_mapping(imp.plan, path)
+    except PerfModelError as e:
+        text = str(e)
+        for said, own in sorted(imp.words.items(), key=lambda kv: -len(kv[0])):
+            text = text.replace(said, own)
+        raise PerfModelError(text) from None
     try:
         validate_config(plan, resolve_config(plan))
     except PerfModelError as e:

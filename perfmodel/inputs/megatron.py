@@ -26,13 +26,15 @@ from perfmodel.inputs.megatron_args import (
     SWITCHES,
     TRAINING_VALUES,
     Imported,
+    int_value,
     megatron_defaults,
     megatron_rules,
     one_value,
 )
 from perfmodel.inputs.megatron_layout import FLAG as LAYOUT
 from perfmodel.inputs.megatron_layout import first_last, read_layout
-from perfmodel.inputs.megatron_profiles import framework_of, read_sharding
+from perfmodel.inputs.megatron_profiles import domain_of, framework_of, read_sharding
+from perfmodel.inputs.megatron_training import read_fp8, read_offloading, read_recompute
 from perfmodel.inputs.shell import Command, Reader
 
 LAUNCHERS = ("torchrun", "python", "python3", "deepspeed", "srun", "mpirun", "accelerate")
@@ -91,6 +93,8 @@ def read_args(
         args[flag] = vals
     out = _to_plan(args, gpu, num_gpus, vocab_size)
     out.plan["training"]["framework"] = framework_of(text, args)
+    if domain_of(text):
+        out.plan["system"]["nvlink_domain"] = domain_of(text)
     for flag in dict.fromkeys(given_twice):
         out.assumed.append(
             f"{flag} is given more than once: the last ({' '.join(args[flag])}) counts, as"
@@ -106,14 +110,6 @@ def _is_noise(w: str) -> bool:
         or "${" in w
         or w.startswith("$")
     )
-
-
-def _int(args, flag) -> int:
-    v = one_value(args, flag)
-    try:
-        return int(v)
-    except ValueError:
-        raise PerfModelError(f"{flag} {v}: not a whole number") from None
 
 
 def _to_plan(args: dict, gpu: str, num_gpus: int | None, vocab_size: int | None) -> Imported:
@@ -138,14 +134,14 @@ def _to_plan(args: dict, gpu: str, num_gpus: int | None, vocab_size: int | None)
         if flag == "--moe-layer-freq":
             model["moe_layer_freq"] = _layer_freq(one_value(args, flag))
         elif flag in MODEL:
-            model[MODEL[flag]] = _int(args, flag)
+            model[MODEL[flag]] = int_value(args, flag)
         elif flag in PARALLEL:
             parallel[PARALLEL[flag]] = (
-                one_value(args, flag) if flag == "--cp-comm-type" else _int(args, flag)
+                one_value(args, flag) if flag == "--cp-comm-type" else int_value(args, flag)
             )
         elif flag in TRAINING_VALUES:
             training[TRAINING_VALUES[flag]] = (
-                _int(args, flag) if flag == "--global-batch-size" else one_value(args, flag)
+                int_value(args, flag) if flag == "--global-batch-size" else one_value(args, flag)
             )
         elif flag in SWITCHES:
             if args[flag]:
@@ -253,7 +249,7 @@ def _special(args: dict, out: Imported) -> None:
         )
     if "--num-query-groups" in args:
         if "--group-query-attention" in args:
-            model["num_query_groups"] = _int(args, "--num-query-groups")
+            model["num_query_groups"] = int_value(args, "--num-query-groups")
         else:
             out.ignored.append(
                 "--num-query-groups (Megatron reads it only with --group-query-attention)"
@@ -285,13 +281,7 @@ def _special(args: dict, out: Imported) -> None:
         raise PerfModelError(
             "--q-lora-rank/--kv-lora-rank without --multi-latent-attention: add it or drop them"
         )
-    if "--fp8-format" in args:
-        if one_value(args, "--fp8-format") not in ("e4m3", "hybrid"):
-            raise PerfModelError(
-                f"--fp8-format {one_value(args, '--fp8-format')}: perfmodel models e4m3 and hybrid"
-            )
-        training["dtype"] = "fp8"
-        _fp8_recipe(args, training)
+    read_fp8(args, training, out.ignored, out.words)
     backend = one_value(args, "--attention-backend") if "--attention-backend" in args else None
     if backend in ("unfused", "local"):
         training["flash_attention"] = False
@@ -301,11 +291,11 @@ def _special(args: dict, out: Imported) -> None:
         out.assumed.append(
             "--transformer-impl local: modelled with the megatron-core profile's fused kernels"
         )
-    _recompute(args, out)
-    _offloading(args, out)
+    read_recompute(args, out)
+    read_offloading(args, out)
     read_sharding(args, parallel, out.ignored, out.assumed)
     if "--num-layers-per-virtual-pipeline-stage" in args:
-        per = _int(args, "--num-layers-per-virtual-pipeline-stage")
+        per = int_value(args, "--num-layers-per-virtual-pipeline-stage")
         if per < 1:
             raise PerfModelError(
                 f"--num-layers-per-virtual-pipeline-stage {per}: give at least 1 layer per chunk"
@@ -350,76 +340,14 @@ def _layout(args: dict, model: dict, parallel: dict) -> None:
         parallel["decoder_last_pipeline_num_layers"] = last
 
 
-def _fp8_recipe(args: dict, training: dict) -> None:
-    """Megatron-LM's --fp8-recipe (delayed, tensorwise, mxfp8, blockwise): MXFP8 is its own
-    format here; blockwise sets the recipe; the per-tensor ones cost alike."""
-    if "--fp8-recipe" not in args:
-        return
-    recipe = one_value(args, "--fp8-recipe")
-    if recipe == "mxfp8":
-        training["dtype"] = "mxfp8"
-    elif recipe in ("delayed", "tensorwise", "blockwise"):
-        training["fp8_recipe"] = recipe
-    else:
-        raise PerfModelError(
-            f"--fp8-recipe {recipe}: Megatron-LM takes delayed, tensorwise, mxfp8 or blockwise"
-        )
-
-
-def _offloading(args: dict, out: Imported) -> None:
-    """Megatron-LM's activation offloading: --cpu-offloading turns it on for
-    --cpu-offloading-num-layers layers (default 0); the count alone does nothing
-    (megatron/training/arguments.py, TransformerConfig.cpu_offloading)."""
-    n = _int(args, "--cpu-offloading-num-layers") if "--cpu-offloading-num-layers" in args else 0
-    if "--cpu-offloading" in args:
-        out.plan["training"]["cpu_offloading_num_layers"] = n
-    elif n:
-        out.assumed.append(
-            f"--cpu-offloading-num-layers {n} without --cpu-offloading: Megatron-LM offloads"
-            " nothing, nor does the plan"
-        )
-
-
-def _recompute(args: dict, out: Imported) -> None:
-    parallel, training = out.plan["parallel"], out.plan["training"]
-    if "--recompute-granularity" in args:
-        g = one_value(args, "--recompute-granularity")
-        if g not in ("full", "selective"):
-            raise PerfModelError(f"--recompute-granularity {g}: Megatron accepts full or selective")
-        parallel["recompute"] = g
-    if "--recompute-activations" in args:
-        # megatron/training/arguments.py: "if args.recompute_activations:
-        # args.recompute_granularity = 'selective'", over any --recompute-granularity
-        if parallel["recompute"] == "full":
-            out.assumed.append(
-                "--recompute-activations with --recompute-granularity full: selective, as"
-                " Megatron-LM reads it (the switch sets the granularity)"
-            )
-        parallel["recompute"] = "selective"
-    if "--recompute-modules" in args:
-        training["recompute_modules"] = args["--recompute-modules"]
-    method = one_value(args, "--recompute-method") if "--recompute-method" in args else None
-    n = _int(args, "--recompute-num-layers") if "--recompute-num-layers" in args else None
-    if method == "block" and n is not None:
-        raise PerfModelError(
-            "--recompute-method block with --recompute-num-layers: recomputing only some layers "
-            "of each stage is not modelled; use --recompute-method uniform"
-        )
-    if method == "uniform" and n not in (None, 1):
-        raise PerfModelError(
-            f"--recompute-num-layers {n} with uniform: perfmodel models recomputing each layer "
-            "(--recompute-num-layers 1)"
-        )
-
-
 def _system_and_vocab(
     args: dict, out: Imported, num_gpus: int | None, vocab_size: int | None
 ) -> None:
     system, model = out.plan["system"], out.plan["model"]
     per_node = next(
-        (_int(args, f) for f in ("--nproc_per_node", "--nproc-per-node") if f in args), None
+        (int_value(args, f) for f in ("--nproc_per_node", "--nproc-per-node") if f in args), None
     )
-    nodes = _int(args, "--nnodes") if "--nnodes" in args else None
+    nodes = int_value(args, "--nnodes") if "--nnodes" in args else None
     if per_node:
         system["gpus_per_node"] = per_node
     if num_gpus:

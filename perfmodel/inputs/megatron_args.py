@@ -77,7 +77,7 @@ SWITCHES = {  # flag -> (section, field, value)
     "--deepspeed": None,  # Megatron-DeepSpeed: read with --zero-stage (megatron_profiles)
     "--fp8-param-gather": ("training", "fp8_param_gather", True),
     "--cpu-offloading": None,  # read with --cpu-offloading-num-layers
-    "--recompute-activations": None,  # selective recompute (inputs/megatron.py _recompute)
+    "--recompute-activations": None,  # selective recompute (megatron_training.read_recompute)
     "--group-query-attention": None,
     "--multi-latent-attention": None,  # read with the flags they enable
     # read by inputs/megatron_moe.py and inputs/megatron_optimizer.py
@@ -151,6 +151,8 @@ class Imported:
     ignored: list[str] = field(default_factory=list)
     unrecognized: list[str] = field(default_factory=list)
     assumed: list[str] = field(default_factory=list)
+    # plan wording -> the file's own (an argument and its value), for the errors of the plan built
+    words: dict[str, str] = field(default_factory=dict)
 
 
 def megatron_defaults(name: str, gpu: str, training: dict | None = None) -> Imported:
@@ -206,3 +208,12 @@ def one_value(args: dict, flag: str) -> str:
     if len(v) != 1:
         raise PerfModelError(f"{flag} takes one value, got {len(v)} ({' '.join(v) or 'none'})")
     return v[0]
+
+
+def int_value(args: dict, flag: str) -> int:
+    """A flag's one value as a whole number, or one error naming the flag."""
+    v = one_value(args, flag)
+    try:
+        return int(v)
+    except ValueError:
+        raise PerfModelError(f"{flag} {v}: not a whole number") from None

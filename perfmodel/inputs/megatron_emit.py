@@ -6,7 +6,7 @@ from __future__ import annotations
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs.megatron_args import Imported
 from perfmodel.inputs.megatron_layout import FLAG, layout_text
-from perfmodel.inputs.megatron_profiles import cp_args, marker_line, zero_args
+from perfmodel.inputs.megatron_profiles import cp_args, domain_line, marker_line, zero_args
 
 SCHEDULE_TITLES = {
     "dualpipe": "DualPipe",
@@ -241,6 +241,9 @@ def _training_args(plan, c: dict) -> list[str]:
     }.get(dtype, [])
     if dtype == "fp8" and t.fp8_recipe:
         a.append(f"--fp8-recipe {t.fp8_recipe}")
+    if t.cpu_offloading_num_layers:
+        # TransformerConfig.cpu_offloading with cpu_offloading_num_layers (arguments.py)
+        a += ["--cpu-offloading", f"--cpu-offloading-num-layers {t.cpu_offloading_num_layers}"]
     moments = {"--exp-avg-dtype": t.exp_avg_dtype, "--exp-avg-sq-dtype": t.exp_avg_sq_dtype}
     if any(v != "fp32" for v in moments.values()):
         a.append("--use-precision-aware-optimizer")
@@ -289,6 +292,7 @@ def launch_json(plan, best) -> dict:
         "mfu": best.values["mfu"],
         "framework": plan.training.framework,
         "framework_note": profile_note(plan, args, best.values["step_time_s"]),
+        "nvlink_domain": plan.system.nvlink_domain,
         "config": best.config.as_dict(),
     }
 
@@ -310,10 +314,31 @@ def launch_text(plan, best) -> str:
     ]
     note = profile_note(plan, args, step)
     head += [f"# {note}"] if note else []
+    shard, dp = best.config.as_dict().get("dp_shard") or 0, best.config.dp
+    if shard and shard != dp:
+        head.append(
+            f"# not in these arguments: the HSDP split (dp_shard {shard}, {dp // shard} replicas"
+            f" of dp {dp}); Megatron-LM shards over all {dp} ranks"
+        )
     head += marker_line(plan.training.framework)
+    head += domain_line(plan.system.nvlink_domain)
     # the comments follow the arguments, so that the text can follow a launcher's line ending in
     # a backslash (a comment there would end the command, as the shell reads it)
-    return " \\\n".join(args) + "\n" + "\n".join(head)
+    return " \\\n".join(args) + "\n" + "\n".join(wrap_comments(head))
+
+
+def wrap_comments(lines: list[str]) -> list[str]:
+    """Comment lines within 80 columns, each continued under its first word (a continuation
+    starts with '#' too, so the shell and `import megatron` skip it)."""
+    import textwrap
+
+    return [
+        ln
+        for c in lines
+        for ln in textwrap.wrap(
+            c, 80, subsequent_indent="#   ", break_long_words=False, break_on_hyphens=False
+        )
+    ]
 
 
 def _launcher(plan) -> str:
@@ -323,8 +348,6 @@ def _launcher(plan) -> str:
 
 def plan_yaml(imp: Imported, source: str = "Megatron-LM arguments") -> str:
     """The imported plan as YAML, with what was ignored or assumed as comments."""
-    import textwrap
-
     import yaml
 
     head = [f"# Imported from {source} by `perfmodel import`."]
@@ -338,12 +361,6 @@ def plan_yaml(imp: Imported, source: str = "Megatron-LM arguments") -> str:
         else []
     )
     head += [f"# assumed: {a}" for a in imp.assumed]
-    # comments within 80 columns, each continued under its first word
-    wrapped = [
-        ln
-        for c in head
-        for ln in textwrap.wrap(
-            c, 80, subsequent_indent="#   ", break_long_words=False, break_on_hyphens=False
-        )
-    ]
-    return "\n".join(wrapped) + "\n" + yaml.safe_dump(imp.plan, sort_keys=False, width=78)
+    return (
+        "\n".join(wrap_comments(head)) + "\n" + yaml.safe_dump(imp.plan, sort_keys=False, width=78)
+    )

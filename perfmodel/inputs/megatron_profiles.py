@@ -13,6 +13,23 @@ from perfmodel.inputs.megatron_args import one_value
 from perfmodel.specs.framework import PROFILES
 
 MARKER = re.compile(r"^[ \t]*#[ \t]*perfmodel:[ \t]*framework[ \t]+(\S+)[ \t]*$", re.MULTILINE)
+# the NVLink domain (system.nvlink_domain), which no launch argument carries
+DOMAIN = re.compile(r"^[ \t]*#[ \t]*perfmodel:[ \t]*nvlink_domain[ \t]+(\d+)\b", re.MULTILINE)
+
+
+def domain_line(nvlink_domain: int | None) -> list[str]:
+    """The comment that carries a plan's NVLink domain (a GB200 NVL72 rack) through a launch."""
+    return (
+        [f"# perfmodel: nvlink_domain {nvlink_domain} (GPUs on one NVLink; no Megatron-LM flag)"]
+        if nvlink_domain
+        else []
+    )
+
+
+def domain_of(text: str) -> int | None:
+    """The NVLink domain a launch file's perfmodel comment names, or None."""
+    found = DOMAIN.findall(text)
+    return int(found[-1]) if found else None
 
 
 def marker_line(framework: str) -> list[str]:

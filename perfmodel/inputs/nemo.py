@@ -16,13 +16,10 @@ from perfmodel.errors import PerfModelError
 from perfmodel.inputs.megatron_args import Imported, megatron_defaults, megatron_rules
 from perfmodel.inputs.megatron_moe import NEMO_KEYS as MOE_KEYS
 from perfmodel.inputs.megatron_moe import args_of_config, read_moe
+from perfmodel.inputs.megatron_training import read_fp8
 from perfmodel.inputs.nemo_keys import (
-    BOOL_KEYS,
     CANNOT,
-    CHOICES,
     DDP_KEYS,
-    FLOAT_KEYS,
-    INT_KEYS,
     MODEL_KEYS,
     NO_COST,
     PARALLEL_KEYS,
@@ -31,47 +28,10 @@ from perfmodel.inputs.nemo_keys import (
     STRATEGY_KEYS_NO_COST,
     TRAINER_KEYS_NO_COST,
     TRAINING_KEYS,
+    typed,
 )
-
-_TRUE = {"true", "yes", "on", "y", "1"}
-_FALSE = {"false", "no", "off", "n", "0"}
-
-
-def typed(key: str, value: Any, where: str) -> Any:
-    """A recipe value as OmegaConf's typed nodes read it (BooleanNode, IntegerNode, FloatNode):
-    "false", "Off" or 0 is false, "0.0" is 0.0; '???' is OmegaConf's mandatory value, left unset,
-    which NeMo would stop on when it reads it."""
-    if isinstance(value, str) and value.strip() == "???":
-        raise PerfModelError(
-            f"{where}.{key}: ??? is OmegaConf's mandatory value, left unset (NeMo stops on it):"
-            " give the value"
-        )
-    if value is None:
-        return None
-    if key in BOOL_KEYS:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, int) or (
-            isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE
-        ):
-            return str(value).strip().lower() in _TRUE if isinstance(value, str) else value != 0
-        raise PerfModelError(f"{where}.{key}: {value!r} is not true or false")
-    if key in INT_KEYS and not isinstance(value, bool):
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value)
-        if not isinstance(value, int):
-            raise PerfModelError(f"{where}.{key}: {value!r} is not a whole number")
-    if key in FLOAT_KEYS and not isinstance(value, bool):
-        try:
-            number = float(value)
-        except (TypeError, ValueError, OverflowError):
-            raise PerfModelError(f"{where}.{key}: {str(value)[:40]!r} is not a number") from None
-        if number != number or abs(number) == float("inf"):
-            raise PerfModelError(f"{where}.{key}: {value!r} is not a finite number")
-        return number
-    if key in CHOICES and value not in CHOICES[key]:
-        raise PerfModelError(f"{where}.{key}: {value!r}; NeMo accepts {', '.join(CHOICES[key])}")
-    return value
+from perfmodel.inputs.nemo_keys import section as _section
+from perfmodel.inputs.nemo_precision import as_megatron_reads, precision_fields
 
 
 def read_recipe(
@@ -125,6 +85,7 @@ def read_recipe(
     read_moe(args_of_config({k: get(k) for k in MOE_KEYS if k in model_cfg or k in train}), out)
     _recompute(get, parallel)
     _precision_and_optimizer(data, get, out)
+    as_megatron_reads(data, get, out)
     megatron_rules(out, "sequence_parallel", "Megatron")
     _strategy(data, out)
     _system(data, out, num_gpus)
@@ -167,12 +128,6 @@ def _strategy(data: dict, out: Imported) -> None:
                 out.plan["parallel"][PARALLEL_KEYS[key]] = value
         elif key not in STRATEGY_KEYS_NO_COST:
             out.unrecognized.append(f"trainer.strategy.{key}")
-
-
-def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
-    """A recipe's sub-mapping, or an empty one where the recipe has none (or not a mapping)."""
-    value = data.get(key)
-    return value if isinstance(value, dict) else {}
 
 
 def _resolve(value, section: dict, key: str):
@@ -252,16 +207,37 @@ def _recompute(get, parallel: dict) -> None:
 
 def _precision_and_optimizer(data: dict, get, out: Imported) -> None:
     training, parallel = out.plan["training"], out.plan["parallel"]
-    precision = _precision_name(data)
-    if get("fp8") or "fp8" in precision:
-        training["dtype"] = "fp8"
-    elif "bf16" in precision or get("bf16"):
-        training["dtype"] = "bf16"
-    elif precision.startswith("16") or "fp16" in precision or get("fp16"):
-        training["dtype"] = "fp16"
-    else:
-        training["dtype"] = "fp32"
-        out.assumed.append(f"precision {precision or 'unset'}: fp32")
+    fields = precision_fields(data, get, out)
+    training["dtype"] = (
+        "bf16" if fields.get("bf16") else "fp16" if fields.get("fp16") else fields["base"]
+    )
+    if training["dtype"] == "fp32":
+        out.assumed.append(f"precision {fields['name'] or 'unset'}: fp32")
+    # FP8 as Megatron-LM's arguments read it (--fp8-format, --fp8-recipe), one reader for both
+    args = {
+        flag: [str(fields[key])]
+        for flag, key in (("--fp8-format", "fp8"), ("--fp8-recipe", "fp8_recipe"))
+        if fields.get(key)
+    }
+    ignored: list[str] = []
+    read_fp8(args, training, ignored)
+    if ignored and fields["where"] == "model":
+        out.ignored.append("model.fp8_recipe (read only with fp8 set; FP8 is off)")
+    if fields.get("fp4"):
+        # Transformer Engine's NVFP4BlockScaling (fp4 e2m1, fp4_recipe nvfp4)
+        training["dtype"] = "nvfp4"
+    if fields.get("fp8_param_gather") and training["dtype"] in ("fp8", "mxfp8"):
+        training["fp8_param_gather"] = True
+    # the plan's precision errors in the recipe's words (load.plan_of)
+    said = (
+        f"mixed_precision {fields['name']}"
+        if fields["where"] == "mixed_precision" and fields["name"] != "mixed_precision"
+        else fields["where"]
+    )
+    recipe, dtype = fields.get("fp8_recipe"), training["dtype"]
+    out.words[f"training.fp8_recipe {recipe}"] = f"{said} (fp8_recipe {recipe})"
+    out.words[f"training.dtype {dtype}"] = f"{said} ({dtype})"
+    out.words["use dtype mxfp8"] = "use mixed_precision bf16_with_mxfp8_mixed"
     _optimizer(data, out)
     optim = get("optim")
     name = optim.get("name") if isinstance(optim, dict) else None
@@ -277,19 +253,6 @@ def _precision_and_optimizer(data: dict, get, out: Imported) -> None:
         value = typed(key, ddp.get(key), "ddp")
         if value is not None:
             training[key] = value
-
-
-def _precision_name(data: dict) -> str:
-    """trainer.precision (bf16-mixed, 16-mixed, ...), or Megatron-Bridge's mixed_precision: a recipe
-    name (bf16_mixed, fp8_...) or a mapping of flags {bf16, fp16, fp8}."""
-    mixed = data.get("mixed_precision")
-    if isinstance(mixed, dict):
-        flags = {k: mixed.get(k) for k in ("fp8", "bf16", "fp16")}
-        if flags["fp8"] not in (None, False, "null"):
-            return "fp8"
-        return next((k for k in ("bf16", "fp16") if typed(k, flags[k], "mixed_precision")), "fp32")
-    trainer = _section(data, "trainer")
-    return str(trainer.get("precision", "") or mixed or "").lower()
 
 
 def _optimizer(data: dict, out: Imported) -> None:

@@ -5,6 +5,10 @@ dataclass configs)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from perfmodel.errors import PerfModelError
+
 MODEL_KEYS = {  # recipe key -> Model field
     "num_layers": "num_layers",
     "hidden_size": "hidden_size",
@@ -21,6 +25,8 @@ MODEL_KEYS = {  # recipe key -> Model field
     "qk_layernorm": "qk_layernorm",
     "moe_shared_expert_intermediate_size": "moe_shared_expert_intermediate_size",
     "mtp_num_layers": "mtp_num_layers",
+    "moe_router_num_groups": "moe_router_num_groups",
+    "moe_router_group_topk": "moe_router_group_topk",
 }
 
 
@@ -70,6 +76,10 @@ READ_ELSEWHERE = {
     "fp8",
     "fp8_e4m3",
     "fp8_hybrid",
+    "fp8_recipe",
+    "recompute_modules",
+    "cpu_offloading",
+    "cpu_offloading_num_layers",
     "optim",
     "max_position_embeddings",
     "use_distributed_optimizer",
@@ -131,7 +141,6 @@ NO_COST = {
     "moe_z_loss_coeff",
     "num_micro_batches_with_partial_activation_checkpoints",
     "activations_checkpoint_layers_per_pipeline",
-    "cpu_offloading",
     "fp32_residual_connection",
 }
 
@@ -139,7 +148,6 @@ NO_COST = {
 CANNOT = {  # key -> what it turns on (refused when its value is set and not false)
     "num_micro_batches_with_partial_activation_checkpoints": "partial activation checkpointing",
     "activations_checkpoint_layers_per_pipeline": "per-stage activation checkpointing",
-    "cpu_offloading": "offloading to the CPU",
     "headscale": "head scaling",
     "fp32_residual_connection": "fp32 residual connections",
 }
@@ -178,7 +186,6 @@ BOOL_KEYS = {
     "add_bias_linear",
     "gated_linear_unit",
     "share_embeddings_and_output_weights",
-    "fp8",
     "bf16",
     "fp16",
     "use_distributed_optimizer",
@@ -190,6 +197,8 @@ BOOL_KEYS = {
     "transformer_engine",
     "grad_reduce_in_fp32",
     "average_in_collective",
+    "use_precision_aware_optimizer",
+    "use_megatron_fsdp",
 }
 INT_KEYS = {
     *[k for k in MODEL_KEYS if k != "qk_layernorm"],
@@ -198,6 +207,7 @@ INT_KEYS = {
     "activations_checkpoint_num_layers",
     "recompute_num_layers",
     "mtp_num_layers",
+    "cpu_offloading_num_layers",
 } - {"sequence_parallel"}
 FLOAT_KEYS = {"hidden_dropout", "attention_dropout", "ffn_dropout"}
 CHOICES = {  # the values NeMo and Megatron-Core accept
@@ -205,6 +215,7 @@ CHOICES = {  # the values NeMo and Megatron-Core accept
     "recompute_method": ("uniform", "block"),
     "activations_checkpoint_granularity": ("full", "selective"),
     "recompute_granularity": ("full", "selective"),
+    "fp8_recipe": ("tensorwise", "delayed", "mxfp8", "blockwise"),
 }
 TRAINER_KEYS_NO_COST = {
     "accelerator",
@@ -248,5 +259,96 @@ DDP_KEYS = {
     "grad_reduce_in_fp32",
     "data_parallel_sharding_strategy",
     "use_custom_fsdp",
+    "use_megatron_fsdp",
     "num_distributed_optimizer_instances",
 }
+
+# Megatron-Bridge's named mixed-precision recipes (megatron/bridge/training/mixed_precision.py,
+# MIXED_PRECISION_RECIPES; hyphens and underscores alike): the fields each sets on the model
+# config, which it overrides (update_config_with_precision_overrides). fp8 is the format (None:
+# off), fp8_recipe Transformer Engine's scaling, fp4 the FP4 format (nvfp4 recipe).
+_OFF = {"fp8": None, "fp8_recipe": None, "fp4": None, "fp8_param_gather": False}
+_BF16 = {"bf16": True, "fp16": False, **_OFF}
+_FP16 = {"bf16": False, "fp16": True, **_OFF}
+
+
+def _fp8(base: dict, fmt: str, recipe: str, gather: bool) -> dict:
+    return {**base, "fp8": fmt, "fp8_recipe": recipe, "fp8_param_gather": gather}
+
+
+MIXED_PRECISION = {
+    "bf16_mixed": _BF16,
+    "fp16_mixed": _FP16,
+    "bf16_with_fp8_delayed_scaling_mixed": _fp8(_BF16, "hybrid", "delayed", True),
+    "fp16_with_fp8_delayed_scaling_mixed": _fp8(_FP16, "hybrid", "delayed", True),
+    "bf16_with_mxfp8_mixed": _fp8(_BF16, "e4m3", "mxfp8", True),
+    "fp16_with_mxfp8_mixed": _fp8(_FP16, "e4m3", "mxfp8", True),
+    # the current-scaling recipes keep the first and last layers in BF16 (first_last_layers_bf16)
+    "bf16_with_fp8_current_scaling_mixed": _fp8(_BF16, "hybrid", "tensorwise", True),
+    "nemotron_h_bf16_with_fp8_current_scaling_mixed": _fp8(_BF16, "hybrid", "tensorwise", True),
+    "nanov2_bf16_with_fp8_current_scaling_mixed": _fp8(_BF16, "hybrid", "blockwise", True),
+    "fp16_with_fp8_current_scaling_mixed": _fp8(_FP16, "hybrid", "tensorwise", True),
+    "bf16_with_fp8_subchannel_scaling_mixed": _fp8(_BF16, "hybrid", "blockwise", False),
+    "fp16_with_fp8_subchannel_scaling_mixed": _fp8(_FP16, "hybrid", "blockwise", False),
+    # cfg.fp8 = None; cfg.fp4 = "e2m1"; cfg.fp4_recipe = "nvfp4"
+    "bf16_with_nvfp4_mixed": {**_BF16, "fp4": "e2m1"},
+    "nemotron_3_super_bf16_with_nvfp4_mixed": {**_BF16, "fp4": "e2m1"},
+}
+FIRST_LAST_BF16 = {
+    "bf16_with_fp8_current_scaling_mixed",
+    "nemotron_h_bf16_with_fp8_current_scaling_mixed",
+    "nanov2_bf16_with_fp8_current_scaling_mixed",
+    "fp16_with_fp8_current_scaling_mixed",
+    "nemotron_3_super_bf16_with_nvfp4_mixed",
+}
+# the precision fields of a mixed_precision mapping (Bridge's MixedPrecisionConfig)
+PRECISION_FIELDS = ("bf16", "fp16", "fp8", "fp8_recipe", "fp4", "fp8_param_gather")
+
+
+TRUE_WORDS = {"true", "yes", "on", "y", "1"}
+FALSE_WORDS = {"false", "no", "off", "n", "0"}
+
+
+def typed(key: str, value: Any, where: str) -> Any:
+    """A recipe value as OmegaConf's typed nodes read it (BooleanNode, IntegerNode, FloatNode):
+    "false", "Off" or 0 is false, "0.0" is 0.0; '???' is OmegaConf's mandatory value, left unset,
+    which NeMo would stop on when it reads it."""
+    if isinstance(value, str) and value.strip() == "???":
+        raise PerfModelError(
+            f"{where}.{key}: ??? is OmegaConf's mandatory value, left unset (NeMo stops on it):"
+            " give the value"
+        )
+    if value is None:
+        return None
+    if key in BOOL_KEYS:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) or (
+            isinstance(value, str) and value.strip().lower() in TRUE_WORDS | FALSE_WORDS
+        ):
+            return (
+                str(value).strip().lower() in TRUE_WORDS if isinstance(value, str) else value != 0
+            )
+        raise PerfModelError(f"{where}.{key}: {value!r} is not true or false")
+    if key in INT_KEYS and not isinstance(value, bool):
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+        if not isinstance(value, int):
+            raise PerfModelError(f"{where}.{key}: {value!r} is not a whole number")
+    if key in FLOAT_KEYS and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):
+            raise PerfModelError(f"{where}.{key}: {str(value)[:40]!r} is not a number") from None
+        if number != number or abs(number) == float("inf"):
+            raise PerfModelError(f"{where}.{key}: {value!r} is not a finite number")
+        return number
+    if key in CHOICES and value not in CHOICES[key]:
+        raise PerfModelError(f"{where}.{key}: {value!r}; NeMo accepts {', '.join(CHOICES[key])}")
+    return value
+
+
+def section(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """A recipe's sub-mapping, or an empty one where the recipe has none (or not a mapping)."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}

@@ -297,6 +297,11 @@ def _gpu_key(gpu_name: str) -> str:
     return names.ALIASES["gpus"].get(key, key)
 
 
+# GPUs on one NVLink fabric for the rack-scale links: a GB200 / GB300 NVL72 rack joins 72 GPUs
+# (18 compute trays of 4) through its NVLink Switch trays (NVIDIA GB200 NVL72 data sheet)
+RACK_DOMAIN = {"nvlink5-nvl72": 72}
+
+
 def host_link_of(gpu_name: str) -> str:
     """The GPU's usual link to host memory: NVLink-C2C on Grace superchips (GB200, GB300), PCIe
     Gen5 on HGX Hopper and Blackwell boards, Gen4 on A100 and older."""
@@ -351,7 +356,17 @@ def quick_plan(
     )
 
 
-PLAN_KEYS = ("model", "system", "training", "parallel", "run", "ignore", "description", "base", "calibration")
+PLAN_KEYS = (
+    "model",
+    "system",
+    "training",
+    "parallel",
+    "run",
+    "ignore",
+    "description",
+    "base",
+    "calibration",
+)
 SECTION_CLASSES: dict[str, type[BaseModel]] = {
     "system": System,
     "training": Training,

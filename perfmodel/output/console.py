@@ -147,12 +147,19 @@ def fit_widths(
         for i, h in enumerate(headers)
     ]
     text = [i for i, r in enumerate(right) if not r]
-    while sum(widths) + 2 * (len(widths) - 1) > limit:
-        shrinkable = [i for i in text if widths[i] > floor[i]]
-        if not shrinkable:
-            break
-        i = max(shrinkable, key=lambda j: widths[j])
-        widths[i] -= 1
+    # then, where the text alone cannot give way enough, a number column whose cells hold several
+    # words ("9.08 GB (-739.6 MB)", "1.00x / 100%") wraps between them, down to its longest word
+    longest = [
+        max(len(x) for c in [h, *(r[i] for r in rows)] for x in _words(c))
+        for i, h in enumerate(headers)
+    ]
+    for columns, least in ((text, floor), ([i for i, r in enumerate(right) if r], longest)):
+        while sum(widths) + 2 * (len(widths) - 1) > limit:
+            shrinkable = [i for i in columns if widths[i] > least[i]]
+            if not shrinkable:
+                break
+            i = max(shrinkable, key=lambda j: widths[j])
+            widths[i] -= 1
     return widths
 
 
@@ -176,7 +183,7 @@ def plain_table(
 
     def fmt(cells: Sequence[str]) -> list[str]:
         parts = [
-            [c] if r else wrap_keeping_units(c, w, floor=1, break_words=True)
+            ([c] if r and len(c) <= w else wrap_keeping_units(c, w, floor=1, break_words=not r))
             for c, w, r in zip(cells, widths, right)
         ]
         out = []

@@ -14,6 +14,7 @@ def estimate(plan, est, ops=None, verbose: bool = False, head: bool = True) -> N
     """The answer (with ``head``), the per-layer table (optional), the per-iteration breakdown,
     throughput and memory of one estimate."""
     from perfmodel.engine.estimate import ops_json
+    from perfmodel.engine.memory import usable_text
 
     j = est.to_json()
     c = j["config"]
@@ -22,9 +23,10 @@ def estimate(plan, est, ops=None, verbose: bool = False, head: bool = True) -> N
         f" {config_text(c, j['stage_layers'])}"
     )
     if not j["memory"]["fits"]:  # the verdict before the figures
+        m = j["memory"]
         line(
-            f"[red]DOES NOT FIT:[/red] {j['memory']['total_bytes'] / 1e9:.1f} GB needed per GPU, "
-            f"{j['memory']['capacity_bytes'] / 1e9:.1f} GB of HBM"
+            "[red]DOES NOT FIT:[/red] "
+            + usable_text(m["total_bytes"], m["capacity_bytes"], m["reserve_bytes"])
         )
     if head:
         answer(j, plan.training.framework)

@@ -224,7 +224,9 @@ def _sweep_runs(result) -> None:
 
 def sweep(result) -> None:
     """`sweep`: one row per value; throughput and per-GPU throughput relative to the first value
-    that ran."""
+    that ran; a row that does not fit says so (its memory marked NO, and a line beneath)."""
+    from perfmodel.engine.memory import usable_text
+
     # the first value that ran; every row that divides by it has run too
     first: dict[str, Any] = next((p.est.values for p in result.points if p.est is not None), {})
     rows = []
@@ -241,7 +243,7 @@ def sweep(result) -> None:
                 fmt_time(v["step_time_s"]),
                 f"{v['tokens_per_s_per_gpu']:,.0f}",
                 pct(v["mfu"]),
-                fmt_bytes(v["total_bytes"]),
+                fmt_bytes(v["total_bytes"]) + ("" if v["fits"] else " NO"),
                 (
                     f"{v['tokens_per_s'] / first['tokens_per_s']:.2f}x / "
                     f"{v['tokens_per_s_per_gpu'] / first['tokens_per_s_per_gpu']:.0%}"
@@ -274,3 +276,9 @@ def sweep(result) -> None:
     for p in result.points:
         if p.est is None:
             line(f"{result.field}={p.value}: {p.error}")
+        elif not p.est.values["fits"]:
+            v = p.est.values
+            line(
+                f"{result.field}={p.value}: DOES NOT FIT (memory NO): "
+                + usable_text(v["total_bytes"], v["capacity_bytes"], v["reserve_bytes"])
+            )

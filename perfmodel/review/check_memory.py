@@ -116,10 +116,10 @@ def rule_memory(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
     else:
         total = mem.total_params(LayerShape.of(plan.model), plan.model.num_layers, plan.seq_length)
         states = float(sum(mem.model_state_bytes(total, 1, 0, Setting.of(plan).precision)))
-        need = int(np.ceil(states / v["capacity_bytes"]))
+        need = int(np.ceil(states / v["usable_bytes"]))
         fix = (
             f"no single change fits: the model states alone ({fmt_bytes(states)}) need at least"
-            f" {need} GPUs of {fmt_bytes(v['capacity_bytes'])} before activations; add GPUs"
+            f" {need} GPUs of {fmt_bytes(v['usable_bytes'])} usable before activations; add GPUs"
             " (`perfmodel plan` finds the layout) or shard the states with ZeRO over data"
             " parallelism"
         )
@@ -127,8 +127,8 @@ def rule_memory(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
         Finding(
             "PM101",
             f"needs {fmt_bytes(v['total_bytes'])} per GPU, {fmt_bytes(over)} over the "
-            f"{fmt_bytes(v['usable_bytes'])} usable ({fmt_bytes(v['capacity_bytes'])} of HBM less"
-            f" a {fmt_bytes(v['reserve_bytes'])} reserve; {parts})",
+            f"{fmt_bytes(v['usable_bytes'])} usable ({fmt_bytes(v['capacity_bytes'])} HBM less a"
+            f" {fmt_bytes(v['reserve_bytes'])} reserve; --memory-reserve) ({parts})",
             fix,
             {
                 "total_bytes": v["total_bytes"],

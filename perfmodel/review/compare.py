@@ -96,7 +96,9 @@ class Comparison:
                     "breakdown_s": j["breakdown_s"],
                     "memory": j["memory"],
                     "findings": [f.to_json() for f in s.findings],
+                    "training_run": j["training_run"],
                     "delta_vs_first": {
+                        "training_run": _run_delta(j["training_run"], base["training_run"]),
                         "step_time_s": j["step_time_s"] - base["step_time_s"],
                         "breakdown_s": {
                             k: j["breakdown_s"][k] - base["breakdown_s"][k] for k in BREAKDOWN_KEYS
@@ -109,6 +111,19 @@ class Comparison:
                 }
             )
         return {"plans": plans, "verdicts": self.verdicts, "warnings": self.warnings}
+
+
+RUN_KEYS = ("days", "gpu_hours", "energy_mwh", "cost_usd")
+
+
+def _run_delta(run: dict | None, base: dict | None) -> dict | None:
+    """A training run's days, GPU-hours, energy and cost less the first plan's (None where
+    either lacks the figure, or the plans name no tokens)."""
+    if not run or not base:
+        return None
+    return {
+        k: None if run.get(k) is None or base.get(k) is None else run[k] - base[k] for k in RUN_KEYS
+    }
 
 
 def compare(named: list[tuple[str, Plan]]) -> Comparison:

@@ -77,6 +77,16 @@ def _known_keys(cls: type[BaseModel]) -> list[str]:
     return keys
 
 
+def _names_of_field(cls: type[BaseModel], key: str) -> list[str]:
+    """Every name of the field ``key`` names (the field's and its aliases'), or [] when none."""
+    for name, fld in cls.model_fields.items():
+        alias = fld.validation_alias
+        names = [name, *(c for c in getattr(alias, "choices", ()) if isinstance(c, str))]
+        if key in names:
+            return list(dict.fromkeys(names))
+    return []
+
+
 def format_validation_error(
     e: ValidationError, label: str, cls: type[BaseModel] | None = None
 ) -> str:
@@ -87,6 +97,12 @@ def format_validation_error(
         if err["type"] == "extra_forbidden":
             key = str(err["loc"][-1])
             owner = _owner(cls, err["loc"][:-1]) if cls else None
+            names = _names_of_field(owner, key) if owner else []
+            if names:
+                # pydantic took the field under its other name and left this one over
+                others = " and ".join(repr(n) for n in names if n != key)
+                parts.append(f"{loc!r} and {others} name one field; give one of them")
+                continue
             close = (
                 difflib.get_close_matches(key, _known_keys(owner), n=1, cutoff=0.5) if owner else []
             )

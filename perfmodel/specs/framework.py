@@ -236,6 +236,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         "default_microbatches": None,
         "sharded_pipeline": False,  # Megatron-FSDP has no pipeline parallelism
         "hsdp": False,
+        # --cpu-offloading (TransformerConfig.cpu_offloading, Megatron-Core 0.4+); the older
+        # Megatron-LMs, Megatron-DeepSpeed's activation path, torchtitan (2024-12) and FSDP1's
+        # Composer have no activation offloading to the host
+        "activation_offloading": True,
         "recompute_regathers": True,
         "zero3_prefetch_params": None,  # one layer (unit) ahead
         "zero3_reduce_bucket_params": 0.0,  # each unit reduce-scatters on its own
@@ -452,6 +456,7 @@ FACTS = (
     "default_microbatches",
     "sharded_pipeline",
     "hsdp",
+    "activation_offloading",
     "recompute_regathers",
     "zero3_prefetch_params",
     "zero3_reduce_bucket_params",

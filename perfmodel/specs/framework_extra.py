@@ -43,6 +43,7 @@ def extra_profiles(PROFILES: dict[str, dict[str, Any]]) -> dict[str, dict[str, A
         # not say the framework lacks it): allowed, as Megatron-Core runs it
         "tensor_parallel": True,
         "sharded_pipeline": False,
+        "activation_offloading": False,  # not described in the report
     }
     # AMD-AGI/Primus, Megatron-LM backend with Primus-pipeline (docs tech_blogs/primus_pipeline, PR
     # #513, 2026-02): Megatron-Core's values except where said

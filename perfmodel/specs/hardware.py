@@ -289,6 +289,17 @@ class System(Spec):
         return data
 
     @model_validator(mode="after")
+    def _reserve_below_hbm(self) -> System:
+        """A reserve of the whole HBM or more leaves nothing (a share is below 1 already)."""
+        cap = self.gpu.hbm_capacity_bytes
+        if self.memory_reserve_bytes is not None and self.memory_reserve_bytes >= cap:
+            raise ValueError(
+                f"memory_reserve: {self.memory_reserve_bytes / 1e9:.1f} GB is not below the"
+                f" {cap / 1e9:.1f} GB of HBM on the {self.gpu.name}; give less (5%, 4 GB)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _nodes(self) -> System:
         if self.num_gpus > self.gpus_per_node and self.num_gpus % self.gpus_per_node:
             raise ValueError(

@@ -342,6 +342,16 @@ class Model(Spec):
                     f"num_moe_experts({self.num_moe_experts}) is not divisible by"
                     f" moe_router_num_groups({g}); the groups split the experts evenly"
                 )
+            # Megatron-Core's group_limited_topk keeps the best group_topk groups and picks the
+            # top-k experts among their experts (torch.topk of topk // group_topk per group)
+            each = (self.num_moe_experts or 0) // g
+            if self.num_moe_experts and self.moe_router_topk > reach * each:
+                raise ValueError(
+                    f"moe_router_topk({self.moe_router_topk}) exceeds the {reach * each} experts a"
+                    f" token can reach: moe_router_group_topk({reach}) groups of {each}"
+                    f" ({self.num_moe_experts} experts / moe_router_num_groups({g})); raise"
+                    " moe_router_group_topk or lower moe_router_num_groups"
+                )
         if self.moe_first_k_dense > self.num_layers:
             raise ValueError(
                 f"moe_first_k_dense({self.moe_first_k_dense}) exceeds num_layers({self.num_layers})"

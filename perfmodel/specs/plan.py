@@ -14,6 +14,7 @@ from pydantic import Field, ValidationError, model_validator
 from ..errors import PerfModelError
 from .base import Spec, format_validation_error
 from .calibration import Calibration
+from .framework import PROFILES
 from .hardware import System
 from .model import Model
 from .parallel import Parallel, Training
@@ -55,6 +56,36 @@ class Plan(Spec):
         return self.training.seq_length or self.model.seq_length
 
     @model_validator(mode="after")
+    def _recompute_modules(self) -> Plan:
+        """torchtitan's per-op and per-layer policies are one choice (selective_ac_option "op" or
+        a number); a Megatron-Core module the model lacks recomputes nothing."""
+        modules = self.training.recompute_modules
+        if "op_sac" in modules and "layer_sac" in modules:
+            raise ValueError(
+                "training.recompute_modules: op_sac and layer_sac are one torchtitan choice"
+                ' (selective_ac_option "op" or a layer count); give one'
+            )
+        m = self.model
+        absent = [
+            name
+            for name, lacking in (
+                ("mla_up_proj", not m.is_mla),
+                ("moe", not m.is_moe),
+                ("moe_act", not m.is_moe),
+                ("shared_experts", not (m.is_moe and m.moe_shared_expert_intermediate_size)),
+            )
+            if name in modules and lacking
+        ]
+        if absent:
+            raise ValueError(
+                f"training.recompute_modules: {', '.join(absent)} not in {m.name} (no"
+                f" {'MLA' if 'mla_up_proj' in absent else 'such module'}"
+                f"{', no MoE' if set(absent) & {'moe', 'moe_act'} else ''}); drop"
+                f" {'them' if len(absent) > 1 else 'it'}"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _offloading(self) -> Plan:
         """Activation offloading as Megatron-Core takes it (TransformerConfig.__post_init__): fewer
         layers than the model has, pp 1, no recompute."""
@@ -62,6 +93,13 @@ class Plan(Spec):
         if not n:
             return self
         L, par = self.model.num_layers, self.parallel
+        framework = self.training.framework
+        if not PROFILES[framework].get("activation_offloading", False):
+            raise ValueError(
+                f"training.cpu_offloading_num_layers({n}): {framework} has no activation"
+                " offloading (it is Megatron-Core's --cpu-offloading); use framework:"
+                " megatron-core or drop it"
+            )
         if n >= L:
             raise ValueError(
                 f"training.cpu_offloading_num_layers({n}) must be below num_layers({L}):"
