@@ -22,7 +22,7 @@ def write_cases(
             continue
         name, doc = case(r)
         head = (
-            f"# Transcribed from shared/validation/published-2026.yaml id {r['id']}"
+            f"# Transcribed from shared/validation/{Path(path).name} id {r['id']}"
             f" (benchmarks/{script})\n"
         )
         OUT.joinpath(f"{name}.yaml").write_text(

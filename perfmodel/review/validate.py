@@ -43,6 +43,9 @@ TABLE_TITLES = {
         "Megatron-Bridge 25.11 and 26.04 on Blackwell: Llama 3 on B200, GB200 and GB300 (FP8,"
         " MXFP8, NVFP4)"
     ),
+    "mlperf-llama31": (
+        "MLPerf Training v5.0/v5.1, NVIDIA's Llama 3.1 runs on GB200 and GB300 (FP8, NVFP4)"
+    ),
 }
 CONVENTIONS = ("narayanan-eq3", "korthikanti-eq7", "megatron-core")
 
