@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.engine import uncertainty
+from perfmodel.engine import practice, uncertainty
 from perfmodel.engine.estimate import Estimate, estimate, evaluate, resolve_config
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import reserve_bytes, states_lower_bound
@@ -83,6 +83,8 @@ class SearchResult:
     search_time_s: float
     results: list[Estimate]
     hint: str = ""
+    # configurations inside the fastest one's band, among those annotate() ranked (issue 28)
+    equivalents: int | None = None
     # step time and memory of feasible configurations (plots)
     points: dict[str, np.ndarray] | None = None
 
@@ -179,13 +181,23 @@ def _exact_top(
     return found[:top]
 
 
+# the configurations `plan` ranks by validated practice when it cannot rank them by step time
+RANK_POOL = 50
 SLOWER_LINK = 0.8  # robustness probe: the inter-node link at 80% of its bandwidth
 
 
-def annotate(plan: Plan, result: SearchResult, bands: dict[str, Any]) -> None:
-    """Attach to each result the expected-error band and its step time with a 20% slower inter-node
-    link, and mark the results whose step time lies inside the best one's band as equivalent to it:
-    the model cannot tell them apart, so memory and robustness decide (issue 14)."""
+def annotate(
+    plan: Plan,
+    result: SearchResult,
+    bands: dict[str, Any],
+    rank: bool = True,
+    keep: int | None = None,
+) -> None:
+    """Attach to each result its out-of-sample error band and its step time with a 20% slower
+    inter-node link, and mark the results whose step time lies inside the fastest one's typical
+    band as equivalent to it: the model cannot rank them (issue 28). With ``rank`` (results sorted
+    by step time), the equivalent ones come first, nearest validated practice first
+    (engine/practice.py); then only the first ``keep`` are kept."""
     if not result.results:
         return
     link = plan.system.inter_node_link
@@ -199,11 +211,16 @@ def annotate(plan: Plan, result: SearchResult, bands: dict[str, Any]) -> None:
     # the fastest listed (with --sort memory the first row is the leanest, not the fastest)
     fastest = min(result.results, key=lambda e: e.values["step_time_s"])
     best = fastest.values["step_time_s"]
-    margin = uncertainty.of_estimate(plan, bands, fastest).mean
+    _, upper = uncertainty.of_estimate(plan, bands, fastest).range(best)
+    for e in result.results:
+        # within the fastest's typical band: the model cannot tell them apart
+        e.equivalent_to_best = e.values["step_time_s"] <= upper
+    result.equivalents = sum(bool(e.equivalent_to_best) for e in result.results)
+    if rank:
+        result.results = practice.rank(plan, result.results)
+    result.results = result.results[:keep]
     for e in result.results:
         e.slower_link_step_s = estimate(slower, e.config).values["step_time_s"]
-        # within the best's band: the model cannot tell them apart
-        e.equivalent_to_best = e.values["step_time_s"] <= best * (1 + margin)
 
 
 def _no_valid_space(plan: Plan, rejected: dict[str, Any]) -> str:

@@ -64,6 +64,7 @@ def validation(report) -> None:
                 f" run{'s' if summary['cases'] != 1 else ''} (MFU: predicted)\nmean signed error"
                 f" {summary['mean_error_pct']:+.2f}%: {summary['runs_predicted_fast']} of"
                 f" {summary['cases']} predicted faster than measured"
+                + _out_of_sample(summary)
             ),
         )
         if notes:
@@ -246,3 +247,16 @@ def sweep(result) -> None:
     for p in result.points:
         if p.est is None:
             line(f"{result.field}={p.value}: {p.error}")
+
+
+def _out_of_sample(summary: dict) -> str:
+    """The table's error with its source left out of every fit (configs/error_bands.yaml)."""
+    if summary.get("oos_runs") is None:
+        return (
+            "\nout of sample: not in configs/error_bands.yaml (benchmarks/refresh_error_bands.py)"
+        )
+    return (
+        "\nout of sample (its source left out of every fit): mean |error|"
+        f" {summary['oos_mean_abs_error_pct']:.2f}%, max {summary['oos_max_abs_error_pct']:.2f}%"
+        f" over {summary['oos_runs']} runs; {summary['oos_refit']}"
+    )

@@ -207,6 +207,22 @@ def _per_layer(case: dict) -> list[dict]:
     return rows
 
 
+def _out_of_sample(table: str, names: list[str]) -> dict:
+    """The table's error with its source left out of every fit that touches it, as
+    benchmarks/refresh_error_bands.py stored it (issue 28): percent, of the runs it holds."""
+    stored = presets.error_bands().get("runs", {})
+    runs = [stored[n] for n in names if n in stored and "oos_log_error" in stored[n]]
+    if not runs:
+        return {"oos_runs": None}
+    errs = np.abs(np.expm1([r["oos_log_error"] for r in runs])) * 100
+    return {
+        "oos_runs": len(runs),
+        "oos_mean_abs_error_pct": float(errs.mean()),
+        "oos_max_abs_error_pct": float(errs.max()),
+        "oos_refit": runs[0].get("refit", ""),
+    }
+
+
 def validate(names: list[str] | None = None) -> Report:
     """Run the bundled cases (all, or those whose name contains one of ``names``)."""
     cases = presets.validation_cases()
@@ -241,6 +257,7 @@ def validate(names: list[str] | None = None) -> Report:
             "max_abs_error_pct": float(errs.max()),
             "mean_error_pct": float(signed.mean()),
             "runs_predicted_fast": int((signed < 0).sum()),
+            **_out_of_sample(table, [r.name for r in results if r.table == table]),
         }
     by_name = {r.name: r for r in results}
     for r in results:
