@@ -83,10 +83,10 @@ class SearchResult:
     search_time_s: float
     results: list[Estimate]
     hint: str = ""
-    # configurations inside the fastest one's band, among those annotate() ranked (issue 28)
-    equivalents: int | None = None
     # step time and memory of feasible configurations (plots)
     points: dict[str, np.ndarray] | None = None
+    # configurations inside the fastest one's band, among those annotate() ranked (issue 28)
+    equivalents: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {
