@@ -46,7 +46,9 @@ def traits(plan: Plan, est: Any) -> dict[str, str]:
     dims = dimensions(c)
     bad = est.band.unvalidated if est.band is not None else ()
     return {
-        "dims": f"{len(dims)} dimensions ({'+'.join(dims) or 'dp only'})",
+        "dims": (
+            f"{len(dims)} dimension{'s' if len(dims) != 1 else ''} ({'+'.join(dims) or 'dp only'})"
+        ),
         "chunks": f"{c.vp} chunk{'s' if c.vp > 1 else ''} per stage",
         "cp": (
             f"CP {c.cp} at {plan.seq_length} tokens"

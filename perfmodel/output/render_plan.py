@@ -218,14 +218,17 @@ def _equivalents(plan_obj, result) -> None:
     out of sample), the one listed first (nearest validated practice: engine/practice.py), and
     what separates the others from it; identical descriptions are printed once."""
     from perfmodel.engine import practice
+    from perfmodel.engine import search as srch
 
     same = [(i, e) for i, e in enumerate(result.results, 1) if e.equivalent_to_best]
     if len(same) < 2 or same[0][1].band is None:
         return
     fastest = min((e for _, e in same), key=lambda e: e.values["step_time_s"])
     count = result.equivalents or len(same)
+    # every configuration ranked was inside the band: there may be more beyond those
+    more = "at least " if count >= srch.RANK_POOL else ""
     line(
-        f"~ {count} configurations within +-{100 * fastest.band.typical:.0f}% of the fastest"
+        f"~ {more}{count} configurations within +-{100 * fastest.band.typical:.0f}% of the fastest"
         f"{' (the first ' + str(len(same)) + ' listed)' if count > len(same) else ''}; the model"
         " cannot rank them. #1 is the nearest validated practice."
     )
