@@ -227,7 +227,7 @@ def test_a_blackwell_plan_takes_the_blackwell_runs_band():
     for zero in (1, 3):
         p = _plan(parallel={"zero_stage": zero})
         layout = SimpleNamespace(tp=1, pp=1, cp=1, ep=1, zero_stage=zero)
-        assert uncertainty.band(p, bands, layout).basis.startswith("Megatron on Blackwell dense")
+        assert uncertainty.band(p, bands, layout).basis.startswith("dense Megatron on Blackwell")
     a100 = presets.plan_from_mapping(
         {
             "model": "gpt3-175b",
@@ -238,13 +238,13 @@ def test_a_blackwell_plan_takes_the_blackwell_runs_band():
         "t",
     )
     est = srch.estimate_or_search(a100)[0]
-    assert uncertainty.of_estimate(a100, bands, est).basis.startswith("Megatron on Ampere")
+    assert uncertainty.of_estimate(a100, bands, est).basis.startswith("dense Megatron on Ampere")
     from perfmodel.inputs import load_plan
 
     moe = load_plan("deepseek-v3-gb200")
     est = srch.estimate_or_search(moe)[0]
     b = uncertainty.of_estimate(moe, bands, est)
-    assert not b.basis.startswith("Megatron on Blackwell dense")
+    assert not b.basis.startswith("dense Megatron on Blackwell")
     assert "MoE Megatron on Blackwell" in b.unvalidated
 
 

@@ -260,7 +260,7 @@ def test_each_result_carries_the_error_of_the_runs_nearest_in_kind():
     bands = presets.error_bands()
     k22 = next(c for c in presets.validation_cases() if c["name"] == "k22-175b-full")["plan"]
     b = of_estimate(k22, bands, estimate_or_search(k22)[0])
-    assert b.basis.startswith("Megatron on Ampere dense") and not b.unvalidated
+    assert b.basis.startswith("dense Megatron on Ampere") and not b.unvalidated
     odd = load_plan("gpt3-175b.yaml").with_training(framework="deepspeed")
     odd = odd.with_system(gpu=presets.gpu("mi300x")).with_parallel(tp=8, pp=8, cp=1)
     wide = of_estimate(odd, bands, estimate_or_search(odd)[0])

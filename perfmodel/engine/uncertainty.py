@@ -162,11 +162,11 @@ def _full(r: dict[str, Any]) -> dict[str, Any]:
 
 def _words(f: dict[str, Any], keys: tuple[str, ...]) -> str:
     parts = {
+        "moe": "MoE" if f["moe"] else "dense",
         "family": f["family"],
         "arch": f"on {f['arch'].capitalize()}",
-        "moe": "MoE" if f["moe"] else "dense",
     }
-    return " ".join(parts[k] for k in keys)
+    return " ".join(parts[k] for k in parts if k in keys)
 
 
 class Runs:
@@ -220,11 +220,16 @@ class Runs:
     def _missing(self, f: dict[str, Any], why: list[str]) -> list[tuple[str, str]]:
         """(ingredient, the words for what no run validated) for a configuration ``f``."""
         out = []
+
+        def said(keys: tuple[str, ...]) -> str:
+            """What the finer class held: no run, or the runs of one source."""
+            runs = self._match(**{k: f[k] for k in keys})
+            return _words(f, keys) + (" by two sources" if runs else "")
+
         if "family" in why:
-            said = f"{f['family']} on {f['arch'].capitalize()}"
-            out += [("family", said), ("arch", said)]
+            out += [("family", said(("family", "arch"))), ("arch", said(("family", "arch")))]
         elif "arch" in why:
-            out.append(("arch", f"{f['family']} on {f['arch'].capitalize()}"))
+            out.append(("arch", said(("family", "arch"))))
         if "family" not in why and not self._match(framework=f["framework"], arch=f["arch"]):
             # the family's runs on this generation ran other profiles of it (megatron-core on
             # A100: the runs are Megatron-LM 2021 and 2022). Said, not added: across the family's
@@ -233,8 +238,8 @@ class Runs:
             # framework's own runs' error widened the median band from 13% to 17% and held none
             # more
             out.append(("framework", f"{f['framework']} on {f['arch'].capitalize()}"))
-        if "moe" in why:
-            out.append(("moe", f"{_words(f, ('moe',))} {_words(f, ('family', 'arch'))}"))
+        if "moe" in why and "arch" not in why:
+            out.append(("moe", said(("moe", "family", "arch"))))
         if not self._match(gpu=f["gpu"], format=f["format"]):
             out.append(("format", f"{f['format']} on {f['gpu'].upper()}"))
         done = [set(r["tags"]) for r in self._match(family=f["family"])]
