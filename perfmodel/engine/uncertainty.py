@@ -33,7 +33,7 @@ from perfmodel.specs import Plan
 TYPICAL, WORST = 0.68, 0.95
 MIN_RUNS = 3  # the least a class needs for a 68% rank: ceil((n + 1) 0.68) <= n
 # and from two sources at least: one source's runs share their software and transcription, so one
-# source says little of the next (benchmarks/band_coverage.py: with one, typical bands hold 66% at a
+# source says little of the next (benchmarks/band_coverage.py: with one, typical bands hold 70% at a
 # median half-width of 17%; with two, 68% at 13%)
 MIN_SOURCES = 2
 
