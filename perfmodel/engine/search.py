@@ -206,6 +206,8 @@ def annotate(
             update={"bandwidth_bytes_per_s": link.bandwidth_bytes_per_s * SLOWER_LINK}
         )
     )
+    if rank:
+        result.results += _nearer_practice(plan, result.results)
     for e in result.results:
         e.band = uncertainty.of_estimate(plan, bands, e)
     # the fastest listed (with --sort memory the first row is the leanest, not the fastest)
@@ -221,6 +223,33 @@ def annotate(
     result.results = result.results[:keep]
     for e in result.results:
         e.slower_link_step_s = estimate(slower, e.config).values["step_time_s"]
+
+
+PRACTICE_TOP = 5  # the best of each search without a dimension the fastest departs with
+
+
+def _nearer_practice(plan: Plan, results: list[Estimate]) -> list[Estimate]:
+    """The best configurations without each departure from validated practice the fastest makes
+    (context parallelism at a short sequence; pipeline parallelism), where the plan leaves that
+    dimension free: the pool ranked by step time may hold none of them, though they may lie inside
+    the band (engine/practice.py)."""
+    fastest = min(results, key=lambda e: e.values["step_time_s"]).config
+    seen = {e.config for e in results}
+    departs = {
+        "cp": fastest.cp > 1 and plan.seq_length < practice.SHORT_SEQUENCE,
+        "pp": fastest.pp > 1,
+    }
+    out = []
+    for dim, yes in departs.items():
+        if not yes or getattr(plan.parallel, dim) is not None:
+            continue
+        try:
+            alt = search(plan.with_parallel(**{dim: 1}), PRACTICE_TOP)
+        except PerfModelError:  # no configuration without it: memory or the space needs it
+            continue
+        out += [e for e in alt.results if e.config not in seen]
+        seen |= {e.config for e in alt.results}
+    return out
 
 
 def _no_valid_space(plan: Plan, rejected: dict[str, Any]) -> str:
