@@ -149,3 +149,18 @@ def test_compare_says_equal_within_the_band(bad):
     other.values = {**other.values, "step_time_s": other.values["step_time_s"] * (1 + bad + 1e-3)}
     text = verdict(Side("A", p, est, {}), Side("B", p, other, {}))
     assert ("equal within the band" in text) == (bad == 0.0)
+
+
+def test_issue_28s_fsdp_pick_is_the_validated_layout_when_the_model_cannot_rank():
+    """Llama 3.1 70B on 256 H100 under `fsdp`: the fastest predicted layouts combine PP and CP,
+    which no FSDP run validated; a layout of FSDP with TP (torchtitan's kind) lies inside their
+    band, so it is listed first, and its band names nothing unvalidated."""
+    p = _plan("llama3-70b", "h100-sxm", 256, "fsdp", seq_length=8192)
+    result = srch.search(p, srch.RANK_POOL)
+    fastest = result.results[0]
+    assert fastest.config.pp > 1 or fastest.config.cp > 1
+    srch.annotate(p, result, presets.error_bands(), keep=5)
+    first = result.results[0]
+    assert first.equivalent_to_best and first.config.pp == 1 and first.config.cp == 1
+    assert not first.band.unvalidated
+    assert first.values["step_time_s"] > fastest.values["step_time_s"]
