@@ -26,7 +26,7 @@ def dimensions(config: Any) -> list[str]:
     return dims + (["sharded"] if config.zero_stage >= 2 else [])
 
 
-def key(plan: Plan, est: Any) -> tuple:
+def key(plan: Plan, est: Any) -> tuple[int, bool, int, int, float]:
     c = est.config
     unvalidated = len(est.band.unvalidated) if est.band is not None else 0
     short_cp = c.cp > 1 and plan.seq_length < SHORT_SEQUENCE

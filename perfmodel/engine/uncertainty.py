@@ -252,7 +252,9 @@ class Runs:
         singles = {k for k, _ in out if k in TAGS}
         return [(k, t) for k, t in out if "+" not in k or not singles & set(k.split("+"))]
 
-    def _widened(self, f: dict[str, Any]) -> tuple[list[dict[str, Any]], str, float, list]:
+    def _widened(
+        self, f: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], str, float, list[tuple[str, str, str]]]:
         """The class runs, their name, the typical half-width with every ingredient no run
         validated added in quadrature, and those ingredients (key, words, what widened). What the
         class itself does not hold (the framework family, the generation, dense or MoE) is
