@@ -99,6 +99,9 @@ class SearchResult:
             "search_time_s": self.search_time_s,
             "results": [r.to_json() for r in self.results],
         }
+        if self.equivalents is not None:
+            # how many of the ranked pool lie inside the fastest one's band (issue 28)
+            out["equivalent_to_fastest"] = self.equivalents
         if self.hint:
             out["hint"] = self.hint
         return out
