@@ -23,7 +23,9 @@ def test_plan_opens_with_the_answer(runner):
     assert first[1].startswith("step ") and "expected" in first[1] and "MFU" in first[1]
     usable = best["memory"]["usable_bytes"] / 1e9
     assert (
-        first[2].startswith("memory: fits, ") and "usable" in first[2] and f"{usable:.1f} GB" in first[2]
+        first[2].startswith("memory: fits, ")
+        and "usable" in first[2]
+        and f"{usable:.1f} GB" in first[2]
     )
 
 

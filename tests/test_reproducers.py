@@ -303,8 +303,11 @@ def test_emit_keeps_the_first_and_last_stage_layers(tmp_path):
     best, back = emitted_and_read_back(
         tmp_path, "emit_drops_stage_layers", "plan.yaml", "a100-80gb"
     )
-    # vp 5 does not divide the 8 layers, so the split is written as a layout
-    assert best["config"]["vp"] <= 9 and "--pipeline-model-parallel-layout" in back["_emitted"]
+    # a vp that does not divide the 8 layers (5) has the split written as a layout; the pick is the
+    # nearest validated practice among those the model cannot rank (issue 28), fewer chunks first
+    vp = best["config"]["vp"]
+    assert vp <= 9
+    assert ("--pipeline-model-parallel-layout" in back["_emitted"]) == bool(8 % vp)
     parallel = back["_back"]["parallel"]
     assert (
         parallel["decoder_first_pipeline_num_layers"]

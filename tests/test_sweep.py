@@ -27,14 +27,15 @@ def test_each_point_is_the_search_on_the_changed_plan():
         "512",
         "1000",
     ]
+    # each point is the fastest predicted configuration: `plan` lists first the one nearest
+    # validated practice among those inside the band (issue 28), which takes a pool of 50 and
+    # ~10x the time a point; the fastest is in plan's pool
     for p in out["points"][:2]:
-        best = json.loads(
-            invoke("plan", "gpt3-175b.yaml", "--gpus", p["value"], "--top", "1", "--json").output
-        )
-        assert (
-            p["step_time_s"] == best["results"][0]["step_time_s"]
-            and p["config"] == best["results"][0]["config"]
-        )
+        pool = json.loads(
+            invoke("plan", "gpt3-175b.yaml", "--gpus", p["value"], "--top", "50", "--json").output
+        )["results"]
+        best = min(pool, key=lambda r: r["step_time_s"])
+        assert p["step_time_s"] == best["step_time_s"] and p["config"] == best["config"]
         assert p["num_gpus"] == int(p["value"]) and p["fits"]
     # 1000 = 2^3 x 5^3 GPUs: no tp x pp x dp fills them with 96 layers and a batch of 1536; said,
     # not skipped

@@ -74,13 +74,16 @@ def plan_cmd(
     plan = load_plan(plan_file, kw)
     bar = console.LazyProgress() if not as_json else None
     try:
+        # under --sort step_time, a pool larger than --top: the configurations the model cannot
+        # rank are counted and ranked by validated practice among all of them (issue 28)
+        pool = max(top, srch.RANK_POOL) if sort == "step_time" else top
         result = srch.search(
-            plan, top, sort, allow_cross_node_tp, bar, keep_points=plot is not None
+            plan, pool, sort, allow_cross_node_tp, bar, keep_points=plot is not None
         )
     finally:
         if bar:
             bar.close()
-    srch.annotate(plan, result, presets.error_bands())
+    srch.annotate(plan, result, presets.error_bands(), rank=sort == "step_time", keep=top)
     if plot is not None:
         from perfmodel.output import plots
 

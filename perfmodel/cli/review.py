@@ -282,13 +282,14 @@ def report_cmd(plan_file: str, output: str, as_json: bool, **kw: Any) -> None:
         perfmodel report gpt3-175b.yaml --gpus 512 -o report.html
     """
     from perfmodel.errors import PerfModelError
+    from perfmodel.inputs import presets
     from perfmodel.output import html
 
     if not output.strip():
         raise PerfModelError("-o needs a file name, e.g. -o report.html")
     plan = load_plan(plan_file, kw)
     summary: dict[str, Any] = {}
-    page = html.report(plan, summary)
+    page = html.report(plan, summary, presets.error_bands())
     write_text(output, page, "-o", source=plan_file)
     if as_json:
         from perfmodel.output import console

@@ -12,6 +12,7 @@ published band stays, and says why.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from perfmodel.engine.uncertainty import Band, gpu_family
@@ -60,14 +61,19 @@ def band(plan: Plan, cfg: Config, published: Band) -> Band:
     if missing:
         n = len(cal.runs)
         return Band(
-            published.mean,
-            published.max,
+            published.typical,
+            published.worst,
             f"calibrated on {n} run{'s' if n != 1 else ''}, which give no out-of-sample error for"
             f" a change of {', '.join(missing)}: the published band, {published.basis}",
+            published.runs,
+            published.unvalidated,
         )
     worst = max(known, key=lambda c: cal.out_of_sample[c])
+    # the calibration's errors are relative (|predicted / measured - 1|); a band is a half-width
+    # of log(step time)
     return Band(
-        cal.out_of_sample[worst],
-        max(cal.out_of_sample_max.get(c, cal.out_of_sample[c]) for c in known),
+        math.log1p(cal.out_of_sample[worst]),
+        math.log1p(max(cal.out_of_sample_max.get(c, cal.out_of_sample[c]) for c in known)),
         f"calibration's leave-one-run-out error ({len(cal.runs)} runs; change: {what})",
+        len(cal.runs),
     )

@@ -195,10 +195,8 @@ class Estimate:
                 if self.band is None
                 else {
                     **self.band.to_json(),
-                    "step_time_range_s": [
-                        v["step_time_s"] * (1 - self.band.mean),
-                        v["step_time_s"] * (1 + self.band.mean),
-                    ],
+                    "step_time_range_s": list(self.band.range(v["step_time_s"])),
+                    "worst_step_time_range_s": list(self.band.range(v["step_time_s"], True)),
                 }
             ),
             "warnings": list(self.warnings),

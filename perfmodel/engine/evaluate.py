@@ -325,12 +325,13 @@ def _windows(
 
 
 def _overlap(st: Setting, n: Array) -> stp.Overlap:
-    """The profile's bucket (Megatron-Core: max(40M, 1M x dp) parameters) and the overlap flags."""
+    """The profile's bucket, parameters: its fixed size or its size per data-parallel rank times
+    the ranks, the larger (Megatron-Core: max(40M, 1M x dp)), and the overlap flags."""
     tr = st.plan.training
     profile = PROFILES[tr.framework]
-    bucket = profile["grad_bucket_params"]
-    if tr.framework == "megatron-core":
-        bucket = np.maximum(bucket, 1e6 * n)
+    bucket = np.maximum(
+        profile["grad_bucket_params"], profile["grad_bucket_params_per_dp_rank"] * n
+    )
     return stp.Overlap(
         tr.overlap_grad_reduce,
         tr.overlap_param_gather,

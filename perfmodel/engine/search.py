@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.engine import uncertainty
+from perfmodel.engine import practice, uncertainty
 from perfmodel.engine.estimate import Estimate, estimate, evaluate, resolve_config
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import reserve_bytes, states_lower_bound
@@ -86,6 +86,8 @@ class SearchResult:
     hint: str = ""
     # step time and memory of feasible configurations (plots)
     points: dict[str, np.ndarray] | None = None
+    # configurations inside the fastest one's band, among those annotate() ranked (issue 28)
+    equivalents: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -98,6 +100,9 @@ class SearchResult:
             "search_time_s": self.search_time_s,
             "results": [r.to_json() for r in self.results],
         }
+        if self.equivalents is not None:
+            # how many of the ranked pool lie inside the fastest one's band (issue 28)
+            out["equivalent_to_fastest"] = self.equivalents
         if self.hint:
             out["hint"] = self.hint
         return out
@@ -180,13 +185,23 @@ def _exact_top(
     return found[:top]
 
 
+# the configurations `plan` ranks by validated practice when it cannot rank them by step time
+RANK_POOL = 50
 SLOWER_LINK = 0.8  # robustness probe: the inter-node link at 80% of its bandwidth
 
 
-def annotate(plan: Plan, result: SearchResult, bands: dict[str, Any]) -> None:
-    """Attach to each result the expected-error band and its step time with a 20% slower inter-node
-    link, and mark the results whose step time lies inside the best one's band as equivalent to it:
-    the model cannot tell them apart, so memory and robustness decide (issue 14)."""
+def annotate(
+    plan: Plan,
+    result: SearchResult,
+    bands: dict[str, Any],
+    rank: bool = True,
+    keep: int | None = None,
+) -> None:
+    """Attach to each result its out-of-sample error band and its step time with a 20% slower
+    inter-node link, and mark the results whose step time lies inside the fastest one's typical
+    band as equivalent to it: the model cannot rank them (issue 28). With ``rank`` (results sorted
+    by step time), the equivalent ones come first, nearest validated practice first
+    (engine/practice.py); then only the first ``keep`` are kept."""
     if not result.results:
         return
     link = plan.system.inter_node_link
@@ -195,16 +210,50 @@ def annotate(plan: Plan, result: SearchResult, bands: dict[str, Any]) -> None:
             update={"bandwidth_bytes_per_s": link.bandwidth_bytes_per_s * SLOWER_LINK}
         )
     )
+    if rank:
+        result.results += _nearer_practice(plan, result.results)
     for e in result.results:
         e.band = uncertainty.of_estimate(plan, bands, e)
     # the fastest listed (with --sort memory the first row is the leanest, not the fastest)
     fastest = min(result.results, key=lambda e: e.values["step_time_s"])
     best = fastest.values["step_time_s"]
-    margin = uncertainty.of_estimate(plan, bands, fastest).mean
+    _, upper = uncertainty.of_estimate(plan, bands, fastest).range(best)
+    for e in result.results:
+        # within the fastest's typical band: the model cannot tell them apart
+        e.equivalent_to_best = e.values["step_time_s"] <= upper
+    result.equivalents = sum(bool(e.equivalent_to_best) for e in result.results)
+    if rank:
+        result.results = practice.rank(plan, result.results)
+    result.results = result.results[:keep]
     for e in result.results:
         e.slower_link_step_s = estimate(slower, e.config).values["step_time_s"]
-        # within the best's band: the model cannot tell them apart
-        e.equivalent_to_best = e.values["step_time_s"] <= best * (1 + margin)
+
+
+PRACTICE_TOP = 5  # the best of each search without a dimension the fastest departs with
+
+
+def _nearer_practice(plan: Plan, results: list[Estimate]) -> list[Estimate]:
+    """The best configurations without each departure from validated practice the fastest makes
+    (context parallelism at a short sequence; pipeline parallelism), where the plan leaves that
+    dimension free: the pool ranked by step time may hold none of them, though they may lie inside
+    the band (engine/practice.py)."""
+    fastest = min(results, key=lambda e: e.values["step_time_s"]).config
+    seen = {e.config for e in results}
+    departs = {
+        "cp": fastest.cp > 1 and plan.seq_length < practice.SHORT_SEQUENCE,
+        "pp": fastest.pp > 1,
+    }
+    out = []
+    for dim, yes in departs.items():
+        if not yes or getattr(plan.parallel, dim) is not None:
+            continue
+        try:
+            alt = search(plan.with_parallel(**{dim: 1}), PRACTICE_TOP)
+        except PerfModelError:  # no configuration without it: memory or the space needs it
+            continue
+        out += [e for e in alt.results if e.config not in seen]
+        seen |= {e.config for e in alt.results}
+    return out
 
 
 def _no_valid_space(plan: Plan, rejected: dict[str, Any]) -> str:

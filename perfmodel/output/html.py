@@ -206,7 +206,15 @@ def html(plan, result, findings, gantt_svg: str | None, note: str = "") -> str:
         + _bar(
             "per-iteration breakdown",
             [(BREAKDOWN[k], val, fmt_time(val)) for k, val in j["breakdown_s"].items() if val > 0],
-            f"step {fmt_time(j['step_time_s'])}",
+            f"step {fmt_time(j['step_time_s'])}"
+            + (
+                ""
+                if best.band is None
+                else (
+                    f" (expected {_range(best.band, j['step_time_s'])},"
+                    f" +-{100 * best.band.typical:.0f}% typical)"
+                )
+            ),
         ),
         "<h2>Memory per GPU against capacity: "
         + (("tight" if m["tight"] else "fits") if m["fits"] else "does NOT fit")
@@ -304,20 +312,44 @@ def _best_table(result) -> str:
             f"SP {'on' if c.sequence_parallel else 'off'}, {c.recompute}, ZeRO {c.zero_stage}"
             + (f", {c.schedule}" if c.pp > 1 else "")
         )
+        b = e.band
+        expected = "" if b is None else f"{_range(b, v['step_time_s'])} (+-{100 * b.typical:.0f}%)"
         rows.append(
             (
-                str(i),
+                f"{i}{'~' if e.equivalent_to_best else ''}",
                 layout,
                 fmt_time(v["step_time_s"]),
+                expected,
                 f"{100 * v['mfu']:.1f}%",
                 fmt_bytes(v["total_bytes"]),
             )
         )
-    return _table(
+    table = _table(
         f"Best configurations ({result.feasible:,} feasible of {result.evaluated:,})",
-        ["#", "configuration", "step time", "MFU", "memory/GPU"],
+        ["#", "configuration", "step time", "expected (typical band)", "MFU", "memory/GPU"],
         rows,
     )
+    first = result.results[0].band
+    if first is None:
+        return table
+    fastest = min(result.results, key=lambda e: e.values["step_time_s"])
+    same = result.equivalents or 0
+    note = (
+        f"Band of #1, out of sample: +-{100 * first.typical:.0f}% typical, "
+        f"+-{100 * first.worst:.0f}% worst; {first.basis}."
+        + (
+            f" ~: {same} configurations lie within +-{100 * fastest.band.typical:.0f}% of the"
+            " fastest: the model cannot rank them; #1 is the nearest validated practice."
+            if same > 1 and fastest.band is not None
+            else ""
+        )
+    )
+    return table + f"<p class='note'>{escape(note)}</p>"
+
+
+def _range(band, step_s: float) -> str:
+    lo, hi = band.range(step_s)
+    return f"{fmt_time(lo)} to {fmt_time(hi)}"
 
 
 def _findings(findings) -> str:
@@ -372,10 +404,12 @@ def _table(title: str, headers: list[str], rows) -> str:
     return f"<h2>{escape(title)}</h2><div class=wide><table><tr>{head}</tr>{body}</table></div>"
 
 
-def report(plan, summary: dict | None = None) -> str:
+def report(plan, summary: dict | None = None, bands: dict | None = None) -> str:
     """`perfmodel report`: search the plan, simulate the best configuration's pipeline, check it,
     and draw it all as one page; ``summary`` (a dict) receives the best configurations' estimates
-    and the findings, for --json."""
+    and the findings, for --json. With ``bands`` (configs/error_bands.yaml), each configuration
+    carries its out-of-sample band and the ones the model cannot rank are ranked by validated
+    practice, as `plan` does (issue 28)."""
     from perfmodel.engine import search as srch
     from perfmodel.engine.estimate import pipeline
     from perfmodel.engine.schedule import MAX_GANTT_BLOCKS
@@ -383,7 +417,9 @@ def report(plan, summary: dict | None = None) -> str:
     from perfmodel.output import gantt
     from perfmodel.review.check import check
 
-    result = srch.search(plan, top=5, keep_points=True)
+    result = srch.search(plan, top=5 if bands is None else srch.RANK_POOL, keep_points=True)
+    if bands is not None:
+        srch.annotate(plan, result, bands, keep=5)
     if not result.results:
         raise PerfModelError(result.hint or "no configuration fits")
     best = result.results[0]

@@ -119,8 +119,8 @@ def _throughput(j: dict, verbose: bool = False) -> None:
         if not band
         else (
             f" (expected {fmt_time(band['step_time_range_s'][0])} to"
-            f" {fmt_time(band['step_time_range_s'][1])}: +-{100 * band['mean_abs_error']:.0f}%"
-            f" typical, +-{100 * band['max_abs_error']:.0f}% worst, from {band['basis']})"
+            f" {fmt_time(band['step_time_range_s'][1])}: +-{100 * band['typical_half_width']:.0f}%"
+            f" typical, +-{100 * band['worst_half_width']:.0f}% worst; {band['basis']})"
         )
     )
     kv(
@@ -208,7 +208,7 @@ def plan(plan_obj, result, verbose: bool = False) -> None:
                 f" framework: {plan_obj.training.framework}"
             ),
         )
-        _equivalents(result)
+        _equivalents(plan_obj, result)
         estimate(plan_obj, result.results[0], verbose=verbose, head=False)
     line(
         f"evaluated {result.evaluated:,} configurations in {result.search_time_s:.2f} s"
@@ -226,22 +226,37 @@ def plan(plan_obj, result, verbose: bool = False) -> None:
         line(f"[red]{result.hint}[/red]")
 
 
-def _equivalents(result) -> None:
-    """What separates the configurations the model cannot tell apart (~: inside the best's error
-    band)."""
+def _equivalents(plan_obj, result) -> None:
+    """How many configurations the model cannot rank (~: inside the fastest one's typical band,
+    out of sample), the one listed first (nearest validated practice: engine/practice.py), and
+    what separates the others from it; identical descriptions are printed once."""
+    from perfmodel.engine import practice
+    from perfmodel.engine import search as srch
+
     same = [(i, e) for i, e in enumerate(result.results, 1) if e.equivalent_to_best]
     if len(same) < 2 or same[0][1].band is None:
         return
+    fastest = min((e for _, e in same), key=lambda e: e.values["step_time_s"])
+    count = result.equivalents or len(same)
+    # every configuration ranked was inside the band: there may be more beyond those
+    more = "at least " if count >= srch.RANK_POOL else ""
     line(
-        f"~ {len(same)} configurations lie within the model's typical error"
-        f" (+-{100 * same[0][1].band.mean:.0f}%) of the best; what separates them:"
+        f"~ {more}{count} configurations within +-{100 * fastest.band.typical:.0f}% of the fastest"
+        f"{' (the first ' + str(len(same)) + ' listed)' if count > len(same) else ''}; the model"
+        " cannot rank them. #1 is the nearest validated practice."
     )
-    for i, e in same:
+    shared, texts = practice.separates(plan_obj, [e for _, e in same])
+    if shared:
+        line(f"  all: {', '.join(shared)}")
+    groups: dict[str, list[int]] = {}
+    for (i, e), text in zip(same, texts):
         slow = e.slower_link_step_s
-        robust = (
-            f", {100 * (slow / e.values['step_time_s'] - 1):+.1f}% with a 20% slower inter-node"
+        text += (
+            f", {100 * (slow / e.values['step_time_s'] - 1):+.0f}% with a 20% slower inter-node"
             " link"
             if slow
             else ""
         )
-        line(f"  #{i}: {fmt_bytes(e.values['total_bytes'])} per GPU{robust}")
+        groups.setdefault(text, []).append(i)
+    for text, ids in groups.items():
+        line(f"  {', '.join(f'#{i}' for i in ids)}: {text}")

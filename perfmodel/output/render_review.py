@@ -92,6 +92,7 @@ def validation(report) -> None:
                 f" run{'s' if summary['cases'] != 1 else ''} (MFU: predicted)\nmean signed error"
                 f" {summary['mean_error_pct']:+.2f}%: {summary['runs_predicted_fast']} of"
                 f" {summary['cases']} predicted faster than measured"
+                + _out_of_sample(summary)
             ),
         )
         if notes:
@@ -282,3 +283,16 @@ def sweep(result) -> None:
                 f"{result.field}={p.value}: DOES NOT FIT (memory NO): "
                 + usable_text(v["total_bytes"], v["capacity_bytes"], v["reserve_bytes"])
             )
+
+
+def _out_of_sample(summary: dict) -> str:
+    """The table's error with its source left out of every fit (configs/error_bands.yaml)."""
+    if summary.get("oos_runs") is None:
+        return (
+            "\nout of sample: not in configs/error_bands.yaml (benchmarks/refresh_error_bands.py)"
+        )
+    return (
+        "\nout of sample (its source left out of every fit): mean |error|"
+        f" {summary['oos_mean_abs_error_pct']:.2f}%, max {summary['oos_max_abs_error_pct']:.2f}%"
+        f" over {summary['oos_runs']} runs; {summary['oos_refit']}"
+    )

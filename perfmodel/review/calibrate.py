@@ -250,13 +250,16 @@ def choose(runs: list[MeasuredRun], asked: list[str] | None) -> tuple[list[str],
 
 
 def published_band(plan: Plan, bands: dict[str, Any] | None = None) -> float:
-    """The mean |error| of the published runs nearest in kind to ``plan`` (engine/uncertainty;
-    ``bands`` default configs/error_bands.yaml)."""
+    """The typical relative error of the published runs nearest in kind to ``plan``, out of
+    sample (engine/uncertainty's typical band, a log half-width, as a relative error; ``bands``
+    default configs/error_bands.yaml)."""
+    import math
+
     from perfmodel.engine import uncertainty
     from perfmodel.inputs import presets
 
     est = estimate(plan, resolve_config(plan))
-    return uncertainty.of_estimate(plan, bands or presets.error_bands(), est).mean
+    return math.expm1(uncertainty.of_estimate(plan, bands or presets.error_bands(), est).typical)
 
 
 def _factors(theta: dict[str, float]) -> dict[str, float]:

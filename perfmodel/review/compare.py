@@ -8,12 +8,15 @@ The figures are `estimate`'s (free knobs chosen by the search, as `estimate` doe
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+from perfmodel.engine import uncertainty
 from perfmodel.engine.estimate import Estimate
 from perfmodel.engine.evaluate import BREAKDOWN_KEYS
 from perfmodel.engine.search import estimate_or_search
 from perfmodel.errors import PerfModelError
+from perfmodel.inputs import presets
 from perfmodel.review.check import Finding, check
 from perfmodel.specs import Plan
 from perfmodel.units import fmt_bytes, fmt_time
@@ -91,6 +94,7 @@ class Comparison:
                     "searched": s.chosen,
                     "config": j["config"],
                     "step_time_s": j["step_time_s"],
+                    "expected_error": j["expected_error"],
                     "mfu": j["mfu"],
                     "tokens_per_s_per_gpu": j["tokens_per_s_per_gpu"],
                     "breakdown_s": j["breakdown_s"],
@@ -135,6 +139,7 @@ def compare(named: list[tuple[str, Plan]]) -> Comparison:
         except PerfModelError as e:
             raise PerfModelError(f"{label}: {e}") from None
         fixed = plan.with_parallel(**chosen) if chosen else plan
+        est.band = uncertainty.of_estimate(plan, presets.error_bands(), est)
         sides.append(Side(label, plan, est, chosen, check(fixed)))
     return Comparison(sides, [verdict(sides[0], s) for s in sides[1:]], different_jobs(sides))
 
@@ -158,6 +163,17 @@ def verdict(a: Side, b: Side) -> str:
     )
     why = ", ".join(f"{COMPONENTS[k]} {signed_time(d)}" for d, k in moved[:3])
     change = step_change(ta, tb, va["tokens_per_s"], vb["tokens_per_s"])
+    # the wider of the two typical bands (out of sample): a difference inside it is not one the
+    # model has shown it can see (issue 28)
+    bands = [s.est.band for s in (a, b) if s.est.band is not None]
+    width = max((x.typical for x in bands), default=0.0)
+    if bands and abs(math.log(tb / ta)) <= width:
+        return (
+            f"{prefix}{b.label} and {a.label} are equal within the band: {b.label}"
+            f" {change.removeprefix('takes ')}, inside the model's +-{100 * width:.0f}% typical"
+            " error out of sample, so the model cannot rank them"
+            + (f" ({why})" if why else "")
+        )
     return f"{prefix}{b.label} {change} than {a.label}" + (f": {why}" if why else "")
 
 

@@ -108,6 +108,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "hop_overhead_s": 0.0,
         # torch DDP's 25 MB buckets of 16-bit gradients (--DDP-impl torch)
         "grad_bucket_params": 12.5e6,
+        "grad_bucket_params_per_dp_rank": 0.0,  # a fixed bucket, whatever the DP size
         "zero_stages": (0,),  # no distributed optimizer in 2021 Megatron-LM
         "uneven_stages": False,  # layers must divide evenly (megatron/model/transformer.py, 2021)
         "context_parallel": False,  # CP and EP came with Megatron-Core (2023)
@@ -159,6 +160,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "microbatch_overhead_s": 0.0,
         "hop_overhead_s": 0.0,
         "grad_bucket_params": 12.5e6,
+        "grad_bucket_params_per_dp_rank": 0.0,  # a fixed bucket, whatever the DP size
         "zero_stages": (0, 1),  # the distributed optimizer (ZeRO-1) landed in Megatron-LM in 2022
         "uneven_stages": False,
         "context_parallel": False,
@@ -221,6 +223,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "hop_overhead_s": 0.0,
         # DistributedDataParallelConfig: max(40M, 1M x dp) parameters per bucket
         "grad_bucket_params": 40e6,
+        # the bucket grows with the data-parallel ranks: the larger of 40M and this x dp
+        "grad_bucket_params_per_dp_rank": 1e6,
         # distributed optimizer (ZeRO-1); Megatron-FSDP for ZeRO-3 (pp = 1)
         "zero_stages": (0, 1, 3),
         # --decoder-first/last-pipeline-num-layers, --pipeline-model-parallel-layout
@@ -279,6 +283,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "microbatch_overhead_s": 0.0,
         "hop_overhead_s": 0.0,  # no published runs to fit
         "grad_bucket_params": 5e8,  # reduce_bucket_size / allgather_bucket_size defaults (elements)
+        "grad_bucket_params_per_dp_rank": 0.0,  # a fixed bucket, whatever the DP size
         # ZeRO-2/3 only without pipeline parallelism (PipelineEngine asserts
         # zero_optimization_stage < 2)
         "zero_stages": (0, 1, 2, 3),
@@ -351,6 +356,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "microbatch_overhead_s": 0.0,
         "hop_overhead_s": 0.0,
         "grad_bucket_params": 0.0,  # no buckets: one reduce-scatter per FSDP unit (layer)
+        "grad_bucket_params_per_dp_rank": 0.0,  # a fixed bucket, whatever the DP size
         # NO_SHARD is DDP (dp_shard 1); reshard_after_forward False is SHARD_GRAD_OP (ZeRO-2)
         "zero_stages": (0, 2, 3),
         # pipeline_parallel_split_points / the layers-per-stage split may be uneven
@@ -416,6 +422,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "microbatch_overhead_s": 0.0,
         "hop_overhead_s": 0.0,
         "grad_bucket_params": 0.0,  # one flat parameter per FSDP unit (an MPT block)
+        "grad_bucket_params_per_dp_rank": 0.0,  # a fixed bucket, whatever the DP size
         "zero_stages": (0, 2, 3),  # NO_SHARD, SHARD_GRAD_OP, FULL_SHARD (and HYBRID_SHARD)
         "uneven_stages": False,
         "context_parallel": False,
@@ -451,6 +458,7 @@ FACTS = (
     "interleaved",
     "expert_parallel",
     "grad_bucket_params",
+    "grad_bucket_params_per_dp_rank",
     "pipeline",
     "tensor_parallel",
     "default_microbatches",

@@ -44,6 +44,8 @@ def extra_profiles(PROFILES: dict[str, dict[str, Any]]) -> dict[str, dict[str, A
         "tensor_parallel": True,
         "sharded_pipeline": False,
         "activation_offloading": False,  # not described in the report
+        # the report states no bucket rule: Megatron-Core's 40M, fixed (not grown with dp)
+        "grad_bucket_params_per_dp_rank": 0.0,
     }
     # AMD-AGI/Primus, Megatron-LM backend with Primus-pipeline (docs tech_blogs/primus_pipeline, PR
     # #513, 2026-02): Megatron-Core's values except where said
@@ -73,6 +75,7 @@ def extra_profiles(PROFILES: dict[str, dict[str, Any]]) -> dict[str, dict[str, A
         "overlap_grad_reduce": True,
         "overlap_param_gather": False,
         "grad_bucket_params": 512 * 1024 * 1024,  # reduce_bucket_size=512 * 1024 * 1024 elements
+        "grad_bucket_params_per_dp_rank": 0.0,  # a fixed bucket, whatever the DP size
         "zero_stages": (0, 1),  # zero1 (fsdp=True is a separate mode, not modelled)
         "uneven_stages": False,
         "context_parallel": False,
