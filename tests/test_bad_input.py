@@ -126,7 +126,8 @@ def test_gpus_not_divisible_by_tp_pp(runner, tmp_path):
 def test_product_not_gpus(runner, tmp_path):
     run_bad(
         runner,
-        ["memory", write_plan(tmp_path, parallel="{tp: 8, pp: 8, dp: 4}")],
+        # cp fixed too: a free cp would complete the product (memory chooses free knobs as plan)
+        ["memory", write_plan(tmp_path, parallel="{tp: 8, pp: 8, dp: 4, cp: 1}")],
         "tp(8) * pp(8) * dp(4) = 256 != num_gpus(512)",
     )
 
