@@ -167,7 +167,7 @@ def test_calibrated_band_for_an_unseen_change_keeps_the_published_one(tmp_path: 
     b = uncertainty.of_estimate(plan, presets.error_bands(), e)
     assert "no out-of-sample error for a change of" in b.basis and "format" in b.basis
     # the band is the published one for an fp8 run of this kind
-    assert b.mean == uncertainty.band(plan, presets.error_bands()).mean
+    assert b.typical == uncertainty.band(plan, presets.error_bands(), e.config).typical
 
 
 @pytest.mark.parametrize(

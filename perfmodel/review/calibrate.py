@@ -182,7 +182,10 @@ def noise_floor() -> float:
     standard error is taken from is never below it."""
     from perfmodel.inputs import presets
 
-    return min(float(t["mean_abs_error"]) for t in presets.error_bands().values())
+    by_table: dict[str, list[float]] = {}
+    for r in presets.error_bands()["runs"].values():
+        by_table.setdefault(r["table"], []).append(abs(math.expm1(float(r["log_error"]))))
+    return min(float(np.mean(errs)) for errs in by_table.values())
 
 
 def uncertain(jac: np.ndarray, gap: np.ndarray, names: list[str]) -> str | None:
