@@ -493,7 +493,9 @@ def test_emit_carries_the_nvlink_domain_and_import_assumes_the_rack(tmp_path):
         r = run(case, "estimate", script, "--gpu", "gb200", "--vocab-size", vocab, "--json")
         assert "an NVLink domain of 72 GPUs" in " ".join(r.stderr.split())
         assert max(map(len, r.stderr.splitlines())) <= 80
-        assert json.loads(r.stdout)["step_time_s"] == pytest.approx(predicted, rel=5e-3)
+        # the files carry the prediction of the model they were emitted with; it has moved since
+        # (MoE switches, schedules, memory) by a few percent, while the misread rack was 3x
+        assert json.loads(r.stdout)["step_time_s"] == pytest.approx(predicted, rel=0.1)
     marked = (REPRO / case / "args.sh").read_text() + "\n# perfmodel: nvlink_domain 64\n"
     (tmp_path / "m.sh").write_text(marked)
     r = CliRunner().invoke(main, ["import", "megatron", str(tmp_path / "m.sh"), "--gpu", "gb200",
@@ -684,7 +686,8 @@ def test_does_not_fit_names_the_usable_line_and_the_reserve():
     r = run("does_not_fit_message_ignores_reserve", "estimate", "f.yaml", "--memory-reserve",
             "50 %")  # fmt: skip
     first = " ".join(r.stdout.split("\n\n")[0].split())
-    assert first.startswith("DOES NOT FIT: 64.0 GB needed, 42.8 GB usable (85.5 GB HBM less a"
+    # 71.9 GB: torchtitan's fp32 loss logits are counted since (engine/memory.py)
+    assert first.startswith("DOES NOT FIT: 71.9 GB needed, 42.8 GB usable (85.5 GB HBM less a"
                             " 42.8 GB reserve; --memory-reserve)")  # fmt: skip
     c = " ".join(run("reserve_negative_over_bundled_plan", "check", "gpt3-175b-3d").output.split())
     assert "808.6 MB over the 81.6 GB usable (85.9 GB HBM less a 4.29 GB reserve" in c
@@ -711,8 +714,8 @@ def test_sweep_marks_a_row_that_does_not_fit():
     r = run("sweep_fixed_not_fit_unmarked", "sweep", "f.yaml", "--vary",
             "gpu=h100-sxm,a100-40gb", "--fixed")  # fmt: skip
     rows = {ln.split()[0]: ln for ln in r.stdout.splitlines() if ln[:4] in ("h100", "a100")}
-    assert "64 GB NO" in rows["a100-40gb"] and " NO " not in rows["h100-sxm"]
-    assert "system.gpu=a100-40gb: DOES NOT FIT (memory NO): 64.0 GB needed, 40.8 GB usable" in (
+    assert "71.9 GB NO" in rows["a100-40gb"] and " NO " not in rows["h100-sxm"]
+    assert "system.gpu=a100-40gb: DOES NOT FIT (memory NO): 71.9 GB needed, 40.8 GB usable" in (
         " ".join(r.stdout.split())
     )
 

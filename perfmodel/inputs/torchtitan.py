@@ -39,7 +39,16 @@ MODELS = {
     ("qwen3", "235B-A22B"): "qwen3-235b-a22b",
 }
 
-SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved"}
+# torch.distributed.pipelining's names (get_schedule_class): ZBVZeroBubble and DualPipeV run two
+# stages a rank in a V (Qi et al. 2024; deepseek-ai/DualPipe), as the fsdp profile lists them
+SCHEDULES = {
+    "1F1B": "1f1b",
+    "GPipe": "gpipe",
+    "Interleaved1F1B": "interleaved",
+    "ZBVZeroBubble": "zbv",
+    "DualPipeV": "dualpipev",
+}
+LOOPED = ("Interleaved1F1B", "ZBVZeroBubble", "DualPipeV")
 
 # sections whose keys never change the step's cost (logging, checkpoint files, data, the learning
 # rate); a key here with any value is listed as ignored
@@ -228,6 +237,8 @@ def _parallel(job: _Job, out: Imported, num_gpus: int | None) -> None:
         )
     resharded = reshard == "always" or (reshard == "default" and degrees["pp"] == 1)
     p["zero_stage"] = 0 if degrees["dp_shard"] == 1 else (3 if resharded else 2)
+    if p["zero_stage"] == 0:  # no shard at all: plain data parallelism over the replicas
+        p["dp"] = p.pop("dp_replicate") * p.pop("dp_shard")
     ep = job.int(s, "expert_parallel_degree", 1)
     etp = job.int(s, "expert_tensor_parallel_degree", 1)
     if ep > 1 or etp > 1:  # the fsdp profile is torchtitan 2024-12's, before its MoE support
@@ -267,8 +278,8 @@ def _pipeline(job: _Job, out: Imported, pp: int) -> None:
     layers = presets.model(out.plan["model"]).num_layers
     if per_stage is not None:  # pipeline_llm: stages = ceil((L + first + last) / per_stage)
         stages = -(-(layers + first_less + last_less) // per_stage)
-    else:  # one stage a rank, two for a looped schedule (Interleaved1F1B)
-        stages = pp * (2 if name == "Interleaved1F1B" else 1)
+    else:  # one stage a rank, two for a looped or V schedule
+        stages = pp * (2 if name in LOOPED else 1)
     if stages % pp:
         raise PerfModelError(f"{job.label}: {stages} pipeline stages do not divide over pp({pp})")
     p["vp"] = stages // pp
@@ -296,7 +307,7 @@ def _pipeline(job: _Job, out: Imported, pp: int) -> None:
 def _batch(job: _Job, out: Imported) -> None:
     p, t, s = out.plan["parallel"], out.plan["training"], "training"
     local = job.int(s, "local_batch_size", 8)
-    dp = p["dp_replicate"] * p["dp_shard"]
+    dp = p["dp"] if "dp" in p else p["dp_replicate"] * p["dp_shard"]
     gbs = job.int(s, "global_batch_size", -1)
     gbs = local * dp if gbs == -1 else gbs
     if gbs % (local * dp):
