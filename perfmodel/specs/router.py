@@ -19,8 +19,8 @@ and prints each, with its error on the runs left out):
   seq_aux_loss and the expert bias, so the recipe's token-drop callback, which asserts aux_loss or
   none, cannot apply to it)
   and the DeepSeek-V3 report's whole run on 2,048 H800. They disagree: each alone sets 1.34 and
-  about 1.9, and each is off by 17-33% under the other's figure (the fit's leave-one-out errors);
-  together they give 1.49, no different from aux_loss's within what they resolve.
+  about 1.97, and each is off by 18-36% under the other's figure (the fit's leave-one-out errors);
+  together they give 1.52, no different from aux_loss's within what they resolve.
 - llama4: Llama 4's top-1 sigmoid router beside a shared expert. No published dropless Llama 4
   step (the DGX Cloud Maverick run drops tokens at capacity 1): it takes the aux_loss figure, and
   every output says so (Model.moe_router_family's description).
@@ -45,9 +45,9 @@ ROUTER_FAMILIES: tuple[str, ...] = get_args(RouterFamily)
 ROUTER_LOAD: dict[str, float] = {
     # zoo Qwen3-235B long context, dropless vs forced balance (4 runs, within 2 points each)
     "aux_loss": 1.5,
-    # DGXC-2505-DEEPSEEKV3-1024xH100-BF16 (+8.7%) and the DeepSeek-V3 report's run (-12.2%);
-    # leave-one-out +32.9% and -16.6%: the two runs do not separate it from aux_loss's figure
-    "aux_free_bias": 1.49,
+    # DGXC-2505-DEEPSEEKV3-1024xH100-BF16 (+10.5%) and the DeepSeek-V3 report's run (-13.0%);
+    # leave-one-out +36.4% and -18.3%: the two runs do not separate it from aux_loss's figure
+    "aux_free_bias": 1.52,
     # no dropless Llama 4 step published: the aux_loss figure, said as assumed
     "llama4": 1.5,
     "balanced": 1.0,
