@@ -1,4 +1,4 @@
-"""Each published run's out-of-sample error (issue 28; SPEC 13 "Error bands that hold"): leave its
+"""Each published run's out-of-sample error (the error a band is made of): leave its
 SOURCE (its validation table, the `table:` key of configs/validation/*.yaml) out of every fit that
 touches it, refit those fits on what is left, and predict the run with the refitted values.
 
@@ -18,6 +18,10 @@ value the model would carry had the source never been transcribed:
     (calibrate_gpu --gpu blackwell)                                              NVFP4 likewise
   megatron-core expert_call_overhead_s       moezoo-qwen3-235b,                -
     (calibrate_overheads --moe)                moezoo-long-context, moe-2026
+  AMD CDNA GEMM fractions                    amd-instinct                      H100's BF16 fraction
+    (calibrate_gpu --gpu mi355x)
+  InternEvo's RoCE efficiency                internevo-1024-a100               a link's default
+    (calibrate_internevo_network)
 
 Not refitted: the A100 efficiencies, fitted on Korthikanti 2022 Table 4's per-layer times (table
 korthikanti2022-table4, which has no step-time run: every step time is out of its sample, though
@@ -133,6 +137,38 @@ def _blackwell_prior(c: Case) -> Case:
     }
 
 
+# --- AMD CDNA GEMM fractions and InternEvo's network ------------------------------------------
+CDNA = ("mi300x", "mi325x", "mi350x", "mi355x")
+
+
+def _cdna_prior(c: Case) -> Case:
+    """No AMD run: every CDNA part at the H100's BF16 fraction of its own peaks (the MI355X fit,
+    calibrate_gpu.py --gpu mi355x, is carried to the other parts, so all of them lose it)."""
+    if not any(_gpu_is(c, k) for k in CDNA):
+        return c
+    f = presets.gpu("h100-sxm").gemm_efficiency
+    plan = c["plan"]
+    g = plan.system.gpu.model_copy(update={"gemm_efficiency": f, "fp8_gemm_efficiency": f})
+    return {
+        **c,
+        "plan": plan.model_copy(update={"system": plan.system.model_copy(update={"gpu": g})}),
+    }
+
+
+def _network_prior(c: Case) -> Case:
+    """No InternEvo run: its 4 x 100G RoCE network at a link's default efficiency (specs.Link),
+    not the one benchmarks/calibrate_internevo_network.py fits on InternEvo's runs."""
+    plan = c["plan"]
+    link = plan.system.inter_node_link
+    if link.name != presets.link("roce-100g-x4").name:
+        return c
+    default = type(link).model_fields["efficiency"].default
+    system = plan.system.model_copy(
+        update={"inter_node_link": link.model_copy(update={"efficiency": default})}
+    )
+    return {**c, "plan": plan.model_copy(update={"system": system})}
+
+
 # --- megatron-core's per-expert host time -------------------------------------------------------
 def _expert(cases: list[Case]) -> Transform:
     value = co._fit_expert(cases)
@@ -172,6 +208,14 @@ FITS = (
         "H100's FP8 fraction",
     ),
     Fit("expert-call-overhead", co.MOE_TABLES, _expert, None),
+    Fit("cdna-fractions", ("amd-instinct",), None, _cdna_prior, "H100's BF16 fraction"),
+    Fit(
+        "internevo-network",
+        ("internevo-1024-a100",),
+        None,
+        _network_prior,
+        "a link's default efficiency",
+    ),
 )
 
 
