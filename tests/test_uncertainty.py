@@ -82,19 +82,20 @@ def test_band_names_its_class_and_count():
 
 
 def test_what_no_run_combined_widens_the_band_and_is_said():
-    """Issue 28's case: PP and CP under FSDP (torchtitan's stack) on 256 H100; no run of PyTorch
-    FSDP used either, so the band widens by the PP runs' and CP runs' error in quadrature."""
+    """Issue 28's case: PP and CP under FSDP (torchtitan's stack) on 256 H100. Runs of PyTorch FSDP
+    used each (torchtitan's 405B on PP 8, its 8B on CP 8) but none both, so the band widens by the
+    error of the runs that combined them elsewhere, in quadrature."""
     p = _plan("llama3-70b", "h100-sxm", 256, "fsdp", seq_length=8192)
     plain = srch.estimate_or_search(p.with_parallel(tp=8, pp=1, cp=1, zero_stage=3))[0]
     odd = srch.estimate_or_search(p.with_parallel(tp=2, pp=4, cp=4, zero_stage=3))[0]
     bands = presets.error_bands()
     a, b = uncertainty.of_estimate(p, bands, plain), uncertainty.of_estimate(p, bands, odd)
-    assert any("pipeline parallelism under PyTorch FSDP" in u for u in b.unvalidated)
-    assert any("context parallelism under PyTorch FSDP" in u for u in b.unvalidated)
+    assert b.unvalidated == ("pipeline parallelism with context parallelism under PyTorch FSDP",)
+    assert not a.unvalidated
     assert b.typical > a.typical and "widened by" in b.basis
     r = _runs()
-    pp, _ = r._ingredient("pp", uncertainty._full(uncertainty.features(p, odd.config)))
-    assert b.typical >= math.hypot(a.typical, pp) - 1e-12
+    both, _ = r._ingredient("cp+pp", uncertainty._full(uncertainty.features(p, odd.config)))
+    assert b.typical == pytest.approx(math.hypot(a.typical, both))
 
 
 def test_a_format_never_run_on_a_part_is_unvalidated():
