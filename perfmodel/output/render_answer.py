@@ -15,7 +15,12 @@ def answer_lines(j: dict, framework: str) -> list[str]:
     c = j["config"]
     schedule = c.get("schedule", "1f1b")
     sched = "" if schedule in ("1f1b", "interleaved") else f" {schedule}"
-    out = [f"answer: {config_short(c)}{sched} under {framework}"]
+    moe = ""
+    if c.get("ep", 1) > 1 and c.get("moe_token_dispatcher_type"):  # the MoE switches searched
+        moe = f" {c['moe_token_dispatcher_type']}" + (
+            " a2a-overlap" if c.get("moe_a2a_overlap") else ""
+        )
+    out = [f"answer: {config_short(c)}{sched}{moe} under {framework}"]
     band = j.get("expected_error")
     step = f"step {fmt_time(j['step_time_s'])}"
     if band and band.get("step_time_range_s"):
