@@ -40,7 +40,7 @@ def test_the_reference_reads_units_and_profile_defaults():
     gpu = {r[0]: r for r in reference.rows(reference.spec("perfmodel.specs.hardware:GPU"))}
     assert gpu["`hbm_capacity_bytes`"][4].startswith("bytes")
     training = {
-        r[0]: r for r in reference.rows(reference.spec("perfmodel.specs.parallel:Training"))
+        r[0]: r for r in reference.rows(reference.spec("perfmodel.specs.training:Training"))
     }
     assert training["`tp_comm_overlap`"][3] == "the framework profile's"
     assert training["`global_batch_size`"][3] == "required"

@@ -13,18 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfmodel.cost import Array
 from perfmodel.cost import pipeline as pipe
-from perfmodel.cost.layer import Op
-from perfmodel.cost.memory import RECOMPUTE_CODES
-from perfmodel.cost.ops import Block
-from perfmodel.cost.transformer import decoder_layer
 from perfmodel.engine.assumptions import assumptions
-from perfmodel.engine.blocks import BlockCost, Setting, block_ops
 from perfmodel.engine.evaluate import BREAKDOWN_KEYS, evaluate
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import MEMORY_KEYS
 from perfmodel.engine.mesh import Mesh
+from perfmodel.engine.per_layer import layer_kind as layer_kind
+from perfmodel.engine.per_layer import layer_seconds as layer_seconds
+from perfmodel.engine.per_layer import ops_json as ops_json
+from perfmodel.engine.per_layer import per_layer_ops
 from perfmodel.engine.rules import config_problems
 from perfmodel.engine.run import training_run
 from perfmodel.engine.uncertainty import Band
@@ -393,81 +391,3 @@ def _warnings(plan: Plan, cfg: Config, v: dict[str, Any]) -> list[str]:
     if v["bubble_over_step"] > pipe.BUBBLE_LIMIT:
         out.append(f"pipeline bubble is {100 * v['bubble_over_step']:.1f}% of the step")
     return out
-
-
-def layer_kind(plan: Plan) -> str:
-    """The kind of layer most of the model is made of: "moe" or "dense"."""
-    pattern = plan.model.moe_pattern()
-    return "moe" if 2 * sum(pattern) > len(pattern) else "dense"
-
-
-def _layer(plan: Plan, cfg: Config, kind: str | None) -> tuple[list[Op], Block]:
-    def f(x: float) -> Array:
-        return np.asarray(float(x))
-
-    return block_ops(
-        Setting.of(plan),
-        decoder_layer,
-        f(cfg.tp),
-        f(cfg.micro_batch_size),
-        np.asarray(cfg.sequence_parallel),
-        f(cfg.cp),
-        f(cfg.ep),
-        f(cfg.etp),
-        cfg.cp_comm_type,
-        cfg.moe_token_dispatcher_type,
-        cfg.moe_a2a_overlap,
-        moe=(kind or layer_kind(plan)) == "moe",
-    )
-
-
-def per_layer_ops(plan: Plan, cfg: Config, kind: str | None = None) -> list[Op]:
-    """The timed operations of one layer for ``cfg`` (of ``kind``, default the model's most common
-    kind), for the --per-layer table."""
-    return _layer(plan, cfg, kind)[0]
-
-
-def layer_seconds(
-    plan: Plan, cfg: Config, recompute: str | None = None, kind: str | None = None
-) -> tuple[float, float]:
-    """(forward, backward) seconds of one layer for one micro-batch under ``cfg``, TP communication
-    and the recompute of ``recompute`` (default: the configuration's) included."""
-    ops, block = _layer(plan, cfg, kind)
-    st = Setting.of(plan)
-    cost = BlockCost.of(
-        ops,
-        block,
-        float(cfg.tp),
-        float(cfg.ep),
-        float(cfg.etp),
-        tuple(plan.training.recompute_modules),
-        st.shape,
-        st.precision.activation_bytes,
-        plan.training.checkpoint_every_n_layers,
-    )
-    fwd, bwd = cost.seconds(RECOMPUTE_CODES[recompute or cfg.recompute])
-    return float(fwd), float(bwd)
-
-
-def ops_json(ops: list[Op]) -> list[dict[str, Any]]:
-    """The per-layer operations as JSON rows (one configuration)."""
-    rows = []
-    for o in ops:
-        bound = (
-            "link"
-            if o.kind == "comm"
-            else ("compute" if bool(np.all(o.compute_bound)) else "memory")
-        )
-        rows.append(
-            {
-                "name": o.name,
-                "kind": o.kind,
-                "flops": float(np.sum(o.flops)),
-                "bytes": float(np.sum(o.bytes)),
-                "bound": bound,
-                "forward_s": float(np.sum(o.fwd_s)),
-                "backward_s": float(np.sum(o.bwd_s)),
-                "recomputed_by_selective": o.attention_core,
-            }
-        )
-    return rows

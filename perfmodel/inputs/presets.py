@@ -10,109 +10,30 @@ from __future__ import annotations
 import difflib
 import json
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from perfmodel.errors import PerfModelError
-from perfmodel.inputs import hf, names, yaml12
+from perfmodel.inputs import hf, names
+from perfmodel.inputs.preset_files import (
+    SINGULAR,
+    _bundled,
+    _configs_root,
+    _load_yaml,
+    _lookup,
+    _read_text,
+    preset_names,
+)
+from perfmodel.inputs.preset_files import parse_yaml as parse_yaml
+from perfmodel.inputs.preset_files import read_text as read_text
+from perfmodel.inputs.usual_links import RACK_DOMAIN as RACK_DOMAIN
+from perfmodel.inputs.usual_links import _usual_links, default_links, host_link_of
 from perfmodel.specs import GPU, Link, Model, Parallel, Plan, System, Training
 from perfmodel.specs.base import format_validation_error
 from perfmodel.specs.framework import FRAMEWORK_ALIASES
 from perfmodel.specs.run import Run
-
-
-def _configs_root():
-    """configs/ of the installed package, or of the source tree when run from a checkout."""
-    try:
-        root = resources.files("perfmodel.configs")
-        if root.joinpath("hardware").is_dir():
-            return root
-    except ModuleNotFoundError:
-        pass
-    return Path(__file__).resolve().parents[2] / "configs"
-
-
-def _norm(name: str) -> str:
-    return name.strip().lower().replace("_", "-").replace(" ", "-")
-
-
-def _read_text(path, label: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8-sig")  # a UTF-8 byte-order mark is accepted
-    except FileNotFoundError:
-        raise PerfModelError(f"{label}: no such file") from None
-    except IsADirectoryError:
-        raise PerfModelError(f"{label}: is a directory, not a file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise PerfModelError(f"{label}: cannot read ({e.__class__.__name__}: {e})") from None
-
-
-def read_text(path: str, label: str) -> str:
-    """A user's text file (a launch script, an argument file), every failure one line."""
-    return _read_text(Path(path), label)
-
-
-def parse_yaml(text: str, label: str, omegaconf: bool = False) -> Any:
-    """YAML text -> Python data under YAML 1.2's core schema (yaml12.py), or YAML 1.1 as OmegaConf
-    reads it (``omegaconf``: NeMo recipes); a syntax error names the line and column, and duplicate
-    keys, runaway aliases and deep nesting are errors."""
-    try:
-        return yaml12.load(text, omegaconf)
-    except yaml12.YamlError as e:
-        raise PerfModelError(f"{label}: {e}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise PerfModelError(f"{label}: YAML syntax error{where}: {problem}") from None
-
-
-def _load_yaml(path, label: str) -> Any:
-    return parse_yaml(_read_text(path, label), label)
-
-
-@cache
-def _bundled(kind: str) -> dict[str, dict]:
-    """name -> raw mapping for 'gpus', 'links', 'models', 'plans'."""
-    root = _configs_root()
-    out: dict[str, dict] = {}
-    if kind in ("gpus", "links"):
-        f = root.joinpath("hardware", f"{kind}.yaml")
-        data = _load_yaml(f, f"configs/hardware/{kind}.yaml")
-        return {_norm(k): v for k, v in data.items()}
-    folder = root.joinpath(kind)
-    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
-        if entry.name.endswith(".yaml"):
-            label = f"configs/{kind}/{entry.name}"
-            out[_norm(entry.name[:-5])] = _load_yaml(entry, label)
-    return out
-
-
-def preset_names(kind: str) -> list[str]:
-    return sorted(_bundled(kind))
-
-
-SINGULAR = {"gpus": "GPU", "links": "link", "models": "model", "plans": "plan"}
-
-
-def _lookup(kind: str, name: str, notes: list[str] | None = None) -> dict:
-    """The raw mapping of a bundled preset by its name or an alias (names.py; the alias is noted in
-    ``notes``); an unknown name suggests the closest presets, closest first."""
-    table = _bundled(kind)
-    key, note = names.canonical(kind, name, list(table))
-    if key is not None:
-        if note is not None and notes is not None:
-            notes.append(f"{SINGULAR[kind]} {note}")
-        return table[key]
-    close = names.suggest(name, list(table), kind)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise PerfModelError(
-        f"unknown {SINGULAR[kind]} preset {name!r}{hint} (see `perfmodel presets`)"
-    )
 
 
 def _extended(
@@ -271,61 +192,6 @@ def _system(data: Any, label: str, notes: list[str] | None = None) -> System:
         if key in data:
             data[key] = resolver(data[key], f"{label}.{key}", notes)
     return _build(System, data, label)
-
-
-# The interconnect each GPU generation ships with, for quick cases without a plan file.
-_LINKS_FOR = {
-    "a100": ("nvlink3", "ib-hdr"),
-    "h100": ("nvlink4", "ib-ndr"),
-    "h200": ("nvlink4", "ib-ndr"),
-    "h800": ("nvlink4-h800", "ib-ndr"),
-    "b200": ("nvlink5", "ib-ndr"),
-    "b300": ("nvlink5", "cx8-800g"),
-    "gb200": ("nvlink5-nvl72", "ib-ndr"),
-    "gb300": ("nvlink5-nvl72", "cx8-800g"),
-    "mi300x": ("infinity-fabric", "pollara-400"),
-    "mi325x": ("infinity-fabric", "pollara-400"),
-    "mi350x": ("infinity-fabric-4", "pollara-400"),
-    "mi355x": ("infinity-fabric-4", "pollara-400"),
-    "v100": ("nvlink2", "ib-hdr"),
-}
-
-
-def _gpu_key(gpu_name: str) -> str:
-    """A GPU name as the tables above key it: the preset an alias names (v100 -> v100-32gb)."""
-    key = names.norm(gpu_name)
-    return names.ALIASES["gpus"].get(key, key)
-
-
-# GPUs on one NVLink fabric for the rack-scale links: a GB200 / GB300 NVL72 rack joins 72 GPUs
-# (18 compute trays of 4) through its NVLink Switch trays (NVIDIA GB200 NVL72 data sheet)
-RACK_DOMAIN = {"nvlink5-nvl72": 72}
-
-
-def host_link_of(gpu_name: str) -> str:
-    """The GPU's usual link to host memory: NVLink-C2C on Grace superchips (GB200, GB300), PCIe
-    Gen5 on HGX Hopper and Blackwell boards, Gen4 on A100 and older."""
-    key = _gpu_key(gpu_name)
-    if key.startswith("gb"):
-        return "nvlink-c2c"
-    return "pcie-gen4" if key.startswith(("a100", "v100")) else "pcie-gen5"
-
-
-def _usual_links(gpu_name: str) -> dict[str, str] | None:
-    """The links a GPU preset's generation ships with, or None for a GPU this table lacks."""
-    key = _gpu_key(gpu_name)
-    found = next((v for k, v in _LINKS_FOR.items() if key.startswith(k)), None)
-    return None if found is None else {"intra_node_link": found[0], "inter_node_link": found[1]}
-
-
-def default_links(gpu_name: str) -> dict[str, str]:
-    """intra_node_link and inter_node_link presets for a GPU preset name (NVLink3/HDR when
-    unknown)."""
-    key = _gpu_key(gpu_name)
-    intra, inter = next(
-        (v for k, v in _LINKS_FOR.items() if key.startswith(k)), ("nvlink3", "ib-hdr")
-    )
-    return {"intra_node_link": intra, "inter_node_link": inter}
 
 
 def quick_plan(

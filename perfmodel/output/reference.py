@@ -26,7 +26,7 @@ SECTIONS: tuple[tuple[str, str, str], ...] = (
         "`system.intra_node_link`, `inter_node_link`, `host_link`: a preset name or this mapping",
         "perfmodel.specs.hardware:Link",
     ),
-    ("training", "`training:`", "perfmodel.specs.parallel:Training"),
+    ("training", "`training:`", "perfmodel.specs.training:Training"),
     ("parallel", "`parallel:` (a knob left out is searched)", "perfmodel.specs.parallel:Parallel"),
     ("run", "`run:` (used with `training.tokens`)", "perfmodel.specs.run:Run"),
 )

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from perfmodel.specs.hardware import GPU, Link, System
     from perfmodel.specs.model import Model
-    from perfmodel.specs.parallel import RECOMPUTE, SCHEDULES, Parallel, Training
+    from perfmodel.specs.parallel import RECOMPUTE, SCHEDULES, Parallel
     from perfmodel.specs.plan import Config, Plan
     from perfmodel.specs.precision import DTYPE_BYTES, DTYPES, Precision
+    from perfmodel.specs.training import Training
 
 _WHERE = {
     "GPU": "hardware",
@@ -22,7 +23,7 @@ _WHERE = {
     "System": "hardware",
     "Model": "model",
     "Parallel": "parallel",
-    "Training": "parallel",
+    "Training": "training",
     "RECOMPUTE": "parallel",
     "SCHEDULES": "parallel",
     "Config": "plan",

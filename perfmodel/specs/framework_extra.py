@@ -7,13 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 
-def extra_profiles(PROFILES: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """hai-llm, primus, internevo, megatron-rocm and torchtitan-rocm, from the megatron-core and
-    fsdp profiles."""
-    out: dict[str, dict[str, Any]] = {}
+def _hai_llm(PROFILES: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """hai-llm, from the megatron-core profile."""
     # DeepSeek-V3 report (arXiv 2412.19437) Sec. 3.2-3.3 unless said: DeepSeek's own framework,
     # whose code is not public; a flag the report does not settle takes Megatron-Core's value
-    out["hai-llm"] = {
+    return {
         **PROFILES["megatron-core"],
         # the expert GEMMs are one grouped kernel (DeepGEMM), no host loop over the experts; not
         # stated, so Megatron-Core's: the weight cache, the host overheads a step and a micro-batch
@@ -47,6 +45,13 @@ def extra_profiles(PROFILES: dict[str, dict[str, Any]]) -> dict[str, dict[str, A
         # the report states no bucket rule: Megatron-Core's 40M, fixed (not grown with dp)
         "grad_bucket_params_per_dp_rank": 0.0,
     }
+
+
+def extra_profiles(PROFILES: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """hai-llm, primus, internevo, megatron-rocm and torchtitan-rocm, from the megatron-core and
+    fsdp profiles."""
+    out: dict[str, dict[str, Any]] = {}
+    out["hai-llm"] = _hai_llm(PROFILES)
     # AMD-AGI/Primus, Megatron-LM backend with Primus-pipeline (docs tech_blogs/primus_pipeline, PR
     # #513, 2026-02): Megatron-Core's values except where said
     out["primus"] = {

@@ -17,8 +17,9 @@ from .calibration import Calibration
 from .framework import PROFILES
 from .hardware import System
 from .model import Model
-from .parallel import Parallel, Training
+from .parallel import Parallel
 from .run import Run
+from .training import Training
 
 
 class Plan(Spec):

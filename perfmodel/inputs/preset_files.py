@@ -1,0 +1,104 @@
+"""The files behind presets: a user's text and YAML files read with one-line errors, and the
+bundled presets in ``configs/`` by kind and name (presets.py builds the specs from them)."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from perfmodel.errors import PerfModelError
+from perfmodel.inputs import names, yaml12
+
+
+def _configs_root():
+    """configs/ of the installed package, or of the source tree when run from a checkout."""
+    try:
+        root = resources.files("perfmodel.configs")
+        if root.joinpath("hardware").is_dir():
+            return root
+    except ModuleNotFoundError:
+        pass
+    return Path(__file__).resolve().parents[2] / "configs"
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(" ", "-")
+
+
+def _read_text(path, label: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")  # a UTF-8 byte-order mark is accepted
+    except FileNotFoundError:
+        raise PerfModelError(f"{label}: no such file") from None
+    except IsADirectoryError:
+        raise PerfModelError(f"{label}: is a directory, not a file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise PerfModelError(f"{label}: cannot read ({e.__class__.__name__}: {e})") from None
+
+
+def read_text(path: str, label: str) -> str:
+    """A user's text file (a launch script, an argument file), every failure one line."""
+    return _read_text(Path(path), label)
+
+
+def parse_yaml(text: str, label: str, omegaconf: bool = False) -> Any:
+    """YAML text -> Python data under YAML 1.2's core schema (yaml12.py), or YAML 1.1 as OmegaConf
+    reads it (``omegaconf``: NeMo recipes); a syntax error names the line and column, and duplicate
+    keys, runaway aliases and deep nesting are errors."""
+    try:
+        return yaml12.load(text, omegaconf)
+    except yaml12.YamlError as e:
+        raise PerfModelError(f"{label}: {e}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise PerfModelError(f"{label}: YAML syntax error{where}: {problem}") from None
+
+
+def _load_yaml(path, label: str) -> Any:
+    return parse_yaml(_read_text(path, label), label)
+
+
+@cache
+def _bundled(kind: str) -> dict[str, dict]:
+    """name -> raw mapping for 'gpus', 'links', 'models', 'plans'."""
+    root = _configs_root()
+    out: dict[str, dict] = {}
+    if kind in ("gpus", "links"):
+        f = root.joinpath("hardware", f"{kind}.yaml")
+        data = _load_yaml(f, f"configs/hardware/{kind}.yaml")
+        return {_norm(k): v for k, v in data.items()}
+    folder = root.joinpath(kind)
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".yaml"):
+            label = f"configs/{kind}/{entry.name}"
+            out[_norm(entry.name[:-5])] = _load_yaml(entry, label)
+    return out
+
+
+def preset_names(kind: str) -> list[str]:
+    return sorted(_bundled(kind))
+
+
+SINGULAR = {"gpus": "GPU", "links": "link", "models": "model", "plans": "plan"}
+
+
+def _lookup(kind: str, name: str, notes: list[str] | None = None) -> dict:
+    """The raw mapping of a bundled preset by its name or an alias (names.py; the alias is noted in
+    ``notes``); an unknown name suggests the closest presets, closest first."""
+    table = _bundled(kind)
+    key, note = names.canonical(kind, name, list(table))
+    if key is not None:
+        if note is not None and notes is not None:
+            notes.append(f"{SINGULAR[kind]} {note}")
+        return table[key]
+    close = names.suggest(name, list(table), kind)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise PerfModelError(
+        f"unknown {SINGULAR[kind]} preset {name!r}{hint} (see `perfmodel presets`)"
+    )

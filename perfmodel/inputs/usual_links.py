@@ -1,0 +1,60 @@
+"""The links each GPU generation usually ships with (NVLink and the network, the host link),
+for plans that name a GPU but not its links (presets.py)."""
+
+from __future__ import annotations
+
+from perfmodel.inputs import names
+
+# The interconnect each GPU generation ships with, for quick cases without a plan file.
+_LINKS_FOR = {
+    "a100": ("nvlink3", "ib-hdr"),
+    "h100": ("nvlink4", "ib-ndr"),
+    "h200": ("nvlink4", "ib-ndr"),
+    "h800": ("nvlink4-h800", "ib-ndr"),
+    "b200": ("nvlink5", "ib-ndr"),
+    "b300": ("nvlink5", "cx8-800g"),
+    "gb200": ("nvlink5-nvl72", "ib-ndr"),
+    "gb300": ("nvlink5-nvl72", "cx8-800g"),
+    "mi300x": ("infinity-fabric", "pollara-400"),
+    "mi325x": ("infinity-fabric", "pollara-400"),
+    "mi350x": ("infinity-fabric-4", "pollara-400"),
+    "mi355x": ("infinity-fabric-4", "pollara-400"),
+    "v100": ("nvlink2", "ib-hdr"),
+}
+
+
+def _gpu_key(gpu_name: str) -> str:
+    """A GPU name as the tables above key it: the preset an alias names (v100 -> v100-32gb)."""
+    key = names.norm(gpu_name)
+    return names.ALIASES["gpus"].get(key, key)
+
+
+# GPUs on one NVLink fabric for the rack-scale links: a GB200 / GB300 NVL72 rack joins 72 GPUs
+# (18 compute trays of 4) through its NVLink Switch trays (NVIDIA GB200 NVL72 data sheet)
+RACK_DOMAIN = {"nvlink5-nvl72": 72}
+
+
+def host_link_of(gpu_name: str) -> str:
+    """The GPU's usual link to host memory: NVLink-C2C on Grace superchips (GB200, GB300), PCIe
+    Gen5 on HGX Hopper and Blackwell boards, Gen4 on A100 and older."""
+    key = _gpu_key(gpu_name)
+    if key.startswith("gb"):
+        return "nvlink-c2c"
+    return "pcie-gen4" if key.startswith(("a100", "v100")) else "pcie-gen5"
+
+
+def _usual_links(gpu_name: str) -> dict[str, str] | None:
+    """The links a GPU preset's generation ships with, or None for a GPU this table lacks."""
+    key = _gpu_key(gpu_name)
+    found = next((v for k, v in _LINKS_FOR.items() if key.startswith(k)), None)
+    return None if found is None else {"intra_node_link": found[0], "inter_node_link": found[1]}
+
+
+def default_links(gpu_name: str) -> dict[str, str]:
+    """intra_node_link and inter_node_link presets for a GPU preset name (NVLink3/HDR when
+    unknown)."""
+    key = _gpu_key(gpu_name)
+    intra, inter = next(
+        (v for k, v in _LINKS_FOR.items() if key.startswith(k)), ("nvlink3", "ib-hdr")
+    )
+    return {"intra_node_link": intra, "inter_node_link": inter}
