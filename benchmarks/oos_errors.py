@@ -124,17 +124,22 @@ def _no_overheads(framework: str) -> Transform:
 
 
 # --- Blackwell FP8 and NVFP4 fractions ---------------------------------------------------------
-def _blackwell_prior(c: Case) -> Case:
-    """No Blackwell run: every part at the H100's FP8 fraction of its own peaks, FP8 and NVFP4."""
-    if not any(_gpu_is(c, k) for k in cg.BLACKWELL):
+def _with_gpu(c: Case, parts: tuple[str, ...], update: dict[str, float]) -> Case:
+    """The case with its GPU's fields replaced, where the GPU is one of ``parts``."""
+    if not any(_gpu_is(c, k) for k in parts):
         return c
-    f = presets.gpu("h100-sxm").fp8_gemm_efficiency
     plan = c["plan"]
-    g = plan.system.gpu.model_copy(update={"fp8_gemm_efficiency": f, "fp4_gemm_efficiency": f})
+    g = plan.system.gpu.model_copy(update=update)
     return {
         **c,
         "plan": plan.model_copy(update={"system": plan.system.model_copy(update={"gpu": g})}),
     }
+
+
+def _blackwell_prior(c: Case) -> Case:
+    """No Blackwell run: every part at the H100's FP8 fraction of its own peaks, FP8 and NVFP4."""
+    f = presets.gpu("h100-sxm").fp8_gemm_efficiency
+    return _with_gpu(c, cg.BLACKWELL, {"fp8_gemm_efficiency": f, "fp4_gemm_efficiency": f})
 
 
 # --- AMD CDNA GEMM fractions and InternEvo's network ------------------------------------------
@@ -144,15 +149,8 @@ CDNA = ("mi300x", "mi325x", "mi350x", "mi355x")
 def _cdna_prior(c: Case) -> Case:
     """No AMD run: every CDNA part at the H100's BF16 fraction of its own peaks (the MI355X fit,
     calibrate_gpu.py --gpu mi355x, is carried to the other parts, so all of them lose it)."""
-    if not any(_gpu_is(c, k) for k in CDNA):
-        return c
     f = presets.gpu("h100-sxm").gemm_efficiency
-    plan = c["plan"]
-    g = plan.system.gpu.model_copy(update={"gemm_efficiency": f, "fp8_gemm_efficiency": f})
-    return {
-        **c,
-        "plan": plan.model_copy(update={"system": plan.system.model_copy(update={"gpu": g})}),
-    }
+    return _with_gpu(c, CDNA, {"gemm_efficiency": f, "fp8_gemm_efficiency": f})
 
 
 def _network_prior(c: Case) -> Case:
