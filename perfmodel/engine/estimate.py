@@ -38,6 +38,7 @@ __all__ = [
     "Estimate",
     "Knobs",
     "estimate",
+    "estimates",
     "evaluate",
     "per_layer_ops",
     "resolve_config",
@@ -239,18 +240,43 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
     """Evaluate one configuration through the vectorized path; with ``simulate`` (and pp > 1) the
     pipeline's bubble and exposed point-to-point time come from the schedule simulator."""
     validate_config(plan, cfg)
-    raw = evaluate(plan, Knobs.from_configs([cfg]))
+    return estimates(plan, [cfg], simulate)[0]
+
+
+def estimates(plan: Plan, cfgs: list[Config], simulate: bool = True) -> list[Estimate]:
+    """``estimate`` of configurations known to be valid (the search's, which its masks checked),
+    through one vectorized ``evaluate`` over all of them: each row is what ``estimate`` gives for
+    that configuration alone (evaluate's formulas are row by row)."""
+    if not cfgs:
+        return []
+    raw = evaluate(plan, Knobs.from_configs(cfgs))
     stages = raw.pop("stages")
-    values = {key: bool(val[0]) if val.dtype == bool else float(val[0]) for key, val in raw.items()}
+    assumed = assumptions(plan)
+    return [_one(plan, cfg, raw, stages, row, simulate, assumed) for row, cfg in enumerate(cfgs)]
+
+
+def _one(
+    plan: Plan,
+    cfg: Config,
+    raw: dict[str, Any],
+    stages: Any,
+    row: int,
+    simulate: bool,
+    assumed: list[str],
+) -> Estimate:
+    """Row ``row`` of an evaluation as an Estimate, its pipeline simulated where it can be."""
+    values = {
+        key: bool(val[row]) if val.dtype == bool else float(val[row]) for key, val in raw.items()
+    }
     values["closed_form_step_time_s"] = values["step_time_s"]
     values["bubble_simulated_over_step"] = values["bubble_over_step"]
-    tf, tb = stages.per_stage(0)
+    tf, tb = stages.per_stage(row)
     notes = []
     if simulate and cfg.pp > 1 and cfg.schedule not in ("dualpipe", "dualpipev"):
         from perfmodel.engine.schedule import max_chunk_passes
 
         if cfg.pp * cfg.num_micro_batches * cfg.vp <= max_chunk_passes(cfg.schedule):
-            tw = stages.wgrad_per_stage(0)
+            tw = stages.wgrad_per_stage(row)
             _refine_with_simulation(cfg, values, tf, tb, not plan.training.p2p_overlap, tw)
         else:
             notes.append(
@@ -264,13 +290,13 @@ def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
         notes + _warnings(plan, cfg, values),
         tf,
         tb,
-        stages.stages.layer_counts(0),
+        stages.stages.layer_counts(row),
         plan.training.framework,
-        assumptions(plan),
+        list(assumed),
         compute_dtype=plan.training.dtype,
         mfu_peak=plan.training.mfu_peak or plan.training.dtype,
         mtp=plan.model.mtp_num_layers,
-        stage_wgrad_s=stages.wgrad_per_stage(0),
+        stage_wgrad_s=stages.wgrad_per_stage(row),
     )
     est.run = training_run(plan, values["step_time_s"])
     return est

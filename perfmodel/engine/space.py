@@ -297,21 +297,26 @@ def _dp_shard(
     profile = facts.profile
     hsdp = (c["zero_stage"] >= 2) & profile["hsdp"]
     zero1 = (c["zero_stage"] == 1) & profile["zero1_shard_group"]
-    extra = []
-    for value in np.unique(dp[hsdp | zero1]):
+    # each candidate row once for each proper divisor of its dp, as row indices (one take per
+    # column at the end, not one boolean mask over every row per divisor)
+    cand = np.flatnonzero(hsdp | zero1)
+    rows, shards = [], []
+    for value in np.unique(dp[cand]):
+        of_value = cand[dp[cand] == value]
+        width = c["tp"][of_value] * c["cp"][of_value]
         for d in divisors(int(value))[1:-1]:
             # a ZeRO-1 group is tried inside one node (InternEvo's advice: zero1 <= 8 for
             # smaller models); its point is to keep the parameter sync off the network
-            inside = d * c["tp"] * c["cp"] <= facts.gpus_per_node
-            rows = (dp == value) & (hsdp | (zero1 & inside))
-            if not rows.any():
-                continue
-            part = {k: v[rows] for k, v in c.items()}
-            part["dp_shard"] = np.full(int(rows.sum()), d, dtype=np.int64)
-            extra.append(part)
-    if not extra:
+            ok = hsdp[of_value] | (d * width <= facts.gpus_per_node)
+            rows.append(of_value[ok])
+            shards.append(np.full(int(ok.sum()), d, dtype=np.int64))
+    if not rows or not sum(r.size for r in rows):
         return c
-    return {k: np.concatenate([c[k], *(e[k] for e in extra)]) for k in c}
+    # rows grouped by dp value, then divisor, then original order, as before
+    idx = np.concatenate(rows)
+    out = {k: np.concatenate([v, v.take(idx)]) for k, v in c.items() if k != "dp_shard"}
+    out["dp_shard"] = np.concatenate([c["dp_shard"], *shards])
+    return {k: out[k] for k in c}
 
 
 def _cp_comm(
