@@ -386,3 +386,26 @@ def _stage_figures(
         ),
         bubble_share_of_step=out["bubble"] / step,
     )
+
+
+CHUNK = 65536
+
+
+KEEP = ("step_time_s", "total_bytes", "fits", "simulated_step_lower_bound_s")
+
+
+def evaluate_chunked(
+    plan: Plan, knobs: Knobs, progress: Callable[[int, int], None] | None = None, chunk: int = CHUNK
+) -> dict[str, np.ndarray]:
+    """evaluate() over chunks of configurations (memory stays bounded), keeping only what the
+    search ranks with (KEEP)."""
+    n = len(knobs)
+    out = {k: np.empty(n, dtype=bool if k == "fits" else float) for k in KEEP}
+    for start in range(0, n, chunk):
+        idx = slice(start, min(n, start + chunk))
+        res = evaluate(plan, knobs.take(idx))
+        for k in KEEP:
+            out[k][idx] = res[k]
+        if progress:
+            progress(min(n, start + chunk), n)
+    return out

@@ -20,35 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.engine import practice, uncertainty
-from perfmodel.engine.estimate import Estimate, estimate, estimates, evaluate, resolve_config
+from perfmodel.engine import hints, practice, uncertainty
+from perfmodel.engine.estimate import Estimate, estimate, estimates, resolve_config
+from perfmodel.engine.evaluate import KEEP, evaluate_chunked
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import reserve_bytes, states_lower_bound
 from perfmodel.engine.rules import Reason
 from perfmodel.engine.space import enumerate_space
 from perfmodel.errors import PerfModelError
 from perfmodel.specs import Plan
-
-CHUNK = 65536
-
-
-KEEP = ("step_time_s", "total_bytes", "fits", "simulated_step_lower_bound_s")
-
-
-def evaluate_chunked(
-    plan: Plan, knobs: Knobs, progress: Callable[[int, int], None] | None = None, chunk: int = CHUNK
-) -> dict[str, np.ndarray]:
-    """evaluate() over chunks of configurations, keeping only what ranking needs."""
-    n = len(knobs)
-    out = {k: np.empty(n, dtype=bool if k == "fits" else float) for k in KEEP}
-    for start in range(0, n, chunk):
-        idx = slice(start, min(n, start + chunk))
-        res = evaluate(plan, knobs.take(idx))
-        for k in KEEP:
-            out[k][idx] = res[k]
-        if progress:
-            progress(min(n, start + chunk), n)
-    return out
 
 
 def _evaluate_what_can_fit(
@@ -126,7 +106,7 @@ def search(
     knobs = space.knobs
     rejected = dict(space.rejected)
     if len(knobs) == 0:
-        raise PerfModelError(_no_valid_space(plan, rejected))
+        raise PerfModelError(hints.no_valid_space(plan, rejected))
     res = _evaluate_what_can_fit(plan, knobs, progress)
     finite = np.isfinite(res["step_time_s"]) & np.isfinite(res["total_bytes"])
     if not finite.any():
@@ -145,7 +125,9 @@ def search(
         res = evaluate_chunked(plan, knobs, progress)
     if idx.size == 0:
         elapsed = time.perf_counter() - t0
-        return SearchResult(len(knobs), 0, rejected, elapsed, [], _nothing_fits(plan, knobs, res))
+        return SearchResult(
+            len(knobs), 0, rejected, elapsed, [], hints.nothing_fits(plan, knobs, res)
+        )
     gbs = plan.training.global_batch_size
     if sort == "memory":  # memory does not depend on the simulation
         order = idx[np.argsort(res["total_bytes"][idx], kind="stable")[:top]]
@@ -274,126 +256,6 @@ def _nearer_practice(plan: Plan, results: list[Estimate]) -> list[Estimate]:
         out += [e for e in alt.results if e.config not in seen]
         seen |= {e.config for e in alt.results}
     return out
-
-
-def _no_valid_space(plan: Plan, rejected: dict[str, Any]) -> str:
-    """Why no configuration is left: a fixed knob that cannot work on its own is named first."""
-    n, par, layers = plan.system.num_gpus, plan.parallel, plan.model.num_layers
-    fixed = {k: getattr(par, k) for k in ("tp", "pp", "cp") if getattr(par, k)}
-    product = int(np.prod(list(fixed.values()))) if fixed else 1
-    if n % product:
-        given = (
-            f"parallel.{next(iter(fixed))} {product}"
-            if len(fixed) == 1
-            else "parallel " + " x ".join(f"{k}({v})" for k, v in fixed.items()) + f" = {product}"
-        )
-        return (
-            f"{given} does not divide num_gpus({n}): tp x pp x cp x dp must fill the GPUs; fix"
-            f" values whose product divides {n}"
-        )
-    for end in ("first", "last"):
-        k = f"decoder_{end}_pipeline_num_layers"
-        v = getattr(par, k)
-        if v and v >= layers:
-            return (
-                f"parallel.{k}: {v} layers on the {end} stage, but the model has {layers}: give"
-                " fewer, leaving the other stages a layer each"
-            )
-    why = "; ".join(f"{k}: {v}" for k, v in rejected.items()) or "the fixed knobs leave nothing"
-    fill = (
-        "Use a GPU count that tp x pp x dp can fill (e.g. a multiple of"
-        f" {plan.system.gpus_per_node}) or relax"
-        if n % plan.system.gpus_per_node
-        else "Relax"
-    )
-    return f"no valid configuration for {n} GPUs ({why}). {fill} the fixed knobs"
-
-
-def _nothing_fits(plan: Plan, knobs: Knobs, res: dict[str, Any]) -> str:
-    i = int(np.argmin(res["total_bytes"]))
-    need, cap = res["total_bytes"][i], plan.system.gpu.hbm_capacity_bytes
-    usable = cap - reserve_bytes(plan.system)
-    cfg = knobs.config(i, plan.training.global_batch_size)
-    msg = (
-        f"nothing fits in the {usable / 1e9:.1f} GB usable ({cap / 1e9:.1f} GB HBM less the"
-        " reserve; --memory-reserve): the leanest configuration (tp="
-        f"{cfg.tp}"
-        + "".join(f" {k}={getattr(cfg, k)}" for k in ("cp", "ep", "etp") if getattr(cfg, k) > 1)
-        + f" pp={cfg.pp} dp={cfg.dp} mbs={cfg.micro_batch_size} sp={cfg.sequence_parallel}"
-        f" recompute={cfg.recompute} zero={cfg.zero_stage}) needs {need / 1e9:.1f} GB"
-    )
-    change = _smallest_fixed_change(plan)
-    if change:
-        return msg + f"; the smallest change that fits: {change}"
-    n = plan.system.num_gpus
-    gpn = plan.system.gpus_per_node
-    lean = {
-        k: v
-        for k, v in (("micro_batch_size", 1), ("recompute", "full"))
-        if getattr(plan.parallel, k) is None
-    }
-    for factor in (2, 4, 8, 16):
-        if n * factor > gpn and (n * factor) % gpn:
-            continue  # not whole nodes
-        # memory only falls with a smaller micro-batch and full recompute: try the leanest of those
-        # alone
-        bigger = plan.with_system(num_gpus=n * factor).with_parallel(**lean)
-        space = enumerate_space(bigger)
-        if len(space.knobs) and evaluate_chunked(bigger, space.knobs)["fits"].any():
-            return (
-                msg
-                + f"; the smallest change that fits: {n * factor} GPUs (x{factor}), or a GPU with"
-                " more HBM"
-            )
-    return msg + "; even 16x the GPUs does not fit: use a GPU with more HBM or a shorter sequence"
-
-
-def _fixed_changes(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
-    """One-knob changes to what the plan fixes that lower memory, in the user's words: full
-    recompute, a micro-batch of 1, ZeRO-3 (ZeRO-1 first), twice the pipeline stages, activation
-    offloading is not among them (it is a training setting: cpu_offloading_num_layers)."""
-    par = plan.parallel
-    out: list[tuple[str, dict[str, Any]]] = []
-    if par.recompute is not None and par.recompute != "full":
-        out.append(("recompute: full", {"recompute": "full"}))
-    if par.micro_batch_size is not None and par.micro_batch_size > 1:
-        out.append(("micro_batch_size: 1", {"micro_batch_size": 1}))
-    if par.zero_stage is not None:
-        for z in range(par.zero_stage + 1, 4):
-            out.append((f"zero_stage: {z}", {"zero_stage": z}))
-    if par.pp is not None:
-        dp = {"dp": par.dp // 2} if par.dp is not None and par.dp % 2 == 0 else {}
-        if par.dp is None or dp:
-            grow = {"pp": 2 * par.pp, **dp}
-            label = f"pp: {2 * par.pp}" + (f" (dp {dp['dp']})" if dp else "")
-            out.append((label, grow))
-    return out
-
-
-def _smallest_fixed_change(plan: Plan) -> str:
-    """The fastest single change to a fixed knob under which some configuration fits, with its
-    figures; '' when none does (or the plan fixes none of those knobs)."""
-    best: tuple[float, str] | None = None
-    for label, change in _fixed_changes(plan):
-        try:
-            changed = plan.with_parallel(**change)
-            space = enumerate_space(changed)
-        except PerfModelError:
-            continue
-        if not len(space.knobs):
-            continue
-        res = evaluate_chunked(changed, space.knobs)
-        fits = np.asarray(res["fits"], dtype=bool)
-        if not fits.any():
-            continue
-        i = int(np.flatnonzero(fits)[np.argmin(np.asarray(res["step_time_s"])[fits])])
-        text = (
-            f"{label} ({res['total_bytes'][i] / 1e9:.1f} GB a GPU, step"
-            f" {res['step_time_s'][i]:.3g} s)"
-        )
-        if best is None or res["step_time_s"][i] < best[0]:
-            best = (float(res["step_time_s"][i]), text)
-    return best[1] if best else ""
 
 
 FREE = (
