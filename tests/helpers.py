@@ -93,6 +93,10 @@ def emit_round_trip(plan_file, workdir, gpu="h100-sxm") -> RoundTrip:
     trip.emitted = run("plan", plan_file, "--emit", "megatron")
     if trip.emitted.exit_code:
         return trip
+    # the arguments and the comments fit a terminal: a long layer pattern or pipeline layout is
+    # written with Megatron's own repeats
+    wide = [ln for ln in trip.emitted.stdout.splitlines() if len(ln) > 80]
+    assert not wide, wide
     script = workdir / "run.sh"
     script.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py \\\n" + trip.emitted.stdout)
     plan = load(str(plan_file)).plan
@@ -134,3 +138,27 @@ def deepseek_v3(training: dict | None = None, **parallel):
         },
         "t",
     )
+
+
+def flat(text: str) -> str:
+    """``text`` with every run of whitespace one space: an error message as the tool wrapped it to
+    80 columns reads as it was written (perfmodel/cli: wrapped)."""
+    return " ".join(str(text).split())
+
+
+def says(output: str, *needles: str) -> bool:
+    """Whether the output holds every needle, whatever lines the wrapping broke them across."""
+    out = flat(output)
+    return all(flat(n) in out for n in needles)
+
+
+def error_lines(output: str) -> list[str]:
+    """The errors an output holds, each with its wrapped continuation lines joined: a line that
+    starts "Error: " opens one, a line indented two spaces under it continues it."""
+    errors: list[str] = []
+    for line in output.splitlines():
+        if line.startswith("Error: "):
+            errors.append(line)
+        elif errors and line.startswith("  ") and line.strip():
+            errors[-1] += " " + line.strip()
+    return errors

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from helpers import error_lines, says
 
 from perfmodel.cli import main
 
@@ -31,10 +32,12 @@ def run_bad(runner, args, *needles):
     assert ("Traceback" not in r.output and r.exception is None) or isinstance(
         r.exception, SystemExit
     )
+    # one error, filled to 80 columns: its first line and the continuations indented under it
     lines = [x for x in r.output.strip().splitlines() if x.strip()]
-    assert len(lines) == 1, r.output
+    assert len(error_lines(r.output)) == 1 and len(lines[0]) <= 80, r.output
+    assert all(x.startswith("  ") and len(x) <= 80 for x in lines[1:]), r.output
     for n in needles:
-        assert n in r.output, r.output
+        assert says(r.output, n), r.output
     return r
 
 
@@ -152,14 +155,14 @@ def test_unknown_bundled_plan(runner):
 
 def test_malformed_quantity_on_the_command_line(runner):
     r = runner.invoke(main, ["comm", "all-reduce", "--size", "lots"])
-    assert r.exit_code == 2 and "--size" in r.output and "write it like" in r.output
+    assert r.exit_code == 2 and says(r.output, "--size", "write it like")
 
 
 def test_hf_config_not_json(runner, tmp_path):
     f = tmp_path / "config.json"
     f.write_text("{not json")
     r = runner.invoke(main, ["roofline", "--mbs", "1", "--model", str(f)])
-    assert r.exit_code == 1 and "JSON syntax error" in r.output
+    assert r.exit_code == 1 and says(r.output, "JSON syntax error")
 
 
 def test_plan_is_a_list(runner, tmp_path):
@@ -210,7 +213,7 @@ def test_boolean_where_a_number_belongs(runner, tmp_path):
         main,
         ["estimate", write_plan(tmp_path, training="{global_batch_size: 1536, seq_length: yes}")],
     )
-    assert r.exit_code == 1 and "seq_length" in r.output and "'yes'" in r.output
+    assert r.exit_code == 1 and says(r.output, "seq_length", "'yes'")
 
 
 def test_estimate_with_free_knobs_takes_the_search_best_and_says_so(runner):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from helpers import says
 
 from perfmodel.cli import main
 from perfmodel.engine import uncertainty
@@ -203,10 +204,10 @@ def test_bad_calibration_file_names_the_field(tmp_path: Path) -> None:
     bad = tmp_path / "cal.yaml"
     bad.write_text(yaml.safe_dump({"factors": {"rate": "fast"}, "fitted_from": "x", "runs": []}))
     r = CliRunner().invoke(main, ["estimate", "llama3-8b-h100", "--calibration", str(bad)])
-    assert r.exit_code == 1 and "factors.rate" in r.output
+    assert r.exit_code == 1 and says(r.output, "factors.rate")
     bad.write_text(yaml.safe_dump({"runs": []}))
     r = CliRunner().invoke(main, ["estimate", "llama3-8b-h100", "--calibration", str(bad)])
-    assert r.exit_code == 1 and "not a calibration" in r.output
+    assert r.exit_code == 1 and says(r.output, "not a calibration")
 
 
 def test_validate_with_a_calibration(tmp_path: Path) -> None:
@@ -344,5 +345,5 @@ def test_plan_calibration_key_names_the_field(tmp_path: Path) -> None:
         path = tmp_path / "p.yaml"
         path.write_text(yaml.safe_dump({**data, "calibration": value}))
         r = CliRunner().invoke(main, ["estimate", str(path)])
-        assert r.exit_code == 1 and "calibration" in r.output and message in r.output
+        assert r.exit_code == 1 and says(r.output, "calibration", message)
         assert "Traceback" not in r.output

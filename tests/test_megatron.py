@@ -159,7 +159,7 @@ def test_every_bundled_plan_round_trips_under_every_profile(tmp_path, name, fram
     item 6): layer split, ZeRO stage, CP exchange and framework profile survive the trip. The
     launch file cannot name the links, so the plan's system section is put back."""
     import yaml
-    from helpers import emit_round_trip
+    from helpers import emit_round_trip, says
 
     from perfmodel.inputs import load
 
@@ -173,7 +173,7 @@ def test_every_bundled_plan_round_trips_under_every_profile(tmp_path, name, fram
         if searched.stdout.startswith("{"):
             assert json.loads(searched.stdout)["results"] == []
         else:
-            assert searched.output.count("Error:") == 1 and "use framework" in searched.output
+            assert searched.output.count("Error:") == 1 and says(searched.output, "use framework")
         return
     if framework == "deepspeed" and load(str(source)).plan.model.is_moe:
         assert trip.emitted.exit_code == 1 and "DeepSpeed-MoE" in trip.emitted.output
@@ -438,3 +438,32 @@ def test_the_precision_aware_optimizer_keeps_adams_moments_in_their_dtypes():
     assert estimate(half, resolve_config(half)).values["optimizer_bytes"] == pytest.approx(
         one * 8 / 12
     )
+
+
+@pytest.mark.parametrize(
+    "pattern, text",
+    [
+        ([0] * 3 + [1] * 58, "([0]*3+[1]*58)"),  # DeepSeek-V3: 3 dense layers, then MoE
+        ([1, 0] * 24, "([1,0])*24"),  # every other layer
+        ([0, 1, 1, 0], "[0,1,1,0]"),  # the plain list where it is the shortest
+    ],
+)
+def test_moe_layer_freq_is_written_short_and_read_back(pattern, text):
+    """--moe-layer-freq as Megatron-LM's moe_freq_type evaluates it, in its shortest form; the
+    reader gives the pattern back."""
+    from perfmodel.inputs.megatron import _layer_freq
+    from perfmodel.inputs.megatron_emit import layer_freq_expression
+
+    assert layer_freq_expression(pattern) == text
+    assert _layer_freq(text) == pattern
+
+
+def test_a_long_pipeline_layout_is_written_with_repeats():
+    """Llama 3.1 405B's 126 layers on 64 stages: 'Et|(tt|)*62tL' (Megatron-Core's own repeat
+    syntax, as in its docs' 'Et*3|(tt|)*29,m|L'), read back stage by stage."""
+    from perfmodel.inputs.megatron_layout import layout_text, read_layout
+
+    layers = [1] + [2] * 62 + [1]
+    assert layout_text(layers, 1) == "Et|(tt|)*62tL"
+    assert read_layout("Et|(tt|)*62tL", 64, 1) == layers
+    assert layout_text([4, 4, 4, 5, 4, 4, 4, 3], 1) == "Et*4|t*4|t*4|t*5|(t*4|)*3tttL"

@@ -45,6 +45,39 @@ def short(message: str, limit: int = 600) -> str:
     return message[:limit] + f"... ({len(message) - limit:,} more characters)"
 
 
+WIDTH = 80  # the widest line the tool prints (the guide's "at most 80 columns")
+
+
+def wrapped(text: str, first: str = "Error: ") -> str:
+    """``text`` as it is printed after ``first``: each of its lines filled to WIDTH columns, the
+    continuations indented two spaces (words are not split: a path longer than a line stays whole).
+    """
+    import textwrap
+
+    lines = []
+    for i, line in enumerate(text.splitlines() or [""]):
+        lead = first if i == 0 else ""
+        lines.append(
+            textwrap.fill(
+                lead + line,
+                WIDTH,
+                subsequent_indent="  ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )[len(lead) :]
+            or line
+        )
+    return "\n".join(lines)
+
+
+def _wrap_message(e: click.ClickException) -> click.ClickException:
+    """The exception, its message to be filled to the terminal's 80 columns when click prints it
+    ("Error: " and the message; a usage error's hint line stays as click writes it)."""
+    plain = e.format_message
+    e.format_message = lambda: wrapped(plain())  # type: ignore[method-assign]
+    return e
+
+
 def _user_error(e: Exception) -> str | None:
     """The one-line message of an error a user's input caused, or None for a bug."""
     from perfmodel.errors import PerfModelError
@@ -85,8 +118,10 @@ class Group(click.Group):
             sys.modules["perfmodel.output.console"].set_markdown(False)
         try:
             return super().invoke(ctx)
+        except click.ClickException as e:
+            _wrap_message(e)
+            raise
         except (
-            click.ClickException,
             click.exceptions.Exit,
             click.exceptions.Abort,
             KeyboardInterrupt,
@@ -99,13 +134,15 @@ class Group(click.Group):
         except Exception as e:
             message = _user_error(e)
             if message is not None:
-                raise click.ClickException(short(message)) from None
+                raise _wrap_message(click.ClickException(short(message))) from None
             # a bug, not bad input: still no traceback unless asked
             if os.environ.get("PERFMODEL_DEBUG"):
                 raise
-            raise click.ClickException(
-                f"internal error ({e.__class__.__name__}: {e}); rerun with "
-                "PERFMODEL_DEBUG=1 for the traceback and please report it"
+            raise _wrap_message(
+                click.ClickException(
+                    f"internal error ({e.__class__.__name__}: {e}); rerun with "
+                    "PERFMODEL_DEBUG=1 for the traceback and please report it"
+                )
             ) from None
 
 

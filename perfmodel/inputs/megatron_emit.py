@@ -183,8 +183,34 @@ def _moe_args(plan, c: dict) -> list[str]:
         a.append(f"--moe-shared-expert-intermediate-size {m.moe_shared_expert_intermediate_size}")
     pattern = m.moe_pattern()
     if not all(pattern):
-        a.append(f"--moe-layer-freq '{str(pattern).replace(' ', '')}'")
+        a.append(f"--moe-layer-freq '{layer_freq_expression(pattern)}'")
     return a
+
+
+def layer_freq_expression(pattern: list[int]) -> str:
+    """A MoE layer pattern as the shortest Python list expression Megatron-LM's --moe-layer-freq
+    evaluates (arguments.py, moe_freq_type: "([0]*3+[1]*58)", "([1,0])*24"): the plain list, its
+    runs, or a repeated unit written by its runs, so that DeepSeek-V3's 61 layers take one short
+    line, not 130 columns."""
+
+    def runs(xs: list[int]) -> str:
+        out, i = [], 0
+        while i < len(xs):
+            j = i
+            while j < len(xs) and xs[j] == xs[i]:
+                j += 1
+            out.append(f"[{xs[i]}]*{j - i}" if j - i > 1 else f"[{xs[i]}]")
+            i = j
+        return "+".join(out)
+
+    n = len(pattern)
+    forms = [str(pattern).replace(" ", ""), f"({runs(pattern)})"]
+    for unit in range(1, n // 2 + 1):
+        if n % unit == 0 and pattern == pattern[:unit] * (n // unit):
+            forms.append(f"({str(pattern[:unit]).replace(' ', '')})*{n // unit}")
+            forms.append(f"({runs(pattern[:unit])})*{n // unit}")
+            break
+    return min(forms, key=len)
 
 
 def _parallel_args(c: dict) -> list[str]:

@@ -29,7 +29,30 @@ def layout_text(layers: list[int], vp: int, mtp: int = 0) -> str:
                 + "t" * per_rank[r][v]
                 + ("m" * mtp + "L" if loss and v == vp - 1 else "")
             )
-    return "|".join(out)
+    return compact(out)
+
+
+def compact(entries: list[str]) -> str:
+    """Stage entries joined by '|', written short with the layout's own repeats (the form of
+    Megatron-Core's docs, "Et*3|(tt|)*29,m|L"): a run of k equal entries as '(e|)*k', a letter
+    repeated n times as 'x*n', wherever that is shorter; so a 64-stage layout fits one line."""
+
+    def word(e: str) -> str:
+        return re.sub(r"([EtmL])\1{3,}", lambda m: f"{m.group(1)}*{len(m.group(0))}", e)
+
+    out, i = [], 0
+    while i < len(entries):
+        j = i
+        while j < len(entries) and entries[j] == entries[i]:
+            j += 1
+        k, last = j - i, j == len(entries)
+        plain = "|".join([word(entries[i])] * k) + ("" if last else "|")
+        # the last run keeps its last entry outside the group (no trailing '|' to repeat)
+        reps = k - 1 if last else k
+        group = f"({word(entries[i])}|)*{reps}" + (word(entries[i]) if last else "")
+        out.append(group if reps > 1 and len(group) < len(plain) else plain)
+        i = j
+    return "".join(out)
 
 
 def _chunks(layers: int, vp: int, e: int, loss: int) -> list[int]:
