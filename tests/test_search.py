@@ -34,10 +34,10 @@ def test_results_multiply_out_to_the_gpu_count(gpt3):
     k = space.knobs
     assert ((k.tp * k.pp * k.dp * k.cp) == 512).all()
     assert ((1536 % (k.dp * k.micro_batch_size)) == 0).all()
-    assert set(k.cp) == {
-        1,
-        2,
-    }  # fused attention (megatron-core): cp while each rank keeps >= 1,024 of 2,048 tokens
+    # cp only while each rank keeps 4,096 tokens (the smallest published CP chunk): none at 2,048
+    assert set(k.cp) == {1}
+    longer = enumerate_space(gpt3.with_training(seq_length=8192)).knobs
+    assert set(longer.cp) == {1, 2}
     assert (k.pp * k.vp <= 96).all()  # every chunk holds a layer
     assert (k.pp <= 96).all()  # uneven stages: any pp up to the layer count
     assert (96 % k.tp == 0).all() and (k.tp <= 8).all()

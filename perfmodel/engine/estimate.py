@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from perfmodel.engine.schedule import Simulation
 
 __all__ = [
+    "Batch",
     "Estimate",
     "Knobs",
     "estimate",
@@ -247,12 +248,28 @@ def estimates(plan: Plan, cfgs: list[Config], simulate: bool = True) -> list[Est
     """``estimate`` of configurations known to be valid (the search's, which its masks checked),
     through one vectorized ``evaluate`` over all of them: each row is what ``estimate`` gives for
     that configuration alone (evaluate's formulas are row by row)."""
-    if not cfgs:
-        return []
-    raw = evaluate(plan, Knobs.from_configs(cfgs))
-    stages = raw.pop("stages")
-    assumed = assumptions(plan)
-    return [_one(plan, cfg, raw, stages, row, simulate, assumed) for row, cfg in enumerate(cfgs)]
+    batch = Batch(plan, cfgs, simulate)
+    return [batch[row] for row in range(len(cfgs))]
+
+
+class Batch:
+    """Configurations evaluated together, each made an Estimate (and its pipeline simulated) only
+    when asked for: the search's exact top walks a batch and stops where the bound says, so the
+    simulations past that point never run."""
+
+    def __init__(self, plan: Plan, cfgs: list[Config], simulate: bool = True) -> None:
+        self.plan, self.cfgs, self.simulate = plan, cfgs, simulate
+        self.raw = evaluate(plan, Knobs.from_configs(cfgs)) if cfgs else {}
+        self.stages = self.raw.pop("stages", None)
+        self.assumed = assumptions(plan)
+
+    def __len__(self) -> int:
+        return len(self.cfgs)
+
+    def __getitem__(self, row: int) -> Estimate:
+        return _one(
+            self.plan, self.cfgs[row], self.raw, self.stages, row, self.simulate, self.assumed
+        )
 
 
 def _one(

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from perfmodel.engine import hints, practice, uncertainty
-from perfmodel.engine.estimate import Estimate, estimate, estimates, resolve_config
+from perfmodel.engine.estimate import Batch, Estimate, estimate, resolve_config
 from perfmodel.engine.evaluate import KEEP, evaluate_chunked
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import reserve_bytes, states_lower_bound
@@ -163,12 +163,12 @@ def _exact_top(
     for order in _in_bound_order(bound, closed, 64 * batch):
         for start in range(0, order.size, batch):
             part = order[start : start + batch]
-            done = estimates(plan, [knobs.config(int(idx[j]), gbs) for j in part])
-            for j, e in zip(part, done):
+            done = Batch(plan, [knobs.config(int(idx[j]), gbs) for j in part])
+            for row, j in enumerate(part):
                 limit = found[top - 1].values["step_time_s"] if len(found) >= top else np.inf
                 if bound[j] > limit * (1 + 1e-12):
                     return found[:top]
-                found.append(e)
+                found.append(done[row])
                 found.sort(key=lambda e: e.values["step_time_s"])
                 del found[max(top, 1) * 4 :]  # keep a margin; only the first `top` are returned
     return found[:top]

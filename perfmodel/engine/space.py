@@ -69,7 +69,12 @@ def _expand(cols: dict[str, Array], name: str, values: Iterable[int]) -> dict[st
     return out
 
 
-CP_MIN_TOKENS = 1024  # cp is searched while each rank keeps at least this many tokens of a sequence
+# cp is searched while each rank keeps at least this many tokens of a sequence: the smallest CP
+# chunk of any published run the project holds (cp 2 at 8,192 tokens: NeMo 24.07's Llama 3 8B and
+# 70B, MLPerf's and Megatron-Bridge's Llama 3.1 405B, DGX Cloud's Grok-1); below it CP is a layout
+# no run validated, and at a 4K sequence it quadrupled the search of a MoE plan. A plan or --cp
+# that fixes cp is taken as given.
+CP_MIN_TOKENS = 4096
 
 
 def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
