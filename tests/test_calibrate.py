@@ -22,6 +22,7 @@ from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import calibration, load_plan, presets
 from perfmodel.review import calibrate as cal
+from perfmodel.review import calibrate_trace as ct
 from perfmodel.review.calibrate_runs import load_runs, to_yaml
 from perfmodel.specs.calibration import with_calibration
 
@@ -234,10 +235,10 @@ def traced_run(tmp: Path, factors: dict[str, float], drop: str | None = None) ->
     base = cal.step_time(plan, {})
     events = [{"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#7", "ts": 0, "dur": 1}]
     t = 0.0
-    names = {"memory": "elementwise", **{k: k for k in cal.TRACE_FACTORS if k != "memory"}}
-    for f in cal.TRACE_FACTORS:
+    names = {"memory": "elementwise", **{k: k for k in ct.TRACE_FACTORS if k != "memory"}}
+    for f in ct.TRACE_FACTORS:
         model_s = (cal.step_time(plan, {f: cal.EPS}) - base) / cal.EPS
-        if model_s < cal.MIN_CLASS_SHARE * base or f == drop:
+        if model_s < ct.MIN_CLASS_SHARE * base or f == drop:
             continue
         dur = 1e6 * model_s * factors.get(f, 1.0)
         events.append(kernel(NAMES[names[f]], t, dur, stream=20 if f == "comm" else 7))

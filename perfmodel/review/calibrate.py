@@ -38,20 +38,10 @@ from perfmodel.specs import Plan
 from perfmodel.specs.calibration import Calibration, CalibrationRun, apply_factors
 
 STEP_FACTORS = ("compute", "comm", "overhead_s")  # what step times can tell apart, in that order
-TRACE_FACTORS = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "attention", "memory", "comm")
-TRACE_CLASS = {  # the trace's kernel class each trace factor is measured by (inputs/trace.py)
-    "gemm_bf16": "gemm_bf16",
-    "gemm_fp8": "gemm_fp8",
-    "gemm_fp4": "gemm_fp4",
-    "attention": "attention",
-    "memory": "elementwise",
-    "comm": "exposed_comm",
-}
 MIN_SENSITIVITY = 0.01  # a factor some run's step moves at least 1% with (d log t / d log f)
 MAX_CONDITION = 30.0  # of the column-normalized Jacobian: above it two factors are confounded
 MAX_SE = 0.2  # a factor known to no better than x e^0.2 (22%), one standard error, is not fitted
 MAX_EFFECT = 0.1  # an overhead whose standard error moves a run's step by more is not fitted
-MIN_CLASS_SHARE = 0.01  # a kernel class under 1% of the modelled step is not fitted
 EPS = 0.05  # finite-difference step, in log factor (5%) or, for overhead_s, seconds x step
 
 
@@ -358,74 +348,6 @@ def fit_step_times(runs: list[MeasuredRun], asked: list[str] | None = None) -> C
     )
 
 
-def fit_trace(run: MeasuredRun) -> Calibration:
-    """A calibration from one run's trace: one factor per kernel class (module docstring)."""
-    tr = run.trace
-    assert tr is not None  # the caller passes a run with a trace
-    measured = tr.per_step()
-    base = step_time(run.plan, {})
-    factors: dict[str, float] = {}
-    not_fitted: dict[str, str] = {}
-    table: dict[str, Any] = {}
-    timeline = measured["idle"] is not None
-    for name in TRACE_FACTORS:
-        cls = TRACE_CLASS[name]
-        if cls == "exposed_comm" and not timeline:
-            not_fitted[name] = "the nsys summary has no timeline: exposed communication unknown"
-            continue
-        model_s = (step_time(run.plan, {name: EPS}) - base) / EPS
-        got = float(measured[cls] or 0.0)
-        table[name] = {"trace_s_per_step": round(got, 6), "model_s_per_step": round(model_s, 6)}
-        if model_s < MIN_CLASS_SHARE * base:
-            if got > MIN_CLASS_SHARE * base:
-                raise PerfModelError(
-                    f"trace {tr.source}: {got * 1e3:.1f} ms a step of {cls} kernels, which the"
-                    f" plan {run.name} does not run ({name}): the plan is not the run traced"
-                )
-            not_fitted[name] = f"under {100 * MIN_CLASS_SHARE:.0f}% of the modelled step"
-            continue
-        if got <= 0:
-            raise PerfModelError(
-                f"trace {tr.source}: no {cls} kernels, but the plan {run.name} spends"
-                f" {model_s * 1e3:.1f} ms a step on them ({name}); profile the GPU kernels of a"
-                " whole training step"
-            )
-        factors[name] = got / model_s
-    theta = {k: math.log(v) for k, v in factors.items()}
-    if timeline:
-        # host gaps: the trace's idle time a step beyond what the model leaves idle (its bubble
-        # and fixed overheads), as seconds a step
-        p = apply_factors(run.plan, {k: math.exp(v) for k, v in theta.items()})
-        v = estimate(p, resolve_config(p)).values
-        model_idle = v["bubble"] + v["overhead"]
-        extra = float(measured["idle"] or 0.0) - model_idle
-        table["idle"] = {
-            "trace_s_per_step": round(float(measured["idle"] or 0.0), 6),
-            "model_s_per_step": round(model_idle, 6),
-        }
-        theta["overhead_s"] = max(extra, -run.plan.training.step_overhead_s)
-    else:
-        not_fitted["overhead_s"] = "the nsys summary has no timeline: idle time unknown"
-    if run.measured_s is None and measured["step"] is not None:
-        run.measured_s = float(measured["step"])
-        run.notes.append(f"{run.name}: step time from the trace's span ({run.measured_s:.3f} s)")
-    notes = [
-        *run.notes,
-        f"trace {tr.source}: {tr.steps} step(s), {sum(tr.kernels.values()):,} kernels",
-        "the model's time in a class is the step's sensitivity to that class's factor",
-    ]
-    return Calibration(
-        factors=_factors(theta),
-        fitted_from="trace",
-        runs=_run_rows([run], theta) if run.measured_s else [],
-        not_fitted=not_fitted,
-        trace=table | {
-            "collectives_s_per_step": {k: v / tr.steps for k, v in tr.collectives_s.items()}
-        },
-        notes=notes,
-    )
-
-
 def fit(runs: list[MeasuredRun], asked: list[str] | None = None) -> Calibration:
     """Trace factors where one run has a trace, else step-time factors."""
     traced = [r for r in runs if r.trace is not None]
@@ -442,5 +364,7 @@ def fit(runs: list[MeasuredRun], asked: list[str] | None = None) -> Calibration:
             )
         if asked is not None:
             raise PerfModelError("fit: a trace fits its kernel classes; drop fit: or the trace")
+        from perfmodel.review.calibrate_trace import fit_trace
+
         return fit_trace(traced[0])
     return fit_step_times(runs, asked)
