@@ -5,9 +5,9 @@ it). The model of run i with factors theta is t_i(theta), the step time of the c
 the fit minimizes sum_i (log t_i(theta) - log measured_i)^2 by Gauss-Newton, the Jacobian
 J_ij = d log t_i / d theta_j by finite differences (theta_j = log factor_j; overhead_s in
 seconds). What is fitted:
-- one step time: one factor, ``rate`` (compute and communication at once), the stack's achieved
-  rate, less the part of the run's deviation the model's published error explains
-  (one_run_target);
+- one step time: one factor, ``compute`` (GEMMs, attention, memory: what a power limit, a clock
+  or a kernel version moves), less the part of the run's deviation that the model's per-run
+  error within a stack may explain (one_run_target);
 - several step times: ``compute``, ``comm`` and ``overhead_s`` as far as the runs tell them apart,
   by default one factor fewer than runs (a residual to spare): a factor is identified when some
   run's step moves by at least MIN_SENSITIVITY with it, the column-normalized Jacobian has a
@@ -148,22 +148,41 @@ def gauss_newton(
     return theta, _log_times(runs, theta) - measured
 
 
-def one_run_target(run: MeasuredRun, band: float) -> tuple[float, str]:
+def one_run_target(run: MeasuredRun, scatter: float) -> tuple[float, str]:
     """The log step time a one-run fit aims at: the measured one, less the part of the deviation
-    that the model's published error for this kind of run (``band``, the mean |error| of
-    uncertainty.band) explains: a soft threshold (the posterior mode under a Laplace prior on the
-    stack's bias; Tibshirani 1996, lasso), so a run within the model's usual error is not taken
-    for a stack that differs, and a run far outside it corrects all but that error."""
+    that the model's per-run error within a stack (``scatter``, per_run_scatter) may explain. One
+    run cannot tell its stack's bias from the model's error on its one configuration, so the gap
+    x = log(measured / modelled) is shrunk by the non-negative garrote (Breiman 1995, for one
+    coefficient: x (1 - (s/x)^2)+, s the scatter): a run within the model's scatter leaves the
+    model as it is, a run twice the scatter off moves it three quarters of the way, and a stack
+    far off (torchtitan's Llama 3 8B on power-limited B200, 2.7 times slower than modelled) is
+    corrected all but s^2/x, about 1% of its step."""
     t0 = step_time(run.plan, {})
     x = math.log(run.step_s / t0)
-    lam = math.log1p(band)
-    kept = math.copysign(max(abs(x) - lam, 0.0), x)
+    s = math.log1p(scatter)
+    kept = x * max(0.0, 1.0 - (s / x) ** 2) if x else 0.0
     why = (
-        f"{run.name}: measured {100 * (math.exp(x) - 1):+.1f}% from the model; the first"
-        f" {100 * band:.1f}% is the model's published error for such runs, so the rate moves"
-        f" the step {100 * (math.exp(kept) - 1):+.1f}%"
+        f"{run.name}: measured {100 * (math.exp(x) - 1):+.1f}% from the model; within a stack the"
+        f" model's runs scatter by {100 * scatter:.1f}%, so one run moves the step"
+        f" {100 * (math.exp(kept) - 1):+.1f}% (a gap within that scatter, none)"
     )
     return math.log(t0) + kept, why
+
+
+def per_run_scatter(bands: dict[str, Any] | None = None) -> float:
+    """The model's error on one configuration of a stack, apart from the stack's own bias: the
+    pooled standard deviation of configs/error_bands.yaml's out-of-sample log errors about their
+    source's mean (every source of two runs or more; ``bands`` default that file), as a relative
+    error. The runs of one source share its stack (software, cluster, power), so what varies among
+    them is the model's error on the configuration."""
+    from perfmodel.inputs import presets
+
+    by_table: dict[str, list[float]] = {}
+    for r in (bands or presets.error_bands())["runs"].values():
+        by_table.setdefault(r["table"], []).append(float(r["oos_log_error"]))
+    spread = [np.asarray(v) - np.mean(v) for v in by_table.values() if len(v) > 1]
+    dof = sum(len(v) - 1 for v in spread)
+    return math.expm1(math.sqrt(sum(float(np.sum(v**2)) for v in spread) / dof))
 
 
 def noise_floor() -> float:
@@ -216,10 +235,11 @@ def choose(runs: list[MeasuredRun], asked: list[str] | None) -> tuple[list[str],
             raise PerfModelError(f"fit: cannot identify {why}; drop a factor or add runs")
         return asked, {}
     if len(runs) == 1:
-        return ["rate"], {
-            ", ".join(
-                STEP_FACTORS
-            ): "one measured run identifies one factor, the stack's achieved rate"
+        return ["compute"], {
+            ", ".join(STEP_FACTORS[1:]): (
+                "one measured run identifies one factor: compute (GEMMs, attention, memory), the"
+                " links as the presets have them"
+            )
         }
     # by default one run more than factors: a residual left to check the fit by
     names = list(STEP_FACTORS[: len(runs) - 1])
@@ -237,22 +257,9 @@ def choose(runs: list[MeasuredRun], asked: list[str] | None) -> tuple[list[str],
         gone = next((n for n in names if why.startswith(f"{n}:")), names[-1])
         dropped[gone] = why.removeprefix(f"{gone}: ")
         names = [n for n in names if n != gone]
-    if names in (["compute"], []):
-        names = ["rate"]  # one factor for all: communication moves with compute
-    return names, dropped
-
-
-def published_band(plan: Plan, bands: dict[str, Any] | None = None) -> float:
-    """The typical relative error of the published runs nearest in kind to ``plan``, out of
-    sample (engine/uncertainty's typical band, a log half-width, as a relative error; ``bands``
-    default configs/error_bands.yaml)."""
-    import math
-
-    from perfmodel.engine import uncertainty
-    from perfmodel.inputs import presets
-
-    est = estimate(plan, resolve_config(plan))
-    return math.expm1(uncertainty.of_estimate(plan, bands or presets.error_bands(), est).typical)
+    # at least compute: the one factor any run identifies (benchmarks/calibration_transfer.py: it
+    # carries to a stack's other runs better than ``rate``, which moves the links with it)
+    return names or ["compute"], dropped
 
 
 def _factors(theta: dict[str, float]) -> dict[str, float]:
@@ -262,9 +269,10 @@ def _factors(theta: dict[str, float]) -> dict[str, float]:
 
 
 def leave_one_out(
-    runs: list[MeasuredRun], asked: list[str] | None
+    runs: list[MeasuredRun], asked: list[str] | None, scatter: float | None = None
 ) -> tuple[dict[str, float], dict[str, float], list[str]]:
-    """Mean and max |error| of each run predicted by a fit on the others, by kind of change."""
+    """Mean and max |error| of each run predicted by a fit on the others, by kind of change
+    (``scatter``: a one-run fit's, default per_run_scatter())."""
     if len(runs) < 2:
         return {}, {}, ["one run: no out-of-sample error (the published band stays)"]
     errs: dict[str, list[float]] = {}
@@ -272,9 +280,9 @@ def leave_one_out(
     for i, held in enumerate(runs):
         rest = runs[:i] + runs[i + 1 :]
         try:
-            theta = fit_theta(rest, asked)[0]
+            theta = fit_theta(rest, asked, scatter)[0]
         except PerfModelError:  # what the runs identify without the one left out
-            theta = fit_theta(rest, None)[0]
+            theta = fit_theta(rest, None, scatter)[0]
         names = list(theta)
         err = abs(step_time(held.plan, theta) / held.step_s - 1)
         made = calibrated.changes(_kind(held), [_kind(r) for r in rest]) or ["none"]
@@ -307,15 +315,16 @@ def _run_rows(runs: list[MeasuredRun], theta: dict[str, float]) -> list[Calibrat
 
 
 def fit_theta(
-    runs: list[MeasuredRun], asked: list[str] | None
+    runs: list[MeasuredRun], asked: list[str] | None, scatter: float | None = None
 ) -> tuple[dict[str, float], dict[str, str], list[str]]:
     """(fitted log factors, the factors not fitted and why, notes): the factors chosen, the one-run
-    discount, and an overhead fitted below zero refitted without."""
+    shrinkage (at ``scatter``, default per_run_scatter()), and an overhead fitted below zero
+    refitted without."""
     names, dropped = choose(runs, asked)
     notes: list[str] = []
     target = None
-    if len(runs) == 1 and names == ["rate"]:
-        aim, why = one_run_target(runs[0], published_band(runs[0].plan))
+    if len(runs) == 1 and len(names) == 1:
+        aim, why = one_run_target(runs[0], per_run_scatter() if scatter is None else scatter)
         target, notes = np.array([aim]), [why]
     theta, _ = gauss_newton(runs, names, target=target)
     if "overhead_s" in theta and theta["overhead_s"] < 0:
@@ -323,7 +332,7 @@ def fit_theta(
             f"fitted below zero ({1e3 * theta['overhead_s']:.2g} ms, not physical): refitted"
             " without it"
         )
-        names = [n for n in names if n != "overhead_s"] or ["rate"]
+        names = [n for n in names if n != "overhead_s"] or ["compute"]
         theta, _ = gauss_newton(runs, names)
     return theta, dropped, notes
 
