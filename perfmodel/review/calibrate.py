@@ -224,9 +224,11 @@ def uncertain(jac: np.ndarray, gap: np.ndarray, names: list[str]) -> str | None:
     return None
 
 
-def choose(runs: list[MeasuredRun], asked: list[str] | None) -> tuple[list[str], dict[str, str]]:
+def choose(
+    runs: list[MeasuredRun], asked: list[str] | None, among: tuple[str, ...] = STEP_FACTORS
+) -> tuple[list[str], dict[str, str]]:
     """The factors to fit (those asked, refused by name where the runs do not identify them; by
-    default the most that the runs identify) and why the others are not fitted."""
+    default the most of ``among`` that the runs identify) and why the others are not fitted."""
     target = np.log([r.step_s for r in runs])
     if asked is not None:
         base, jac = jacobian(runs, dict.fromkeys(asked, 0.0))
@@ -242,14 +244,14 @@ def choose(runs: list[MeasuredRun], asked: list[str] | None) -> tuple[list[str],
             )
         }
     # by default one run more than factors: a residual left to check the fit by
-    names = list(STEP_FACTORS[: len(runs) - 1])
+    names = list(among[: len(runs) - 1])
     dropped = {
         f: f"{len(runs)} runs fit {len(names)} factors by default, one measurement to spare"
-        for f in STEP_FACTORS[len(names) :]
+        for f in among[len(names) :]
     }
-    base, full = jacobian(runs, dict.fromkeys(STEP_FACTORS, 0.0))
+    base, full = jacobian(runs, dict.fromkeys(among, 0.0))
     while names:
-        idx = [STEP_FACTORS.index(n) for n in names]
+        idx = [among.index(n) for n in names]
         why = identifiable(full[:, idx], names) or uncertain(full[:, idx], target - base, names)
         if why is None:
             break
@@ -332,6 +334,9 @@ def fit_theta(
             f"fitted below zero ({1e3 * theta['overhead_s']:.2g} ms, not physical): refitted"
             " without it"
         )
+        if asked is None:  # what the runs identify without it
+            names, more = choose(runs, None, tuple(f for f in STEP_FACTORS if f != "overhead_s"))
+            dropped |= {k: v for k, v in more.items() if k not in dropped}
         names = [n for n in names if n != "overhead_s"] or ["compute"]
         theta, _ = gauss_newton(runs, names)
     return theta, dropped, notes
