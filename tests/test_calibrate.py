@@ -460,3 +460,16 @@ def test_real_trace_without_a_class_the_plan_runs_is_refused(tmp_path: Path) -> 
     r = CliRunner().invoke(main, ["calibrate", str(runs), "-o", str(tmp_path / "c.yaml")])
     assert r.exit_code == 1 and "Traceback" not in r.output
     assert "no attention kernels, but the plan" in r.output and "ms a step" in r.output
+
+
+def test_one_factor_on_several_runs_is_shrunk_by_its_standard_error(tmp_path: Path) -> None:
+    """Two runs 3% slower than modelled (within the model's per-run scatter): compute stays 1.
+    Two runs 2.5 times slower: compute is nearly their least-squares factor."""
+    plans = [load_plan(str(write_plan(tmp_path, n, *LAYOUTS[n]))) for n in ("dp8", "tp8")]
+    near = [cal.MeasuredRun(f"r{i}", p, 1.03 * cal.step_time(p, {})) for i, p in enumerate(plans)]
+    theta, _, notes = cal.fit_theta(near, None)
+    assert theta == {"compute": 0.0} and "shrunk by its standard error" in notes[-1]
+    far = [cal.MeasuredRun(f"r{i}", p, 2.5 * cal.step_time(p, {})) for i, p in enumerate(plans)]
+    theta, _, _ = cal.fit_theta(far, None)
+    ls, _ = cal.gauss_newton(far, ["compute"])
+    assert 0.95 * ls["compute"] < theta["compute"] < ls["compute"]

@@ -316,17 +316,29 @@ def _run_rows(runs: list[MeasuredRun], theta: dict[str, float]) -> list[Calibrat
     return rows
 
 
+def shrunk(runs: list[MeasuredRun], theta: dict[str, float], scatter: float) -> dict[str, float]:
+    """One factor fitted on several runs, shrunk as one_run_target shrinks one run's gap: the
+    non-negative garrote at the factor's standard error, the model's per-run scatter over the root
+    sum of squares of the runs' sensitivities to it (d log t / d log f at the fit), so a factor
+    within one standard error of 1 stays 1."""
+    ((name, value),) = theta.items()
+    _, jac = jacobian(runs, theta)
+    se = math.log1p(scatter) / max(float(np.sqrt(np.sum(jac[:, 0] ** 2))), 1e-9)
+    return {name: value * max(0.0, 1.0 - (se / value) ** 2) if value else 0.0}
+
+
 def fit_theta(
     runs: list[MeasuredRun], asked: list[str] | None, scatter: float | None = None
 ) -> tuple[dict[str, float], dict[str, str], list[str]]:
-    """(fitted log factors, the factors not fitted and why, notes): the factors chosen, the one-run
-    shrinkage (at ``scatter``, default per_run_scatter()), and an overhead fitted below zero
-    refitted without."""
+    """(fitted log factors, the factors not fitted and why, notes): the factors chosen, one factor
+    shrunk (at ``scatter``, default per_run_scatter(); one_run_target, shrunk), and an overhead
+    fitted below zero refitted without."""
     names, dropped = choose(runs, asked)
     notes: list[str] = []
+    s = per_run_scatter() if scatter is None else scatter
     target = None
     if len(runs) == 1 and len(names) == 1:
-        aim, why = one_run_target(runs[0], per_run_scatter() if scatter is None else scatter)
+        aim, why = one_run_target(runs[0], s)
         target, notes = np.array([aim]), [why]
     theta, _ = gauss_newton(runs, names, target=target)
     if "overhead_s" in theta and theta["overhead_s"] < 0:
@@ -339,6 +351,14 @@ def fit_theta(
             dropped |= {k: v for k, v in more.items() if k not in dropped}
         names = [n for n in names if n != "overhead_s"] or ["compute"]
         theta, _ = gauss_newton(runs, names)
+    if len(runs) > 1 and len(theta) == 1 and "overhead_s" not in theta:
+        fitted = math.exp(next(iter(theta.values())))
+        theta = shrunk(runs, theta, s)
+        notes.append(
+            f"{', '.join(theta)}: x{fitted:.3f} by least squares, x"
+            f"{math.exp(next(iter(theta.values()))):.3f} shrunk by its standard error at the"
+            f" model's per-run scatter ({100 * s:.1f}%)"
+        )
     return theta, dropped, notes
 
 
