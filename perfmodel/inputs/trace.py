@@ -11,13 +11,14 @@ Two formats:
 
 Kernels are classified as Holistic Trace Analysis does (facebookresearch/HolisticTraceAnalysis,
 hta/common/types.py: communication ``^nccl|ncclKernel|^hccl``, memory ``^Memcpy|^Memset|^dma``,
-everything else computation), and computation is split further by kernel name into GEMMs by
-format (FP8: e4m3/e5m2; FP4: e2m1; the rest, 16- and 32-bit, as gemm_bf16), attention
-(flash/fmha/sdpa kernels) and the rest (elementwise, norms, reductions, optimizer: memory-bound
-kernels). Idle is the time in the
-profiled steps with no kernel running (HTA's temporal breakdown); exposed communication is
-communication kernel time with no computation kernel running beside it (HTA's
-comm_comp_overlap, inverted).
+everything else computation), except that the collectives HTA counts as computation (symmetric-
+memory and custom all-reduces, DeepEP's and HybridEP's expert dispatch and combine) are
+communication here. Computation is split further by the kernel's own name (its argument list left
+out) into GEMMs by format (FP8: e4m3/e5m2; FP4: e2m1; the rest, 16- and 32-bit, as gemm_bf16),
+attention (flash/fmha/sdpa kernels) and the rest (elementwise, norms, reductions, optimizer:
+memory-bound kernels). Idle is the time in the profiled steps with no kernel running (HTA's
+temporal breakdown); exposed communication is communication kernel time with no computation kernel
+running beside it (HTA's comm_comp_overlap, inverted).
 """
 
 from __future__ import annotations
