@@ -9,13 +9,13 @@ stack's runs in turn is the one measured run of a calibration, fitted as `perfmo
 one step time (one factor, compute, the gap shrunk by the model's per-run scatter; the scatter taken
 from the other sources' runs), and the stack's other runs are predicted with it. Columns:
 
-  shipped  the model as shipped, fitted on these very runs (in sample: no calibration beats it)
+  fitted   the model as shipped, fitted on these very runs (in sample: no calibration beats it)
   before   the model fitted without the source (out of sample)
   raw      one run, its whole gap taken as the stack's (no shrinkage); in --json also with the
            factor ``rate`` (links too) in place of ``compute``
   1 run    one run as `perfmodel calibrate` fits it, the mean over which run is calibrated on
   worst    the worst choice of that run
-  nearest  each run predicted from the one other run most like it (same format first, then the
+  near     each run predicted from the one other run most like it (same format first, then the
            same model, then layout and scale): the rule "calibrate on a run like the ones you will
            predict"
   LOO      each run predicted by `perfmodel calibrate` on all the others of its stack
@@ -163,12 +163,12 @@ def rows(loo: bool) -> dict[str, dict[str, Any]]:
         out[name] = transfer(left_out, scatter, shipped, loo) | {"refitted": said}
         print(f"{name}: done", file=sys.stderr, flush=True)
     for name, runs in held_back().items():
-        out[f"{name} (held back)"] = transfer(runs, cal.per_run_scatter(), None, loo)
+        out[f"{name} (held)"] = transfer(runs, cal.per_run_scatter(), None, loo)
     return out
 
 
 def _pct(v: float | None) -> str:
-    return "      -" if v is None else f"{100 * v:6.1f}%"
+    return "     -" if v is None else f"{100 * v:5.1f}%"
 
 
 def main() -> None:
@@ -180,13 +180,14 @@ def main() -> None:
     if args.json:
         print(json.dumps(table, indent=2))
         return
-    print("mean |error| of a stack's runs: out of sample, then calibrated on one of its runs")
+    print("A stack's runs out of sample, then calibrated on one of them (module docstring)")
     cols = ("shipped", "before", "one_run_raw", "one_run", "one_run_worst", "nearest_run")
-    head = ("shipped", "before", "raw", "1 run", "worst", "nearest", "LOO")
-    print(f"{'stack':<28}{'runs':>4} " + " ".join(f"{h:>7}" for h in head))
+    head = ("fitted", "before", "raw", "1 run", "worst", "near", "LOO")
+    print(f"{'stack':<25}{'runs':>5} " + " ".join(f"{h:>6}" for h in head))
     for name, r in table.items():
         cells = [_pct(r[c]) for c in cols] + [_pct(r.get("leave_one_out"))]
-        print(f"{name:<28}{r['runs']:>4} " + " ".join(cells))
+        print(f"{name:<25}{r['runs']:>5} " + " ".join(cells))
+    print("mean |predicted / measured - 1| of step time; (held): a stack no fit reads")
 
 
 if __name__ == "__main__":
