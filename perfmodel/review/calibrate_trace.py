@@ -129,7 +129,8 @@ def fit_trace(run: MeasuredRun) -> Calibration:
         notes.append(
             "no factors give every class the trace's seconds (the classes share the model's HBM"
             " rate: a GEMM at the fitted memory factor is bound by its bytes); calibrated, a"
-            " step: " + "; ".join(missed)
+            " step: "
+            + "; ".join(missed)
         )
     return Calibration(
         factors=_factors(theta),
