@@ -260,7 +260,10 @@ def choose(
         dropped[gone] = why.removeprefix(f"{gone}: ")
         names = [n for n in names if n != gone]
     # at least compute: the one factor any run identifies (benchmarks/calibration_transfer.py: it
-    # carries to a stack's other runs better than ``rate``, which moves the links with it)
+    # carries to a stack's other runs better than ``rate``, which moves the links with it), shrunk
+    # by its standard error (fit_theta) rather than dropped for it
+    if not names:
+        dropped.pop("compute", None)
     return names or ["compute"], dropped
 
 
