@@ -217,6 +217,34 @@ FITS = (
 )
 
 
+def without_source(source: str, every: list[Case]) -> tuple[Transform, list[str]]:
+    """The transform that takes a run of ``source`` to the model fitted without ``source`` (each
+    fit that touches it refitted on the other sources of ``every``, or at its prior where none is
+    left), and what was refitted, in words."""
+    moves: list[Transform] = []
+    said: list[str] = []
+    for f in FITS:
+        if source not in f.tables:
+            continue
+        rest = [c for c in every if c["table"] in f.tables and c["table"] != source]
+        if f.refit is not None and rest:
+            move = f.refit(rest)
+            said.append(f"{f.name} refitted without it ({move.__doc__})")
+        elif f.prior is not None:
+            move = f.prior
+            said.append(f"{f.name} at its prior ({f.prior_text}): no other source")
+        else:
+            continue
+        moves.append(move)
+
+    def leave_out(case: Case) -> Case:
+        for move in moves:
+            case = move(case)
+        return case
+
+    return leave_out, said
+
+
 def _log_error(case: Case) -> float:
     r = run_case(case)
     return math.log(r.predicted_s / r.measured_s)
@@ -228,25 +256,9 @@ def out_of_sample(cases: list[Case] | None = None) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for source in sorted({c["table"] for c in every}):
         own = [c for c in every if c["table"] == source]
-        moves: list[Transform] = []
-        said: list[str] = []
-        for f in FITS:
-            if source not in f.tables:
-                continue
-            rest = [c for c in every if c["table"] in f.tables and c["table"] != source]
-            if f.refit is not None and rest:
-                move = f.refit(rest)
-                said.append(f"{f.name} refitted without it ({move.__doc__})")
-            elif f.prior is not None:
-                move = f.prior
-                said.append(f"{f.name} at its prior ({f.prior_text}): no other source")
-            else:
-                continue
-            moves.append(move)
+        leave_out, said = without_source(source, every)
         for c in own:
-            left_out = c
-            for move in moves:
-                left_out = move(left_out)
+            left_out = leave_out(c)
             out[c["name"]] = {
                 "table": source,
                 "log_error": round(_log_error(c), 5),

@@ -29,6 +29,108 @@ NAMES = {
 }
 
 
+# kernel names (argument lists abridged) from DeepSeek's DualPipe training trace
+# (deepseek-ai/profile-data train.json, H800, DeepSeek-V3 EP64; tests/data/traces/README.md):
+# DeepEP's all-to-all is communication though not NCCL's, the FP8 grouped GEMMs are GEMMs and
+# their library's helpers are not
+DEEPSEEK = [
+    ("void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*)", "comm"),
+    ("void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*, float*, long*)", "comm"),
+    ("void dpsk::ep::internode::cached_notify<false>(int, int, int, int, int*)", "comm"),
+    (
+        (
+            "void cutlass::device_kernel<dpsk::grouped_gemm::cuda::fp8_dptp128c_acc::GemmKernel>"
+            "(dpsk::grouped_gemm::cuda::fp8_dptp128c_acc::GemmKernel::Params)"
+        ),
+        "gemm_fp8",
+    ),
+    (
+        (
+            "void cutlass::device_kernel<dpsk::grouped_gemm::cuda::"
+            "m_grouped_fp8_ptp128c::GemmKernel>"
+            "(dpsk::grouped_gemm::cuda::m_grouped_fp8_ptp128c::GemmKernel::Params)"
+        ),
+        "gemm_fp8",
+    ),
+    (
+        (
+            "void dpsk::grouped_gemm::cuda::utils::transpose<512, 128, 4, 4>(unsigned char const*,"
+            " unsigned char*, int, int, int, int)"
+        ),
+        "elementwise",
+    ),
+    (
+        (
+            "dpsk::grouped_gemm::cuda::utils::fill_tensormaps_kernel(CUtensorMap_st,"
+            " CUtensorMap_st*, void*, int, long)"
+        ),
+        "elementwise",
+    ),
+    (
+        (
+            "sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_tilesize128x128x64_warpgroupsize1x1x1_execute"
+            "_segment_k_off_kernel__5x_cublas"
+        ),
+        "gemm_bf16",
+    ),
+    (
+        (
+            "void flash::compute_attn_ws<Flash_fwd_kernel_traits<192, 128, 128, 12, 2, false, 1,"
+            " cutlass::bfloat16_t, 128>, true>(flash::CollectiveMainloopFwd)"
+        ),
+        "attention",
+    ),
+    (
+        (
+            "void cuda::per_token_cast_to_fp8_with_channels<__nv_bfloat16, 128, false, 128, false>"
+            "(__nv_bfloat16 const*, int)"
+        ),
+        "elementwise",
+    ),
+]
+# and from TraceLens's B200 vLLM trace (tests/data/traces/tracelens_b200_vllm_kernels.json.gz):
+# TensorRT-LLM's generated MXFP4 GEMMs, a symmetric-memory all-reduce, names whose argument types
+# or template types mention flashinfer or cutlass
+TRACELENS_B200 = [
+    ("bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1", "gemm_fp4"),
+    ("bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1", "gemm_fp4"),
+    (
+        (
+            "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>"
+            "(c10::BFloat16*, unsigned long)"
+        ),
+        "comm",
+    ),
+    (
+        (
+            "void tensorrt_llm::kernels::quantize_with_block_size<"
+            "(tensorrt_llm::BlockScaleQuantizationType)2,"
+            " __nv_bfloat16, 32, true>(int, int, flashinfer::QuantizationSFLayout)"
+        ),
+        "elementwise",
+    ),
+    (
+        (
+            "void moe::dev::finalize::finalizeKernelVecLoad<"
+            "moe::dev::finalize::KernelParams<cutlass::bfloat16_t,"
+            " cutlass::bfloat16_t>>(moe::dev::finalize::KernelParams)"
+        ),
+        "elementwise",
+    ),
+    (
+        (
+            "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, unsigned char>(__nv_bfloat16"
+            " const*)"
+        ),
+        "elementwise",
+    ),
+    (
+        "fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext",
+        "attention",
+    ),
+]
+
+
 def kernel(name: str, ts: float, dur: float, stream: int = 7) -> dict:
     cat = "gpu_memcpy" if name.startswith("Memcpy") else "kernel"
     return {
@@ -117,6 +219,8 @@ def write(path: Path, events: list[dict], bare: bool = False) -> Path:
         # fbgemm's embedding and cast kernels are not GEMMs
         ("void fbgemm_gpu::embedding_forward_kernel<float>", "elementwise"),
         ("void at::native::reduce_kernel<512, 1>", "elementwise"),
+        *DEEPSEEK,
+        *TRACELENS_B200,
     ],
 )
 def test_kernel_classes(name: str, cls: str) -> None:
@@ -251,3 +355,65 @@ def test_hta_amd_trace() -> None:
     assert s.kernels["gemm_bf16"] == len(gemms) == 2
     assert s.kernel_s["gemm_bf16"] == pytest.approx(sum(e["dur"] for e in gemms) * 1e-6)
     assert s.kernels["comm"] == 0 and s.exposed_comm_s == 0
+
+
+@pytest.mark.parametrize(
+    "name,kind",
+    [
+        (
+            "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            "ReduceScatter",
+        ),
+        ("void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*)", "AllToAll"),
+        ("void deep_ep::intranode::combine<__nv_bfloat16, 8, 768>(int4*)", "AllToAll"),
+        (
+            "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(x)",
+            "AllReduce",
+        ),
+    ],
+)
+def test_collective_kinds(name: str, kind: str) -> None:
+    assert trace.kernel_class(name) == "comm"
+    assert trace.collective_kind(name) == kind
+
+
+def _hta_class(name: str) -> str:
+    """Holistic Trace Analysis's three classes (hta/common/types.py, get_kernel_type)."""
+    import re
+
+    if re.search(r"^nccl|ncclKernel|^hccl", name):
+        return "communication"
+    if re.search(r"^Memcpy|^Memset|^dma", name):
+        return "memory"
+    return "computation"
+
+
+def test_tracelens_b200_trace() -> None:
+    """TraceLens's B200 vLLM trace (MIT): every kernel in the class HTA gives it, except the
+    symmetric-memory all-reduce, which HTA counts as computation and which moves data between
+    GPUs; the computation split by kernel name; totals as a direct read of the file has them."""
+    path = DATA / "tracelens_b200_vllm_kernels.json.gz"
+    s = trace.read(path, steps=1)
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    kernels = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+
+    def seconds(pred) -> float:
+        return sum(e["dur"] for e in kernels if pred(e["name"])) * 1e-6
+
+    multimem = seconds(lambda n: "multimem_all_reduce" in n)
+    assert multimem > 1e-3  # 2.1 ms of it
+    assert s.kernel_s["comm"] == pytest.approx(
+        seconds(lambda n: _hta_class(n) == "communication") + multimem
+    )
+    assert s.kernel_s["memcpy"] == pytest.approx(seconds(lambda n: _hta_class(n) == "memory"))
+    computation = sum(s.kernel_s[c] for c in trace.COMPUTE_CLASSES)
+    assert computation == pytest.approx(
+        seconds(lambda n: _hta_class(n) == "computation") - multimem
+    )
+    assert s.kernel_s["gemm_fp4"] == pytest.approx(seconds(lambda n: n.startswith("bmm_")))
+    assert s.kernel_s["gemm_bf16"] == pytest.approx(seconds(lambda n: n.startswith("nvjet")))
+    assert s.kernel_s["attention"] == pytest.approx(seconds(lambda n: n.startswith("fmha")))
+    assert s.kernels["gemm_fp8"] == 0
+    assert set(s.collectives_s) == {"AllReduce", "AllGather"}
+    # one decode step of a server: its GPU idles between kernels most of the span
+    assert 0 < s.idle_s < s.span_s and s.exposed_comm_s == pytest.approx(s.kernel_s["comm"])

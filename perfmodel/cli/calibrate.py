@@ -14,7 +14,7 @@ from perfmodel.cli.common import json_option, write_text
 def calibrate_cmd(runs_file: str, output: str, as_json: bool) -> None:
     """Fit factors to measured runs of your own stack: step times, or a profiler trace.
 
-    One step time fits one factor (the stack's achieved rate); runs that differ in scale or
+    One step time fits one factor (the stack's compute rate); runs that differ in scale or
     layout fit compute, communication and fixed overhead apart; a PyTorch profiler trace (or an
     `nsys stats` CSV) fits one factor per kernel class. What the runs cannot identify is refused
     by name. Use the result with --calibration CAL.yaml, or `calibration: CAL.yaml` in a plan.

@@ -246,9 +246,14 @@ def memory(
             f"{where}: tp={cfg.tp} pp={cfg.pp} dp={cfg.dp} "
             f"mbs={cfg.micro_batch_size} {cfg.recompute} recompute",
         )
+    # a calibration scales times only: it moves the knobs the search chooses, not their memory
+    said = None if plan.calibration is None else plan.calibration.summary() + MEMORY_NOT_CALIBRATED
     if as_json:
-        console.emit_json({**mem, "config": cfg.as_dict(), "chosen": chosen})
+        extra = {} if said is None else {"calibration": said}
+        console.emit_json({**mem, "config": cfg.as_dict(), "chosen": chosen, **extra})
     else:
+        if said is not None:
+            console.line(said)
         render.memory(
             mem,
             f"Memory per GPU, most loaded stage: {where}; "
@@ -261,6 +266,7 @@ def memory(
         console.line(reserve_text(plan.system))
 
 
+MEMORY_NOT_CALIBRATED = "; memory is not calibrated (the factors scale times only)"
 # the knobs a plan may leave free that `memory` reports choosing (the rest follow from these)
 FREE_KNOBS = (
     "tp",

@@ -74,6 +74,8 @@ def check_cmd(
     plan = load_plan(plan_file, kw)
     found, chosen = chk.check_resolved(plan, list(ignored))
     if as_json:
+        if plan.calibration is not None:  # the findings are a list: said beside it
+            click.echo(plan.calibration.summary(), err=True)
         console.emit_json([f.to_json() for f in found])
     else:
         if plan.calibration is not None:
@@ -246,12 +248,15 @@ def validate(
         rows = vm.memory_rows(report.cases)
         summary = vm.summary(rows, report.cases)
         if as_json:
-            console.emit_json({"memory": [r.to_json() for r in rows], "summary": summary})
+            extra = {} if cal is None else {"calibration": cal.summary()}
+            console.emit_json({"memory": [r.to_json() for r in rows], "summary": summary, **extra})
         else:
             render_review.memory_validation(rows, summary)
         return
     if as_json:
         out = report.to_json()
+        if cal is not None:
+            out["calibration"] = cal.summary()
         if breakdown:
             for row, case in zip(out["cases"], report.cases):
                 row["estimate"] = case.estimate.to_json()

@@ -11,13 +11,14 @@ Two formats:
 
 Kernels are classified as Holistic Trace Analysis does (facebookresearch/HolisticTraceAnalysis,
 hta/common/types.py: communication ``^nccl|ncclKernel|^hccl``, memory ``^Memcpy|^Memset|^dma``,
-everything else computation), and computation is split further by kernel name into GEMMs by
-format (FP8: e4m3/e5m2; FP4: e2m1; the rest, 16- and 32-bit, as gemm_bf16), attention
-(flash/fmha/sdpa kernels) and the rest (elementwise, norms, reductions, optimizer: memory-bound
-kernels). Idle is the time in the
-profiled steps with no kernel running (HTA's temporal breakdown); exposed communication is
-communication kernel time with no computation kernel running beside it (HTA's
-comm_comp_overlap, inverted).
+everything else computation), except that the collectives HTA counts as computation (symmetric-
+memory and custom all-reduces, DeepEP's and HybridEP's expert dispatch and combine) are
+communication here. Computation is split further by the kernel's own name (its argument list left
+out) into GEMMs by format (FP8: e4m3/e5m2; FP4: e2m1; the rest, 16- and 32-bit, as gemm_bf16),
+attention (flash/fmha/sdpa kernels) and the rest (elementwise, norms, reductions, optimizer:
+memory-bound kernels). Idle is the time in the profiled steps with no kernel running (HTA's
+temporal breakdown); exposed communication is communication kernel time with no computation kernel
+running beside it (HTA's comm_comp_overlap, inverted).
 """
 
 from __future__ import annotations
@@ -41,32 +42,82 @@ COMPUTE_CLASSES = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "attention", "elementwis
 CLASSES = (*COMPUTE_CLASSES, "memcpy", "comm")
 
 _COMM = re.compile(r"^nccl|ncclKernel|ncclDevKernel|^rccl|^hccl", re.I)
+# collectives that are not NCCL's and that HTA counts as computation: symmetric-memory and custom
+# all-reduces (PyTorch's multimem_all_reduce_kernel, vLLM's cross_device_reduce) and the expert
+# all-to-all of DeepEP and HybridEP (deep_ep::intranode::dispatch, ...::internode::combine; in
+# DeepSeek's own traces dpsk::ep::internode::*): kernels that move tokens between GPUs
+_OTHER_COMM = re.compile(
+    r"(?<![a-z])all_?reduce|(?<![a-z])all_?gather|reduce_?scatter|all_?(?:to|2)_?all|"
+    r"cross_device_reduce|(?:deep_?ep|\bep|hybrid_?ep)(?:_\w+)?::(?:intra|inter|low_latency)",
+    re.I,
+)
 _MEMORY = re.compile(r"^(hip)?memcpy|^(hip)?memset|^dma", re.I)
 _ATTENTION = re.compile(r"flash|fmha|attention|attn|sdpa|\bmha|_mha", re.I)
+# a KV cache write (vLLM's reshape_and_cache_flash_kernel) is a copy, whatever its name says
+_NOT_ATTENTION = re.compile(r"reshape_and_cache|cache_kernel", re.I)
 # PyTorch's own elementwise and reduction kernels (at::native::), fbgemm's casts among them
 _ELEMENTWISE = re.compile(r"elementwise_kernel|reduce_kernel|at::native::", re.I)
-# cuBLAS/cuBLASLt (sm90_xmma_gemm_*, nvjet_*), CUTLASS, and ROCm's Tensile kernels (Cijk_*, what
-# rocBLAS and hipBLASLt run)
-_GEMM = re.compile(r"(?<!fb)gemm|cublas|cutlass|xmma|nvjet|matmul|wgmma|^Cijk_", re.I)
+# cuBLAS/cuBLASLt (sm90_xmma_gemm_*, nvjet_*), CUTLASS's GEMMs (cutlass_80_tensorop_*gemm*,
+# device_kernel<...GemmKernel>), TensorRT-LLM's generated batched GEMMs (bmm_MxE4m3_MxE2m1...) and
+# ROCm's Tensile kernels (Cijk_*, what rocBLAS and hipBLASLt run); "cutlass" and "cublas" alone
+# are no GEMM (cutlass::bfloat16_t is a type any kernel may take, cublasLt::splitKreduce a sum)
+_GEMM = re.compile(r"(?<!fb)gemm|xmma|nvjet|matmul|wgmma|^Cijk_|(?:^|[^a-z])bmm_", re.I)
+# helpers inside a GEMM library's namespace (DeepSeek's grouped_gemm::cuda::utils::transpose,
+# fill_tensormaps_kernel): memory-bound, not GEMMs
+_NOT_GEMM = re.compile(r"::utils::|tensormap|splitkreduce", re.I)
 _FP8 = re.compile(r"e4m3|e5m2|fp8|f8f8|_f8_", re.I)
 _FP4 = re.compile(r"e2m1|fp4|nvf4|_f4_", re.I)
 _COLLECTIVE = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)(?:_([A-Z]+))?", re.I)
+# the other collectives by kind (_OTHER_COMM): an expert dispatch or combine is an all-to-all
+_KINDS = (
+    ("AllReduce", re.compile(r"all_?reduce|cross_device_reduce", re.I)),
+    ("AllGather", re.compile(r"all_?gather", re.I)),
+    ("ReduceScatter", re.compile(r"reduce_?scatter", re.I)),
+    ("AllToAll", re.compile(r"all_?(?:to|2)_?all|::(?:intra|inter|low_latency)", re.I)),
+)
 _STEP = re.compile(r"^ProfilerStep#\d+")
 CHUNK = 1 << 20  # characters read at a time
 
 
+def collective_kind(name: str) -> str:
+    """A communication kernel's collective: NCCL's from its name (ncclDevKernel_AllGather_...), the
+    others by _KINDS; "other" where neither says."""
+    m = _COLLECTIVE.search(name)
+    if m:
+        return m.group(1)
+    own = own_name(name)
+    return next((kind for kind, pattern in _KINDS if pattern.search(own)), "other")
+
+
+def own_name(name: str) -> str:
+    """A kernel's name without its argument list (the last parenthesized group, which names the
+    argument types: flashinfer::QuantizationSFLayout is no attention kernel)."""
+    if not name.endswith(")"):
+        return name
+    depth = 0
+    for i in range(len(name) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(name[i], 0)
+        if depth == 0:
+            return name[:i] if i else name
+    return name
+
+
 def kernel_class(name: str) -> str:
-    """One of CLASSES for a GPU kernel's name."""
+    """One of CLASSES for a GPU kernel's name: HTA's communication and memory kernels, then the
+    other collectives, then computation split by the kernel's own name (own_name)."""
     if _COMM.search(name):
         return "comm"
     if _MEMORY.search(name):
         return "memcpy"
-    if _ATTENTION.search(name):
+    own = own_name(name)
+    if _OTHER_COMM.search(own):
+        return "comm"
+    if _ATTENTION.search(own) and not _NOT_ATTENTION.search(own):
         return "attention"
-    if _GEMM.search(name) and not _ELEMENTWISE.search(name):
-        if _FP4.search(name):
+    if _GEMM.search(own) and not _ELEMENTWISE.search(own) and not _NOT_GEMM.search(own):
+        if _FP4.search(own):
             return "gemm_fp4"
-        return "gemm_fp8" if _FP8.search(name) else "gemm_bf16"
+        return "gemm_fp8" if _FP8.search(own) else "gemm_bf16"
     return "elementwise"
 
 
@@ -224,8 +275,7 @@ def read_kineto(path: str | Path, steps: int | None = None) -> TraceSummary:
             kernel_s[c] += dur * 1e-6  # Chrome traces count microseconds
             counts[c] += 1
             if c == "comm":
-                m = _COLLECTIVE.search(name)
-                key = m.group(1) if m else "other"
+                key = collective_kind(name)
                 coll[key] = coll.get(key, 0.0) + dur * 1e-6
             starts.append(ts)
             ends.append(ts + dur)
@@ -296,10 +346,8 @@ def read_nsys_csv(path: str | Path, steps: int | None) -> TraceSummary:
         kernel_s[c] += ns * scale
         counts[c] += int(float(str(row.get("Instances") or 1).replace(",", "")))
         if c == "comm":
-            m = _COLLECTIVE.search(name)
-            coll[m.group(1) if m else "other"] = coll.get(m.group(1) if m else "other", 0.0) + (
-                ns * scale
-            )
+            key = collective_kind(name)
+            coll[key] = coll.get(key, 0.0) + ns * scale
     if not sum(counts.values()):
         raise PerfModelError(f"{p}: no kernel rows")
     return TraceSummary(str(p), int(steps), kernel_s, counts, coll)

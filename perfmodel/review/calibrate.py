@@ -5,9 +5,9 @@ it). The model of run i with factors theta is t_i(theta), the step time of the c
 the fit minimizes sum_i (log t_i(theta) - log measured_i)^2 by Gauss-Newton, the Jacobian
 J_ij = d log t_i / d theta_j by finite differences (theta_j = log factor_j; overhead_s in
 seconds). What is fitted:
-- one step time: one factor, ``rate`` (compute and communication at once), the stack's achieved
-  rate, less the part of the run's deviation the model's published error explains
-  (one_run_target);
+- one step time: one factor, ``compute`` (GEMMs, attention, memory: what a power limit, a clock
+  or a kernel version moves), less the part of the run's deviation that the model's per-run
+  error within a stack may explain (one_run_target);
 - several step times: ``compute``, ``comm`` and ``overhead_s`` as far as the runs tell them apart,
   by default one factor fewer than runs (a residual to spare): a factor is identified when some
   run's step moves by at least MIN_SENSITIVITY with it, the column-normalized Jacobian has a
@@ -38,20 +38,10 @@ from perfmodel.specs import Plan
 from perfmodel.specs.calibration import Calibration, CalibrationRun, apply_factors
 
 STEP_FACTORS = ("compute", "comm", "overhead_s")  # what step times can tell apart, in that order
-TRACE_FACTORS = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "attention", "memory", "comm")
-TRACE_CLASS = {  # the trace's kernel class each trace factor is measured by (inputs/trace.py)
-    "gemm_bf16": "gemm_bf16",
-    "gemm_fp8": "gemm_fp8",
-    "gemm_fp4": "gemm_fp4",
-    "attention": "attention",
-    "memory": "elementwise",
-    "comm": "exposed_comm",
-}
 MIN_SENSITIVITY = 0.01  # a factor some run's step moves at least 1% with (d log t / d log f)
 MAX_CONDITION = 30.0  # of the column-normalized Jacobian: above it two factors are confounded
 MAX_SE = 0.2  # a factor known to no better than x e^0.2 (22%), one standard error, is not fitted
 MAX_EFFECT = 0.1  # an overhead whose standard error moves a run's step by more is not fitted
-MIN_CLASS_SHARE = 0.01  # a kernel class under 1% of the modelled step is not fitted
 EPS = 0.05  # finite-difference step, in log factor (5%) or, for overhead_s, seconds x step
 
 
@@ -158,22 +148,41 @@ def gauss_newton(
     return theta, _log_times(runs, theta) - measured
 
 
-def one_run_target(run: MeasuredRun, band: float) -> tuple[float, str]:
+def one_run_target(run: MeasuredRun, scatter: float) -> tuple[float, str]:
     """The log step time a one-run fit aims at: the measured one, less the part of the deviation
-    that the model's published error for this kind of run (``band``, the mean |error| of
-    uncertainty.band) explains: a soft threshold (the posterior mode under a Laplace prior on the
-    stack's bias; Tibshirani 1996, lasso), so a run within the model's usual error is not taken
-    for a stack that differs, and a run far outside it corrects all but that error."""
+    that the model's per-run error within a stack (``scatter``, per_run_scatter) may explain. One
+    run cannot tell its stack's bias from the model's error on its one configuration, so the gap
+    x = log(measured / modelled) is shrunk by the non-negative garrote (Breiman 1995, for one
+    coefficient: x (1 - (s/x)^2)+, s the scatter): a run within the model's scatter leaves the
+    model as it is, a run twice the scatter off moves it three quarters of the way, and a stack
+    far off (torchtitan's Llama 3 8B on power-limited B200, 2.7 times slower than modelled) is
+    corrected all but s^2/x, about 1% of its step."""
     t0 = step_time(run.plan, {})
     x = math.log(run.step_s / t0)
-    lam = math.log1p(band)
-    kept = math.copysign(max(abs(x) - lam, 0.0), x)
+    s = math.log1p(scatter)
+    kept = x * max(0.0, 1.0 - (s / x) ** 2) if x else 0.0
     why = (
-        f"{run.name}: measured {100 * (math.exp(x) - 1):+.1f}% from the model; the first"
-        f" {100 * band:.1f}% is the model's published error for such runs, so the rate moves"
-        f" the step {100 * (math.exp(kept) - 1):+.1f}%"
+        f"{run.name}: measured {100 * (math.exp(x) - 1):+.1f}% from the model; within a stack the"
+        f" model's runs scatter by {100 * scatter:.1f}%, so one run moves the step"
+        f" {100 * (math.exp(kept) - 1):+.1f}% (a gap within that scatter, none)"
     )
     return math.log(t0) + kept, why
+
+
+def per_run_scatter(bands: dict[str, Any] | None = None) -> float:
+    """The model's error on one configuration of a stack, apart from the stack's own bias: the
+    pooled standard deviation of configs/error_bands.yaml's out-of-sample log errors about their
+    source's mean (every source of two runs or more; ``bands`` default that file), as a relative
+    error. The runs of one source share its stack (software, cluster, power), so what varies among
+    them is the model's error on the configuration."""
+    from perfmodel.inputs import presets
+
+    by_table: dict[str, list[float]] = {}
+    for r in (bands or presets.error_bands())["runs"].values():
+        by_table.setdefault(r["table"], []).append(float(r["oos_log_error"]))
+    spread = [np.asarray(v) - np.mean(v) for v in by_table.values() if len(v) > 1]
+    dof = sum(len(v) - 1 for v in spread)
+    return math.expm1(math.sqrt(sum(float(np.sum(v**2)) for v in spread) / dof))
 
 
 def noise_floor() -> float:
@@ -215,9 +224,11 @@ def uncertain(jac: np.ndarray, gap: np.ndarray, names: list[str]) -> str | None:
     return None
 
 
-def choose(runs: list[MeasuredRun], asked: list[str] | None) -> tuple[list[str], dict[str, str]]:
+def choose(
+    runs: list[MeasuredRun], asked: list[str] | None, among: tuple[str, ...] = STEP_FACTORS
+) -> tuple[list[str], dict[str, str]]:
     """The factors to fit (those asked, refused by name where the runs do not identify them; by
-    default the most that the runs identify) and why the others are not fitted."""
+    default the most of ``among`` that the runs identify) and why the others are not fitted."""
     target = np.log([r.step_s for r in runs])
     if asked is not None:
         base, jac = jacobian(runs, dict.fromkeys(asked, 0.0))
@@ -226,20 +237,21 @@ def choose(runs: list[MeasuredRun], asked: list[str] | None) -> tuple[list[str],
             raise PerfModelError(f"fit: cannot identify {why}; drop a factor or add runs")
         return asked, {}
     if len(runs) == 1:
-        return ["rate"], {
-            ", ".join(
-                STEP_FACTORS
-            ): "one measured run identifies one factor, the stack's achieved rate"
+        return ["compute"], {
+            ", ".join(STEP_FACTORS[1:]): (
+                "one measured run identifies one factor: compute (GEMMs, attention, memory), the"
+                " links as the presets have them"
+            )
         }
     # by default one run more than factors: a residual left to check the fit by
-    names = list(STEP_FACTORS[: len(runs) - 1])
+    names = list(among[: len(runs) - 1])
     dropped = {
         f: f"{len(runs)} runs fit {len(names)} factors by default, one measurement to spare"
-        for f in STEP_FACTORS[len(names) :]
+        for f in among[len(names) :]
     }
-    base, full = jacobian(runs, dict.fromkeys(STEP_FACTORS, 0.0))
+    base, full = jacobian(runs, dict.fromkeys(among, 0.0))
     while names:
-        idx = [STEP_FACTORS.index(n) for n in names]
+        idx = [among.index(n) for n in names]
         why = identifiable(full[:, idx], names) or uncertain(full[:, idx], target - base, names)
         if why is None:
             break
@@ -247,22 +259,12 @@ def choose(runs: list[MeasuredRun], asked: list[str] | None) -> tuple[list[str],
         gone = next((n for n in names if why.startswith(f"{n}:")), names[-1])
         dropped[gone] = why.removeprefix(f"{gone}: ")
         names = [n for n in names if n != gone]
-    if names in (["compute"], []):
-        names = ["rate"]  # one factor for all: communication moves with compute
-    return names, dropped
-
-
-def published_band(plan: Plan, bands: dict[str, Any] | None = None) -> float:
-    """The typical relative error of the published runs nearest in kind to ``plan``, out of
-    sample (engine/uncertainty's typical band, a log half-width, as a relative error; ``bands``
-    default configs/error_bands.yaml)."""
-    import math
-
-    from perfmodel.engine import uncertainty
-    from perfmodel.inputs import presets
-
-    est = estimate(plan, resolve_config(plan))
-    return math.expm1(uncertainty.of_estimate(plan, bands or presets.error_bands(), est).typical)
+    # at least compute: the one factor any run identifies (benchmarks/calibration_transfer.py: it
+    # carries to a stack's other runs better than ``rate``, which moves the links with it), shrunk
+    # by its standard error (fit_theta) rather than dropped for it
+    if not names:
+        dropped.pop("compute", None)
+    return names or ["compute"], dropped
 
 
 def _factors(theta: dict[str, float]) -> dict[str, float]:
@@ -272,9 +274,10 @@ def _factors(theta: dict[str, float]) -> dict[str, float]:
 
 
 def leave_one_out(
-    runs: list[MeasuredRun], asked: list[str] | None
+    runs: list[MeasuredRun], asked: list[str] | None, scatter: float | None = None
 ) -> tuple[dict[str, float], dict[str, float], list[str]]:
-    """Mean and max |error| of each run predicted by a fit on the others, by kind of change."""
+    """Mean and max |error| of each run predicted by a fit on the others, by kind of change
+    (``scatter``: a one-run fit's, default per_run_scatter())."""
     if len(runs) < 2:
         return {}, {}, ["one run: no out-of-sample error (the published band stays)"]
     errs: dict[str, list[float]] = {}
@@ -282,9 +285,9 @@ def leave_one_out(
     for i, held in enumerate(runs):
         rest = runs[:i] + runs[i + 1 :]
         try:
-            theta = fit_theta(rest, asked)[0]
+            theta = fit_theta(rest, asked, scatter)[0]
         except PerfModelError:  # what the runs identify without the one left out
-            theta = fit_theta(rest, None)[0]
+            theta = fit_theta(rest, None, scatter)[0]
         names = list(theta)
         err = abs(step_time(held.plan, theta) / held.step_s - 1)
         made = calibrated.changes(_kind(held), [_kind(r) for r in rest]) or ["none"]
@@ -316,16 +319,29 @@ def _run_rows(runs: list[MeasuredRun], theta: dict[str, float]) -> list[Calibrat
     return rows
 
 
+def shrunk(runs: list[MeasuredRun], theta: dict[str, float], scatter: float) -> dict[str, float]:
+    """One factor fitted on several runs, shrunk as one_run_target shrinks one run's gap: the
+    non-negative garrote at the factor's standard error, the model's per-run scatter over the root
+    sum of squares of the runs' sensitivities to it (d log t / d log f at the fit), so a factor
+    within one standard error of 1 stays 1."""
+    ((name, value),) = theta.items()
+    _, jac = jacobian(runs, theta)
+    se = math.log1p(scatter) / max(float(np.sqrt(np.sum(jac[:, 0] ** 2))), 1e-9)
+    return {name: value * max(0.0, 1.0 - (se / value) ** 2) if value else 0.0}
+
+
 def fit_theta(
-    runs: list[MeasuredRun], asked: list[str] | None
+    runs: list[MeasuredRun], asked: list[str] | None, scatter: float | None = None
 ) -> tuple[dict[str, float], dict[str, str], list[str]]:
-    """(fitted log factors, the factors not fitted and why, notes): the factors chosen, the one-run
-    discount, and an overhead fitted below zero refitted without."""
+    """(fitted log factors, the factors not fitted and why, notes): the factors chosen, one factor
+    shrunk (at ``scatter``, default per_run_scatter(); one_run_target, shrunk), and an overhead
+    fitted below zero refitted without."""
     names, dropped = choose(runs, asked)
     notes: list[str] = []
+    s = per_run_scatter() if scatter is None else scatter
     target = None
-    if len(runs) == 1 and names == ["rate"]:
-        aim, why = one_run_target(runs[0], published_band(runs[0].plan))
+    if len(runs) == 1 and len(names) == 1:
+        aim, why = one_run_target(runs[0], s)
         target, notes = np.array([aim]), [why]
     theta, _ = gauss_newton(runs, names, target=target)
     if "overhead_s" in theta and theta["overhead_s"] < 0:
@@ -333,8 +349,19 @@ def fit_theta(
             f"fitted below zero ({1e3 * theta['overhead_s']:.2g} ms, not physical): refitted"
             " without it"
         )
-        names = [n for n in names if n != "overhead_s"] or ["rate"]
+        if asked is None:  # what the runs identify without it
+            names, more = choose(runs, None, tuple(f for f in STEP_FACTORS if f != "overhead_s"))
+            dropped |= {k: v for k, v in more.items() if k not in dropped}
+        names = [n for n in names if n != "overhead_s"] or ["compute"]
         theta, _ = gauss_newton(runs, names)
+    if len(runs) > 1 and len(theta) == 1 and "overhead_s" not in theta:
+        fitted = math.exp(next(iter(theta.values())))
+        theta = shrunk(runs, theta, s)
+        notes.append(
+            f"{', '.join(theta)}: x{fitted:.3f} by least squares, x"
+            f"{math.exp(next(iter(theta.values()))):.3f} shrunk by its standard error at the"
+            f" model's per-run scatter ({100 * s:.1f}%)"
+        )
     return theta, dropped, notes
 
 
@@ -358,74 +385,6 @@ def fit_step_times(runs: list[MeasuredRun], asked: list[str] | None = None) -> C
     )
 
 
-def fit_trace(run: MeasuredRun) -> Calibration:
-    """A calibration from one run's trace: one factor per kernel class (module docstring)."""
-    tr = run.trace
-    assert tr is not None  # the caller passes a run with a trace
-    measured = tr.per_step()
-    base = step_time(run.plan, {})
-    factors: dict[str, float] = {}
-    not_fitted: dict[str, str] = {}
-    table: dict[str, Any] = {}
-    timeline = measured["idle"] is not None
-    for name in TRACE_FACTORS:
-        cls = TRACE_CLASS[name]
-        if cls == "exposed_comm" and not timeline:
-            not_fitted[name] = "the nsys summary has no timeline: exposed communication unknown"
-            continue
-        model_s = (step_time(run.plan, {name: EPS}) - base) / EPS
-        got = float(measured[cls] or 0.0)
-        table[name] = {"trace_s_per_step": round(got, 6), "model_s_per_step": round(model_s, 6)}
-        if model_s < MIN_CLASS_SHARE * base:
-            if got > MIN_CLASS_SHARE * base:
-                raise PerfModelError(
-                    f"trace {tr.source}: {got * 1e3:.1f} ms a step of {cls} kernels, which the"
-                    f" plan {run.name} does not run ({name}): the plan is not the run traced"
-                )
-            not_fitted[name] = f"under {100 * MIN_CLASS_SHARE:.0f}% of the modelled step"
-            continue
-        if got <= 0:
-            raise PerfModelError(
-                f"trace {tr.source}: no {cls} kernels, but the plan {run.name} spends"
-                f" {model_s * 1e3:.1f} ms a step on them ({name}); profile the GPU kernels of a"
-                " whole training step"
-            )
-        factors[name] = got / model_s
-    theta = {k: math.log(v) for k, v in factors.items()}
-    if timeline:
-        # host gaps: the trace's idle time a step beyond what the model leaves idle (its bubble
-        # and fixed overheads), as seconds a step
-        p = apply_factors(run.plan, {k: math.exp(v) for k, v in theta.items()})
-        v = estimate(p, resolve_config(p)).values
-        model_idle = v["bubble"] + v["overhead"]
-        extra = float(measured["idle"] or 0.0) - model_idle
-        table["idle"] = {
-            "trace_s_per_step": round(float(measured["idle"] or 0.0), 6),
-            "model_s_per_step": round(model_idle, 6),
-        }
-        theta["overhead_s"] = max(extra, -run.plan.training.step_overhead_s)
-    else:
-        not_fitted["overhead_s"] = "the nsys summary has no timeline: idle time unknown"
-    if run.measured_s is None and measured["step"] is not None:
-        run.measured_s = float(measured["step"])
-        run.notes.append(f"{run.name}: step time from the trace's span ({run.measured_s:.3f} s)")
-    notes = [
-        *run.notes,
-        f"trace {tr.source}: {tr.steps} step(s), {sum(tr.kernels.values()):,} kernels",
-        "the model's time in a class is the step's sensitivity to that class's factor",
-    ]
-    return Calibration(
-        factors=_factors(theta),
-        fitted_from="trace",
-        runs=_run_rows([run], theta) if run.measured_s else [],
-        not_fitted=not_fitted,
-        trace=table | {
-            "collectives_s_per_step": {k: v / tr.steps for k, v in tr.collectives_s.items()}
-        },
-        notes=notes,
-    )
-
-
 def fit(runs: list[MeasuredRun], asked: list[str] | None = None) -> Calibration:
     """Trace factors where one run has a trace, else step-time factors."""
     traced = [r for r in runs if r.trace is not None]
@@ -442,5 +401,7 @@ def fit(runs: list[MeasuredRun], asked: list[str] | None = None) -> Calibration:
             )
         if asked is not None:
             raise PerfModelError("fit: a trace fits its kernel classes; drop fit: or the trace")
+        from perfmodel.review.calibrate_trace import fit_trace
+
         return fit_trace(traced[0])
     return fit_step_times(runs, asked)

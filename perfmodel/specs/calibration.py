@@ -11,8 +11,8 @@ pipeline simulator see the calibrated rates with no second code path:
     memory      GPU.hbm_efficiency                  (elementwise, norms, optimizer: HBM-bound)
     comm        Link.efficiency of the intra- and inter-node links (bandwidth term of every
                 collective, Thakur et al. 2005 alpha-beta; latency untouched)
-    compute     all of gemm_*, attention and memory at once
-    rate        compute and comm at once: one step time identifies only the stack's achieved rate
+    compute     all of gemm_*, attention and memory at once (what one step time fits)
+    rate        compute and comm at once (fitted only when asked for by name)
     overhead_s  seconds added to Training.step_overhead_s (host time per step; not a factor)
 
 A factor above 1 says the stack is slower than the preset; below 1, faster, and a calibrated
