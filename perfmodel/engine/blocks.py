@@ -72,6 +72,7 @@ class Setting:
             tr.reduce_dtype,
             tr.fp8_recipe,
             (tr.exp_avg_dtype, tr.exp_avg_sq_dtype),
+            tr.main_params_dtype,
         )
         opts = Options(
             gemm_bytes=p.gemm_bytes,
