@@ -300,3 +300,16 @@ def test_apex_keeps_remainders_or_no_master_copy():
     assert by["nemo-llama3-8b-8gpu"].main_params_dtype == "remainders"
     assert by["nemo-nemotron-340b-128gpu"].main_params_dtype == "none"
     assert not by["nemo-llama3-8b-8gpu"].grad_accum_fp32  # grad_sync_dtype=bf16
+
+
+def test_cli_memory_runs_without_a_peak_and_unknown_names():
+    """A memory run is named like a validation case; runs with no peak print no table, and a name
+    matching neither set is one clear error."""
+    r = CliRunner().invoke(main, ["validate", "--memory", "fms-eager-13b"])
+    assert r.exit_code == 0, r.output
+    assert "no measured peak among these runs" in r.output
+    assert "all 2 published runs fit under the default reserve" in r.output
+    bad = CliRunner().invoke(main, ["validate", "--memory", "nosuchrun"])
+    assert bad.exit_code != 0 and "no validation case or memory run matches nosuchrun" in (
+        bad.output
+    )

@@ -31,6 +31,20 @@ def _knobs_note(case: dict) -> tuple[str, str]:
 
 def memory_validation(rows: list, summary: dict) -> None:
     """`validate --memory`: each measured peak beside the model's figure for the same counter."""
+    if rows:
+        _peaks_table(rows, summary)
+    else:
+        line("no measured peak among these runs")
+    n, bad = summary["runs"], summary["not_fitting"]
+    if not bad:
+        line(f"all {n} published runs fit under the default reserve")
+        return
+    line(f"{len(bad)} of {n} published runs predicted not to fit under the default reserve:")
+    for name in bad:
+        line(f"  {name}")
+
+
+def _peaks_table(rows: list, summary: dict) -> None:
     table(
         "Memory peaks per GPU: measured vs predicted, the counter each source printed",
         ["case", "counter", "measured", "predicted", "error", "fits"],
@@ -54,13 +68,6 @@ def memory_validation(rows: list, summary: dict) -> None:
             " (docs/memory.md)"
         ),
     )
-    n, bad = summary["runs"], summary["not_fitting"]
-    if not bad:
-        line(f"all {n} published runs fit under the default reserve")
-        return
-    line(f"{len(bad)} of {n} published runs predicted not to fit under the default reserve:")
-    for name in bad:
-        line(f"  {name}")
 
 
 def validation(report) -> None:
