@@ -76,6 +76,11 @@ def case(r: dict) -> tuple[str, dict]:
         "seq_length": m["seq_len"],
         "dtype": dtype,
         "framework": "megatron-core",
+        # the performance scripts' set_*_common_configs (scripts/performance/configs at tags v0.2.0
+        # and v0.4.2) set ddp.grad_reduce_in_fp32 False: the main gradients in bf16; and their
+        # common overrides set cross_entropy_fusion_impl "te" (Transformer Engine's fused loss)
+        "grad_accum_fp32": False,
+        "cross_entropy_fusion_impl": "te",
     }
     other = str(par.get("other") or "")
     if par["tp"] > 1 and "TP comm overlap" in other:

@@ -75,7 +75,9 @@ def case(r: dict) -> tuple[str, dict]:
         model = "llama3-8b" if m["layers"] == 32 else "llama3-70b"
         training["framework"] = "fsdp"
         fp8 = "Float8" in str(r.get("precision"))
-        compiled = "compile" in str(r.get("precision")) + r["id"]
+        # "BF16 (eager, no torch.compile)" names compile to say it is off
+        said = str(r.get("precision")).replace("no torch.compile", "")
+        compiled = "compile" in said + r["id"]
         if fp8:
             training["dtype"] = "fp8"  # torchao Float8Linear, tensorwise dynamic scaling
         if compiled:

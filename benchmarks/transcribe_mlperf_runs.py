@@ -49,7 +49,11 @@ def case(r: dict) -> tuple[str, dict]:
         "seq_length": m["seq_len"],
         "dtype": dtype,
         "framework": "megatron-core",
+        # pretrain.py builds MegatronMixedPrecision(grad_reduce_in_fp32=False): bf16 main gradients
+        "grad_accum_fp32": False,
     }
+    if m["layers"] == 32:
+        training["cross_entropy_fusion_impl"] = "te"  # config_common_8b.sh: CE_FUSION_IMPL=te
     if par["tp"] > 1:
         # config_common_fp4.sh turns TP comm overlap off for NVFP4; the v5.0 FP8 configs keep it
         training["tp_comm_overlap_ub"] = "TP comm overlap off" not in other and "TP comm" in other

@@ -415,7 +415,7 @@ def test_the_precision_aware_optimizer_keeps_adams_moments_in_their_dtypes():
     """Megatron-Core's --use-precision-aware-optimizer with --exp-avg-dtype / --exp-avg-sq-dtype
     (DeepSeek-V3 keeps both in BF16, report Sec. 3.3.3): Adam's states are the fp32 master (4 B)
     and the two moments, 4 + 2 + 2 = 8 B a parameter instead of 12; a dtype without the switch is
-    refused as Megatron-LM refuses it, and so is a master copy other than fp32."""
+    refused as Megatron-LM refuses it; an fp16 master copy is 2 B instead of 4."""
     from perfmodel.specs.precision import optimizer_state_bytes
 
     assert (
@@ -427,8 +427,16 @@ def test_the_precision_aware_optimizer_keeps_adams_moments_in_their_dtypes():
     assert (t["exp_avg_dtype"], t["exp_avg_sq_dtype"]) == ("bf16", "bf16")
     with pytest.raises(PerfModelError, match="needs --use-precision-aware-optimizer"):
         read_args(BASE + " --exp-avg-dtype bf16", "h100-sxm", num_gpus=4)
-    with pytest.raises(PerfModelError, match="models fp32 master weights"):
-        read_args(BASE + aware + " --main-params-dtype fp16", "h100-sxm", num_gpus=4)
+    # an fp16 master copy: 4 + 2 + 2 - 2 = 6 B; bf16 main gradients leave fp32 accumulation off
+    t = read_args(BASE + aware + " --main-params-dtype fp16", "h100-sxm", num_gpus=4).plan
+    assert t["training"]["main_params_dtype"] == "fp16"
+    assert optimizer_state_bytes("adam", "bf16", "bf16", "fp16") == 6
+    with pytest.raises(PerfModelError, match="needs --use-precision-aware-optimizer"):
+        read_args(BASE + " --main-params-dtype fp16", "h100-sxm", num_gpus=4)
+    grads = read_args(BASE + " --main-grads-dtype bf16", "h100-sxm", num_gpus=4).plan
+    assert grads["training"]["grad_accum_fp32"] is False
+    with pytest.raises(PerfModelError, match="takes fp32 or fp16"):
+        read_args(BASE + aware + " --main-params-dtype bf16", "h100-sxm", num_gpus=4)
     from perfmodel.engine.estimate import estimate, resolve_config
     from perfmodel.inputs import load_plan
 

@@ -44,10 +44,12 @@ def test_a_fixed_plan_is_shown_as_fixed():
 
 
 def test_nothing_fits_names_the_smallest_change_deepseek_v3():
-    """DeepSeek-V3's published layout with selective recompute is over the H800's HBM in the
-    model; full recompute fits, and the hint says so rather than asking for more GPUs."""
-    res = search(_case("dsv3-report-h800-fp8-2048gpu"), top=1)
-    if res.results:
-        pytest.skip("the layout fits: no hint to give")
+    """DeepSeek-V3's published layout fits the H800 with the report's recompute of norms and MLA
+    up-projections (78.2 GB); without any recompute it needs 123 GB, and the hint names full
+    recompute rather than asking for more GPUs."""
+    plan = _case("dsv3-report-h800-fp8-2048gpu")
+    assert search(plan, top=1).results
+    res = search(plan.with_parallel(recompute="none"), top=1)
+    assert not res.results
     assert "the smallest change that fits: recompute: full" in res.hint
     assert "GPUs (x" not in res.hint

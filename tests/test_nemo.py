@@ -196,3 +196,30 @@ def test_moe_dispatcher_keys_read_as_megatron_core_reads_them(keys, dispatcher, 
     training = read_recipe(data, "h100-sxm", vocab_size=32000).plan["training"]
     assert training["moe_token_dispatcher_type"] == dispatcher
     assert training.get("moe_a2a_overlap", False) is overlap
+
+
+@pytest.mark.parametrize(
+    "optim,expect",
+    [
+        # apex DistributedFusedAdam as NeMo 1.x builds it over bf16 O2 weights (NeMo v2.0.0rc0
+        # megatron_base_model.setup_optimization): fp32 moments and the fp32 master's 16 low bits,
+        # the gradient buffer in grad_sync_dtype (optim.dtype unless set)
+        ({}, ("fp32", "remainders", True)),
+        ({"grad_sync_dtype": "bf16"}, ("fp32", "remainders", False)),
+        # the Nemotron-4 340B recipe: bf16 moments, no master copy, bf16 gradients
+        ({"dtype": "bf16", "grad_sync_dtype": "bf16"}, ("bf16", "none", False)),
+    ],
+)
+def test_distributed_fused_adam_keeps_apexs_states(optim, expect):
+    data = yaml.safe_load(LLAMA.read_text())
+    data["trainer"]["precision"] = "bf16"
+    data["model"]["megatron_amp_O2"] = True
+    data["model"]["optim"] = {"name": "distributed_fused_adam", **optim}
+    t = read_recipe(data, "h100-sxm", vocab_size=32000).plan["training"]
+    got = (t.get("exp_avg_dtype", "fp32"), t["main_params_dtype"], t["grad_accum_fp32"])
+    assert got == expect
+    data["model"]["optim"]["dtype"] = "fp16"
+    with pytest.raises(
+        PerfModelError, match="distributed_fused_adam is modelled with fp32 or bf16"
+    ):
+        read_recipe(data, "h100-sxm", vocab_size=32000)

@@ -243,16 +243,15 @@ def validate(
         cal = read(calibration, "--calibration")
         if not as_json:
             console.line(cal.summary())
-    report = val.validate(list(cases) or None, calibration=cal)
     if memory_table:
-        rows = vm.memory_rows(report.cases)
-        summary = vm.summary(rows, report.cases)
+        rows, summary = vm.memory_validation(list(cases) or None, cal)
         if as_json:
             extra = {} if cal is None else {"calibration": cal.summary()}
             console.emit_json({"memory": [r.to_json() for r in rows], "summary": summary, **extra})
         else:
             render_review.memory_validation(rows, summary)
         return
+    report = val.validate(list(cases) or None, calibration=cal)
     if as_json:
         out = report.to_json()
         if cal is not None:

@@ -13,7 +13,7 @@ import numpy as np
 
 from perfmodel.cost import Num
 
-from .ops import Collective, FusedAttention, Gemm, OpDesc, Pointwise, Transfer, tag
+from .ops import Collective, FusedAttention, Gemm, OpDesc, Pointwise, Shard, Transfer, tag
 from .shapes import (
     LayerShape,
     Options,
@@ -74,75 +74,50 @@ def _mla_projections(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     keys/values pass through low-rank latents. The down-projections are small and replicated over TP
     (each rank runs them on all its tokens); the up-projections are column-parallel by heads. The
     keys' RoPE part (qk_rope) is shared by all heads and comes straight from the KV down-projection.
+    A projection of the normed input saves that input, which the norm's recompute frees.
     """
     act, h, a = o.act_bytes, m.hidden, m.heads
     M, t = x.tokens, x.t
     qk = m.qk_nope + m.qk_rope
+    normed = act * M * h
+
+    def from_norm(name: str, n: Num, split: Shard, div: Num = 1) -> Gemm:
+        return Gemm(
+            name, M, h, n / div, 1, split, h * n, saved=normed, rebuilt=("layernorm", normed)
+        )
+
+    def latent_norm(name: str, rank: int) -> Pointwise:
+        return Pointwise(
+            name, M * rank, 2 * act, 3 * act, 8, "replicated", rank, saved=act * M * rank
+        )
+
+    def up(name: str, rank: int, n: Num) -> Gemm:
+        return Gemm(
+            name,
+            M,
+            rank,
+            n / t,
+            1,
+            "column",
+            rank * n,
+            saved=act * M * rank,
+            modules=("mla_up_proj",),
+        )
+
     ops: list[OpDesc] = []
     if m.q_lora:
         ops += [
-            Gemm(
-                "Q down-projection",
-                M,
-                h,
-                m.q_lora,
-                1,
-                "replicated",
-                h * m.q_lora,
-                saved=act * M * h,
-            ),
-            Pointwise(
-                "Q norm",
-                M * m.q_lora,
-                2 * act,
-                3 * act,
-                8,
-                "replicated",
-                m.q_lora,
-                saved=act * M * m.q_lora,
-            ),
-            Gemm(
-                "Q up-projection",
-                M,
-                m.q_lora,
-                a * qk / t,
-                1,
-                "column",
-                m.q_lora * a * qk,
-                saved=act * M * m.q_lora,
-                modules=("mla_up_proj",),
-            ),
+            from_norm("Q down-projection", m.q_lora, "replicated"),
+            latent_norm("Q norm", m.q_lora),
+            up("Q up-projection", m.q_lora, a * qk),
         ]
     else:
-        ops.append(
-            Gemm("Q projection", M, h, a * qk / t, 1, "column", h * a * qk, saved=act * M * h)
-        )
-    kv_down = m.kv_lora + m.qk_rope
-    ops += [
-        Gemm("KV down-projection", M, h, kv_down, 1, "replicated", h * kv_down, saved=act * M * h),
-        Pointwise(
-            "KV norm",
-            M * m.kv_lora,
-            2 * act,
-            3 * act,
-            8,
-            "replicated",
-            m.kv_lora,
-            saved=act * M * m.kv_lora,
-        ),
-        Gemm(
-            "KV up-projection",
-            M,
-            m.kv_lora,
-            a * (m.qk_nope + m.v_head) / t,
-            1,
-            "column",
-            m.kv_lora * a * (m.qk_nope + m.v_head),
-            saved=act * M * m.kv_lora,
-            modules=("mla_up_proj",),
-        ),
+        ops.append(from_norm("Q projection", a * qk, "column", t))
+    return ops + [
+        from_norm("KV down-projection", m.kv_lora + m.qk_rope, "replicated"),
+        latent_norm("KV norm", m.kv_lora),
+        up("KV up-projection", m.kv_lora, a * (m.qk_nope + m.v_head)),
     ]
-    return ops
 
 
 def attention_core(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
@@ -204,7 +179,8 @@ def attention_core(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
         # bits O is the output projection's saved input, the same tensor; under FP8 and MXFP8 the
         # projection keeps a quantized copy instead (transformer.decoder_layer), and O stays too
         # (Transformer Engine DotProductAttention saves out in the 16-bit dtype; issue 29)
-        out16 = act * M * m.heads * v_d / t if o.gemm_bytes < 2 else 0.0
+        # (DeepSeek caches it once, in E5M6, for both: Options.attn_out_bytes)
+        out16 = (o.attn_out_bytes or act) * M * m.heads * v_d / t if o.gemm_bytes < 2 else 0.0
         core = FusedAttention(
             "attention core (flash)",
             (scores, context),
@@ -280,6 +256,7 @@ def _input_projections(
             "column",
             h * qkv_n + (qkv_n if m.bias else 0),
             saved=act * M * h / tok,
+            rebuilt=("layernorm", act * M * h / tok),
         )
     )
     # output += bias after the GEMM; backward: bias gradient, a reduction

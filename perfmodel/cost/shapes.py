@@ -159,6 +159,10 @@ class Options:
     # under FP8 the experts' SwiGLU input is cached in FP8 and its output recomputed (DeepSeek-V3
     # report Sec. 3.3.2)
     fp8_swiglu_cache: bool = False
+    # bytes an element of the attention output cached once for both the core's backward and the
+    # output projection's weight gradient (DeepSeek-V3 report Sec. 3.3.3: E5M6, 12 bits); 0: the
+    # 16-bit output with the projection's own low-precision copy
+    attn_out_bytes: float = 0.0
     tp_overlap_ub: bool = False  # every TP collective under its GEMM (TE userbuffers)
     # FP8 weights cast once per step, not per micro-batch (FP8 parameter gather, or TE's weight
     # cache across a step's micro-batches)

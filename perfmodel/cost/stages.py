@@ -96,6 +96,21 @@ class Stages:
         rows = np.asarray(rows, dtype=bool)
         return np.asarray(np.where(rows.reshape(-1, 1) if rows.ndim else rows, out, x))
 
+    def v_ends(self, per_class: Num, head: Num, rows: Num) -> Array:
+        """Per class, what a rank of a V-shaped schedule holds (ZB-V, V-Half, V-Min, DualPipeV: rank
+        r runs virtual stages r and 2p - 1 - r, the dependencies a V: sail-sg's description of ZB-V,
+        Qi et al. 2023; so rank 0 holds the first chunk with the embedding and the last with the
+        LM head, as Primus's V-schedule patch places them, its embedding group rank 0 alone):
+        ``head``, the head's per-configuration share that ``per_class`` carries on the last class,
+        moves to the first class where ``rows``."""
+        x = np.array(np.broadcast_to(np.asarray(per_class, dtype=float), self.count.shape))
+        h = np.broadcast_to(np.asarray(head, dtype=float).reshape(-1), self.count.shape[:1])
+        rows = np.broadcast_to(np.asarray(rows, dtype=bool).reshape(-1), self.count.shape[:1])
+        moved = rows & self.head[:, 3] & ~self.head[:, 0]
+        x[:, 0] = x[:, 0] + np.where(moved, h, 0.0)
+        x[:, 3] = x[:, 3] - np.where(moved, h, 0.0)
+        return np.asarray(x)
+
     def layer_counts(self, row: int = 0) -> list[float]:
         """Decoder layers on each stage of one configuration (all kinds), first stage first: the
         MTP layers the last stage also holds are not among them (Megatron's layer split counts

@@ -83,13 +83,19 @@ def decoder_layer(
         # weight gradient: 1 B an element for FP8 (with block scales for MXFP8, 0.56 for NVFP4)
         ops = [
             (
-                replace(op, saved=op.saved * (o.gemm_bytes + o.scale_bytes) / 2)
-                if isinstance(op, Gemm) and op.params and not op.sixteen_bit
-                else op
-            )
-            for op in ops
+                replace(
+                    op,
+                    saved=op.saved * (o.gemm_bytes + o.scale_bytes) / 2,
+                    # a copy of its own, which the norm's recompute does not free
+                    rebuilt=("", 0.0) if op.rebuilt[0] == "layernorm" else op.rebuilt,
+                ) if isinstance(op, Gemm) and op.params and not op.sixteen_bit else op
+            ) for op in ops
         ]
         ops += fp8_casts(ops, o, x)
+        if o.attn_out_bytes:
+            # the output projection reads the attention core's cached output for its weight
+            # gradient; no copy of its own (DeepSeek-V3 report Sec. 3.3.3)
+            ops = [replace(op, saved=0.0) if op.name == "output projection" else op for op in ops]
     if o.grad_accum_bytes:
         # unfused weight-gradient accumulation: main_grad += grad over every weight of the layer,
         # once per micro-batch in backward (read the new gradient and the buffer, write the buffer)
@@ -111,7 +117,17 @@ def mlp_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     n = (2 if m.gated else 1) * f
     up = "MLP gate+up" if m.gated else "MLP up"
     return [
-        Gemm(up, M, h, n / t, 1, "column", h * n + (n if m.bias else 0), saved=act * M * h / tok),
+        Gemm(
+            up,
+            M,
+            h,
+            n / t,
+            1,
+            "column",
+            h * n + (n if m.bias else 0),
+            saved=act * M * h / tok,
+            rebuilt=("layernorm", act * M * h / tok),
+        ),
         _activation(m, act, "", M * f / t, m.bias, saved=act * M * n / t, pointwise=o.pointwise),
         Gemm(
             "MLP down", M, f / t, h, 1, "row", f * h + (h if m.bias else 0), saved=act * M * f / t
@@ -153,6 +169,7 @@ def moe_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
             h * E,
             saved=act * n_loc * h + 4.0 * n_loc * E,
             sixteen_bit=True,
+            rebuilt=("layernorm", act * n_loc * h),
         ),
         Pointwise("token permute", copies * h * imb, 2 * act, 2 * act, 0, "experts"),
         dispatch,
@@ -281,7 +298,17 @@ def _shared_experts(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     act, h, M, t, tok = o.act_bytes, m.hidden, x.tokens, x.t, x.tok
     fs, n_s = m.shared_ffn, (2 if m.gated else 1) * m.shared_ffn
     ops: list[OpDesc] = [
-        Gemm("shared expert up", M, h, n_s / t, 1, "column", h * n_s, saved=act * M * h / tok),
+        Gemm(
+            "shared expert up",
+            M,
+            h,
+            n_s / t,
+            1,
+            "column",
+            h * n_s,
+            saved=act * M * h / tok,
+            rebuilt=("layernorm", act * M * h / tok),
+        ),
         _activation(
             m,
             act,

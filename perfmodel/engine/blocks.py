@@ -72,6 +72,7 @@ class Setting:
             tr.reduce_dtype,
             tr.fp8_recipe,
             (tr.exp_avg_dtype, tr.exp_avg_sq_dtype),
+            tr.main_params_dtype,
         )
         opts = Options(
             gemm_bytes=p.gemm_bytes,
@@ -86,6 +87,7 @@ class Setting:
             bias_fused=tr.bias_gemm_fusion,
             fused_ce=tr.fused_cross_entropy,
             fp8_swiglu_cache=bool(PROFILES[tr.framework]["fp8_swiglu_cache"]) and p.gemm_bytes < 2,
+            attn_out_bytes=float(PROFILES[tr.framework]["attn_out_cache_bytes"]),
             tp_overlap_ub=tr.tp_comm_overlap_ub,
             fp8_param_gather=tr.fp8_param_gather or tr.fp8_weight_cache,
             expert_call_s=tr.expert_call_overhead_s,

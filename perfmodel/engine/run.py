@@ -57,7 +57,11 @@ def checkpoint_bytes(plan: Plan) -> float:
     their dtypes) of every parameter (Megatron's distributed checkpoint, PyTorch DCP), bytes."""
     tr, m = plan.training, plan.model
     p = Precision.of(
-        tr.dtype, tr.grad_accum_fp32, tr.optimizer, moments=(tr.exp_avg_dtype, tr.exp_avg_sq_dtype)
+        tr.dtype,
+        tr.grad_accum_fp32,
+        tr.optimizer,
+        moments=(tr.exp_avg_dtype, tr.exp_avg_sq_dtype),
+        main_params=tr.main_params_dtype,
     )
     params = mem.total_params(LayerShape.of(m), m.num_layers, plan.seq_length, sum(m.moe_pattern()))
     return params * (p.weight_bytes + p.optimizer_bytes)

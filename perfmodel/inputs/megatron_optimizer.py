@@ -15,28 +15,45 @@ INSTANCES = "--num-distributed-optimizer-instances"
 FLAGS = ("--use-precision-aware-optimizer", *MOMENTS, *MAINS, INSTANCES)
 
 
+# Megatron-LM's choices for the master weights (fp32, fp16) and the main gradients (fp32, bf16)
+MAIN_CHOICES = {"--main-params-dtype": ("fp32", "fp16"), "--main-grads-dtype": ("fp32", "bf16")}
+
+
 def read_optimizer(args: dict, out: Imported) -> None:
-    """The moments' dtypes into the plan (fp32, fp16, bf16, fp8: Megatron-LM's choices); a dtype
-    other than fp32 needs --use-precision-aware-optimizer (Megatron-LM asserts it). The master
-    weights and gradients are modelled in fp32 only: another dtype is refused by name."""
+    """The moments' dtypes into the plan (fp32, fp16, bf16, fp8: Megatron-LM's choices), and the
+    master weights' (fp32, fp16: main_params_dtype) and main gradients' (fp32, bf16: bf16 is
+    grad_accum_fp32 false); a moment or master dtype other than fp32 needs
+    --use-precision-aware-optimizer (Megatron-LM asserts it)."""
     aware = "--use-precision-aware-optimizer" in args
+    training = out.plan["training"]
     for flag, key in MOMENTS.items():
         if flag not in args:
             continue
         dtype = one_value(args, flag)
         if dtype not in ("fp32", "fp16", "bf16", "fp8"):
             raise PerfModelError(f"{flag} {dtype}: Megatron-LM takes fp32, fp16, bf16 or fp8")
-        if dtype != "fp32" and not aware:
-            raise PerfModelError(
-                f"{flag} {dtype} needs --use-precision-aware-optimizer (Megatron-LM asserts it)"
-            )
-        out.plan["training"][key] = dtype
-    for flag in MAINS:
-        if flag in args and one_value(args, flag) != "fp32":
-            raise PerfModelError(
-                f"{flag} {one_value(args, flag)}: perfmodel models fp32 master weights and"
-                " gradients; drop the argument or plan with fp32"
-            )
+        _needs_aware(flag, dtype, aware)
+        training[key] = dtype
+    for flag, choices in MAIN_CHOICES.items():
+        if flag not in args:
+            continue
+        dtype = one_value(args, flag)
+        if dtype not in choices:
+            raise PerfModelError(f"{flag} {dtype}: Megatron-LM takes {' or '.join(choices)}")
+        if flag == "--main-params-dtype":
+            _needs_aware(flag, dtype, aware)
+            training["main_params_dtype"] = dtype
+        elif dtype == "bf16":
+            # bf16 main gradients: Megatron-LM then leaves accumulate_allreduce_grads_in_fp32 off
+            # (arguments.py, the bf16 branch of validate_args)
+            training["grad_accum_fp32"] = False
+
+
+def _needs_aware(flag: str, dtype: str, aware: bool) -> None:
+    if dtype != "fp32" and not aware:
+        raise PerfModelError(
+            f"{flag} {dtype} needs --use-precision-aware-optimizer (Megatron-LM asserts it)"
+        )
 
 
 def read_instances(args: dict, out: Imported) -> None:

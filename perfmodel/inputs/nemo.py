@@ -249,10 +249,36 @@ def _precision_and_optimizer(data: dict, get, out: Imported) -> None:
         or opt.get("use_distributed_optimizer")
     ):
         parallel["zero_stage"] = 1
+    if name == "distributed_fused_adam" and get("megatron_amp_O2"):
+        _apex_adam(optim, training, bool(get("fp8_params")))
     for key in ("overlap_grad_reduce", "overlap_param_gather"):
         value = typed(key, ddp.get(key), "ddp")
         if value is not None:
             training[key] = value
+
+
+APEX_DTYPES = {"fp32": "fp32", "float32": "fp32", "32": "fp32", "bf16": "bf16", "bfloat16": "bf16"}
+
+
+def _apex_adam(optim: dict, training: dict, fp8_params: bool) -> None:
+    """NeMo 1.x's distributed_fused_adam over bf16 (O2) weights, as
+    MegatronBaseModel.setup_optimization builds apex's DistributedFusedAdam (NeMo v2.0.0rc0): its
+    moments in optim.dtype (fp32 unless set); no master copy where that is the weights' bf16, the
+    fp32 master's 16 low bits (store_param_remainders) where it is fp32; the contiguous gradient
+    buffer in optim.grad_sync_dtype (apex: optim.dtype unless set). With model.fp8_params the
+    optimizer keeps a full master copy."""
+    dtype = APEX_DTYPES.get(str(optim.get("dtype", "fp32")).lower())
+    sync = APEX_DTYPES.get(str(optim.get("grad_sync_dtype", dtype)).lower())
+    if dtype is None or sync is None:
+        raise PerfModelError(
+            f"optim.dtype {optim.get('dtype')!r}, grad_sync_dtype {optim.get('grad_sync_dtype')!r}:"
+            " distributed_fused_adam is modelled with fp32 or bf16"
+        )
+    if dtype == "bf16":
+        training.update(exp_avg_dtype="bf16", exp_avg_sq_dtype="bf16", main_params_dtype="none")
+    elif not fp8_params:
+        training["main_params_dtype"] = "remainders"
+    training["grad_accum_fp32"] = sync == "fp32"
 
 
 def _optimizer(data: dict, out: Imported) -> None:

@@ -31,6 +31,20 @@ def _knobs_note(case: dict) -> tuple[str, str]:
 
 def memory_validation(rows: list, summary: dict) -> None:
     """`validate --memory`: each measured peak beside the model's figure for the same counter."""
+    if rows:
+        _peaks_table(rows, summary)
+    else:
+        line("no measured peak among these runs")
+    n, bad = summary["runs"], summary["not_fitting"]
+    if not bad:
+        line(f"all {n} published runs fit under the default reserve")
+        return
+    line(f"{len(bad)} of {n} published runs predicted not to fit under the default reserve:")
+    for name in bad:
+        line(f"  {name}")
+
+
+def _peaks_table(rows: list, summary: dict) -> None:
     table(
         "Memory peaks per GPU: measured vs predicted, the counter each source printed",
         ["case", "counter", "measured", "predicted", "error", "fits"],
@@ -50,13 +64,10 @@ def memory_validation(rows: list, summary: dict) -> None:
             f"mean |error| {summary['mean_abs_error_pct']:.1f}%, max"
             f" {summary['max_abs_error_pct']:.1f}% over {summary['peaks']} peaks; reserved ="
             f" allocated x {summary['reserved_over_allocated']:g} + cuBLAS workspaces"
-            " (fitted, docs/memory.md); unstated: compared with reserved"
+            " (fitted), device = reserved + the CUDA context; Primus read after the first step"
+            " (docs/memory.md)"
         ),
     )
-    n, bad = summary["runs"], summary["not_fitting"]
-    line(f"{len(bad)} of {n} published runs predicted not to fit under the default reserve:")
-    for name in bad:
-        line(f"  {name}")
 
 
 def validation(report) -> None:

@@ -12,11 +12,13 @@ say which counter it printed is compared with reserved, and the row says so.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from perfmodel.engine import memory as engine_memory
 from perfmodel.inputs import presets
+from perfmodel.specs.precision import MOMENT_BYTES, optimizer_state_bytes
 
 QUANTITIES = ("allocated", "reserved", "device", "unstated")
 
@@ -69,6 +71,79 @@ def predicted_for(quantity: str, allocated: float) -> float:
     return reserved
 
 
+# When a source's reading was taken: at the step's peak (its maximum counter), or after the first
+# step only (READINGS). After the first step the allocator holds the first forward-backward peak,
+# when Adam's moments did not exist yet (PyTorch-style optimizers create exp_avg and exp_avg_sq in
+# their first step(): apex FusedAdam, Transformer Engine's FusedAdam), or the states the step
+# leaves, moments included, whichever is larger.
+READINGS = ("peak", "first-step")
+
+
+def reading_allocated(values: dict, plan, reading: str = "peak") -> float:
+    """The model's allocated bytes at the moment a source read its counter."""
+    if reading not in READINGS:
+        raise ValueError(f"unknown memory reading {reading!r}; use one of {READINGS}")
+    total = float(values["total_bytes"])
+    if reading == "peak":
+        return total
+    tr = plan.training
+    states = sum(float(values[k]) for k in ("weights_bytes", "gradients_bytes", "optimizer_bytes"))
+    if tr.optimizer != "adam":
+        return total
+    moments = MOMENT_BYTES[tr.exp_avg_dtype] + MOMENT_BYTES[tr.exp_avg_sq_dtype]
+    share = moments / optimizer_state_bytes(
+        "adam", tr.exp_avg_dtype, tr.exp_avg_sq_dtype, tr.main_params_dtype
+    )
+    return max(total - share * float(values["optimizer_bytes"]), states)
+
+
+@dataclass
+class MemoryRun:
+    """A run held for its memory only (configs/memory_runs), estimated at its stated knobs, as
+    memory_rows reads a validation case."""
+
+    name: str
+    description: str
+    plan: Any
+    estimate: Any
+
+
+def memory_runs(names: list[str] | None = None) -> list[MemoryRun]:
+    """The memory-only runs (all, or those whose name contains one of ``names``), estimated."""
+    from perfmodel.engine.estimate import estimate, resolve_config
+    from perfmodel.inputs.memory_runs import memory_runs as held
+
+    return [
+        MemoryRun(
+            r["name"], r["description"], r["plan"], estimate(r["plan"], resolve_config(r["plan"]))
+        )
+        for r in held(names)
+    ]
+
+
+def memory_validation(names: list[str] | None = None, calibration=None) -> tuple[list, dict]:
+    """(rows, summary) of `validate --memory`: the validation cases and the memory-only runs whose
+    name contains one of ``names`` (all without); a name that matches neither is an error."""
+    from perfmodel.errors import PerfModelError
+    from perfmodel.review.validate import validate
+
+    runs = memory_runs(names)
+    cases = [c["name"] for c in presets.validation_cases()]
+    timed = [n for n in names or () if any(n.lower() in c for c in cases)]
+    unknown = [
+        n for n in names or () if n not in timed and not any(n.lower() in r.name for r in runs)
+    ]
+    if unknown:
+        raise PerfModelError(
+            f"no validation case or memory run matches {', '.join(unknown)}; see"
+            " `perfmodel validate --memory` for their names"
+        )
+    results = validate(timed or None, calibration).cases if timed or not names else []
+    everything = list(results) + list(runs)
+    rows = memory_rows(everything)
+    return rows, summary(rows, everything)
+
+
 def memory_rows(results: list, peaks: dict | None = None) -> list[MemoryRow]:
     """One row per validation case whose record (its description) has a measured peak."""
     peaks = presets.memory_peaks() if peaks is None else peaks
@@ -79,7 +154,7 @@ def memory_rows(results: list, peaks: dict | None = None) -> list[MemoryRow]:
         if peak is None:
             continue
         v = r.estimate.values
-        allocated = float(v["total_bytes"])
+        allocated = reading_allocated(v, r.plan, peak.get("reading", "peak"))
         rows.append(
             MemoryRow(
                 r.name,

@@ -281,9 +281,11 @@ FACTS = (
     "zero3_reduce_bucket_params",
     # the memory model's (specs/framework_memory.py)
     "loss_logit_bytes",
+    "fused_loss_logit_bytes",
     "params_are_master",
     "fp8_swiglu_cache",
     "sp_gathered_head_input",
+    "attn_out_cache_bytes",
     "zero1_shard_group",
     "zero1_grad_reduce",
     "zero1_param_sync",

@@ -60,13 +60,34 @@ MOMENT_TEXT = (
 )
 
 
-def optimizer_state_bytes(optimizer: str, exp_avg: str = "fp32", exp_avg_sq: str = "fp32") -> float:
-    """Optimizer states per parameter, bytes: the fp32 master weight and the moments, Adam's first
-    (exp_avg) and second (exp_avg_sq) in their dtypes (Megatron-Core's precision-aware optimizer;
-    DeepSeek-V3 keeps both in BF16, report Sec. 3.3.3: 8 B instead of 12), SGD's momentum fp32."""
+# The master copy of the weights the optimizer steps, bytes a parameter: fp32 (mixed precision,
+# Micikevicius et al. 2018; ZeRO Sec. 3.1); fp16 (Megatron-Core --main-params-dtype fp16 with
+# --use-precision-aware-optimizer); remainders (apex DistributedFusedAdam store_param_remainders:
+# beside bf16 weights, the 16 low bits of each fp32 master as int16 - NeMo 1.x's
+# distributed_fused_adam with an fp32 optimizer over bf16 O2 weights, megatron_base_model.py
+# setup_optimization); none (the optimizer steps the 16-bit weights themselves: apex
+# DistributedFusedAdam whose dtype is the model's, store_params False)
+MainParamsDtype = Literal["fp32", "fp16", "remainders", "none"]
+MAIN_PARAMS_BYTES = {"fp32": 4.0, "fp16": 2.0, "remainders": 2.0, "none": 0.0}
+MAIN_PARAMS_TEXT = (
+    "The optimizer's master copy of the weights: fp32 (4 B a parameter), fp16 (Megatron-Core"
+    " --main-params-dtype with --use-precision-aware-optimizer), remainders (apex"
+    " DistributedFusedAdam's store_param_remainders, the 16 low bits of the fp32 master beside bf16"
+    " weights: NeMo 1.x's distributed_fused_adam) or none (the optimizer steps the 16-bit weights:"
+    " distributed_fused_adam with optim.dtype bf16)."
+)
+
+
+def optimizer_state_bytes(
+    optimizer: str, exp_avg: str = "fp32", exp_avg_sq: str = "fp32", main: str = "fp32"
+) -> float:
+    """Optimizer states per parameter, bytes: the master weight in its dtype (MAIN_PARAMS_BYTES)
+    and the moments, Adam's first (exp_avg) and second (exp_avg_sq) in their dtypes (Megatron-Core's
+    precision-aware optimizer; DeepSeek-V3 keeps both in BF16, report Sec. 3.3.3: 8 B instead of
+    12), SGD's momentum fp32."""
     if optimizer != "adam":
-        return OPTIMIZER_STATE_BYTES[optimizer]
-    return 4.0 + MOMENT_BYTES[exp_avg] + MOMENT_BYTES[exp_avg_sq]
+        return OPTIMIZER_STATE_BYTES[optimizer] - 4.0 + MAIN_PARAMS_BYTES[main]
+    return MAIN_PARAMS_BYTES[main] + MOMENT_BYTES[exp_avg] + MOMENT_BYTES[exp_avg_sq]
 
 
 @dataclass(frozen=True)
@@ -106,6 +127,7 @@ class Precision:
         reduce_dtype: str | None = None,
         fp8_recipe: str | None = None,
         moments: tuple[str, str] = ("fp32", "fp32"),
+        main_params: str = "fp32",
     ) -> Precision:
         """The mixed-precision recipe of Megatron-LM for a compute dtype (see the module docstring).
         FP8 (Transformer Engine): GEMM operands in FP8, everything else BF16, the weights kept in
@@ -127,7 +149,7 @@ class Precision:
             activation_bytes=int(max(DTYPE_BYTES[dtype], 2)),
             weight_bytes=2 if half else 4,
             gradient_bytes=4 if (grad_accum_fp32 or not half) else 2,
-            optimizer_bytes=optimizer_state_bytes(optimizer, *moments),
+            optimizer_bytes=optimizer_state_bytes(optimizer, *moments, main_params),
             mfu_peak=mfu_peak or dtype,
             master_weights=half,
             loss_scaling=dtype == "fp16",

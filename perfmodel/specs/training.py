@@ -10,7 +10,14 @@ from .base import MAX_BATCH, Count, Seconds, Spec
 from .framework import FLAGS, FRAMEWORK_ALIASES, FRAMEWORKS, Framework
 from .framework import defaults as profile_defaults
 from .model import MAX_LAYERS, MAX_TOKENS
-from .precision import LOW_PRECISION, MOMENT_TEXT, MomentDtype, TrainingDtype
+from .precision import (
+    LOW_PRECISION,
+    MAIN_PARAMS_TEXT,
+    MOMENT_TEXT,
+    MainParamsDtype,
+    MomentDtype,
+    TrainingDtype,
+)
 
 
 class Training(Spec):
@@ -44,6 +51,7 @@ class Training(Spec):
     exp_avg_sq_dtype: MomentDtype = Field(
         "fp32", description=MOMENT_TEXT.format("second", "avg-sq")
     )
+    main_params_dtype: MainParamsDtype = Field("fp32", description=MAIN_PARAMS_TEXT)
     fp8_recipe: Literal["tensorwise", "delayed", "blockwise"] | None = Field(
         None,
         description=(
@@ -115,6 +123,15 @@ class Training(Spec):
     overlap_param_gather: bool = Field(False, description=FLAGS["overlap_param_gather"])
     bias_gemm_fusion: bool = Field(False, description=FLAGS["bias_gemm_fusion"])
     fused_cross_entropy: bool = Field(False, description=FLAGS["fused_cross_entropy"])
+    cross_entropy_fusion_impl: Literal["native", "te"] = Field(
+        "native",
+        description=(
+            "The fused cross-entropy's kernel (Megatron-Core --cross-entropy-fusion-impl):"
+            " native (fp32 exp_logits kept for the backward, 4 B a logit) or te (Transformer"
+            " Engine's parallel_cross_entropy, which writes the gradient into the 16-bit logits"
+            " and keeps them: 2 B; Megatron-Bridge's performance recipes)."
+        ),
+    )
     fp8_param_gather: bool = Field(False, description=FLAGS["fp8_param_gather"])
     fp8_weight_cache: bool = Field(False, description=FLAGS["fp8_weight_cache"])
     moe_fp8_dispatch: bool = Field(False, description=FLAGS["moe_fp8_dispatch"])
