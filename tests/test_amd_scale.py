@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from perfmodel.cost import collectives as coll
+from perfmodel.cost import nccl
 from perfmodel.cost.layer import Link
 from perfmodel.cost.sharded import Group, Sharding, zero1_traffic
 from perfmodel.engine.estimate import estimate, resolve_config
@@ -98,12 +99,18 @@ GRADS, WEIGHTS = 14e9, 14e9
 
 def test_broadcasting_each_shard_costs_n_times_n_minus_1_ring_steps():
     """InternEvo's broadcast_params: one broadcast per rank of the group, of its 1/n shard: n
-    (n - 1) steps. Over 1,024 ranks that is a million steps, seconds of latency; over 8, 56."""
+    (n - 1) steps. Over 1,024 ranks that is a million steps, seconds of latency; over 8, 56.
+    Across nodes NCCL's model prices each (cost/nccl.py): LL for a 14 MB shard, its steps at
+    NCCL's LL latencies (1 us inside a node, the network post overhead; 2.7 us across)."""
     sh = Sharding(True, False, True, True, zero1_param_sync="broadcast")
     _, all_ranks = zero1_traffic(Group(7e9, 1024, NIC), GRADS, WEIGHTS, sh)
-    steps = 1024 * coll.ring_latency("broadcast", 1024, 8, 3e-6, 4e-6)
-    assert steps > 2.5  # seconds: 1,024 x (896 x 3 us + 127 x 4 us)
-    assert all_ranks == pytest.approx(steps + 1024 * (WEIGHTS / 1024) / NIC.ring_bandwidth)
+    shard = WEIGHTS / 1024
+    assert nccl.pick("broadcast", shard, 1024, 8, float(NIC.ring_bandwidth)) == "ring/LL"
+    steps = 1024 * (6.6e-6 + 896 * 1e-6 + 127 * 2.7e-6)
+    assert steps > 1.2  # seconds of latency alone
+    # LL carries half the bus bandwidth, at most NCCL's 20.4 GB/s across more than two nodes
+    ll = 1024 * shard / min(20.4e9, 0.5 * NIC.ring_bandwidth)
+    assert all_ranks == pytest.approx(steps + ll)
     _, in_node = zero1_traffic(Group(7e9, 8, NVL), GRADS, WEIGHTS, sh)
     assert in_node < 0.1 * all_ranks
     gathered = zero1_traffic(

@@ -86,11 +86,13 @@ def zero1_traffic(g: Group, grads: Num, weights: Num, sh: Sharding) -> tuple[Num
     rep_link = g.replica_link or g.link
     full = g.full_link or g.link
     hier = reps > 1
-    rs = g.link.seconds("reduce-scatter", grads, n) + np.where(
+    rs: Num = g.link.seconds("reduce-scatter", grads, n) + np.where(
         hier, rep_link.seconds("all-reduce", grads / np.maximum(n, 1.0), reps), 0.0
     )
     if sh.zero1_grad_reduce == "all-reduce":
-        rs = np.where(hier, full.seconds("all-reduce", grads, n * reps), rs)
+        # every data-parallel rank all-reduces, whatever the sharding group (InternEvo's
+        # _attach_reduction_hook: reduce_rank None for every parameter)
+        rs = full.seconds("all-reduce", grads, n * reps)
     if sh.zero1_param_sync == "broadcast":
         ag: Num = n * g.link.seconds("broadcast", weights / np.maximum(n, 1.0), n)
     else:
