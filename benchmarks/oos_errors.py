@@ -22,6 +22,8 @@ value the model would carry had the source never been transcribed:
     (calibrate_gpu --gpu mi355x)
   InternEvo's RoCE efficiency                internevo-1024-a100               a link's default
     (calibrate_internevo_network)
+  DeepSpeed 2021's host time per rank of a   narayanan2021-table2              0 s (no host
+    ZeRO-3 collective (calibrate_zero3_2021)                                     loop)
 
 Not refitted: the A100 efficiencies, fitted on Korthikanti 2022 Table 4's per-layer times (table
 korthikanti2022-table4, which has no step-time run: every step time is out of its sample, though
@@ -167,6 +169,14 @@ def _network_prior(c: Case) -> Case:
     return {**c, "plan": plan.model_copy(update={"system": system})}
 
 
+def _no_host_loop(c: Case) -> Case:
+    """No Table 2 run: DeepSpeed 2021's ZeRO-3 collectives without the host's per-rank loop
+    (deepspeed-2021 collective_rank_host_s 0, which benchmarks/calibrate_zero3_2021.py fits)."""
+    if _framework(c) != "deepspeed-2021":
+        return c
+    return {**c, "plan": c["plan"].with_training(collective_rank_host_s=0.0)}
+
+
 # --- megatron-core's per-expert host time -------------------------------------------------------
 def _expert(cases: list[Case]) -> Transform:
     value = co._fit_expert(cases)
@@ -207,6 +217,13 @@ FITS = (
     ),
     Fit("expert-call-overhead", co.MOE_TABLES, _expert, None),
     Fit("cdna-fractions", ("amd-instinct",), None, _cdna_prior, "H100's BF16 fraction"),
+    Fit(
+        "zero3-2021-host",
+        ("narayanan2021-table2",),
+        None,
+        _no_host_loop,
+        "no host loop",
+    ),
     Fit(
         "internevo-network",
         ("internevo-1024-a100",),

@@ -28,6 +28,9 @@ from perfmodel.specs.calibration import Calibration, with_calibration
 KNOBS = ("micro_batch_size", "vp", "schedule", "sequence_parallel", "recompute", "zero_stage")
 TABLE_TITLES = {
     "narayanan2021-table1": "Narayanan et al. 2021, Table 1 (weak scaling, full recompute)",
+    "narayanan2021-table2": (
+        "Narayanan et al. 2021, Table 2: DeepSpeed ZeRO-3 without model parallelism, 384-2,240 A100"
+    ),
     "korthikanti2022-table5": "Korthikanti et al. 2022, Table 5 (full recompute vs SP + selective)",
     "nemo2407-fp8": "NeMo 24.07 FP8 pre-training on DGX-H100 (megatron-core defaults)",
     "moezoo-qwen3-235b": "Megatron-Core MoE model zoo: Qwen3-235B-A22B on 256 H100 (EP/PP layouts)",
