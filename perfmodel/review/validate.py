@@ -46,6 +46,12 @@ TABLE_TITLES = {
     "primus-pipeline": (
         "Primus-pipeline (AMD, 2026): Llama 2 7B, 16 layers, on 8 MI300X, PP 8, each schedule"
     ),
+    "amd-instinct": (
+        "MLPerf Training v5.1, AMD: Llama 3.1 8B on 8 MI350X and on 8 MI355X (FP8, Megatron-LM)"
+    ),
+    "amd-perf-results": (
+        "AMD ROCm performance results (2026-01): Llama 3.1 8B and 70B on 64 MI325X (Primus)"
+    ),
     "deepseek-v3-report": "DeepSeek-V3 technical report: 2,048 H800, DualPipe, EP 64, FP8",
     "mbridge-moe-blackwell": (
         "Megatron-Bridge 26.04 MoE on Blackwell: DeepSeek-V3, Qwen3 and gpt-oss on B200, GB200 and"
