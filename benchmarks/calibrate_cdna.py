@@ -79,7 +79,9 @@ def part(case: dict) -> str | None:
 
 
 def gpu_fields(key: str, f: Fractions) -> dict[str, float]:
-    """The efficiency fields of part ``key`` under the fractions ``f`` (resolved)."""
+    """The efficiency fields of part ``key`` under the fractions ``f`` (resolved), to 4 decimals
+    as the presets ship them (the greedy V-Half and ZB-V schedules of the Primus runs change order
+    at some 1e-6 steps of a fraction, by up to 2% of their step)."""
     f = f.resolved()
     assert f.cdna3_bf16 is not None and f.cdna3_fp8 is not None and f.cdna4 is not None
     base = presets.gpu(key)
@@ -98,7 +100,7 @@ def gpu_fields(key: str, f: Fractions) -> dict[str, float]:
         v = getattr(ref, k)
         if v is not None and getattr(base, k) is not None:
             out[k] = v * clock
-    return out
+    return {k: round(v, 4) for k, v in out.items()}
 
 
 def with_fractions(case: dict, f: Fractions) -> dict:
