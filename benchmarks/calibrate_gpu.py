@@ -4,14 +4,12 @@ GPU, across frameworks, never per run; then each run's leave-one-out error.
 - h100-sxm, BF16 GEMM efficiency: the H200 device measurement (0.76, 2026 software) is not what
   the published H100 runs reach; fitted on the H100 BF16 runs of llm-foundry and of the MoE model
   zoo's long-context table (the zoo's EP/PP layouts are checked, not fitted: the MoE issue).
-- mi355x, FP8 GEMM efficiency: on AMD's MLPerf Training v5.1 Llama 3.1 8B run (one run: a
-  property of that submission's software, ROCm 7.0 and its TransformerEngine, until more are
-  published).
+- AMD's CDNA parts: benchmarks/calibrate_cdna.py (one fraction per generation and format).
 - h100-sxm-96gb (torchtitan's Grand Teton H100 at a 500 W power limit): one clock factor scales
   every compute efficiency of the h100-sxm preset (BF16 and FP8 GEMMs, attention), since a power
   cap lowers the clock under load whatever the kernel; fitted on torchtitan's runs.
 
-Run: python benchmarks/calibrate_gpu.py [--gpu h100-sxm|h100-sxm-96gb|mi355x] (under a minute)
+Run: python benchmarks/calibrate_gpu.py [--gpu h100-sxm|h100-sxm-96gb|blackwell] (under a minute)
 """
 
 from __future__ import annotations
@@ -33,10 +31,6 @@ FITS = {
     # GPU preset: (what is fitted, the tables fitted on, tables only checked)
     "h100-sxm": ("gemm_efficiency", ("llm-foundry", "moezoo-long-context"), ("moezoo-qwen3-235b",)),
     "h100-sxm-96gb": ("clock", ("torchtitan-2412",), ()),
-    # MI355X FP8 (issue 31): AMD's MLPerf Training v5.1 llama31_8b submission, the one published
-    # MI355X run with a step time; the fraction also absorbs CK attention's and ROCm TE's rates
-    # BF16 and FP8 GEMMs at one fraction of their peaks, as the H100 fits found them (0.60, 0.60)
-    "mi355x": ("gemm_and_fp8", ("amd-instinct",), ()),
 }
 GRID = np.round(np.arange(0.30, 0.801, 0.01), 2)
 
@@ -52,8 +46,6 @@ def with_value(case: dict, gpu: str, what: str, value: float) -> dict:
     base = presets.gpu("h100-sxm") if what == "clock" else plan.system.gpu
     if what == "clock":
         update = {k: getattr(base, k) * value for k in SCALED if getattr(base, k) is not None}
-    elif what == "gemm_and_fp8":
-        update = {"gemm_efficiency": value, "fp8_gemm_efficiency": value}
     else:
         update = {what: value}
     g = plan.system.gpu.model_copy(update=update)

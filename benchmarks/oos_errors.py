@@ -18,10 +18,14 @@ value the model would carry had the source never been transcribed:
     (calibrate_gpu --gpu blackwell)                                              NVFP4 likewise
   megatron-core expert_call_overhead_s       moezoo-qwen3-235b,                -
     (calibrate_overheads --moe)                moezoo-long-context, moe-2026
-  AMD CDNA GEMM fractions                    amd-instinct                      H100's BF16 fraction
-    (calibrate_gpu --gpu mi355x)
+  AMD CDNA GEMM fractions, per               amd-instinct, amd-perf-results    H100's BF16
+    generation and format                                                      fraction; a
+    (calibrate_cdna)                                                           generation with no
+                                                                               run: the other's
   InternEvo's RoCE efficiency                internevo-1024-a100               a link's default
     (calibrate_internevo_network)
+  DeepSpeed 2021's host time per rank of a   narayanan2021-table2              0 s (no host
+    ZeRO-3 collective (calibrate_zero3_2021)                                     loop)
 
 Not refitted: the A100 efficiencies, fitted on Korthikanti 2022 Table 4's per-layer times (table
 korthikanti2022-table4, which has no step-time run: every step time is out of its sample, though
@@ -38,6 +42,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import calibrate_cdna as cc
 import calibrate_gpu as cg
 import calibrate_overheads as co
 import numpy as np
@@ -143,14 +148,22 @@ def _blackwell_prior(c: Case) -> Case:
 
 
 # --- AMD CDNA GEMM fractions and InternEvo's network ------------------------------------------
-CDNA = ("mi300x", "mi325x", "mi350x", "mi355x")
+def _cdna(cases: list[Case]) -> Transform:
+    """The CDNA fractions refitted on the AMD runs left (calibrate_cdna.fit); a generation left
+    with no run takes the other generation's fractions."""
+    f = cc.fit(cases)
+
+    def apply(c: Case) -> Case:
+        return cc.with_fractions(c, f)
+
+    apply.__doc__ = cc._say(f)
+    return apply
 
 
 def _cdna_prior(c: Case) -> Case:
-    """No AMD run: every CDNA part at the H100's BF16 fraction of its own peaks (the MI355X fit,
-    calibrate_gpu.py --gpu mi355x, is carried to the other parts, so all of them lose it)."""
-    f = presets.gpu("h100-sxm").gemm_efficiency
-    return _with_gpu(c, CDNA, {"gemm_efficiency": f, "fp8_gemm_efficiency": f})
+    """No AMD run: every CDNA part at the H100's BF16 fraction of its own peaks (the MI300X and
+    the MI350X at their clocks: calibrate_cdna.Fractions with nothing fitted)."""
+    return cc.with_fractions(c, cc.Fractions())
 
 
 def _network_prior(c: Case) -> Case:
@@ -165,6 +178,14 @@ def _network_prior(c: Case) -> Case:
         update={"inter_node_link": link.model_copy(update={"efficiency": default})}
     )
     return {**c, "plan": plan.model_copy(update={"system": system})}
+
+
+def _no_host_loop(c: Case) -> Case:
+    """No Table 2 run: DeepSpeed 2021's ZeRO-3 collectives without the host's per-rank loop
+    (deepspeed-2021 collective_rank_host_s 0, which benchmarks/calibrate_zero3_2021.py fits)."""
+    if _framework(c) != "deepspeed-2021":
+        return c
+    return {**c, "plan": c["plan"].with_training(collective_rank_host_s=0.0)}
 
 
 # --- megatron-core's per-expert host time -------------------------------------------------------
@@ -206,7 +227,14 @@ FITS = (
         "H100's FP8 fraction",
     ),
     Fit("expert-call-overhead", co.MOE_TABLES, _expert, None),
-    Fit("cdna-fractions", ("amd-instinct",), None, _cdna_prior, "H100's BF16 fraction"),
+    Fit("cdna-fractions", cc.TABLES, _cdna, _cdna_prior, "H100's BF16 fraction"),
+    Fit(
+        "zero3-2021-host",
+        ("narayanan2021-table2",),
+        None,
+        _no_host_loop,
+        "no host loop",
+    ),
     Fit(
         "internevo-network",
         ("internevo-1024-a100",),

@@ -1,6 +1,7 @@
 """Fitted constants are shipped as their calibration scripts compute them (issue 28): a shipped
 value or a quoted leave-one-out figure that drifts from its script fails here. Only the fits that
-run in seconds are rerun (the 500 W H100's clock factor, megatron-core's per-expert host time);
+run in seconds are rerun (the 500 W H100's clock factor, megatron-core's per-expert host time, the
+AMD CDNA fractions);
 the others take minutes (benchmarks/calibrate_overheads.py, calibrate_gpu.py --gpu h100-sxm and
 --gpu blackwell) and are checked by rerunning them by hand."""
 
@@ -17,6 +18,7 @@ from perfmodel.specs.framework import PROFILES
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import calibrate_cdna as cc  # noqa: E402
 import calibrate_gpu as cg  # noqa: E402
 import calibrate_overheads as co  # noqa: E402
 
@@ -51,3 +53,14 @@ def test_the_per_expert_host_time_is_what_its_script_fits():
     assert PROFILES["megatron-core"]["expert_call_overhead_s"] == pytest.approx(
         co._fit_expert(cases)
     )
+
+
+def test_the_cdna_fractions_are_what_their_script_fits():
+    """benchmarks/calibrate_cdna.py on AMD's own runs: CDNA 3's BF16 and FP8 fractions (the
+    MI325X's), CDNA 4's (the MI355X's) and the MI350X's clock; each part's preset fields are
+    calibrate_cdna.gpu_fields of them (4 decimals)."""
+    f = cc.fit(cc.fitted_cases())
+    for key in cc.CDNA3 + cc.CDNA4:
+        g = presets.gpu(key)
+        for k, v in cc.gpu_fields(key, f).items():
+            assert getattr(g, k) == pytest.approx(v, abs=1e-4), (key, k)

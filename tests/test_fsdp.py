@@ -43,9 +43,11 @@ def test_a_data_parallel_ring_runs_over_every_nic_of_a_node():
     inside = Link(450e9, 3e-6, 450e9, 3e-6, 8, False, multi_rail=True)
     assert inside.ring_bandwidth == 450e9
     t = multi.seconds("all-gather", 1.6e9, 32)
-    # 31 ring steps over 4 nodes: 3 cross the network (2 us), 28 stay on NVLink (3 us), as NCCL's
-    # tuner counts them (src/graph/tuning.cc nInterSteps; collectives.ring_latency)
-    assert t == pytest.approx(3 * 2e-6 + 28 * 3e-6 + 31 / 32 * 1.6e9 / 400e9)
+    # 31 ring steps over 4 nodes, as NCCL's tuner counts and prices them (cost/nccl.py,
+    # src/graph/tuning.cc nInterSteps): 3 cross the network, 28 stay on NVLink; at 1.6 GB NCCL
+    # picks Simple: 14 us a network step, 3.4 us an NVLink one, 8.4 us base
+    lat = 8.4e-6 + 3 * 14e-6 + 28 * 3.4e-6
+    assert t == pytest.approx(lat + 31 / 32 * 1.6e9 / 400e9)
 
 
 # --- the per-layer traffic, worked ---------------------------------------------------------------
@@ -359,14 +361,20 @@ def test_the_command_line_takes_the_framework_cp_and_dp_shard():
 
 def test_a_data_parallel_all_reduce_across_many_nodes_takes_nccls_tree_latency():
     """1,024 ranks, 8 a node: the ring's 2 x 1,023 latency steps against the tree's 2 x 7 in the
-    node and 2 x log2(128) = 14 across; a reduce-scatter stays a ring (NCCL has no tree for it)."""
+    node and 2 x log2(128) = 14 across; a reduce-scatter stays a ring (NCCL has no tree for it).
+    NCCL's own constants (cost/nccl.py): at 1 GB the tree under Simple, 0.92 of the bus
+    bandwidth, half of it as algorithm bandwidth."""
     link = Link(50e9, 5e-6, 450e9, 2e-6, 8, True, multi_rail=True)
     t = link.seconds("all-reduce", 1e9, 1024)
-    bw = 2 * 1023 / 1024 * 1e9 / 400e9
-    assert t == pytest.approx(2 * 7 * 2e-6 + 14 * 5e-6 + bw)
+    tree = (8.4 + 2 * (7 * 4.0 + 7 * 14.0)) * 1e-6 + 1e9 / (0.5 * 0.92 * 400e9)
+    assert t == pytest.approx(tree)
+    ring_lat = 1.4 * (8.4 + 1792 * 3.4 + 254 * 14.0) * 1e-6  # with the ring's plateau factor
+    assert t < ring_lat + 2 * 1023 / 1024 * 1e9 / 400e9
     rs = link.seconds("reduce-scatter", 1e9, 1024)
-    # its 1,023 steps: 127 node boundaries at the network's 5 us, 896 inside nodes at 2 us
-    assert rs == pytest.approx(127 * 5e-6 + 896 * 2e-6 + 1023 / 1024 * 1e9 / 400e9)
+    # its 1,023 steps under LL128, which NCCL picks here: 127 node boundaries at 4 us, 896 inside
+    # nodes at 1.9 us, 14 us base, at 0.92 of the bus bandwidth
+    lat = (14.0 + 127 * 4.0 + 896 * 1.9) * 1e-6
+    assert rs == pytest.approx(lat + 1023 / 1024 * 1e9 / (0.92 * 400e9))
 
 
 def test_no_sync_holds_the_unsharded_gradients_until_the_last_micro_batch():

@@ -38,14 +38,16 @@ def test_conformal_rank():
 def test_coverage_out_of_sample_is_near_nominal():
     """benchmarks/band_coverage.py's figures: each run's out-of-sample error against the band the
     other sources give it. The typical band holds about 68% (nominal), the worst at least 90%, and
-    the typical half-width stays under 18% at the median (the bands before issue 28 held 30% and
+    the typical half-width stays under 19% at the median (the bands before issue 28 held 30% and
     72%, at a 5.9% median half-width; over the 74 runs then held, 68%, 93% and 12.8%; over the 103
-    held since, with the AMD, InternEvo, Primus and Blackwell MoE runs, 71%, 99% and 16.6%)."""
+    held since, with the AMD, InternEvo, Primus and Blackwell MoE runs, 71%, 99% and 16.6%; over
+    113, with AMD's own MI325X and MI350X runs, 71%, 96% and 18.8%: each of the four is the first
+    of its part out of sample, banded 22-41%, while no older run's band widened)."""
     c = uncertainty.coverage(_runs())
-    assert c["runs"] >= 103
+    assert c["runs"] >= 113
     assert 0.60 <= c["typical_coverage"] <= 0.76
     assert c["worst_coverage"] >= 0.90
-    assert c["median_typical_half_width"] <= 0.18
+    assert c["median_typical_half_width"] <= 0.19
     assert all(r["worst"] >= r["typical"] > 0 for r in c["rows"])
 
 

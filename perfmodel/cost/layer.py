@@ -21,6 +21,7 @@ from perfmodel.cost import Num
 from perfmodel.specs.precision import LOW_PRECISION
 
 from . import collectives as coll
+from . import nccl
 from .ops import Block, Collective, FusedAttention, Gemm, Pointwise, Transfer
 
 if TYPE_CHECKING:
@@ -109,6 +110,10 @@ class Link:
     spans: Num | None = None
     # rings over every NIC of a node (the data-parallel collectives; see ring_bandwidth)
     multi_rail: bool = False
+    # NCCL's class of the intra-node link for its latency tables (cost/nccl.py)
+    intra_hw: str = "nvlink"
+    # NCCL_ALGO: the algorithms NCCL may pick across nodes (empty: all)
+    algos: tuple[str, ...] = ()
 
     @property
     def ring_bandwidth(self) -> Num:
@@ -174,19 +179,14 @@ class Link:
                 scale,
             )
         lat, bw = coll.collective_time(kind, message, n, self.ring_bandwidth, self.latency)
-        if self.multi_rail and self.spans is not None and rpn is not None:
-            # the steps that stay inside a node pay its link's alpha (collectives.ring_latency)
-            split = coll.ring_latency(kind, n, rpn, intra_alpha or 0.0, self.latency)
-            lat = np.where(self.spans, split, lat)
-        if kind == "all-reduce" and self.multi_rail and self.spans is not None and rpn is not None:
-            # NCCL picks its tree for an all-reduce across many nodes when the tree's latency is
-            # lower (a chain inside each node, a double binary tree across them, at about the
-            # ring's bus bandwidth: NCCL src/graph/tuning.cc): 2 (r - 1) intra-node steps and
-            # 2 log2(nodes) inter-node ones, against the ring's 2 (N - 1)
-            r = np.maximum(np.asarray(rpn, dtype=float), 1.0)
-            nodes = np.maximum(np.asarray(n, dtype=float) / r, 1.0)
-            tree = 2 * (r - 1) * (intra_alpha or 0.0) + 2 * np.ceil(np.log2(nodes)) * self.latency
-            lat = np.where(self.spans, np.minimum(lat, tree), lat)
+        if kind in nccl.KINDS and self.multi_rail and self.spans is not None and rpn is not None:
+            # across nodes, NCCL's own model picks the algorithm and protocol (cost/nccl.py)
+            across = nccl.best(
+                kind, message, n, rpn, self.ring_bandwidth, self.intra_hw, self.algos
+            )
+            return np.where(
+                np.asarray(self.spans, dtype=bool) & (np.asarray(n) > 1), across, lat + bw
+            )
         return lat + bw
 
 

@@ -23,6 +23,7 @@ from perfmodel.cost import Num
 from ..specs.precision import Precision
 from . import collectives as coll
 from .layer import Link
+from .ops import Block, Gemm
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,17 @@ class Sharding:
     # broadcasts its shard to the others, one collective per rank (InternEvo's
     # HybridZeroOptimizer.broadcast_params over ParallelMode.ZERO1)
     zero1_param_sync: str = "all-gather"
+    # one collective per weight tensor, not per layer (DeepSpeed ZeRO-3 of 2021 fetches each
+    # sub-module's parameters on its own: stage3.py fetch_sub_module, v0.3.16), each paying its own
+    # latency
+    per_tensor: bool = False
+    # host seconds per rank of the group for each collective, on the critical path: DeepSpeed
+    # v0.3.16 builds the list of the n ranks' partitions in a Python loop (partition_parameters.py
+    # _allgather_param, _reduce_scatter_gradient) and torch.distributed's list API copies each of
+    # them in and out of a flat buffer, one copy kernel a rank (PyTorch 1.8 ProcessGroupNCCL
+    # allgather, reduce_scatter); each fetch then torch.cuda.synchronize()s, so the GPU waits for
+    # the host. 0: the flat-buffer collectives of later frameworks
+    rank_host_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -73,6 +85,31 @@ class Group:
     full_link: Link | None = None
 
 
+def weight_tensors(block: Block, t: Num, ep: Num, max_live: float | None) -> tuple[Num, Num]:
+    """(weight tensors, unprefetched share) of a layer: its GEMMs with parameters, which a
+    framework gathering tensor by tensor issues a collective each for (Sharding.per_tensor); and
+    the share of its weights whose all-gather waits in the open under a cap on the live gathered
+    parameters. DeepSpeed's ZeRO-3 prefetches the next sub-module's parameters only while those
+    gathered on the rank number fewer than stage3_max_live_parameters (v0.3.16 stage3.py,
+    prefetch_next_sub_modules: total_available_parameter_numel <
+    max_available_parameters_in_numel), and the sub-module computing holds its own: a tensor's
+    gather hides under its predecessor's compute (the layer's tensors in order, cyclically) only
+    if that predecessor has fewer on the rank. ``max_live`` None: no cap."""
+    gemms = [o for o in block.ops if isinstance(o, Gemm) and np.any(o.params)]
+
+    def on_rank(o: Gemm) -> Num:
+        share = {"experts": ep, "replicated": 1.0, "tokens": 1.0}.get(o.shard, t)
+        return np.asarray(o.params, dtype=float) / np.maximum(share, 1.0)
+
+    if max_live is None or not gemms:
+        return float(len(gemms)), 0.0
+    sizes = [on_rank(o) for o in gemms]
+    waits = sum(
+        np.where(prev >= max_live, cur, 0.0) for prev, cur in zip(sizes[-1:] + sizes, sizes)
+    )
+    return float(len(gemms)), np.asarray(waits / np.maximum(sum(sizes), 1.0))
+
+
 def zero1_traffic(g: Group, grads: Num, weights: Num, sh: Sharding) -> tuple[Num, Num]:
     """(gradient reduction, parameter sync) seconds of ZeRO-1 over a shard group of g.n ranks
     replicated g.replicas times (1: the optimizer sharded over all of dp), ``grads`` and
@@ -86,11 +123,13 @@ def zero1_traffic(g: Group, grads: Num, weights: Num, sh: Sharding) -> tuple[Num
     rep_link = g.replica_link or g.link
     full = g.full_link or g.link
     hier = reps > 1
-    rs = g.link.seconds("reduce-scatter", grads, n) + np.where(
+    rs: Num = g.link.seconds("reduce-scatter", grads, n) + np.where(
         hier, rep_link.seconds("all-reduce", grads / np.maximum(n, 1.0), reps), 0.0
     )
     if sh.zero1_grad_reduce == "all-reduce":
-        rs = np.where(hier, full.seconds("all-reduce", grads, n * reps), rs)
+        # every data-parallel rank all-reduces, whatever the sharding group (InternEvo's
+        # _attach_reduction_hook: reduce_rank None for every parameter)
+        rs = full.seconds("all-reduce", grads, n * reps)
     if sh.zero1_param_sync == "broadcast":
         ag: Num = n * g.link.seconds("broadcast", weights / np.maximum(n, 1.0), n)
     else:
@@ -98,15 +137,19 @@ def zero1_traffic(g: Group, grads: Num, weights: Num, sh: Sharding) -> tuple[Num
     return rs, ag
 
 
-def unit_traffic(g: Group, layers: Num, p: Precision, fp8_gather: bool = False) -> tuple[Num, Num]:
+def unit_traffic(
+    g: Group, layers: Num, p: Precision, fp8_gather: bool = False, pieces: Num = 1.0
+) -> tuple[Num, Num]:
     """(all-gather, gradient reduction) seconds of one layer's unit: the 16-bit weights (FP8 ones
     with ``fp8_gather``) gathered over the shard group; the gradients reduce-scattered in the
     reduce dtype (FSDP's MixedPrecisionPolicy.reduce_dtype), then, under HSDP, the 1/n shard
-    all-reduced across the replicas."""
+    all-reduced across the replicas. ``pieces``: collectives the unit's traffic is split into (its
+    weight tensors, Sharding.per_tensor), each with its own latency."""
     per_layer = np.asarray(g.params, dtype=float) / np.maximum(layers, 1.0)
     wire = 1 if fp8_gather and p.fp8_weight_bytes else p.weight_bytes
-    ag = g.link.seconds("all-gather", per_layer * wire, g.n)
-    rs = g.link.seconds("reduce-scatter", per_layer * p.reduce_bytes, g.n)
+    k = np.maximum(np.asarray(pieces, dtype=float), 1.0)
+    ag = k * g.link.seconds("all-gather", per_layer * wire / k, g.n)
+    rs = k * g.link.seconds("reduce-scatter", per_layer * p.reduce_bytes / k, g.n)
     if g.replica_link is not None:
         shard = per_layer * p.reduce_bytes / np.maximum(g.n, 1.0)
         rs = rs + np.where(
@@ -125,6 +168,8 @@ def sharded_step(
     sh: Sharding,
     penalty: float,
     p: Precision,
+    tensors: Num = 1.0,
+    unprefetched: Num = 0.0,
 ) -> Num:
     """Exposed seconds per step of a sharded group's per-layer traffic.
 
@@ -135,16 +180,24 @@ def sharded_step(
     The first layer's gather has nothing to hide under, once per micro-batch; the last
     reduce-scatter (one unit's, or DeepSpeed's last reduce bucket), once per step (the next
     micro-batch's forward hides the others). Without ``reduce_every_microbatch`` only the last
-    micro-batch reduces."""
-    ag, rs = unit_traffic(g, layers, p, sh.fp8_gather)
-    again = np.where(np.asarray(gather_twice, dtype=bool), ag, 0.0)
+    micro-batch reduces. With ``sh.per_tensor`` each of the layer's ``tensors`` weight tensors is a
+    collective of its own; ``sh.rank_host_s`` adds, for each collective, the host's loop over the
+    group's ranks, which nothing hides; the ``unprefetched`` share of each gather (a cap on the
+    live parameters stopped its prefetch) waits in the open."""
+    k = np.where(sh.per_tensor, np.maximum(np.asarray(tensors, dtype=float), 1.0), 1.0)
+    ag, rs = unit_traffic(g, layers, p, sh.fp8_gather, k)
+    regathers = np.where(np.asarray(gather_twice, dtype=bool), 1.0, 0.0)
     if sh.recompute_regathers:
-        again = again + np.where(np.asarray(recompute) == 2, ag, 0.0)
+        regathers = regathers + np.where(np.asarray(recompute) == 2, 1.0, 0.0)
+    again = regathers * ag
+    # the host's per-rank loop of one collective of the group (s)
+    host = k * sh.rank_host_s * np.asarray(g.n, dtype=float)
     fwd, bwd = window
-    with_rs = coll.overlapped_time(ag, fwd, penalty) + coll.overlapped_time(
-        again + rs, bwd, penalty
-    )
-    without_rs = coll.overlapped_time(ag, fwd, penalty) + coll.overlapped_time(again, bwd, penalty)
+    u = np.asarray(unprefetched, dtype=float)
+    gathers = coll.overlapped_time((1 - u) * ag, fwd, penalty) + u * (ag + again)
+    gathers = gathers + (1.0 + regathers) * host
+    with_rs = gathers + coll.overlapped_time((1 - u) * again + rs, bwd, penalty) + host
+    without_rs = gathers + coll.overlapped_time((1 - u) * again, bwd, penalty)
     reducing = m if sh.reduce_every_microbatch else np.minimum(m, 1.0)
     per_layer = reducing * with_rs + (m - reducing) * without_rs
     last = rs

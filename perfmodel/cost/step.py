@@ -100,6 +100,8 @@ def data_parallel_comm(
     ov: Overlap,
     precision: Precision,
     once: Num = False,
+    tensors: Num = 1.0,
+    unprefetched: Num = 0.0,
 ) -> tuple[Num, Num]:
     """(exposed DP gradient and parameter traffic per step, exposed sharded per-layer traffic per
     step), s. ``once``: rows whose sharded parameters stay gathered from the step's first forward
@@ -162,6 +164,8 @@ def data_parallel_comm(
             sh,
             ov.penalty,
             precision,
+            tensors,
+            unprefetched,
         )
         zero3 = zero3 + np.where(active & per_layer_rows, sharded, 0.0)
     total = np.asarray(reduce + gather)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from perfmodel.cost import Array, Num, sac
+from perfmodel.cost import sharded as shd
 from perfmodel.cost import step as stp
 from perfmodel.cost.layer import Hardware, Op, time_block
 from perfmodel.cost.ops import Block, Gemm, Pointwise, in_modules
@@ -162,6 +163,9 @@ class BlockCost:
     ep_fwd: Array
     ep_bwd: Array
     wgrad: Array  # of bwd, the weight-gradient GEMMs (DualPipe's W)
+    # weight tensors, and the share of the weights whose gather waits (cost/sharded.py)
+    tensors: Array
+    unprefetched: Array
 
     @classmethod
     def of(
@@ -175,6 +179,7 @@ class BlockCost:
         shape: LayerShape | None = None,
         act_bytes: int = 2,
         layer_every: int = 2,
+        max_live: float | None = None,
     ) -> BlockCost:
         zero = 0.0 * ops[0].fwd_s
         # the share of each op's forward that selective recompute repeats: whole modules
@@ -241,6 +246,7 @@ class BlockCost:
             group_total("fwd_s", ("ep", "etp")),
             group_total("bwd_s", ("ep", "etp")),
             total("wgrad_s", ("gemm",)),
+            *(np.asarray(x + zero) for x in shd.weight_tensors(block, t, ep * etp, max_live)),
         )
 
     def plus(self, other: BlockCost, times: float) -> BlockCost:
@@ -419,6 +425,7 @@ def _block_costs(
                         st.shape,
                         st.precision.activation_bytes,
                         st.plan.training.checkpoint_every_n_layers,
+                        PROFILES[st.plan.training.framework]["zero3_max_live_params"],
                     ),
                 )
             )

@@ -63,6 +63,8 @@ def _overlap(st: Setting, n: Array) -> stp.Overlap:
             pipeline_once=profile["sharded_pipeline"],
             zero1_grad_reduce=profile["zero1_grad_reduce"],
             zero1_param_sync=profile["zero1_param_sync"],
+            per_tensor=profile["zero3_per_tensor"],
+            rank_host_s=tr.collective_rank_host_s,
         ),
     )
 
@@ -114,6 +116,8 @@ def _data_parallel(
         ov,
         st.precision,
         once=ov.sharding.pipeline_once & (k.pp > 1),
+        tensors=_main_layer(costs).tensors,
+        unprefetched=_main_layer(costs).unprefetched,
     )
     # DualPipe's two copies of each stage share its optimizer shards (engine/memory.py)
     copies = np.where(pipe.dualpipe_rows(k.schedule, k.pp), 2.0, 1.0)

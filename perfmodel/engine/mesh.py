@@ -123,6 +123,8 @@ class Mesh:
             s.intra_node_link.latency_s,
             per_node,
             spans,
+            intra_hw=s.intra_node_link.nccl_hw,
+            algos=tuple(s.nccl_algo or ()),
         )
 
     def link_spec(self, dim: str) -> LinkSpec:

@@ -28,6 +28,9 @@ from perfmodel.specs.calibration import Calibration, with_calibration
 KNOBS = ("micro_batch_size", "vp", "schedule", "sequence_parallel", "recompute", "zero_stage")
 TABLE_TITLES = {
     "narayanan2021-table1": "Narayanan et al. 2021, Table 1 (weak scaling, full recompute)",
+    "narayanan2021-table2": (
+        "Narayanan et al. 2021, Table 2: DeepSpeed ZeRO-3 without model parallelism, 384-2,240 A100"
+    ),
     "korthikanti2022-table5": "Korthikanti et al. 2022, Table 5 (full recompute vs SP + selective)",
     "nemo2407-fp8": "NeMo 24.07 FP8 pre-training on DGX-H100 (megatron-core defaults)",
     "moezoo-qwen3-235b": "Megatron-Core MoE model zoo: Qwen3-235B-A22B on 256 H100 (EP/PP layouts)",
@@ -42,6 +45,12 @@ TABLE_TITLES = {
     ),
     "primus-pipeline": (
         "Primus-pipeline (AMD, 2026): Llama 2 7B, 16 layers, on 8 MI300X, PP 8, each schedule"
+    ),
+    "amd-instinct": (
+        "MLPerf Training v5.1, AMD: Llama 3.1 8B on 8 MI350X and on 8 MI355X (FP8, Megatron-LM)"
+    ),
+    "amd-perf-results": (
+        "AMD ROCm performance results (2026-01): Llama 3.1 8B and 70B on 64 MI325X (Primus)"
     ),
     "deepseek-v3-report": "DeepSeek-V3 technical report: 2,048 H800, DualPipe, EP 64, FP8",
     "mbridge-moe-blackwell": (

@@ -50,6 +50,10 @@ FLAGS = {
         "ZeRO-2 keeps parameters sharded and gathers them every micro-batch (FSDP SHARD_GRAD_OP)"
     ),
     "step_overhead_s": "fixed time per optimizer step outside the model (s, fitted)",
+    "collective_rank_host_s": (
+        "host time per rank of the group for each ZeRO-3 collective, on the critical path: the"
+        " per-rank loop of a list-based all-gather or reduce-scatter (s, fitted; 0: flat buffers)"
+    ),
     "microbatch_overhead_s": "fixed host time per micro-batch on the critical path (s, fitted)",
     "hop_overhead_s": "fixed time per pipeline chunk pass, forward or backward (s, fitted)",
     "moe_fp8_dispatch": (

@@ -9,6 +9,9 @@ Each flag's value cites where it comes from. Profiles:
   (2025-2026), the default.
 - deepspeed: DeepSpeed ZeRO with its pipeline engine as Megatron-DeepSpeed ran it in 2021-2022
   (Rajbhandari et al. 2020; DeepSpeed 0.5-0.8 docs: overlap_comm, stage3_prefetch_bucket_size).
+- deepspeed-2021: DeepSpeed's ZeRO-3 as released in 2021 (v0.3.16) inside Megatron-LM of 2021, as
+  Narayanan et al. 2021 Sec. 5.2 compared it: a collective per weight tensor, each with a host
+  loop over the group's ranks (Table 2's runs).
 - fsdp: PyTorch FSDP2 (fully_shard) as torchtitan runs it (torchtitan 2024-12, the commit of its
   Llama 3.1 benchmark notes; torch.distributed.fsdp._fully_shard): FSDP with TP (DTensor), PP
   (torch.distributed.pipelining) and CP (ring attention).
@@ -47,6 +50,7 @@ Framework = Literal[
     "fsdp",
     "fsdp1",
     "hai-llm",
+    "deepspeed-2021",
     "primus",
     "internevo",
     "megatron-rocm",
@@ -258,6 +262,14 @@ for _name, _p in PROFILES.items():
     _p.setdefault("zero1_shard_group", _name in ("megatron-core", "megatron-rocm"))
     _p.setdefault("zero1_grad_reduce", "reduce-scatter")
     _p.setdefault("zero1_param_sync", "all-gather")
+    # ZeRO-3 collectives one per weight tensor, and the host's per-rank loop of each (DeepSpeed's
+    # ZeRO-3 of 2021: cost/sharded.py Sharding.per_tensor, rank_host_s); later frameworks gather a
+    # unit's flat buffer in one collective
+    _p.setdefault("zero3_per_tensor", False)
+    _p.setdefault("collective_rank_host_s", 0.0)
+    # a cap on the gathered parameters a rank holds live, which stops the prefetch (DeepSpeed's
+    # stage3_max_live_parameters; engine/blocks.py unprefetched_share); None: no cap
+    _p.setdefault("zero3_max_live_params", None)
 
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
 FACTS = (
@@ -289,6 +301,8 @@ FACTS = (
     "zero1_shard_group",
     "zero1_grad_reduce",
     "zero1_param_sync",
+    "zero3_per_tensor",
+    "zero3_max_live_params",
     "moe_dispatchers",
     "moe_a2a_overlaps",
 )

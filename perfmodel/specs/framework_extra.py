@@ -1,6 +1,6 @@
 """Framework profiles derived from another one, each from the profile it runs like
-(specs/framework.py merges them): DeepSeek's HAI-LLM, AMD's Primus, InternEvo's hierarchical
-ZeRO-1 and the ROCm stacks."""
+(specs/framework.py merges them): DeepSeek's HAI-LLM, DeepSpeed's ZeRO-3 of 2021, AMD's Primus,
+InternEvo's hierarchical ZeRO-1 and the ROCm stacks."""
 
 from __future__ import annotations
 
@@ -47,11 +47,55 @@ def _hai_llm(PROFILES: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _deepspeed_2021(PROFILES: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """deepspeed-2021, from the deepspeed profile with Megatron-LM 2021's kernels."""
+    # Narayanan et al. 2021 (SC21) Sec. 5.2: "We integrated ZeRO into our codebase using the
+    # DeepSpeed Python library": Megatron-LM's 2021 layers (megatron-2021's kernels, timers and
+    # schedule, whose fitted step and micro-batch overheads come with them) under DeepSpeed's
+    # ZeRO-3 as released then (v0.3.16, 2021-04-29; runtime/zero/constants.py and stage3.py)
+    mega = PROFILES["megatron-2021"]
+    kernels = (
+        "flash_attention",
+        "attention_backend",
+        "persist_layer_norm",
+        "pointwise_kernels",
+        "step_overhead_s",
+        "microbatch_overhead_s",
+    )
+    return {
+        **PROFILES["deepspeed"],
+        **{k: mega[k] for k in kernels},
+        # ZERO3_OPTIMIZATION_OVERLAP_COMM_DEFAULT True: the reduce-scatters run on their own
+        # stream; the next sub-module's parameters are prefetched (stage3_prefetch_bucket_size
+        # 5e7 elements, stage3_max_live_parameters 1e9, reduce_bucket_size 5e8)
+        "overlap_grad_reduce": True,
+        "overlap_param_gather": True,
+        "zero3_prefetch_params": 5e7,
+        "zero3_reduce_bucket_params": 5e8,
+        # stage3_max_live_parameters: no prefetch while 1e9 gathered parameters are live
+        "zero3_max_live_params": 1e9,
+        # fetch_sub_module all-gathers each sub-module's own parameters (one collective per weight
+        # tensor; tensors under stage3_param_persistence_threshold 1e5, the biases and norms here,
+        # stay whole), then torch.cuda.synchronize()s (_synchronize_communication)
+        "zero3_per_tensor": True,
+        # the host's per-rank loop of each collective (cost/sharded.py Sharding.rank_host_s),
+        # fitted on Narayanan 2021 Table 2 (benchmarks/calibrate_zero3_2021.py)
+        "collective_rank_host_s": 27e-6,
+        # Megatron-LM 2021 has neither context nor expert parallelism, nor uneven stages
+        "context_parallel": False,
+        "cp_comm_types": (),
+        "expert_parallel": False,
+        "moe_dispatchers": (),
+        "uneven_stages": False,
+    }
+
+
 def extra_profiles(PROFILES: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """hai-llm, primus, internevo, megatron-rocm and torchtitan-rocm, from the megatron-core and
     fsdp profiles."""
     out: dict[str, dict[str, Any]] = {}
     out["hai-llm"] = _hai_llm(PROFILES)
+    out["deepspeed-2021"] = _deepspeed_2021(PROFILES)
     # AMD-AGI/Primus, Megatron-LM backend with Primus-pipeline (docs tech_blogs/primus_pipeline, PR
     # #513, 2026-02): Megatron-Core's values except where said
     out["primus"] = {

@@ -44,6 +44,7 @@ MEMORY_FACTS: dict[str, dict[str, Any]] = {
     "megatron-2022": MEGATRON,
     "megatron-core": MEGATRON,
     "deepspeed": MEGATRON,
+    "deepspeed-2021": MEGATRON,  # Megatron-LM's 2021 loss and layers
     "fsdp": {
         # F.cross_entropy on the fp32 copy of the 16-bit logits (torchtitan/components/loss.py
         # cross_entropy_loss: pred.flatten(0, 1).float()); the 2024-12 torchtitan compiles the

@@ -192,6 +192,14 @@ class Link(Spec):
             " group gets the whole bandwidth."
         ),
     )
+    nccl_hw: Literal["nvlink", "pci"] = Field(
+        "nvlink",
+        description=(
+            "The class of this link in NCCL's latency tables when it joins GPUs inside a node"
+            " (src/graph/tuning.cc, hwLatencies: NVLINK for NVLink and Infinity Fabric, PCI for a"
+            " PCIe switch); it sets the intra-node steps of a collective across nodes."
+        ),
+    )
     source: str = Field("", description="Where the figures come from (data sheet, measurement).")
 
 
@@ -234,6 +242,15 @@ class System(Spec):
         description=(
             "Rank order, innermost first: TP on consecutive GPUs of a node, "
             "then DP, then PP outermost (Megatron-LM's rank order), or PP before DP."
+        ),
+    )
+    nccl_algo: list[Literal["ring", "tree", "pat"]] | None = Field(
+        None,
+        description=(
+            "NCCL_ALGO: the algorithms NCCL may pick for a data-parallel collective across nodes"
+            " (ring, tree: all-reduce only, pat: all-gather and reduce-scatter with one rank a"
+            " node). Default: every one, NCCL's tuner picking the fastest by size and rank count"
+            " (docs/amd-and-scale.md)."
         ),
     )
 

@@ -138,6 +138,7 @@ class Training(Spec):
     expert_call_overhead_s: float = Field(
         0.0, ge=0, le=1, description=FLAGS["expert_call_overhead_s"]
     )
+    collective_rank_host_s: Seconds = Field(0.0, description=FLAGS["collective_rank_host_s"])
     step_overhead_s: Seconds = Field(
         0.0,
         description=(

@@ -1,0 +1,171 @@
+"""A collective across nodes as NCCL prices it and picks its algorithm and protocol.
+
+NCCL times every (algorithm, protocol) pair it may run with its own model and runs the fastest
+(NVIDIA/nccl, src/graph/tuning.cc at commit 5067397c2676d5aed50042fc39e5c8ee96eb0027,
+2026-06-11: ncclTopoTuneModel builds each pair's latency and bus bandwidth, and
+ncclTopoGetAlgoTime gives time = latency + bytes / algorithm bandwidth; NCCL_ALGO and
+NCCL_PROTO only narrow the pairs it may pick). This module is that model:
+
+- **Ring** (every collective): ``nsteps`` = 2 (n - 1) for an all-reduce, n - 1 for an all-gather
+  or a reduce-scatter; of them, one per node boundary crosses the network (2 (nodes - 1) for an
+  all-reduce, nodes - 1 else) and pays the network's per-step latency, the rest the intra-node
+  one, at least NCCL's network post overhead (1 us, 3 us with Simple) once the ring leaves a node.
+  A broadcast is the same pipelined ring, one chunk's path of n - 1 steps: NCCL's tuner charges
+  it n network steps instead ("waiting for proper chunk modeling"), which picks the same protocol
+  for the messages here (LL below a few MB) but is no time a chain takes.
+- **Tree** (all-reduce only): a chain inside each node and a double binary tree across nodes,
+  2 ((ppn - 1) intra + log2(nodes) network) steps, at 0.92 of the ring's bus bandwidth and half
+  of it as algorithm bandwidth (a size correction for medium messages).
+- **PAT** (all-gather and reduce-scatter, Simple, one rank per node only): log2(nodes) network
+  latencies / 3.5 plus 2.8 us per rank, at 0.75 of the bus bandwidth.
+- **Protocols**: LL moves 8 bytes a 16-byte line (half the bus bandwidth, at most 20.4 GB/s across
+  more than two nodes), LL128 120 of 128 (0.92), Simple all of it, each with its own per-step
+  latencies (LL's are the smallest).
+
+NVLS and NVLS-Tree (NVLink SHARP) and CollNet (in-network reduction) are not modelled: the
+presets name no SHARP switch. The bus bandwidth is the caller's (the link's achievable ring
+bandwidth, Link.ring_bandwidth); NCCL's per-channel caps are not applied.
+
+AMD's RCCL keeps NCCL's structure with its own tables per topology (ROCm/rccl
+src/graph/tuning.cc, tuning models 0-5: base latencies 12-17 us, network ring Simple steps of
+19.8-320 us): not modelled; no AMD run of the validation crosses nodes.
+
+Units: seconds, bytes, bytes/s (NCCL's tables are in us and GB/s). Every function works on
+floats and numpy arrays alike.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perfmodel.cost import Num
+
+PROTOCOLS = ("LL", "LL128", "Simple")
+US = 1e-6
+# ncclTunerConstantsDefaults.baseLatencies (us), per protocol LL, LL128, Simple
+BASE_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "pat": (8.0, 8.0, 8.0)}
+# ncclTunerConstantsDefaults.hwLatencies (us per step): NVLINK, PCI, NET
+HW_US = {
+    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "pat": (0.0, 0.0, 4.0)},
+    "pci": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "pat": (0.0, 0.0, 4.0)},
+    "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0), "pat": (0.0, 0.0, 14.0)},
+}
+# llMaxBws, more than two nodes, an x86 Intel host (an AMD host: 19.0 GB/s)
+LL_MAX_BW = 20.4e9
+# getNetOverhead: 1 us on an Intel x86 host (2 us on an AMD one), three times that with Simple
+NET_OVERHEAD_S = 1.0 * US
+# treeCorrectionFactor[protocol][log2(bytes / 64)], powers of two from 64 B to 256 MB
+TREE_CORRECTION = (
+    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0,
+     1.0, 1.0),
+    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0,
+     1.0, 1.0),
+    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9,
+     .9),
+)  # fmt: skip
+# ncclTopoGetAlgoTime: a ring Simple all-reduce across nodes pays its latency 1.4 times (the
+# "plateau effect of ring", Ampere and later)
+RING_PLATEAU = 1.4
+# a ring's bus bandwidth by protocol: LL carries 8 data bytes of each 16-byte line, LL128 120 of
+# 128 (ncclTopoTuneModel's refinements)
+PROTOCOL_BW = (0.5, 0.92, 1.0)
+KINDS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast")
+
+
+def _log2i(x: Num) -> Num:
+    """NCCL's log2i: the floor of log2, 0 for 1."""
+    return np.asarray(np.floor(np.log2(np.maximum(np.asarray(x, dtype=float), 1.0))))
+
+
+def _tree_correction(p: int, size: Num) -> Num:
+    """NCCL's static correction of a tree all-reduce's bandwidth for medium messages."""
+    log = np.asarray(_log2i(np.maximum(np.asarray(size, dtype=float) / 64.0, 1.0))).astype(int)
+    table = np.asarray(TREE_CORRECTION[p])
+    return np.where(log < 23, table[np.clip(log, 0, len(table) - 1)], 1.0)
+
+
+def _ring(kind: str, p: int, n: Num, ppn: Num, intra: str) -> tuple[Num, Num]:
+    """(latency s, bus-bandwidth factor) of a ring across nodes, protocol index p."""
+    nodes = np.maximum(n / ppn, 1.0)
+    base = BASE_US["ring"][p]
+    steps = 2.0 * (n - 1) if kind == "all-reduce" else n - 1
+    inter_steps = (2.0 if kind == "all-reduce" else 1.0) * (nodes - 1)
+    intra_lat = np.maximum(HW_US[intra]["ring"][p] * US, NET_OVERHEAD_S * (3 if p == 2 else 1))
+    # with one rank a node every step is a network step, priced at the tree's network latency
+    inter_lat = np.where(ppn <= 1, HW_US["net"]["tree"][p], HW_US["net"]["ring"][p]) * US
+    lat = base * US + (steps - inter_steps) * intra_lat + inter_steps * inter_lat
+    if kind == "all-reduce" and p == 2:
+        lat = lat * RING_PLATEAU
+    return lat, PROTOCOL_BW[p]
+
+
+def _tree(p: int, n: Num, ppn: Num, intra: str) -> tuple[Num, Num]:
+    """(latency s, bus-bandwidth factor) of NCCL's tree all-reduce across nodes."""
+    nodes = np.maximum(n / ppn, 1.0)
+    intra_lat = HW_US[intra]["tree"][p]
+    inter_lat = HW_US["net"]["tree"][p]
+    lat = BASE_US["tree"][p] + 2 * ((ppn - 1) * intra_lat + _log2i(nodes) * inter_lat)
+    factor = 0.92 * (1 / 3.8, 120 / 128, 1.0)[p]
+    return lat * US, factor
+
+
+def choices(
+    kind: str, size: Num, n: Num, ppn: Num, bus_bw: Num, intra: str = "nvlink"
+) -> dict[tuple[str, str], Num]:
+    """{(algorithm, protocol): seconds} of one collective of ``size`` bytes (the whole message:
+    the gathered tensor of an all-gather, the input of a reduce-scatter) over n ranks laid out
+    ``ppn`` to a node across more than one node, at a ring bus bandwidth of ``bus_bw`` bytes/s;
+    ``intra``: NCCL's hardware class of the intra-node link (nvlink or pci). The pairs NCCL may
+    not run are left out."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown collective {kind!r} for NCCL's tuner; use one of {KINDS}")
+    n = np.maximum(np.asarray(n, dtype=float), 1.0)
+    ppn = np.clip(np.asarray(ppn, dtype=float), 1.0, n)
+    size = np.asarray(size, dtype=float)
+    bus_bw = np.asarray(bus_bw, dtype=float)
+    out: dict[tuple[str, str], Num] = {}
+    nsteps = {"all-reduce": 2.0 * (n - 1), "broadcast": n}.get(kind, n - 1)
+    for p, proto in enumerate(PROTOCOLS):
+        lat, factor = _ring(kind, p, n, ppn, intra)
+        bw = bus_bw * factor
+        if p == 0:  # LL: at most NCCL's LL ceiling
+            bw = np.minimum(LL_MAX_BW, bw)
+        alg = bw * n / np.maximum(nsteps, 1.0) if kind != "broadcast" else bw
+        out[("ring", proto)] = lat + size / alg
+        if kind == "all-reduce":
+            lat, factor = _tree(p, n, ppn, intra)
+            bw = bus_bw * factor * _tree_correction(p, size)
+            if p == 0:
+                bw = np.minimum(LL_MAX_BW, bw)
+            out[("tree", proto)] = lat + size / (0.5 * bw)
+    if kind in ("all-gather", "reduce-scatter"):
+        nodes = np.maximum(n / ppn, 1.0)
+        lat = BASE_US["pat"][2] + _log2i(nodes) * HW_US["net"]["tree"][2] / 3.5 + n * 2.8
+        pat = lat * US + size / (0.75 * bus_bw)
+        out[("pat", "Simple")] = np.where(ppn <= 1, pat, np.inf)
+    return out
+
+
+def best(
+    kind: str,
+    size: Num,
+    n: Num,
+    ppn: Num,
+    bus_bw: Num,
+    intra: str = "nvlink",
+    algos: tuple[str, ...] = (),
+) -> Num:
+    """Seconds of the (algorithm, protocol) NCCL picks: the least of ``choices``, among
+    ``algos`` where given (NCCL_ALGO; a collective none of them runs falls back to the ring, as
+    NCCL does when NCCL_ALGO leaves a function no algorithm)."""
+    every = choices(kind, size, n, ppn, bus_bw, intra)
+    allowed = [t for (a, _), t in every.items() if not algos or a in algos]
+    times = allowed or [t for (a, _), t in every.items() if a == "ring"]
+    return np.asarray(np.minimum.reduce([np.asarray(t, dtype=float) for t in times]))
+
+
+def pick(kind: str, size: float, n: float, ppn: float, bus_bw: float, intra: str = "nvlink") -> str:
+    """The name of the pair NCCL picks for one collective ("tree/LL128"), floats only."""
+    times = choices(kind, size, n, ppn, bus_bw, intra)
+    algo, proto = min(times, key=lambda k: float(times[k]))
+    return f"{algo}/{proto}"
