@@ -269,3 +269,22 @@ def test_megatron_core_searches_its_distributed_optimizer_instances():
     assert shards & {2, 4, 8} and 0 in shards
     ds = plan.with_training(framework="deepspeed").with_parallel(dp_shard=None)
     assert {r.config.dp_shard for r in search(ds, top=20).results} == {0}  # no such knob
+
+
+def test_deepspeed_2021_zero3_holds_one_sub_module_gathered_not_a_layer():
+    """DeepSpeed's ZeRO-3 (v0.3.16, stage3.py) gathers one sub-module's weights at a time, prefetches
+    only while fewer than stage3_max_live_parameters (1e9) are live, and reduce-scatters each
+    gradient through a reduce_bucket_size (5e8) bucket. GPT 529.6B on 640 A100 (Narayanan 2021
+    Table 2): the largest tensor is the MLP's first weight, 4 h^2 = 1.68e9 parameters (h 20,480),
+    above the live limit, so nothing is prefetched beside it. Weights on the GPU: the fp16 shard
+    (2 P / 640) + that tensor gathered (2 B) + its fp16 gradient and fp16 reduce copy (4 B) + one
+    fp16 bucket: 12.7 GB, where a whole gathered layer (5e9 parameters) put the run over its
+    80 GB."""
+    case = next(c for c in presets.validation_cases() if c["name"] == "zero3-2021-529.6b-640gpu")
+    plan = case["plan"]
+    v = estimate(plan, resolve_config(plan)).values
+    unit = 4 * 20480**2
+    params = v["params_per_gpu"]
+    want = 2 * params / 640 + 2 * unit + 4 * unit + 2 * 5e8
+    assert v["weights_bytes"] == pytest.approx(want, rel=0.01)
+    assert v["fits"]

@@ -148,11 +148,19 @@ def sharding_buffers(st: Setting, k: Knobs, stages: Stages, params: Array, m: Ar
     profile = PROFILES[st.plan.training.framework]
     prefetch = profile["zero3_prefetch_params"]
     ahead = per_layer if prefetch is None else np.minimum(prefetch, params)
-    buffers = np.where(
-        z >= 3,
-        (per_layer + ahead) * p.weight_bytes + per_layer * (p.weight_bytes + p.reduce_bytes),
-        0.0,
-    )
+    unit = per_layer
+    if profile["zero3_per_tensor"]:
+        # DeepSpeed gathers one sub-module's weights at a time (fetch_sub_module) and prefetches
+        # while fewer than stage3_max_live_parameters are live; each gradient is reduce-scattered
+        # through a bucket of reduce_bucket_size as it is produced (stage3.py, v0.3.16): the
+        # largest weight tensor, what may be prefetched beside it, and one bucket
+        unit = np.minimum(per_layer, (_largest_weight(st) / k.tp)[:, None])
+        live = profile["zero3_max_live_params"] or np.inf
+        ahead = np.clip(np.minimum(ahead, live - unit), 0.0, None)
+    grads = unit * (p.weight_bytes + p.reduce_bytes)
+    if profile["zero3_per_tensor"]:
+        grads = grads + np.minimum(profile["zero3_reduce_bucket_params"], params) * p.reduce_bytes
+    buffers = np.where(z >= 3, (unit + ahead) * p.weight_bytes + grads, 0.0)
     once = profile["sharded_pipeline"] & (k.pp > 1)[:, None]
     # fully_shard(reshard_after_forward=False) (FSDP1's SHARD_GRAD_OP, DeepSpeed's
     # stage3 without re-partition) frees no gathered parameters between a layer's forward and its
@@ -169,6 +177,20 @@ def sharding_buffers(st: Setting, k: Knobs, stages: Stages, params: Array, m: Ar
         waiting = (z >= 2) & (np.asarray(m) > 1)[:, None] & ~once
         buffers = buffers + np.where(waiting, params * p.gradient_bytes, 0.0)
     return np.asarray(buffers)
+
+
+def _largest_weight(st: Setting) -> float:
+    """Parameters of the largest weight tensor of a decoder layer, unsharded (the sub-module
+    DeepSpeed's ZeRO-3 gathers at once)."""
+    kinds = [
+        moe for moe, n in ((True, st.moe_layers), (False, len(st.moe_pattern) - st.moe_layers)) if n
+    ]
+    return max(
+        float(np.max(op.params))
+        for moe in kinds
+        for op in decoder_layer(st.shape, Options(), 1, 1, 1, False, moe=moe).ops
+        if isinstance(op, Gemm)
+    )
 
 
 def states_lower_bound(plan: Plan, k: Knobs) -> Array:

@@ -26,7 +26,7 @@ from perfmodel.engine.evaluate import KEEP, evaluate_chunked
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import reserve_bytes, states_lower_bound
 from perfmodel.engine.rules import Reason
-from perfmodel.engine.space import enumerate_space
+from perfmodel.engine.space import CP_FLOOR_TOKENS, CP_MIN_TOKENS, enumerate_space
 from perfmodel.errors import PerfModelError
 from perfmodel.specs import Plan
 
@@ -96,13 +96,46 @@ def search(
     progress: Callable[[int, int], None] | None = None,
     keep_points: bool = False,
 ) -> SearchResult:
-    """Rank every feasible configuration by step time (or memory) and detail the top ones."""
+    """Rank every feasible configuration by step time (or memory) and detail the top ones. CP is
+    tried while each rank keeps CP_MIN_TOKENS of a sequence; where nothing fits so, the search is
+    run again with CP down to CP_FLOOR_TOKENS, as memory needs it, and each result whose CP chunk
+    is below what any published run used says so."""
     if top < 1:
         raise PerfModelError(f"--top must be at least 1, got {top}")
     if sort not in ("step_time", "memory"):
         raise PerfModelError(f"--sort must be step_time or memory, got {sort!r}")
+    args = (plan, top, sort, allow_cross_node_tp, progress, keep_points)
+    first = _search(*args, CP_MIN_TOKENS)
+    if first.results or plan.parallel.cp is not None or not plan.training.flash_attention:
+        return first
+    try:
+        wider = _search(*args, CP_FLOOR_TOKENS)
+    except PerfModelError:
+        return first
+    if not wider.results:
+        return first
+    for e in wider.results:
+        chunk = plan.seq_length // e.config.cp
+        if chunk < CP_MIN_TOKENS:
+            e.warnings.append(
+                f"cp({e.config.cp}) leaves {chunk:,} tokens a rank, fewer than any published run's"
+                f" CP chunk ({CP_MIN_TOKENS:,}): searched because nothing fits without it"
+            )
+    return wider
+
+
+def _search(
+    plan: Plan,
+    top: int,
+    sort: str,
+    allow_cross_node_tp: bool,
+    progress: Callable[[int, int], None] | None,
+    keep_points: bool,
+    cp_min_tokens: int,
+) -> SearchResult:
+    """search() over the space whose CP chunks keep ``cp_min_tokens`` tokens."""
     t0 = time.perf_counter()
-    space = enumerate_space(plan, allow_cross_node_tp)
+    space = enumerate_space(plan, allow_cross_node_tp, cp_min_tokens)
     knobs = space.knobs
     rejected = dict(space.rejected)
     if len(knobs) == 0:

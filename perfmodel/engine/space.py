@@ -75,9 +75,14 @@ def _expand(cols: dict[str, Array], name: str, values: Iterable[int]) -> dict[st
 # no run validated, and at a 4K sequence it quadrupled the search of a MoE plan. A plan or --cp
 # that fixes cp is taken as given.
 CP_MIN_TOKENS = 4096
+# where nothing fits with those, the search tries CP down to this many tokens a rank (Megatron-Core
+# runs it; memory may need it at a short sequence) and says so of each result below CP_MIN_TOKENS
+CP_FLOOR_TOKENS = 1024
 
 
-def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
+def enumerate_space(
+    plan: Plan, allow_cross_node_tp: bool = False, cp_min_tokens: int = CP_MIN_TOKENS
+) -> Space:
     """Every valid configuration as Knobs arrays, and what was rejected, by reason.
 
     Candidates are built stage by stage as arrays (tp; (tp, cp, pp); (ep, etp); (mbs, vp); then SP,
@@ -95,7 +100,7 @@ def enumerate_space(plan: Plan, allow_cross_node_tp: bool = False) -> Space:
         # gives, the search pins what it leaves free
         plan = plan.with_parallel(pp=1, recompute="none")
     b = _Builder(plan)
-    c = b.layouts(allow_cross_node_tp)
+    c = b.layouts(allow_cross_node_tp, cp_min_tokens)
     c = b.experts(c)
     c = b.micro(c)
     knobs = _categorical(c, plan.parallel, b.experts_n > 0, b.facts_of, b.counts)
@@ -154,7 +159,7 @@ class _Builder:
         alive = np.ones(c["tp"].size, bool)
         return _keep(c, apply_masks(stage, self.facts_of(c), alive, self.counts, unit, **kw))
 
-    def layouts(self, allow_cross_node_tp: bool) -> dict[str, Any]:
+    def layouts(self, allow_cross_node_tp: bool, cp_min_tokens: int) -> dict[str, Any]:
         """(tp, cp, pp) with dp = num_gpus / (tp cp pp); cp only with fused attention
         (Megatron-Core's CP needs it) while each rank keeps CP_MIN_TOKENS tokens."""
         fx, n, seq = self.fx, self.n, self.plan.seq_length
@@ -168,7 +173,7 @@ class _Builder:
         cps = (
             [fx.cp]
             if fx.cp
-            else [d for d in divisors(n) if d == 1 or (flash and seq // d >= CP_MIN_TOKENS)]
+            else [d for d in divisors(n) if d == 1 or (flash and seq // d >= cp_min_tokens)]
         )
         c = _expand(_expand(c, "cp", cps), "pp", self.fixed(divisors(n), "pp"))
         c = _keep(c, n % (c["tp"] * c["cp"] * c["pp"]) == 0)
