@@ -159,6 +159,8 @@ class Options:
     # under FP8 the experts' SwiGLU input is cached in FP8 and its output recomputed (DeepSeek-V3
     # report Sec. 3.3.2)
     fp8_swiglu_cache: bool = False
+    # the column-wise (transposed) FP8 copy made in a pass of its own from the row-wise one
+    fp8_transpose_pass: bool = False
     tp_overlap_ub: bool = False  # every TP collective under its GEMM (TE userbuffers)
     # FP8 weights cast once per step, not per micro-batch (FP8 parameter gather, or TE's weight
     # cache across a step's micro-batches)
@@ -352,7 +354,8 @@ def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
     element); in the backward every output gradient is cast the same way; the weights are cast
     (with their transposes) once per micro-batch, or once per step with the FP8 parameter
     gather. The router stays in 16/32-bit. Delayed scaling's amax bookkeeping rides in these
-    kernels."""
+    kernels. Where the transposed copy is made in a pass of its own (``o.fp8_transpose_pass``),
+    that pass reads the row-wise copy back, one quantized element more a cast."""
     weights = [g for g in ops if isinstance(g, Gemm) and g.params and not g.sixteen_bit]
     if not weights:
         return []
@@ -365,6 +368,8 @@ def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
     # the transpose), each with its block scales: FP8 2 + 2 x 1 = 4 B an element, MXFP8 4.06,
     # NVFP4 3.125 (its per-tensor amax rides in the same pass, as TE's delayed scaling's does)
     each = 2.0 + 2.0 * (o.gemm_bytes + o.scale_bytes) + (2.0 if eager else 0.0)
+    # a separate transposing pass reads the row-wise copy back: one more quantized read
+    each += (o.gemm_bytes + o.scale_bytes) if o.fp8_transpose_pass else 0.0
     inputs = sum((g.M * g.K * g.batch for g in weights if g.name not in fused), 0.0 * x.b)
     grads = sum((g.M * g.N * g.batch for g in weights), 0.0 * x.b)
     params = sum((g.K * g.N * g.batch for g in weights), 0.0 * x.b)

@@ -86,6 +86,7 @@ class Setting:
             bias_fused=tr.bias_gemm_fusion,
             fused_ce=tr.fused_cross_entropy,
             fp8_swiglu_cache=bool(PROFILES[tr.framework]["fp8_swiglu_cache"]) and p.gemm_bytes < 2,
+            fp8_transpose_pass=bool(PROFILES[tr.framework]["fp8_transpose_pass"]),
             tp_overlap_ub=tr.tp_comm_overlap_ub,
             fp8_param_gather=tr.fp8_param_gather or tr.fp8_weight_cache,
             expert_call_s=tr.expert_call_overhead_s,

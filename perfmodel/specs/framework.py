@@ -258,6 +258,10 @@ for _name, _p in PROFILES.items():
     _p.setdefault("zero1_shard_group", _name in ("megatron-core", "megatron-rocm"))
     _p.setdefault("zero1_grad_reduce", "reduce-scatter")
     _p.setdefault("zero1_param_sync", "all-gather")
+    # Transformer Engine writes an FP8 tensor's row-wise and column-wise (transposed) copies in one
+    # cast (its quantize_transpose kernels); a profile that makes the transposed copy in a pass of
+    # its own says so (hai-llm: DeepSeek-V3 report Sec. 3.3.4)
+    _p.setdefault("fp8_transpose_pass", False)
 
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
 FACTS = (
@@ -283,6 +287,7 @@ FACTS = (
     "loss_logit_bytes",
     "params_are_master",
     "fp8_swiglu_cache",
+    "fp8_transpose_pass",
     "sp_gathered_head_input",
     "zero1_shard_group",
     "zero1_grad_reduce",

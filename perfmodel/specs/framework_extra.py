@@ -19,6 +19,11 @@ def _hai_llm(PROFILES: dict[str, dict[str, Any]]) -> dict[str, Any]:
         # Sec. 3.3.3: the activations before the MoE up-projections and their gradients before the
         # down-projections are quantized to FP8 and then dispatched; both combines stay BF16
         "moe_fp8_dispatch": True,
+        # Sec. 3.3.4: forward activations are stored as 1 x 128 FP8 tiles; for the backward they
+        # are "read out, dequantized, transposed, re-quantized into 128 x 1 tiles, and stored in
+        # HBM", a pass of its own (deepseek-ai/profile-data train.json runs per_token_cast_to_fp8
+        # and per_channel_cast_and_transpose as separate kernels, 72 and 68 a pair of 4 layers)
+        "fp8_transpose_pass": True,
         # Sec. 3.2.2: node-limited dispatch (each token to at most 4 nodes, once per node, then over
         # NVLink), DeepEP's kernels as DeepSeek released them; the all-to-alls hide in DualPipe's
         # forward-backward pairs, not in Megatron-Core's combined 1F1B
