@@ -23,17 +23,25 @@ the V (last_pp_stage_rank 0), on the last rank in 1F1B.
 
 Run: python benchmarks/primus_vmin.py   (about a minute): the step ratios to 1F1B at the model's
 stage times and point-to-point time for the blog's Llama 2 runs, then how V-Min's moves with the
-weight gradient's share of the backward and with the transfer time.
+weight gradient's share of the backward and with the transfer time; last, the engine's throughput
+ratios for the blog's Qwen3-235B runs on 32 MI355X (PP 4, EP 8), whose batch the blog does not
+give: they are printed for m 8, 16 and 32, with no recompute (the blog's memory column falls from
+1F1B to V-Half to V-Min as activations do: 262, 258, 228 GB; under full recompute the model's
+would not move).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.inputs import presets
 from perfmodel.review.validate import run_case
 
 MEASURED = {"zbv": 0.886, "v-half": 0.923, "v-min": 1.130}  # the blog's step ratios to 1F1B
+# the blog's Qwen3-235B table, tokens/s a GPU over 1F1B's 2,742.4 (its "zero-bubble" is ZB-H1's
+# order, vpp 1; "zbv-formatted" is ZB-V)
+QWEN_MEASURED = {"zb-h1": 2963.1, "v-half": 2912.9, "v-min": 2200.6, "zbv": 2952.7}
 DELTA = {"F": 1, "B": 0, "W": -1}  # activations an op adds (zbv_greedy.py memory_delta)
 Op = tuple[str, int, int]  # kind, chunk, micro-batch
 
@@ -366,5 +374,40 @@ def main() -> None:
         print(f"  {share:.2f}     " + "  ".join(f"{v:8.3f}" for v in row))
 
 
+def qwen3_mi355x(m: int, schedule: str) -> float:
+    """The engine's tokens/s a GPU for the blog's Qwen3-235B layout with m micro-batches of 1."""
+    vp = 2 if schedule in ("v-half", "v-min", "zbv") else 1
+    plan = presets.plan_from_mapping(
+        {
+            "model": "qwen3-235b-a22b",
+            "system": {
+                "gpu": "mi355x",
+                "num_gpus": 32,
+                "gpus_per_node": 8,
+                "intra_node_link": "infinity-fabric-4",
+                "inter_node_link": "pollara-400",
+            },
+            "training": {"global_batch_size": 8 * m, "framework": "primus", "dtype": "bf16"},
+            "parallel": {
+                **{"tp": 1, "pp": 4, "dp": 8, "ep": 8, "vp": vp, "micro_batch_size": 1},
+                **{"schedule": schedule, "recompute": "none", "zero_stage": 1},
+            },
+        },
+        "primus-qwen3",
+    )
+    return float(estimate(plan, resolve_config(plan)).values["tokens_per_s_per_gpu"])
+
+
+def qwen() -> None:
+    print("Qwen3-235B on 32 MI355X, throughput over 1F1B's (the engine's greedy walk):")
+    print("  m   " + "  ".join(f"{k:>7}" for k in QWEN_MEASURED))
+    for m in (8, 16, 32):
+        base = qwen3_mi355x(m, "1f1b")
+        row = [qwen3_mi355x(m, k) / base for k in QWEN_MEASURED]
+        print(f"  {m:<3} " + "  ".join(f"{v:7.3f}" for v in row))
+    print("  blog" + "".join(f"  {v / 2742.4:7.3f}" for v in QWEN_MEASURED.values()))
+
+
 if __name__ == "__main__":
     main()
+    qwen()
