@@ -38,23 +38,28 @@ def test_conformal_rank():
 def test_coverage_out_of_sample_is_near_nominal():
     """benchmarks/band_coverage.py's figures: each run's out-of-sample error against the band the
     other sources give it. The typical band holds about 68% (nominal), the worst at least 90%, and
-    the typical half-width stays under 18% at the median (the bands before issue 28 held 30% and
+    the typical half-width stays under 22% at the median (the bands before issue 28 held 30% and
     72%, at a 5.9% median half-width; over the 74 runs then held, 68%, 93% and 12.8%; over the 103
-    held since, with the AMD, InternEvo, Primus and Blackwell MoE runs, 71%, 99% and 16.6%)."""
+    held since, with the AMD, InternEvo, Primus and Blackwell MoE runs, 71%, 99% and 16.6%; with
+    the MoE runs read at their recipes' switches (issue 30: Megatron-Bridge 26.04's forced balance,
+    DGX Cloud DeepSeek-V3's token drop), whose errors grew, 74%, 98% and 21.4%)."""
     c = uncertainty.coverage(_runs())
     assert c["runs"] >= 103
     assert 0.60 <= c["typical_coverage"] <= 0.76
     assert c["worst_coverage"] >= 0.90
-    assert c["median_typical_half_width"] <= 0.18
+    assert c["median_typical_half_width"] <= 0.22
     assert all(r["worst"] >= r["typical"] > 0 for r in c["rows"])
 
 
 def test_runs_no_fit_touches_are_out_of_sample_as_shipped():
-    """A source no calibration is fitted on (DeepSeek-V3, MLPerf) keeps its shipped error; one
-    every fit of which it sits in moves when it is left out."""
+    """A source no calibration is fitted on (DGX Cloud's MoE runs, MLPerf) keeps its shipped error;
+    one every fit of which it sits in moves when it is left out (the DeepSeek-V3 report's run, on
+    which its router family's load is fitted, goes to that family's prior)."""
     runs = presets.error_bands()["runs"]
     untouched = [r for r in runs.values() if r["refit"] == "no fit touches this source"]
-    assert {r["table"] for r in untouched} >= {"mlperf-llama31", "deepseek-v3-report"}
+    assert {r["table"] for r in untouched} >= {"mlperf-llama31", "dgxc-moe-2505"}
+    (report,) = [r for r in runs.values() if r["table"] == "deepseek-v3-report"]
+    assert report["oos_log_error"] < report["log_error"]
     assert all(r["oos_log_error"] == r["log_error"] for r in untouched)
     torchtitan = [r for r in runs.values() if r["table"] == "torchtitan-2412"]
     assert all(r["oos_log_error"] != r["log_error"] for r in torchtitan)
