@@ -103,9 +103,11 @@ def test_the_communication_sms_cost_the_whole_pair_not_only_the_bytes():
     assert float(paired_cost(0.01, 0.1, c)) == pytest.approx(c * 0.88 * 0.1)
     assert float(paired_cost(0.095, 0.1, c)) == pytest.approx(c * 0.095)
     assert float(paired_cost(0.3, 0.1, c)) == pytest.approx(0.2 + c * 0.1)
+    # no expert all-to-all (a dense model), no communication kernels beside the compute
+    assert float(paired_cost(0.0, 0.1, c)) == 0.0
     # arrays in, arrays out
-    out = paired_cost(np.array([0.01, 0.3]), np.array([0.1, 0.1]), c)
-    assert out.shape == (2,) and out[1] > out[0]
+    out = paired_cost(np.array([0.0, 0.01, 0.3]), np.array([0.1, 0.1, 0.1]), c)
+    assert out.shape == (3,) and out[0] == 0.0 < out[1] < out[2]
 
 
 def test_deepseek_makes_the_transposed_fp8_copy_in_a_pass_of_its_own():

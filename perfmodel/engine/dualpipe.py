@@ -36,9 +36,10 @@ def paired_cost(ep: Array, compute: Array, penalty: float) -> Array:
     outlasts the other chunk's compute by, plus ``penalty`` (``contention``) of the time the
     compute runs beside the communication kernels' SMs, COMM_SM_OCCUPANCY of the compute or the
     all-to-all itself, whichever is longer (cost/collectives.overlapped_time counts only the
-    latter)."""
-    beside = np.maximum(np.minimum(ep, compute), COMM_SM_OCCUPANCY * np.asarray(compute))
-    return np.asarray(np.maximum(0.0, ep - compute) + penalty * beside)
+    latter). Without an all-to-all (no expert parallelism) there are no such kernels: 0."""
+    ep, compute = np.asarray(ep, dtype=float), np.asarray(compute, dtype=float)
+    beside = np.maximum(np.minimum(ep, compute), COMM_SM_OCCUPANCY * compute)
+    return np.asarray(np.maximum(0.0, ep - compute) + penalty * np.where(ep > 0, beside, 0.0))
 
 
 def ranks(
