@@ -13,6 +13,7 @@ import numpy as np
 
 from perfmodel.cost import Num
 
+from .moe_kernels import mla_assembly
 from .ops import Collective, FusedAttention, Gemm, OpDesc, Pointwise, Transfer, tag
 from .shapes import (
     LayerShape,
@@ -142,7 +143,7 @@ def _mla_projections(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
             modules=("mla_up_proj",),
         ),
     ]
-    return ops
+    return ops + mla_assembly(m, o, x)
 
 
 def attention_core(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:

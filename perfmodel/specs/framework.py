@@ -201,6 +201,17 @@ PROFILES: dict[str, dict[str, Any]] = {
         # --moe; mean |error| 17.2% -> 10.2%, leave-one-out 11.4%, the 26.04 H100 runs at their
         # recipe's forced balance)
         "expert_call_overhead_s": 35e-6,
+        # Megatron-Core's MoE module at the commits the runs name (NVIDIA/Megatron-LM 2edffadb, the
+        # Megatron-Bridge v0.4.2 submodule; 7094270, DGX Cloud's core_r0.12.0): the alltoall
+        # dispatcher sorts the received tokens by local expert and back (token_dispatcher.py,
+        # sort_chunks_by_idxs), TEGroupedMLP pads each expert's rows for FP8 (Transformer Engine's
+        # Fp8Padding) and adds fc2's bias expert by expert in fp32 (experts.py, _apply_bias)
+        "megatron_moe_kernels": True,
+        # YaRN-scaled RoPE runs unfused, as PyTorch ops: Megatron-Core 0.12 refuses RoPE fusion for
+        # MLA's YaRN (multi_latent_attention.py), NeMo's DeepSeekV3Config and Megatron-Bridge's
+        # DeepSeekV3Bridge set apply_rope_fusion False, and Bridge turns it off for any position
+        # embedding but plain RoPE (utils/fusions.py), gpt-oss's yarn included
+        "yarn_rope_fused": False,
         # 16-bit tokens in every dispatcher (fused_a2a.py: max(element_size, 2) bytes), not searched
         "moe_fp8_dispatch": False,
         # NeMo 2 / Bridge recipes: alltoall (TransformerConfig's default: allgather), no overlap;
@@ -263,6 +274,8 @@ for _name, _p in PROFILES.items():
     # cast (its quantize_transpose kernels); a profile that makes the transposed copy in a pass of
     # its own says so (hai-llm: DeepSeek-V3 report Sec. 3.3.4)
     _p.setdefault("fp8_transpose_pass", False)
+    _p.setdefault("megatron_moe_kernels", False)
+    _p.setdefault("yarn_rope_fused", True)
 
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
 FACTS = (
@@ -289,6 +302,8 @@ FACTS = (
     "params_are_master",
     "fp8_swiglu_cache",
     "fp8_transpose_pass",
+    "megatron_moe_kernels",
+    "yarn_rope_fused",
     "sp_gathered_head_input",
     "zero1_shard_group",
     "zero1_grad_reduce",
