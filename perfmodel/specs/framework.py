@@ -198,8 +198,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_weight_cache": True,
         # TEGroupedMLP issues each local expert's GEMM from a host loop over the token counts
         # it synchronized for; fitted on the ten MoE runs (benchmarks/calibrate_overheads.py
-        # --moe; mean |error| 17.2% -> 10.2%, leave-one-out 11.4%, the 26.04 H100 runs at their
-        # recipe's forced balance)
+        # --moe; mean |error| 15.2% at none -> 8.2%, leave-one-out 8.9%, the 26.04 H100 runs at
+        # their recipe's forced balance, Megatron-Core's MoE kernels priced: cost/moe_kernels.py)
         "expert_call_overhead_s": 35e-6,
         # Megatron-Core's MoE module at the commits the runs name (NVIDIA/Megatron-LM 2edffadb, the
         # Megatron-Bridge v0.4.2 submodule; 7094270, DGX Cloud's core_r0.12.0): the alltoall
