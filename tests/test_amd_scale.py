@@ -272,8 +272,8 @@ def test_megatron_core_searches_its_distributed_optimizer_instances():
 
 
 def test_deepspeed_2021_zero3_holds_one_sub_module_gathered_not_a_layer():
-    """DeepSpeed's ZeRO-3 (v0.3.16, stage3.py) gathers one sub-module's weights at a time, prefetches
-    only while fewer than stage3_max_live_parameters (1e9) are live, and reduce-scatters each
+    """DeepSpeed's ZeRO-3 (v0.3.16, stage3.py) gathers one sub-module's weights at a time,
+    prefetches only while fewer than stage3_max_live_parameters (1e9) are live, reduce-scatters each
     gradient through a reduce_bucket_size (5e8) bucket. GPT 529.6B on 640 A100 (Narayanan 2021
     Table 2): the largest tensor is the MLP's first weight, 4 h^2 = 1.68e9 parameters (h 20,480),
     above the live limit, so nothing is prefetched beside it. Weights on the GPU: the fp16 shard

@@ -21,6 +21,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import calibrate_cdna as cc  # noqa: E402
 import calibrate_gpu as cg  # noqa: E402
 import calibrate_overheads as co  # noqa: E402
+import moe_imbalance as mi  # noqa: E402
+import primus_vmin as pv  # noqa: E402
+
+from perfmodel.specs.router import ROUTER_LOAD  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +68,20 @@ def test_the_cdna_fractions_are_what_their_script_fits():
         g = presets.gpu(key)
         for k, v in cc.gpu_fields(key, f).items():
             assert getattr(g, k) == pytest.approx(v, abs=1e-4), (key, k)
+
+
+def test_the_aux_free_bias_load_is_what_its_script_fits():
+    """benchmarks/moe_imbalance.py --fit: the family's one dropless run as it trained (the
+    DeepSeek-V3 report's), on the script's grid."""
+    cases = {c["name"]: c for c in presets.validation_cases()}
+    runs = [cases[n] for n in mi.FAMILY_RUNS["aux_free_bias"]]
+    grid = [round(1.2 + 0.01 * i, 2) for i in range(81)]
+    assert ROUTER_LOAD["aux_free_bias"] == mi.fit_family(runs, grid)
+
+
+def test_primus_tables_rebuilt_give_primus_own_simulator_figures():
+    """benchmarks/primus_vmin.py rebuilds Primus-pipeline's zbv-formatted, V-Half and V-Min tables:
+    at F = B = W and no transfer time they take what Primus's simulator prints for p 8, m 32 (the
+    blog's simulator_shell.png): 1F1B 117, ZBV 99.5, V-Half 104.5, V-Min 109 (thousand units)."""
+    got = pv.ratios(8, 32, 1.0, 1.0, 1.0, (0.0, 0.0, 0.0), 0.0)
+    assert got == pytest.approx({"zbv": 99.5 / 117, "v-half": 104.5 / 117, "v-min": 109 / 117})

@@ -7,10 +7,12 @@ from helpers import deepseek_v3
 
 from perfmodel.cost import collectives as coll
 from perfmodel.cost import pipeline as pipe
+from perfmodel.cost.ops import Pointwise
 from perfmodel.cost.stages import build_stages
 from perfmodel.engine.blocks import dispatch_scale
-from perfmodel.engine.dualpipe import contention
+from perfmodel.engine.dualpipe import COMM_SM_OCCUPANCY, contention, paired_cost
 from perfmodel.engine.estimate import estimate, per_layer_ops, resolve_config
+from perfmodel.engine.per_layer import layer_block
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.specs import Precision
@@ -72,10 +74,11 @@ def test_a_rank_holds_stage_i_and_stage_p_minus_1_minus_i():
 
 def test_an_f_and_b_pair_hides_the_expert_all_to_all():
     """In a pair each chunk's all-to-all runs behind the other's compute, at the cost of the 20
-    SMs the report gives its kernels (20 / 112 of the hidden time on H100's 132 SMs); the rest of
-    the chunks run alone. The slowest (middle) stage's EP line under DualPipe is then m (rho
-    overlapped(E, C) + (1 - rho) E), E and C its per-micro-batch all-to-all and compute under
-    1F1B, rho = (m - 3p/2 + 2) / m (the fewest pairs of a middle rank, h = 1)."""
+    SMs the report gives its kernels (20 / 112 of the time the compute runs beside them, on H100's
+    132 SMs: 88% of it, as deepseek-ai/profile-data's trace ran); the rest of the chunks run alone.
+    The slowest (middle) stage's EP line under DualPipe is then m (rho paired(E, C) + (1 - rho) E),
+    E and C its per-micro-batch all-to-all and compute under 1F1B, rho = (m - 3p/2 + 2) / m (the
+    fewest pairs of a middle rank, h = 1)."""
     one = estimate(p := _deepseek("1f1b"), resolve_config(p), simulate=False).values
     dual = estimate(p := _deepseek(), resolve_config(p), simulate=False).values
     assert not one["slowest_stage_is_first"] and dual["slowest_stage_class"] in (1, 2)
@@ -83,12 +86,56 @@ def test_an_f_and_b_pair_hides_the_expert_all_to_all():
     E = one["ep_comm"] / m
     C = (one["forward"] + one["backward"] + one["recompute"]) / m
     rho = (m - 1.5 * 16 + 2) / m
-    hidden = float(coll.overlapped_time(E, C, contention(132)))
+    hidden = max(E - C, 0.0) + contention(132) * max(min(E, C), COMM_SM_OCCUPANCY * C)
     assert contention(132) == pytest.approx(20 / 112)
+    # the kernels hold their SMs longer than the bytes take to move: more than overlapped_time's
+    assert hidden > float(coll.overlapped_time(E, C, contention(132)))
     assert dual["ep_comm"] == pytest.approx(m * (rho * hidden + (1 - rho) * E), rel=1e-9)
     assert dual["ep_comm"] < one["ep_comm"] and dual["bubble"] < one["bubble"]
     # the p2p sends of the paired chunks hide too
     assert dual["pp_comm"] < one["pp_comm"]
+
+
+def test_the_communication_sms_cost_the_whole_pair_not_only_the_bytes():
+    """deepseek-ai/profile-data train.json: in an F&B pair of 4 MoE layers (H800, EP 64) the
+    DeepEP kernels run beside 88% of the compute (104.2 of 118.2 ms), far longer than their bytes
+    take, so the compute pays the 20 SMs' share over that time; an all-to-all longer than the
+    compute still shows its excess."""
+    c = contention(132)
+    assert float(paired_cost(0.01, 0.1, c)) == pytest.approx(c * 0.88 * 0.1)
+    assert float(paired_cost(0.095, 0.1, c)) == pytest.approx(c * 0.095)
+    assert float(paired_cost(0.3, 0.1, c)) == pytest.approx(0.2 + c * 0.1)
+    # no expert all-to-all (a dense model), no communication kernels beside the compute
+    assert float(paired_cost(0.0, 0.1, c)) == 0.0
+    # arrays in, arrays out
+    out = paired_cost(np.array([0.0, 0.01, 0.3]), np.array([0.1, 0.1, 0.1]), c)
+    assert out.shape == (3,) and out[0] == 0.0 < out[1] < out[2]
+
+
+def test_deepseek_makes_the_transposed_fp8_copy_in_a_pass_of_its_own():
+    """DeepSeek-V3 report Sec. 3.3.4: the 1 x 128 FP8 activations are read back, transposed and
+    re-quantized into 128 x 1 tiles; Transformer Engine writes both copies in one cast. Under
+    hai-llm each cast reads one quantized element more (1 + 4/128 B); Megatron-Core's do not."""
+    training = {"dtype": "fp8", "fp8_recipe": "blockwise", "moe_token_dispatcher_type": "deepep"}
+    plans = {
+        fw: deepseek_v3({**training, "framework": fw}, schedule="1f1b")
+        for fw in ("hai-llm", "megatron-core")
+    }
+    casts = {}
+    for fw, plan in plans.items():
+        block = layer_block(plan, resolve_config(plan))
+        # the bytes an element each cast moves (its launches aside: Megatron-Core's grouped experts
+        # are quantized expert by expert, cost/shapes.fp8_casts)
+        casts[fw] = {
+            o.name: o.fwd_bytes_per_el + o.bwd_bytes_per_el
+            for o in block.ops
+            if isinstance(o, Pointwise) and "FP8 cast of" in o.name
+        }
+    blockwise = Precision.of("fp8", True, "adam", fp8_recipe="blockwise")
+    one_pass = 2 + 2 * (1 + blockwise.scale_bytes)
+    for name in ("FP8 cast of GEMM inputs", "FP8 cast of output gradients"):
+        ratio = casts["hai-llm"][name] / casts["megatron-core"][name]
+        assert ratio == pytest.approx((one_pass + 1 + blockwise.scale_bytes) / one_pass)
 
 
 def test_two_copies_of_the_parameters_and_their_optimizer_shards_once():

@@ -13,6 +13,7 @@ from perfmodel.cli import main
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import load_plan, presets
 from perfmodel.review.validate import measured_step_time, run_case, validate
+from perfmodel.specs.router import ROUTER_LOAD
 
 
 @pytest.fixture(scope="module")
@@ -307,32 +308,81 @@ def test_blackwell_targets(report):
 
 def test_moe_runs_target(report):
     """Issue 21: the MoE runs (the model zoo's EP/PP layouts, the 2026 runs and the DeepSeek-V3
-    report's), mean |error| <= 12%, max <= 25%."""
+    report's), mean |error| <= 10%, max <= 20% (issue 30: 8.3% and 19.1% once Megatron-Core's
+    sort by local expert, FP8 row padding, per-expert fc2 bias, YaRN RoPE as PyTorch ops and FP8
+    current scaling's amax pass are priced, cost/moe_kernels.py; they were 11.1% and 25.4%).
+    Megatron-Bridge 26.04's H100 runs: gpt-oss-120B within 12%, Qwen3-30B-A3B within 20%."""
     tables = ("moezoo-qwen3-235b", "moe-2026", "deepseek-v3-report")
-    errs = [abs(c.error_pct) for c in report.cases if c.table in tables]
+    errs = {c.name: abs(c.error_pct) for c in report.cases if c.table in tables}
     assert len(errs) == 7
-    assert sum(errs) / len(errs) <= 12.0 and max(errs) <= 25.0
+    assert sum(errs.values()) / len(errs) <= 10.0 and max(errs.values()) <= 20.0, errs
+    assert errs["moe26-gptoss-120b-h100-bf16-64gpu"] <= 12.0
+    assert errs["moe26-qwen3-30b-h100-fp8-16gpu"] <= 20.0
+
+
+# the runs of shared/validation/published-2026b.yaml with a step time (issue 30): Megatron-Bridge
+# 26.04's MoE runs on Blackwell, DGX Cloud v25.05's, torchtitan's Llama 3.1 405B at PP 8
+PUBLISHED_2026B = ("mbridge-moe-blackwell", "dgxc-moe-2505")
+TITAN_PP8 = ("titan-405b-512gpu-pp8-1f1b", "titan-405b-512gpu-pp8-interleaved")
+KNOWN_MISSES = ("dgxc-deepseek-v3-h100-bf16-1024gpu", "mb2604-gptoss-120b-gb200-bf16-64gpu")
+
+
+def test_published_2026b_moe_and_schedule_runs(report):
+    """Issue 30: the eleven MoE and schedule runs of published-2026b.yaml within 10% on average
+    (8.5%), and each within 12% but the two strict xfails below (DGX Cloud's DeepSeek-V3,
+    gpt-oss-120B on GB200)."""
+    errs = {
+        c.name: abs(c.error_pct)
+        for c in report.cases
+        if c.table in PUBLISHED_2026B or c.name in TITAN_PP8
+    }
+    assert len(errs) == 11
+    assert sum(errs.values()) / len(errs) <= 10.0, errs
+    for name, e in errs.items():
+        if name not in KNOWN_MISSES:
+            assert e <= 12.0, (name, e)
 
 
 def test_deepseek_v3_as_its_report_trained_it(report):
-    """Issue 21: DeepSeek-V3 at the report's layout (DualPipe, EP 64, 2,048 H800) within 15% of
-    its 1,543 tokens/s a GPU, a whole-run figure met with the run's goodput."""
+    """Issue 30: DeepSeek-V3 at the report's layout (DualPipe, EP 64, 2,048 H800) within 10% of
+    its 1,543 tokens/s a GPU, a whole-run figure met with the run's goodput. Its router family's
+    load is fitted on this run alone (benchmarks/moe_imbalance.py --fit), so it is also held out of
+    sample: at the family's prior, aux_loss's load, it stays within 7% (-5.7%)."""
     (case,) = [c for c in report.cases if c.table == "deepseek-v3-report"]
     tokens_per_s = case.plan.training.global_batch_size * 4096 / case.predicted_s / 2048
-    assert abs(tokens_per_s / 1543 - 1) <= 0.15
+    assert abs(tokens_per_s / 1543 - 1) <= 0.10
     assert case.estimate.config.schedule == "dualpipe" and case.plan.training.framework == "hai-llm"
     assert case.predicted_s > case.estimate.values["step_time_s"]  # the goodput is in
+    cases = {c["name"]: c for c in presets.validation_cases()}
+    c = cases[case.name]
+    prior = c["plan"].model.model_copy(update={"moe_load_imbalance": ROUTER_LOAD["aux_loss"]})
+    held_out = run_case({**c, "plan": c["plan"].model_copy(update={"model": prior})})
+    assert abs(held_out.error_pct) <= 7.0, held_out.error_pct
 
 
 def test_dgx_cloud_moe_runs(report):
-    """Issue 30: Grok-1, DeepSeek-V3 and Llama 4 Maverick as NVIDIA's DGX Cloud recipes ran them
-    (NeMo 25.04: token dropping at capacity 1 with padding for Grok-1 and Llama 4, DeepSeek-V3
-    dropless with its auxiliary-loss-free router), each within 12% and within 10% on average.
-    DeepSeek-V3's run is the one its router family's load is fitted on (benchmarks/moe_imbalance.py
-    --fit); Grok-1 and Llama 4 are checks (their load is the capacity)."""
-    t = report.tables["dgxc-moe-2505"]
-    assert t["cases"] == 3
-    assert t["max_abs_error_pct"] <= 12.0 and t["mean_abs_error_pct"] <= 10.0
+    """Issue 30: Grok-1 and Llama 4 Maverick as NVIDIA's DGX Cloud recipes ran them (NeMo 25.04:
+    token dropping at capacity 1 with padding), each within 12%: checks, their load is the
+    capacity's."""
+    errs = {c.name: c.error_pct for c in report.cases if c.table == "dgxc-moe-2505"}
+    assert len(errs) == 3
+    for name in ("dgxc-grok1-314b-h100-bf16-512gpu", "dgxc-llama4-maverick-h100-bf16-512gpu"):
+        assert abs(errs[name]) <= 12.0, (name, errs[name])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "DeepSeek-V3 on 1,024 H100 (DGX Cloud v25.05.01) drops tokens at capacity 1 with padding"
+        " (NeMo 7a8f1cc's pretrain_deepseek_v3.py, USE_TOKEN_DROP) and recomputes mla_up_proj:"
+        " read so, it is predicted 15% fast with Megatron-Core's sort by local expert and MLA's"
+        " unfused YaRN RoPE and Q/K/V copies priced (18% before); what else Megatron-Core 0.12"
+        " runs on Hopper is not found (issue 30, docs/moe.md)"
+    ),
+)
+def test_dgx_cloud_deepseek_v3(report):
+    (case,) = [c for c in report.cases if c.name == "dgxc-deepseek-v3-h100-bf16-1024gpu"]
+    assert abs(case.error_pct) <= 12.0
 
 
 def test_megatron_bridge_moe_on_blackwell(report):
@@ -350,8 +400,10 @@ def test_megatron_bridge_moe_on_blackwell(report):
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "gpt-oss-120B on 64 GB200 (BF16, EP 64 in one NVL72 rack) is predicted ~38% fast and"
-        " what its stack does differently is not found yet (issue 30)"
+        "gpt-oss-120B on 64 GB200 (BF16, EP 64 in one NVL72 rack) is predicted 49% fast at the"
+        " switches its V2 preset runs (router forced to balance, EP overlap on), with its"
+        " per-expert fc2 bias and unfused YaRN RoPE priced; the same model on H100 is 12% fast;"
+        " Blackwell's BF16 GEMM fraction is assumed, not fitted (issue 30, docs/moe.md)"
     ),
 )
 def test_megatron_bridge_gpt_oss_on_gb200(report):

@@ -137,11 +137,15 @@ def primus():
 def test_primus_schedules_step_ratios_to_1f1b(primus):
     """Primus-pipeline's Llama 2 7B (16 layers) on 8 MI300X, PP 8, m 32 (AMD-AGI/Primus tech blog):
     measured ZB-V 0.89x, V-Half 0.92x, V-Min 1.13x, interleaved 0.92x of 1F1B's step. Ratios do not
-    depend on the GPU's absolute rate (the MI300X preset's is assumed). Within 0.05, except V-Min:
-    0.07 (issue 30 asks 0.05; the greedy V-Min walk idles less than Primus's V-Min ran)."""
+    depend on the GPU's absolute rate (the MI300X preset's is assumed). Each within issue 30's
+    0.05: ZB-V +0.010, V-Half +0.048, V-Min -0.027, interleaved +0.016 with the MI300X's and
+    Infinity Fabric's current figures (V-Min had been 0.067 off before them). Primus's own tables
+    and runtime, rebuilt in benchmarks/primus_vmin.py, put V-Min at 1.02 at these stage times: its
+    steps leave no slack for a transfer or for B and W of unequal length, so where it lands hangs on
+    the MI300X's W share and transfer time (that script's table); the greedy walk is kept."""
     base_meas = primus["1f1b"].measured_s
     base_pred = primus["1f1b"].predicted_s
-    bounds = {"zbv": 0.05, "v-half": 0.05, "interleaved": 0.05, "v-min": 0.07}
+    bounds = {"zbv": 0.05, "v-half": 0.05, "interleaved": 0.05, "v-min": 0.05}
     for name, bound in bounds.items():
         r = primus[name]
         measured = r.measured_s / base_meas

@@ -13,6 +13,7 @@ import numpy as np
 
 from perfmodel.cost import Num
 
+from .moe_kernels import mla_assembly
 from .ops import Collective, FusedAttention, Gemm, OpDesc, Pointwise, Shard, Transfer, tag
 from .shapes import (
     LayerShape,
@@ -113,11 +114,12 @@ def _mla_projections(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
         ]
     else:
         ops.append(from_norm("Q projection", a * qk, "column", t))
-    return ops + [
+    ops += [
         from_norm("KV down-projection", m.kv_lora + m.qk_rope, "replicated"),
         latent_norm("KV norm", m.kv_lora),
         up("KV up-projection", m.kv_lora, a * (m.qk_nope + m.v_head)),
     ]
+    return ops + mla_assembly(m, o, x)
 
 
 def attention_core(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:

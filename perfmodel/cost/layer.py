@@ -242,8 +242,8 @@ def _time_gemm(hw: Hardware, g: Gemm, dt: float) -> tuple[Op, Num, Num]:
 
 
 def _time_pointwise(hw: Hardware, p: Pointwise) -> Op:
-    """Memory-bound: bytes / (HBM BW x efficiency) + overhead. A pass that moves no bytes (a
-    backward-only kernel) launches nothing there."""
+    """Memory-bound: bytes / (HBM BW x efficiency) + the overhead of each of its kernels. A pass
+    that moves no bytes (a backward-only kernel) launches nothing there."""
     el = np.asarray(p.elements, dtype=float)
     hbm_eff = hw.hbm_eff * (hw.core_eff if p.attention_core else 1.0)
 
@@ -251,7 +251,13 @@ def _time_pointwise(hw: Hardware, p: Pointwise) -> Op:
         if not bytes_per_el:
             return np.zeros(el.shape)
         t = kernel_time(
-            el * p.flops_per_el, el * bytes_per_el, hw.peak, hw.hbm_bw, 1.0, hbm_eff, hw.overhead_s
+            el * p.flops_per_el,
+            el * bytes_per_el,
+            hw.peak,
+            hw.hbm_bw,
+            1.0,
+            hbm_eff,
+            hw.overhead_s * np.asarray(p.kernels),
         )
         return np.where(el > 0, t, 0.0)  # no elements, no launch
 

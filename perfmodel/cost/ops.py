@@ -106,7 +106,9 @@ class FusedAttention:
 class Pointwise:
     """A memory-bound kernel over ``elements`` (one rank): bytes per element read and written
     forward and backward (0: no kernel in that pass), FLOPs per element. ``params``: the
-    whole model's parameters it owns (a norm's gamma and beta)."""
+    whole model's parameters it owns (a norm's gamma and beta). ``kernels``: the launches that
+    move those bytes in each pass (an op issued in pieces, one per expert, pays the per-kernel
+    overhead each time)."""
 
     name: str
     elements: Num
@@ -119,6 +121,7 @@ class Pointwise:
     saved: Num = 0.0
     saved_core: Num = 0.0
     modules: tuple[str, ...] = ()
+    kernels: Num = 1.0
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ class LayerShape:
     moe_ffn: int = 0  # f_e
     shared_ffn: int = 0  # inner size of the shared experts, all together
     imbalance: float = 1.0  # busiest expert rank's tokens over the mean
+    padded: bool = False  # every expert's input padded to its capacity (token dropping)
     q_lora: int = 0  # MLA (DeepSeek-V2/V3); kv_lora > 0 means MLA
     kv_lora: int = 0
     qk_nope: int = 0
@@ -57,6 +58,7 @@ class LayerShape:
     chunk: int = 0  # chunked attention (Llama 4): keys only within a chunk of this many tokens
     chunk_share: float = 0.0
     rope: bool = False  # rotary position embedding applied to q and k in every layer
+    yarn: bool = False  # the RoPE is YaRN-scaled (an mscale and per-band frequencies)
 
     @classmethod
     def of(cls, model: Model) -> LayerShape:
@@ -72,7 +74,8 @@ class LayerShape:
             bias=model.has_bias,
             norm=model.norm,
             learned_positions=model.position_embedding == "learned",
-            rope=model.position_embedding == "rope",
+            rope=model.position_embedding in ("rope", "yarn"),
+            yarn=model.position_embedding == "yarn",
             tied=model.tied_embeddings,
             head_dim=model.head_dim,
             activation=model.mlp,
@@ -83,6 +86,7 @@ class LayerShape:
             moe_ffn=(model.moe_ffn_hidden_size or model.ffn) if moe else 0,
             shared_ffn=(model.moe_shared_expert_intermediate_size or 0) if moe else 0,
             imbalance=model.load_imbalance if moe else 1.0,
+            padded=bool(moe and model.moe_pad_expert_input_to_capacity),
             q_lora=model.q_lora_rank or 0,
             kv_lora=model.kv_lora_rank or 0,
             qk_nope=model.qk_head_dim or 0,
@@ -163,12 +167,22 @@ class Options:
     # output projection's weight gradient (DeepSeek-V3 report Sec. 3.3.3: E5M6, 12 bits); 0: the
     # 16-bit output with the projection's own low-precision copy
     attn_out_bytes: float = 0.0
+    # the column-wise (transposed) FP8 copy made in a pass of its own from the row-wise one
+    fp8_transpose_pass: bool = False
     tp_overlap_ub: bool = False  # every TP collective under its GEMM (TE userbuffers)
     # FP8 weights cast once per step, not per micro-batch (FP8 parameter gather, or TE's weight
     # cache across a step's micro-batches)
     fp8_param_gather: bool = False
     # host time per local expert of a grouped GEMM pass (framework profile, fitted)
     expert_call_s: float = 0.0
+    # Megatron-Core's MoE module: the alltoall dispatcher's sort by local expert, Transformer
+    # Engine's FP8 row padding of the grouped GEMMs, the experts' fc2 bias added expert by expert
+    # (cost/moe_kernels.py)
+    megatron_moe: bool = False
+    # YaRN RoPE in one fused kernel (False: Megatron-Core's PyTorch ops, cost/moe_kernels.py)
+    yarn_rope_fused: bool = True
+    # FP8 with current (tensorwise) scaling, Transformer Engine's Float8CurrentScalingQuantizer
+    fp8_current: bool = False
     # fused: hand-fused kernels (Megatron, TE); eager: PyTorch ops one kernel each; compiled:
     # Inductor's fusion of each pointwise chain between GEMMs (torch.compile)
     pointwise: Literal["fused", "eager", "compiled"] = "fused"
@@ -295,14 +309,30 @@ def hidden_norm(m: LayerShape, o: Options, name: str, elements: Num) -> Pointwis
     return Pointwise(name, elements, fwd, bwd, 8, "tokens", m.norm_params, saved=saved * elements)
 
 
+# Megatron-Core rope_utils._apply_rotary_pos_emb_bshd as PyTorch ops, per 16-bit element:
+# rotate_half (neg of a half, cat: 1 + 2 widths), t * cos and rotate_half(t) * sin (2 + 2, the
+# YaRN mscale folded into cos and sin), their sum (3) and the cat with the pass-through part (2):
+# 12 widths in 6 kernels forward; autograd's backward reads and writes about as much
+UNFUSED_ROPE = (12.0, 12.0, 6.0)
+
+
 def rope(m: LayerShape, o: Options, elements: Num) -> list[Pointwise]:
     """Rotary embedding of q and k (``elements`` values on this rank). Fused (Transformer Engine's
     fused RoPE, Megatron's apply_rope_fusion) or compiled: read and write once, forward and
     backward. Eager, as torchtitan's apply_rotary_emb: to(fp32) (2 + 4 B), the complex multiply
-    (4 + 4), type_as (4 + 2): 20 B an element each way."""
+    (4 + 4), type_as (4 + 2): 20 B an element each way. YaRN where the framework does not fuse it
+    (``o.yarn_rope_fused``): Megatron-Bridge turns apply_rope_fusion off for any position
+    embedding but plain RoPE (src/megatron/bridge/utils/fusions.py,
+    validate_rope_fusion_compatibility, at v0.4.2), so gpt-oss's YaRN runs as UNFUSED_ROPE."""
     if not m.rope:
         return []
     act = o.act_bytes
+    if m.yarn and not o.yarn_rope_fused and o.pointwise == "fused":
+        fwd, bwd, k = UNFUSED_ROPE
+        return [
+            Pointwise("RoPE on q and k (YaRN, PyTorch ops)", elements, fwd * act, bwd * act, 6,
+                      "heads", kernels=k)
+        ]  # fmt: skip
     each = 10.0 * act if o.pointwise == "eager" else 2.0 * act
     return [Pointwise("RoPE on q and k", elements, each, each, 6, "heads")]
 
@@ -356,7 +386,16 @@ def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
     element); in the backward every output gradient is cast the same way; the weights are cast
     (with their transposes) once per micro-batch, or once per step with the FP8 parameter
     gather. The router stays in 16/32-bit. Delayed scaling's amax bookkeeping rides in these
-    kernels."""
+    kernels. Where the transposed copy is made in a pass of its own (``o.fp8_transpose_pass``),
+    that pass reads the row-wise copy back, one quantized element more a cast.
+
+    Current (tensorwise) scaling in Transformer Engine (``o.fp8_current``; csrc/quantizer.cpp,
+    Float8CurrentScalingQuantizer::quantize at the commit Megatron-Bridge v0.4.2 pins, 366798e)
+    runs three kernels a tensor: the amax (a read of the 16-bit input), the scale, the cast; a
+    normed input is written in 16 bits with its amax by the norm and cast after it
+    (csrc/extensions/normalization.cpp, FUSED_NORM_AMAX_FP8). Megatron-Core's grouped experts are
+    quantized expert by expert (split_quantize: one fused kernel for all of them under delayed
+    scaling only, cast.cpp multi_tensor_quantize_impl), each expert a launch of its own."""
     weights = [g for g in ops if isinstance(g, Gemm) and g.params and not g.sixteen_bit]
     if not weights:
         return []
@@ -364,18 +403,48 @@ def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
     # pass over it (tensorwise dynamic scaling: read 2 B more an element); compiled, Inductor
     # fuses the amax and the cast into the op that writes the tensor, as TE does
     eager = o.pointwise == "eager"
+    current = o.fp8_current and o.pointwise == "fused"
     fused = () if eager else _FP8_FUSED_INPUTS
     # read the 16-bit tensor, write it quantized row-wise and column-wise (the backward GEMMs read
     # the transpose), each with its block scales: FP8 2 + 2 x 1 = 4 B an element, MXFP8 4.06,
     # NVFP4 3.125 (its per-tensor amax rides in the same pass, as TE's delayed scaling's does)
-    each = 2.0 + 2.0 * (o.gemm_bytes + o.scale_bytes) + (2.0 if eager else 0.0)
-    inputs = sum((g.M * g.K * g.batch for g in weights if g.name not in fused), 0.0 * x.b)
+    cast = 2.0 + 2.0 * (o.gemm_bytes + o.scale_bytes)
+    # a separate transposing pass reads the row-wise copy back: one more quantized read
+    cast += (o.gemm_bytes + o.scale_bytes) if o.fp8_transpose_pass else 0.0
+    each = cast + (2.0 if eager or current else 0.0)
+    # launches: a grouped GEMM's experts one by one where TE quantizes them so, three a tensor
+    # under current scaling
+    per_expert = o.megatron_moe and (current or o.scale_bytes > 0)
+    per_tensor = 3.0 if current else 1.0
+
+    def tensors(gs: list[Gemm]) -> Num:
+        return per_tensor * sum((g.batch if per_expert else 1.0) + 0 * x.b for g in gs)
+
+    unfused = [g for g in weights if g.name not in fused]
+    normed = [g for g in weights if g.name in fused] if current else []
+    inputs = sum((g.M * g.K * g.batch for g in unfused), 0.0 * x.b)
     grads = sum((g.M * g.N * g.batch for g in weights), 0.0 * x.b)
     params = sum((g.K * g.N * g.batch for g in weights), 0.0 * x.b)
     out: list[OpDesc] = [
-        Pointwise("FP8 cast of GEMM inputs", inputs, each, 0.0, 1, "column"),
-        Pointwise("FP8 cast of output gradients", grads, 0.0, each, 1, "column"),
+        Pointwise(
+            "FP8 cast of GEMM inputs", inputs, each, 0.0, 1, "column", kernels=tensors(unfused)
+        ),
+        Pointwise(
+            "FP8 cast of output gradients", grads, 0.0, each, 1, "column", kernels=tensors(weights)
+        ),
     ]
+    if normed:
+        out.append(
+            Pointwise(
+                "FP8 cast of normed GEMM inputs (current scaling)",
+                sum((g.M * g.K * g.batch for g in normed), 0.0 * x.b),
+                cast,
+                0.0,
+                1,
+                "column",
+                kernels=2.0 * len(normed),
+            )
+        )
     if not o.fp8_param_gather:
         out.append(Pointwise("FP8 cast of weights", params, each, 0.0, 1, "column"))
     return out

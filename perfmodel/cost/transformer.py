@@ -27,6 +27,7 @@ from dataclasses import replace
 from perfmodel.cost import Num
 
 from .attention import attention_ops
+from .moe_kernels import expert_bias, fp8_row_padding, token_sort
 from .ops import Block, Collective, Gemm, OpDesc, Pointwise, Transfer, tag
 from .shapes import (
     LayerShape,
@@ -259,8 +260,13 @@ def _routed_experts(m: LayerShape, o: Options, x: Split, rows: Num, copies: Num)
         if o.gemm_bytes >= 2
         else ("moe_act", low * rows * local * fe / etp) if o.fp8_swiglu_cache else ("", 0.0)
     )
+    # Megatron-Core's sort by local expert, FP8 row padding and per-expert fc2 bias (moe_kernels.py)
+    sort, unsort = token_sort(m, o, x, gathered / act)
+    pad, unpad = fp8_row_padding(m, o, gathered / act)
     return [
         Collective("ETP all-gather of expert tokens", "etp", gathered, fwd=gather, bwd=scatter),
+        *sort,
+        *pad,
         Gemm(
             "expert fc1 (grouped)",
             rows,
@@ -287,6 +293,9 @@ def _routed_experts(m: LayerShape, o: Options, x: Split, rows: Num, copies: Num)
             host_s=local * o.expert_call_s,
             rebuilt=rebuilt,
         ),
+        *expert_bias(m, o, gathered / act, local),
+        *unpad,
+        *unsort,
         Collective(
             "ETP reduce-scatter of expert outputs", "etp", gathered, fwd=scatter, bwd=gather
         ),

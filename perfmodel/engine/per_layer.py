@@ -42,6 +42,12 @@ def _layer(plan: Plan, cfg: Config, kind: str | None) -> tuple[list[Op], Block]:
     )
 
 
+def layer_block(plan: Plan, cfg: Config, kind: str | None = None) -> Block:
+    """One layer of ``cfg`` as described ops (cost/ops.py), before timing: what each kernel moves
+    an element, for the tests and the docs that quote it."""
+    return _layer(plan, cfg, kind)[1]
+
+
 def per_layer_ops(plan: Plan, cfg: Config, kind: str | None = None) -> list[Op]:
     """The timed operations of one layer for ``cfg`` (of ``kind``, default the model's most common
     kind), for the --per-layer table."""

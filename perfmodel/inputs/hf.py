@@ -244,6 +244,15 @@ def _mtp(cfg: dict, label: str) -> dict:
     return {"mtp_num_layers": mtp} if mtp else {}
 
 
+def _rope_kind(cfg: dict) -> str:
+    """rope, or yarn where config.json's rope_scaling names YaRN (type or rope_type "yarn": gpt-oss,
+    DeepSeek-V3)."""
+    scaling = cfg.get("rope_scaling")
+    if isinstance(scaling, dict) and "yarn" in (scaling.get("type"), scaling.get("rope_type")):
+        return "yarn"
+    return "rope"
+
+
 def _activation(cfg: dict, family: str, label: str) -> str:
     act = str(
         cfg.get("hidden_activation")
@@ -360,7 +369,7 @@ def model_fields(raw: Any, label: str = "config.json") -> dict:
         "seq_length": _opt_int(cfg, "max_position_embeddings", label) or 2048,
         "mlp": _activation(cfg, family, label),
         "tied_embeddings": _bool(cfg, "tie_word_embeddings", label, family in TIED_BY_DEFAULT),
-        "position_embedding": "learned" if family == "gpt2" else "rope",
+        "position_embedding": "learned" if family == "gpt2" else _rope_kind(cfg),
         "add_bias_linear": (
             _bool(cfg, "attention_bias", label, False)
             if "attention_bias" in cfg

@@ -261,10 +261,10 @@ def _special(args: dict, out: Imported) -> None:
         model["normalization"] = norm.lower()
     if "--position-embedding-type" in args:
         kind = one_value(args, "--position-embedding-type")
-        if kind not in ("learned_absolute", "rope", "none"):
+        if kind not in ("learned_absolute", "rope", "yarn", "none"):
             raise PerfModelError(
-                f"--position-embedding-type {kind}: perfmodel models learned_absolute, rope and"
-                " none"
+                f"--position-embedding-type {kind}: perfmodel models learned_absolute, rope, yarn"
+                " and none"
             )
         model["position_embedding"] = {"learned_absolute": "learned"}.get(kind, kind)
     drops = [_float(args, f) for f in ("--hidden-dropout", "--attention-dropout") if f in args]

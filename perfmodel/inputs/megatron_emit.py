@@ -116,8 +116,8 @@ def _model_args(plan, c: dict | None = None) -> list[str]:
     if m.kv_channels:
         a.append(f"--kv-channels {m.kv_channels}")
     a += {"swiglu": ["--swiglu"], "squared-relu": ["--squared-relu"]}.get(m.mlp, [])
-    if m.position_embedding == "rope":
-        a.append("--position-embedding-type rope")
+    if m.position_embedding in ("rope", "yarn"):
+        a.append(f"--position-embedding-type {m.position_embedding}")
     if m.norm == "rmsnorm":
         a.append("--normalization RMSNorm")
     if not m.has_bias:

@@ -172,10 +172,10 @@ def _architecture(get, model: dict) -> None:
         )
     pos = get("position_embedding_type")
     if pos is not None:
-        if pos not in ("learned_absolute", "rope", "none"):
+        if pos not in ("learned_absolute", "rope", "yarn", "none"):
             raise PerfModelError(
-                f"model.position_embedding_type: {pos!r}; perfmodel models learned_absolute and"
-                " rope"
+                f"model.position_embedding_type: {pos!r}; perfmodel models learned_absolute, rope,"
+                " yarn and none"
             )
         model["position_embedding"] = {"learned_absolute": "learned"}.get(pos, pos)
     tied = get("share_embeddings_and_output_weights")

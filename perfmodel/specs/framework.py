@@ -202,8 +202,20 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_weight_cache": True,
         # TEGroupedMLP issues each local expert's GEMM from a host loop over the token counts
         # it synchronized for; fitted on the ten MoE runs (benchmarks/calibrate_overheads.py
-        # --moe; mean |error| 15.8% -> 9.1%, leave-one-out 10.3%)
+        # --moe; mean |error| 15.2% at none -> 8.2%, leave-one-out 8.9%, the 26.04 H100 runs at
+        # their recipe's forced balance, Megatron-Core's MoE kernels priced: cost/moe_kernels.py)
         "expert_call_overhead_s": 35e-6,
+        # Megatron-Core's MoE module at the commits the runs name (NVIDIA/Megatron-LM 2edffadb, the
+        # Megatron-Bridge v0.4.2 submodule; 7094270, DGX Cloud's core_r0.12.0): the alltoall
+        # dispatcher sorts the received tokens by local expert and back (token_dispatcher.py,
+        # sort_chunks_by_idxs), TEGroupedMLP pads each expert's rows for FP8 (Transformer Engine's
+        # Fp8Padding) and adds fc2's bias expert by expert in fp32 (experts.py, _apply_bias)
+        "megatron_moe_kernels": True,
+        # YaRN-scaled RoPE runs unfused, as PyTorch ops: Megatron-Core 0.12 refuses RoPE fusion for
+        # MLA's YaRN (multi_latent_attention.py), NeMo's DeepSeekV3Config and Megatron-Bridge's
+        # DeepSeekV3Bridge set apply_rope_fusion False, and Bridge turns it off for any position
+        # embedding but plain RoPE (utils/fusions.py), gpt-oss's yarn included
+        "yarn_rope_fused": False,
         # 16-bit tokens in every dispatcher (fused_a2a.py: max(element_size, 2) bytes), not searched
         "moe_fp8_dispatch": False,
         # NeMo 2 / Bridge recipes: alltoall (TransformerConfig's default: allgather), no overlap;
@@ -270,6 +282,12 @@ for _name, _p in PROFILES.items():
     # a cap on the gathered parameters a rank holds live, which stops the prefetch (DeepSpeed's
     # stage3_max_live_parameters; engine/blocks.py unprefetched_share); None: no cap
     _p.setdefault("zero3_max_live_params", None)
+    # Transformer Engine writes an FP8 tensor's row-wise and column-wise (transposed) copies in one
+    # cast (its quantize_transpose kernels); a profile that makes the transposed copy in a pass of
+    # its own says so (hai-llm: DeepSeek-V3 report Sec. 3.3.4)
+    _p.setdefault("fp8_transpose_pass", False)
+    _p.setdefault("megatron_moe_kernels", False)
+    _p.setdefault("yarn_rope_fused", True)
 
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
 FACTS = (
@@ -296,6 +314,9 @@ FACTS = (
     "fused_loss_logit_bytes",
     "params_are_master",
     "fp8_swiglu_cache",
+    "fp8_transpose_pass",
+    "megatron_moe_kernels",
+    "yarn_rope_fused",
     "sp_gathered_head_input",
     "attn_out_cache_bytes",
     "zero1_shard_group",

@@ -19,6 +19,15 @@ def _hai_llm(PROFILES: dict[str, dict[str, Any]]) -> dict[str, Any]:
         # Sec. 3.3.3: the activations before the MoE up-projections and their gradients before the
         # down-projections are quantized to FP8 and then dispatched; both combines stay BF16
         "moe_fp8_dispatch": True,
+        # Sec. 3.3.4: forward activations are stored as 1 x 128 FP8 tiles; for the backward they
+        # are "read out, dequantized, transposed, re-quantized into 128 x 1 tiles, and stored in
+        # HBM", a pass of its own (deepseek-ai/profile-data train.json runs per_token_cast_to_fp8
+        # and per_channel_cast_and_transpose as separate kernels, 72 and 68 a pair of 4 layers)
+        "fp8_transpose_pass": True,
+        # the report's framework is not Megatron-Core's MoE module (its experts are one grouped
+        # kernel); the profile-data trace runs MLA's (YaRN) RoPE as one kernel (rotary_kernel)
+        "megatron_moe_kernels": False,
+        "yarn_rope_fused": True,
         # Sec. 3.2.2: node-limited dispatch (each token to at most 4 nodes, once per node, then over
         # NVLink), DeepEP's kernels as DeepSeek released them; the all-to-alls hide in DualPipe's
         # forward-backward pairs, not in Megatron-Core's combined 1F1B
@@ -134,6 +143,9 @@ def extra_profiles(PROFILES: dict[str, dict[str, Any]]) -> dict[str, dict[str, A
         "zero1_shard_group": True,
         "zero1_grad_reduce": "all-reduce",
         "zero1_param_sync": "broadcast",
+        # InternEvo's own modules, not Megatron-Core's MoE module or MLA
+        "megatron_moe_kernels": False,
+        "yarn_rope_fused": True,
         # no published InternEvo step overheads to fit; Megatron-Core's host costs would be a guess
         "step_overhead_s": 0.0,
         "microbatch_overhead_s": 0.0,

@@ -90,8 +90,13 @@ class Model(Spec):
     tied_embeddings: bool = Field(
         True, description="Output layer shares the word-embedding matrix."
     )
-    position_embedding: Literal["learned", "rope", "none"] = Field(
-        "learned", description="learned adds s*h parameters; rope adds none."
+    position_embedding: Literal["learned", "rope", "yarn", "none"] = Field(
+        "learned",
+        description=(
+            "learned adds s*h parameters; rope adds none; yarn is RoPE with YaRN's scaling"
+            " (Peng et al. 2023; config.json rope_scaling type yarn), which some frameworks run"
+            " unfused."
+        ),
     )
     add_bias_linear: bool | None = Field(
         None,

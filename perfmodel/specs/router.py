@@ -14,13 +14,12 @@ and prints each, with its error on the runs left out):
 - aux_free_bias: DeepSeek-V3's auxiliary-loss-free balancing (report Sec. 2.1.2, eq. 16: a bias
   per expert added to the sigmoid scores for the top-k choice only, nudged by gamma after each
   step; Megatron-Core --moe-router-enable-expert-bias) with its small sequence-wise loss. Fitted
-  (least squares of the log ratios) on the two runs of it without token dropping: DeepSeek-V3 on
-  1,024 H100 (NVIDIA DGX Cloud benchmarks v25.05.01; NeMo's DeepSeekV3Config routes with
-  seq_aux_loss and the expert bias, so the recipe's token-drop callback, which asserts aux_loss or
-  none, cannot apply to it)
-  and the DeepSeek-V3 report's whole run on 2,048 H800. They disagree: each alone sets 1.34 and
-  about 1.97, and each is off by 18-36% under the other's figure (the fit's leave-one-out errors);
-  together they give 1.52, no different from aux_loss's within what they resolve.
+  on the one published step of it as it trained, without token dropping: the DeepSeek-V3
+  report's whole run on 2,048 H800 (1.68; at the prior, aux_loss's 1.5, that run is 5.7% fast:
+  its out-of-sample error). The DGX Cloud DeepSeek-V3 benchmark on 1,024 H100 is not one: its
+  NeMo recipe drops tokens at capacity 1 with padding (scripts/performance/llm/
+  pretrain_deepseek_v3.py at NeMo 7a8f1cc, the benchmark's commit: MegatronTokenDropCallback,
+  which accepts seq_aux_loss), so it runs at the capacity's load.
 - llama4: Llama 4's top-1 sigmoid router beside a shared expert. No published dropless Llama 4
   step (the DGX Cloud Maverick run drops tokens at capacity 1): it takes the aux_loss figure, and
   every output says so (Model.moe_router_family's description).
@@ -45,9 +44,9 @@ ROUTER_FAMILIES: tuple[str, ...] = get_args(RouterFamily)
 ROUTER_LOAD: dict[str, float] = {
     # zoo Qwen3-235B long context, dropless vs forced balance (4 runs, within 2 points each)
     "aux_loss": 1.5,
-    # DGXC-2505-DEEPSEEKV3-1024xH100-BF16 (+10.5%) and the DeepSeek-V3 report's run (-13.0%);
-    # leave-one-out +36.4% and -18.3%: the two runs do not separate it from aux_loss's figure
-    "aux_free_bias": 1.52,
+    # the DeepSeek-V3 report's whole run (benchmarks/moe_imbalance.py --fit: in the fit -0.1%;
+    # at the prior, aux_loss's 1.5, -5.7%)
+    "aux_free_bias": 1.68,
     # no dropless Llama 4 step published: the aux_loss figure, said as assumed
     "llama4": 1.5,
     "balanced": 1.0,
