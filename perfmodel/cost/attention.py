@@ -20,6 +20,7 @@ from .shapes import (
     Split,
     _residual,
     _tp_collective,
+    gathered_bytes,
     hidden_norm,
     layernorm_backward_bytes,
     residual_gradient_add,
@@ -58,7 +59,12 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     )
     ops.append(
         _tp_collective(
-            "TP comm after attention", M * h * act, first, "output projection", o.tp_overlap_ub
+            "TP comm after attention",
+            M * h * act,
+            first,
+            "output projection",
+            o.tp_overlap_ub,
+            gathered_bytes(o),
         )
     )
     if m.sandwich:  # Gemma 2: the attention output is normed before the residual add

@@ -36,6 +36,7 @@ from .shapes import (
     _residual,
     _tp_collective,
     fp8_casts,
+    gathered_bytes,
     grad_accumulation_bytes,
     hidden_norm,
     layernorm_backward_bytes,
@@ -116,7 +117,9 @@ def mlp_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
         Gemm(
             "MLP down", M, f / t, h, 1, "row", f * h + (h if m.bias else 0), saved=act * M * f / t
         ),
-        _tp_collective("TP comm after MLP", M * h * act, up, "MLP down", o.tp_overlap_ub),
+        _tp_collective(
+            "TP comm after MLP", M * h * act, up, "MLP down", o.tp_overlap_ub, gathered_bytes(o)
+        ),
     ]
 
 
@@ -292,7 +295,12 @@ def _shared_experts(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
             pointwise=o.pointwise,
         ),
         Gemm("shared expert down", M, fs / t, h, 1, "row", fs * h, saved=act * M * fs / t),
-        _tp_collective("TP comm of the shared expert", M * h * act, "shared expert up"),
+        _tp_collective(
+            "TP comm of the shared expert",
+            M * h * act,
+            "shared expert up",
+            gathered=gathered_bytes(o),
+        ),
     ]
     return tag(ops, "shared_experts")
 
