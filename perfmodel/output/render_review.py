@@ -20,6 +20,11 @@ def _knobs_note(case: dict) -> tuple[str, str]:
         "sequence_parallel": "sp",
         "recompute": "rc",
         "zero_stage": "zero",
+        "reduce_dtype": "grad sync",
+        "fused_cross_entropy": "fused CE",
+        "tp_comm_overlap_ub": "TP overlap (ub)",
+        "p2p_overlap": "p2p overlap",
+        "fp8_param_gather": "FP8 params",
     }
     if case["searched"]:
         return "searched", ", ".join(f"{short.get(n, n)} {v}" for n, v in case["chosen"].items())
