@@ -133,12 +133,14 @@ class CaseResult:
                 if k in self.searched or (k == "schedule" and "vp" in self.searched)
             },
             # the layout's knobs, and the framework settings a recipe gave (knobs_from_fields)
-            "knobs": {k: getattr(c, k) for k in KNOBS}
-            | {
-                k: getattr(self.plan.training, k)
-                for k in self.knobs_from_fields
-                if k not in KNOBS and k in type(self.plan.training).model_fields
-            },
+            "knobs": (
+                {k: getattr(c, k) for k in KNOBS}
+                | {
+                    k: getattr(self.plan.training, k)
+                    for k in self.knobs_from_fields
+                    if k not in KNOBS and k in type(self.plan.training).model_fields
+                }
+            ),
             "knobs_from": self.knobs_from,
             "knobs_from_fields": self.knobs_from_fields,
             "predicted_mfu": self.estimate.values["mfu"],
