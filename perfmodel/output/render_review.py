@@ -229,14 +229,15 @@ def _sweep_runs(result) -> None:
 
 
 def _sweep_bands(result) -> None:
-    """What each row's band rests on, once for the rows that share it."""
-    bases: dict[str, list[str]] = {}
+    """Each row's band (the step's typical error out of sample: about 68% of unseen runs inside)
+    and what it rests on, once for the rows that share both."""
+    bands: dict[tuple[float, str], list[str]] = {}
     for p in result.points:
         if p.est is not None and p.est.band is not None:
-            bases.setdefault(p.est.band.basis, []).append(p.value)
-    for basis, values in bases.items():
-        which = "every row" if len(bases) == 1 else f"{result.field}={', '.join(values)}"
-        line(f"band ({which}): {basis}")
+            bands.setdefault((p.est.band.typical, p.est.band.basis), []).append(p.value)
+    for (typical, basis), values in bands.items():
+        which = "every row" if len(bands) == 1 else f"{result.field}={', '.join(values)}"
+        line(f"band +-{100 * typical:.0f}% typical ({which}): {basis}")
 
 
 def sweep(result) -> None:
@@ -249,17 +250,15 @@ def sweep(result) -> None:
     rows = []
     for p in result.points:
         if p.est is None:
-            rows.append((p.value, p.num_gpus, "none runs (below)", "-", "-", "-", "-", "-", "-"))
+            rows.append((p.value, p.num_gpus, "none runs (below)", "-", "-", "-", "-", "-"))
             continue
         v = p.est.values
-        band = p.est.band
         rows.append(
             (
                 p.value,
                 p.num_gpus,
                 config_short(p.est.config.as_dict()),
                 fmt_time(v["step_time_s"]),
-                f"+-{100 * band.typical:.0f}%" if band is not None else "-",
                 f"{v['tokens_per_s_per_gpu']:,.0f}",
                 pct(v["mfu"]),
                 fmt_bytes(v["total_bytes"]) + ("" if v["fits"] else " NO"),
@@ -277,17 +276,15 @@ def sweep(result) -> None:
             "GPUs",
             "configuration",
             "step",
-            "band",
             "tok/s/GPU",
             "MFU",
             "memory",
             "vs first",
         ],
         rows,
-        right=[False, True, False, True, True, True, True, True, True],
+        right=[False, True, False, True, True, True, True, True],
         caption=(
-            "band: the step's typical error out of sample (about 68% of unseen runs inside); vs"
-            " first: throughput / throughput per GPU against the first row (strong scaling keeps"
+            "vs first: throughput / throughput per GPU against the first row (strong scaling keeps"
             " the batch, weak scaling grows it with the GPUs)"
         ),
     )
