@@ -12,13 +12,21 @@ from perfmodel.cost import collectives as coll
 from perfmodel.cost import sac
 from perfmodel.cost import step as stp
 from perfmodel.cost.layer import Link
-from perfmodel.cost.shapes import EAGER_RMSNORM, LayerShape, Options, hidden_norm, rope
+from perfmodel.cost.shapes import (
+    EAGER_RMSNORM,
+    LayerShape,
+    Options,
+    flat_gradient_bytes,
+    hidden_norm,
+    rope,
+)
 from perfmodel.cost.sharded import Group, Sharding, sharded_step, unit_traffic
 from perfmodel.cost.transformer import decoder_layer
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import load, presets
 from perfmodel.specs import Parallel, Precision
+from perfmodel.specs.framework import PROFILES
 
 BF16 = Precision.of("bf16", True, "adam")  # fp32 gradients: 4 B, 16-bit weights: 2 B
 PURE = Precision.of("bf16", True, "adam", reduce_dtype="bf16")
@@ -160,6 +168,34 @@ def test_the_profiles_say_what_each_framework_runs():
     assert "reduce_dtype" in titan.profile_flags
     deepspeed = fsdp_plan("deepspeed").training
     assert not deepspeed.zero2_gathers_per_microbatch and titan.zero2_gathers_per_microbatch
+
+
+def test_fsdp1_readies_each_units_flat_gradient_every_micro_batch():
+    """FSDP1 (PyTorch 2.1): the views' gradients concatenated into the flat gradient (read and write
+    2 B), cast to the fp32 reduce dtype (read 2, write 4), pre-divided in place (read and write
+    4): 18 B a weight each micro-batch; with a bf16 reduction no cast, 8 B; Megatron's fused
+    accumulation none. Only the fsdp1 profile runs it; a layer's op is its weights at that width,
+    timed at the GPU's HBM rate."""
+    assert flat_gradient_bytes(2, 4, True) == 18
+    assert flat_gradient_bytes(2, 2, True) == 8
+    assert flat_gradient_bytes(2, 4, False) == 0
+    on = [k for k, prof in PROFILES.items() if prof["flat_gradient_passes"]]
+    assert on == ["fsdp1"]
+    case = next(c for c in presets.validation_cases() if c["name"] == "llmf-h100-7b-s2048-8gpu")
+    plan = case["plan"]
+    from perfmodel.engine.per_layer import per_layer_ops
+
+    ops = {o.name: o for o in per_layer_ops(plan, resolve_config(plan))}
+    h, f = 4096, 16384  # MPT 7B: QKV, output projection, up, down, with their biases
+    weights = h * 3 * h + 3 * h + h * h + h + h * f + f + f * h + h
+    gpu = plan.system.gpu
+    seconds = weights * 18 / (gpu.hbm_bandwidth_bytes_per_s * gpu.hbm_efficiency)
+    op = ops["FSDP flat-gradient copy"]
+    assert float(op.fwd_s) == 0.0
+    assert float(op.bwd_s) == pytest.approx(seconds, rel=0.01)
+    titan = load("llama3-8b-h100").plan.with_training(framework="fsdp")
+    names = {o.name for o in per_layer_ops(titan, resolve_config(titan))}
+    assert "FSDP flat-gradient copy" not in names
 
 
 def test_fsdp1_has_no_pipeline_nor_tensor_parallelism_and_megatron_no_hsdp():

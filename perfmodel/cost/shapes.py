@@ -146,6 +146,9 @@ class Options:
     persist_ln: bool = True  # single-pass layernorm backward
     # bytes per weight of an unfused gradient accumulation, 0 if fused
     grad_accum_bytes: float = 0.0
+    # HBM bytes per weight, every micro-batch, of FSDP1's flat-gradient preparation
+    # (flat_gradient_bytes; 0: none)
+    flat_grad_bytes: float = 0.0
     cp_comm: Literal["p2p", "a2a"] = "p2p"
     # deepep and hybridep: Megatron-Core's flex dispatcher, each token sent once per node (NVLink
     # domain for HybridEP) and fanned out there (cost/transformer.py _ep_exchange)
@@ -214,6 +217,26 @@ def grad_accumulation_bytes(act_bytes: int, fused: bool, gradient_bytes: int) ->
     """HBM bytes per weight of an unfused gradient accumulation: read the new gradient (activation
     width), read and write the buffer (its width). Fused (wgrad GEMM into the buffer): none."""
     return 0.0 if fused else act_bytes + 2 * gradient_bytes
+
+
+def flat_gradient_bytes(act_bytes: int, reduce_bytes: int, flat: bool) -> float:
+    """HBM bytes per weight that PyTorch FSDP1 (FullyShardedDataParallel, flat parameters) moves
+    every micro-batch to ready a unit's unsharded gradient for its reduce-scatter, PyTorch 2.1
+    (torch/distributed/fsdp): the original parameters are views of the flat parameter cut by
+    torch.split (flat_param.py _get_unflat_views_aligned), whose backward concatenates their
+    gradients into the flat gradient (read and write at the gradient's width, the activation
+    dtype under mixed precision); _runtime_utils._post_backward_hook casts that gradient to the
+    reduce dtype when they differ (read it, write the reduce width); the reduce-scatter hook
+    divides it in place by the gradient pre-divide factor, which is above 1 for any group of 2
+    or more ranks (algorithms/_comm_hooks/default_hooks.py reduce_scatter_hook and
+    DefaultState._get_gradient_predivide_factor): read and write the reduce width. 18 B a
+    weight with an fp32 reduction, 8 B with a bf16 one. Megatron's fused weight-gradient
+    accumulation writes its fp32 buffer from the GEMM and reduces it in buckets: none
+    (``flat`` False)."""
+    if not flat:
+        return 0.0
+    cast = act_bytes + reduce_bytes if reduce_bytes != act_bytes else 0
+    return float(2 * act_bytes + cast + 2 * reduce_bytes)
 
 
 def gathered_bytes(o: Options) -> float:

@@ -35,6 +35,7 @@ from .shapes import (
     _activation,
     _residual,
     _tp_collective,
+    flat_gradient_bytes,
     fp8_casts,
     gathered_bytes,
     grad_accumulation_bytes,
@@ -49,6 +50,7 @@ __all__ = [
     "Split",
     "decoder_layer",
     "embedding",
+    "flat_gradient_bytes",
     "grad_accumulation_bytes",
     "layernorm_backward_bytes",
     "lm_head",
@@ -91,15 +93,20 @@ def decoder_layer(
             for op in ops
         ]
         ops += fp8_casts(ops, o, x)
+    weights = (
+        sum(op.K * op.N * op.batch for op in ops if isinstance(op, Gemm) and op.params) + 0 * x.b
+    )
     if o.grad_accum_bytes:
         # unfused weight-gradient accumulation: main_grad += grad over every weight of the layer,
         # once per micro-batch in backward (read the new gradient and the buffer, write the buffer)
-        weights = (
-            sum(op.K * op.N * op.batch for op in ops if isinstance(op, Gemm) and op.params)
-            + 0 * x.b
-        )
         ops.append(
             Pointwise("weight-gradient accumulation", weights, 0.0, o.grad_accum_bytes, 1, "column")
+        )
+    if o.flat_grad_bytes:
+        # FSDP1: the layer's unit gradient concatenated, cast and pre-divided every micro-batch
+        # (shapes.flat_gradient_bytes)
+        ops.append(
+            Pointwise("FSDP flat-gradient copy", weights, 0.0, o.flat_grad_bytes, 1, "column")
         )
     return Block("MoE layer" if moe else "decoder layer", tuple(ops), input_bytes=act * M * h / tok)
 

@@ -21,6 +21,7 @@ from perfmodel.cost.transformer import (
     Options,
     decoder_layer,
     embedding,
+    flat_gradient_bytes,
     grad_accumulation_bytes,
     lm_head,
     mtp_head,
@@ -92,6 +93,11 @@ class Setting:
             pointwise="compiled" if tr.torch_compile else tr.pointwise_kernels,
             grad_accum_bytes=grad_accumulation_bytes(
                 p.activation_bytes, tr.grad_accumulation_fusion, p.gradient_bytes
+            ),
+            flat_grad_bytes=flat_gradient_bytes(
+                p.activation_bytes,
+                p.reduce_bytes,
+                bool(PROFILES[tr.framework]["flat_gradient_passes"]),
             ),
         )
         return cls(

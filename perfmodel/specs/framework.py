@@ -262,6 +262,9 @@ for _name, _p in PROFILES.items():
     _p.setdefault("zero1_shard_group", _name in ("megatron-core", "megatron-rocm"))
     _p.setdefault("zero1_grad_reduce", "reduce-scatter")
     _p.setdefault("zero1_param_sync", "all-gather")
+    # FSDP1's flat-parameter gradient, concatenated, cast and pre-divided every micro-batch
+    # (cost/shapes.flat_gradient_bytes): the fsdp1 profile sets it
+    _p.setdefault("flat_gradient_passes", False)
 
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
 FACTS = (
@@ -291,6 +294,7 @@ FACTS = (
     "zero1_shard_group",
     "zero1_grad_reduce",
     "zero1_param_sync",
+    "flat_gradient_passes",
     "moe_dispatchers",
     "moe_a2a_overlaps",
 )

@@ -197,5 +197,9 @@ ZERO_PROFILES: dict[str, dict[str, Any]] = {
         "recompute_regathers": False,  # checkpoint_wrapper inside each FSDP unit
         "zero3_prefetch_params": None,
         "zero3_reduce_bucket_params": 0.0,
+        # FullyShardedDataParallel's flat parameter: every micro-batch each unit's gradient is
+        # concatenated from its parameters' views, cast to the reduce dtype and pre-divided before
+        # the reduce-scatter (PyTorch 2.1 torch/distributed/fsdp; cost/shapes.flat_gradient_bytes)
+        "flat_gradient_passes": True,
     },
 }
