@@ -3,6 +3,9 @@ torchtitan use, the per-layer traffic of cost/sharded.py worked by hand, the ker
 (FlashAttention-2, eager and compiled pointwise ops, torchtitan's per-op checkpointing), and the
 validation tables' accuracy."""
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -27,6 +30,9 @@ from perfmodel.errors import PerfModelError
 from perfmodel.inputs import load, presets
 from perfmodel.specs import Parallel, Precision
 from perfmodel.specs.framework import PROFILES
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import calibrate_gpu as cg
 
 BF16 = Precision.of("bf16", True, "adam")  # fp32 gradients: 4 B, 16-bit weights: 2 B
 PURE = Precision.of("bf16", True, "adam", reduce_dtype="bf16")
@@ -328,6 +334,33 @@ def test_the_fsdp_tables_meet_the_issue_targets(report):
     )
     # 18 llm-foundry + 3 torchtitan + its two 405B PP 8 runs: every run expressible
     assert len(errs) == 23
+    assert errs.mean() <= 10.0 and errs.max() <= 20.0
+
+
+def test_ibms_fms_fsdp_runs_are_timed_as_their_readme_states():
+    """IBM's fms-fsdp throughput table (one optimizer step per batch of 2 sequences of 4,096 a GPU):
+    the 7B H100 row's 7,500 tokens/s a GPU is 2 x 4,096 / 7,500 s a step; the 13B rows recompute
+    every other layer (their HFU/MFU, 0.59/0.51 and 0.40/0.35, is about 1 + 1/(3 x 2)); bf16
+    reduction (bfSixteen), HSDP over a node for 7B. The table is checked, never fitted: the H100
+    BF16 fraction is fitted on llm-foundry and DGX Cloud (benchmarks/calibrate_gpu.py)."""
+    runs = {c["name"]: c for c in presets.validation_cases() if c["table"] == "fms-fsdp"}
+    assert len(runs) == 10
+    seven = runs["fms-eager-7b-h100-96gpu"]["plan"]
+    assert seven.parallel.micro_batch_size == 2 and seven.training.global_batch_size == 2 * 96
+    assert seven.parallel.dp_shard == 8 and seven.training.reduce_dtype == "bf16"
+    thirteen = runs["fms-eager-13b-h100-96gpu"]["plan"].training
+    assert thirteen.recompute_modules == ["layer_sac"] and thirteen.checkpoint_every_n_layers == 2
+    assert runs["fms-compile-7b-h100-96gpu"]["plan"].training.torch_compile
+    assert "fms-fsdp" not in cg.FITS["h100-sxm"][1]
+
+
+def test_the_fms_fsdp_table_stays_within_its_bounds():
+    """Out of sample by construction (no fit reads it): mean |error| 6.8%, max 15.7% (the A100
+    70B, FULL_SHARD over 50 Gb/s a GPU). The bound holds the model there, not the figures."""
+    from perfmodel.review.validate import validate
+
+    errs = np.abs([c.error_pct for c in validate(["fms-"]).cases])
+    assert len(errs) == 10
     assert errs.mean() <= 10.0 and errs.max() <= 20.0
 
 
