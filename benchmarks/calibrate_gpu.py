@@ -2,8 +2,8 @@
 GPU, across frameworks, never per run; then each run's leave-one-out error.
 
 - h100-sxm, BF16 GEMM efficiency: the H200 device measurement (0.76, 2026 software) is not what
-  the published H100 runs reach; fitted on the H100 BF16 runs of llm-foundry and of the MoE model
-  zoo's long-context table (the zoo's EP/PP layouts are checked, not fitted: the MoE issue).
+  the published H100 runs reach; fitted on the H100 BF16 runs of llm-foundry and of NVIDIA's DGX
+  Cloud MoE recipes; the MoE model zoo's tables and IBM's fms-fsdp runs check it (FITS below).
 - mi355x, FP8 GEMM efficiency: on AMD's MLPerf Training v5.1 Llama 3.1 8B run (one run: a
   property of that submission's software, ROCm 7.0 and its TransformerEngine, until more are
   published).
@@ -39,7 +39,17 @@ SHARED = (
 )
 FITS = {
     # fit: (what is fitted, the tables fitted on, tables only checked)
-    "h100-sxm": ("gemm_efficiency", ("llm-foundry", "moezoo-long-context"), ("moezoo-qwen3-235b",)),
+    # Hopper's BF16 GEMM fraction: the runs whose step time pins it, dense (llm-foundry) or with a
+    # few experts a rank (DGX Cloud's MoE recipes, whose error does not move with the per-expert
+    # host time); the MoE zoo's runs, 16 experts a rank, lie along a ridge of this fraction and
+    # megatron-core's per-expert host time (calibrate_overheads.py --moe, fitted on them), so
+    # they check it; IBM's fms-fsdp runs (eager FSDP1, an interconnect the source states per
+    # node only) check it too
+    "h100-sxm": (
+        "gemm_efficiency",
+        ("llm-foundry", "dgxc-moe-2505"),
+        ("moezoo-long-context", "moezoo-qwen3-235b", "fms-fsdp"),
+    ),
     # Hopper's FP8 GEMM fraction (issue 28: one fraction per generation and format, shared by every
     # run on that hardware): every published FP8 run on the H100 and H200 (the same chip) of the
     # frameworks that run Transformer Engine or torchao FP8 GEMMs; the 500 W H100's runs check it,

@@ -8,7 +8,7 @@ other fitted values as shipped. A fit that no other source informs falls back to
 value the model would carry had the source never been transcribed:
 
   fit (script)                               fitted on                         prior when empty
-  H100 BF16 gemm_efficiency (calibrate_gpu)  llm-foundry, moezoo-long-context  -
+  H100 BF16 gemm_efficiency (calibrate_gpu)  llm-foundry, dgxc-moe-2505       -
   Hopper FP8 fraction (calibrate_gpu         nemo2407-fp8, moe-2026,           the BF16 fraction
     --gpu h100-sxm-fp8)                        llm-foundry, torchtitan-2506
   H100-96GB clock (calibrate_gpu)            torchtitan-2412                   1.0 (the data
@@ -30,7 +30,7 @@ value the model would carry had the source never been transcribed:
 Not refitted: the A100 efficiencies, fitted on Korthikanti 2022 Table 4's per-layer times (table
 korthikanti2022-table4, which has no step-time run: every step time is out of its sample, though
 Table 5 shares its paper and cluster). Runs of a source no fit touches (DeepSeek-V3, the MLPerf
-runs) are out of sample as shipped.
+runs, IBM's fms-fsdp runs) are out of sample as shipped.
 
 Run: python benchmarks/oos_errors.py   (prints each run; benchmarks/refresh_error_bands.py writes
 them into configs/error_bands.yaml; several minutes)

@@ -200,7 +200,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_weight_cache": True,
         # TEGroupedMLP issues each local expert's GEMM from a host loop over the token counts
         # it synchronized for; fitted on the ten MoE runs (benchmarks/calibrate_overheads.py
-        # --moe; mean |error| 15.1% -> 7.1%, leave-one-out 8.9%)
+        # --moe; mean |error| 16.3% -> 6.3%, leave-one-out 7.4%)
         "expert_call_overhead_s": 40e-6,
         # 16-bit tokens in every dispatcher (fused_a2a.py: max(element_size, 2) bytes), not searched
         "moe_fp8_dispatch": False,
