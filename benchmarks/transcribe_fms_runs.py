@@ -16,7 +16,10 @@ What each record and fms-fsdp's code at the record's commit state (foundation-mo
   LLaMABlock; the 13B row's k is not printed, but its HFU/MFU ratio (0.59/0.51 and 0.40/0.35, about
   1 + 1/(3k)) is k = 2: every other layer recomputed (``layer_sac``, every 2nd layer);
 - attention: PyTorch SDPA's flash backend, FlashAttention-2 (README); the fms Llama in eager mode
-  (RMSNorm, SwiGLU, RoPE as separate kernels) unless compiled.
+  (RMSNorm, SwiGLU, RoPE as separate kernels) unless compiled;
+- the loss: torch.nn.CrossEntropyLoss on the model's logits (fms_fsdp/utils/train_utils.py
+  train), not a fused kernel (``fused_cross_entropy: false``; the model's unfused loss is
+  Megatron's fp32 one, a few bytes a logit more than PyTorch's on bf16 logits).
 
 The network: the README's table headers say "A100 80G 128 GPUs with 400Gbps" and "H100 96 GPUs
 with 800 Gbps"; read as a node's scale-out bandwidth (8 GPUs a node, scripts/train.sh
@@ -81,6 +84,7 @@ def case(r: dict) -> tuple[str, dict]:
         "framework": "fsdp1",
         "reduce_dtype": "bf16",  # bfSixteen
         "attention_backend": "fa2",  # SDPA's flash backend
+        "fused_cross_entropy": False,  # torch.nn.CrossEntropyLoss
     }
     if compiled:
         training["torch_compile"] = True
