@@ -146,6 +146,9 @@ class Options:
     persist_ln: bool = True  # single-pass layernorm backward
     # bytes per weight of an unfused gradient accumulation, 0 if fused
     grad_accum_bytes: float = 0.0
+    # q, k, v gathered into flash-attn's varlen layout and the output scattered back (attention.py
+    # varlen_copies)
+    unpad: bool = False
     # HBM bytes per weight, every micro-batch, of FSDP1's flat-gradient preparation
     # (flat_gradient_bytes; 0: none)
     flat_grad_bytes: float = 0.0

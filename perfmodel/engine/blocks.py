@@ -91,6 +91,7 @@ class Setting:
             fp8_param_gather=tr.fp8_param_gather or tr.fp8_weight_cache,
             expert_call_s=tr.expert_call_overhead_s,
             pointwise="compiled" if tr.torch_compile else tr.pointwise_kernels,
+            unpad=tr.attention_unpad,
             grad_accum_bytes=grad_accumulation_bytes(
                 p.activation_bytes, tr.grad_accumulation_fusion, p.gradient_bytes
             ),
