@@ -88,9 +88,13 @@ def case(r: dict) -> tuple[str, dict]:
         training["framework"] = "fsdp1"
         if "fp8" in str(hw.get("precision")):
             training["dtype"] = "fp8"
-        # MPT's attn_impl as the benchmark scripts of that table passed it
+        # MPT's attn_impl as the benchmark scripts of that table passed it; flash goes through
+        # llm-foundry's flash_attn_fn, which gathers q, k, v into flash-attn's varlen layout and
+        # scatters the output back each layer (llmfoundry/models/layers/attention.py at 5e85bd62d)
         if "attn_impl flash" not in r["framework"]:
             training["attention_backend"] = "triton"
+        else:
+            training["attention_unpad"] = True
         # Composer's FSDP mixed precision: DEFAULT reduces in fp32, PURE in bf16
         training["reduce_dtype"] = "bf16" if "PURE" in par["fsdp_mixed_precision"] else "fp32"
     zero = 2 if "SHARD_GRAD_OP" in str(par.get("zero_stage")) else 3

@@ -56,7 +56,9 @@ def test_verdict_names_the_largest_changes_first_and_only_those_that_matter():
         f" {pct:.0f}% {word} step time ({rate:.0f}% {other} throughput), inside the model's"
         f" +-{100 * width:.0f}% typical error"
     )
-    named = text.split(" (", 2)[2].rstrip(")").split(", ")
+    # the wider band's class is named (what the band rests on), then the deciding components
+    assert f"typical error out of sample ({pa['expected_error']['basis']})" in text
+    named = text.rsplit(" (", 1)[1].rstrip(")").split(", ")
     moved = sorted(
         (abs(v), k)
         for k, v in pb["delta_vs_first"]["breakdown_s"].items()

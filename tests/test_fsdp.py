@@ -3,6 +3,9 @@ torchtitan use, the per-layer traffic of cost/sharded.py worked by hand, the ker
 (FlashAttention-2, eager and compiled pointwise ops, torchtitan's per-op checkpointing), and the
 validation tables' accuracy."""
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -12,13 +15,24 @@ from perfmodel.cost import collectives as coll
 from perfmodel.cost import sac
 from perfmodel.cost import step as stp
 from perfmodel.cost.layer import Link
-from perfmodel.cost.shapes import EAGER_RMSNORM, LayerShape, Options, hidden_norm, rope
+from perfmodel.cost.shapes import (
+    EAGER_RMSNORM,
+    LayerShape,
+    Options,
+    flat_gradient_bytes,
+    hidden_norm,
+    rope,
+)
 from perfmodel.cost.sharded import Group, Sharding, sharded_step, unit_traffic
 from perfmodel.cost.transformer import decoder_layer
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import load, presets
 from perfmodel.specs import Parallel, Precision
+from perfmodel.specs.framework import PROFILES
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import calibrate_gpu as cg
 
 BF16 = Precision.of("bf16", True, "adam")  # fp32 gradients: 4 B, 16-bit weights: 2 B
 PURE = Precision.of("bf16", True, "adam", reduce_dtype="bf16")
@@ -164,6 +178,34 @@ def test_the_profiles_say_what_each_framework_runs():
     assert not deepspeed.zero2_gathers_per_microbatch and titan.zero2_gathers_per_microbatch
 
 
+def test_fsdp1_readies_each_units_flat_gradient_every_micro_batch():
+    """FSDP1 (PyTorch 2.1): the views' gradients concatenated into the flat gradient (read and write
+    2 B), cast to the fp32 reduce dtype (read 2, write 4), pre-divided in place (read and write
+    4): 18 B a weight each micro-batch; with a bf16 reduction no cast, 8 B; Megatron's fused
+    accumulation none. Only the fsdp1 profile runs it; a layer's op is its weights at that width,
+    timed at the GPU's HBM rate."""
+    assert flat_gradient_bytes(2, 4, True) == 18
+    assert flat_gradient_bytes(2, 2, True) == 8
+    assert flat_gradient_bytes(2, 4, False) == 0
+    on = [k for k, prof in PROFILES.items() if prof["flat_gradient_passes"]]
+    assert on == ["fsdp1"]
+    case = next(c for c in presets.validation_cases() if c["name"] == "llmf-h100-7b-s2048-8gpu")
+    plan = case["plan"]
+    from perfmodel.engine.per_layer import per_layer_ops
+
+    ops = {o.name: o for o in per_layer_ops(plan, resolve_config(plan))}
+    h, f = 4096, 16384  # MPT 7B: QKV, output projection, up, down, with their biases
+    weights = h * 3 * h + 3 * h + h * h + h + h * f + f + f * h + h
+    gpu = plan.system.gpu
+    seconds = weights * 18 / (gpu.hbm_bandwidth_bytes_per_s * gpu.hbm_efficiency)
+    op = ops["FSDP flat-gradient copy"]
+    assert float(op.fwd_s) == 0.0
+    assert float(op.bwd_s) == pytest.approx(seconds, rel=0.01)
+    titan = load("llama3-8b-h100").plan.with_training(framework="fsdp")
+    names = {o.name for o in per_layer_ops(titan, resolve_config(titan))}
+    assert "FSDP flat-gradient copy" not in names
+
+
 def test_fsdp1_has_no_pipeline_nor_tensor_parallelism_and_megatron_no_hsdp():
     p = fsdp_plan("fsdp1")
     with pytest.raises(PerfModelError, match="fsdp1 has no pipeline parallelism"):
@@ -289,11 +331,71 @@ ISSUE_TITAN = (
 
 
 def test_the_fsdp_tables_meet_the_issue_targets(report):
+    """Mean |error| within 10%, the worst within 20% (6.6% and 18.4%, llm-foundry's 1B on 128
+    H100, now that its flash rows copy q, k, v into flash-attn's varlen layout and back and its
+    loss is flash-attn's fused one: docs/validation.md, "One Hopper BF16 fraction")."""
     errs = np.abs(
         [c.error_pct for c in report.cases if c.name.startswith("llmf-") or c.name in ISSUE_TITAN]
     )
     # 18 llm-foundry + 3 torchtitan + its two 405B PP 8 runs: every run expressible
     assert len(errs) == 23
+    assert errs.mean() <= 10.0 and errs.max() <= 20.0
+
+
+def test_llm_foundrys_flash_rows_copy_q_k_v_into_the_varlen_layout_and_back():
+    """llm-foundry's flash_attn_fn (attn_impl flash) gathers q, k and v into flash-attn's packed
+    rows and scatters the output back every layer (flash_attn/bert_padding.py): forward a read and
+    a write an element each (2 x 2 B) and zeros plus index_put for the output (3 x 2 B); backward
+    a zeroed gradient and a scatter for each input (3 x 2 B), a gather for the output (2 x 2 B).
+    Only where a run says so (attention_unpad): SDPA, Megatron and the triton kernel read the
+    layer's tensors as they are."""
+    plain = decoder_layer(LLAMA, Options(), np.array([2.0]), 4096, np.array([1.0]), np.array([0]))
+    copied = decoder_layer(
+        LLAMA, Options(unpad=True), np.array([2.0]), 4096, np.array([1.0]), np.array([0])
+    )
+    extra = {op.name for op in copied.ops} - {op.name for op in plain.ops}
+    assert extra == {"unpad q, k, v (varlen)", "pad attention output (varlen)"}
+    ops = {op.name: op for op in copied.ops}
+    unpad, pad = ops["unpad q, k, v (varlen)"], ops["pad attention output (varlen)"]
+    tokens, q, kv = 2 * 4096, 4096, 1024  # Llama 3 8B: 32 query heads, 8 kv heads of 128
+    assert float(unpad.elements[0]) == tokens * (q + 2 * kv)
+    assert (unpad.fwd_bytes_per_el, unpad.bwd_bytes_per_el) == (4, 6)
+    assert float(pad.elements[0]) == tokens * q
+    assert (pad.fwd_bytes_per_el, pad.bwd_bytes_per_el) == (6, 4)
+    flash = {c["name"] for c in presets.validation_cases() if c["plan"].training.attention_unpad}
+    assert flash == {
+        "llmf-h100ls-1b-s2048-128gpu",
+        "llmf-h100ls-3b-s2048-512gpu",
+        "llmf-h100ls-7b-s2048-512gpu",
+        "llmf-h100ls-70b-s2048-128gpu",
+        "llmf-h100ls-70b-s2048-512gpu",
+    }
+
+
+def test_ibms_fms_fsdp_runs_are_timed_as_their_readme_states():
+    """IBM's fms-fsdp throughput table (one optimizer step per batch of 2 sequences of 4,096 a GPU):
+    the 7B H100 row's 7,500 tokens/s a GPU is 2 x 4,096 / 7,500 s a step; the 13B rows recompute
+    every other layer (their HFU/MFU, 0.59/0.51 and 0.40/0.35, is about 1 + 1/(3 x 2)); bf16
+    reduction (bfSixteen), HSDP over a node for 7B. The table is checked, never fitted: the H100
+    BF16 fraction is fitted on llm-foundry and DGX Cloud (benchmarks/calibrate_gpu.py)."""
+    runs = {c["name"]: c for c in presets.validation_cases() if c["table"] == "fms-fsdp"}
+    assert len(runs) == 10
+    seven = runs["fms-eager-7b-h100-96gpu"]["plan"]
+    assert seven.parallel.micro_batch_size == 2 and seven.training.global_batch_size == 2 * 96
+    assert seven.parallel.dp_shard == 8 and seven.training.reduce_dtype == "bf16"
+    thirteen = runs["fms-eager-13b-h100-96gpu"]["plan"].training
+    assert thirteen.recompute_modules == ["layer_sac"] and thirteen.checkpoint_every_n_layers == 2
+    assert runs["fms-compile-7b-h100-96gpu"]["plan"].training.torch_compile
+    assert "fms-fsdp" not in cg.FITS["h100-sxm"][1]
+
+
+def test_the_fms_fsdp_table_stays_within_its_bounds():
+    """Out of sample by construction (no fit reads it): mean |error| 6.8%, max 15.7% (the A100
+    70B, FULL_SHARD over 50 Gb/s a GPU). The bound holds the model there, not the figures."""
+    from perfmodel.review.validate import validate
+
+    errs = np.abs([c.error_pct for c in validate(["fms-"]).cases])
+    assert len(errs) == 10
     assert errs.mean() <= 10.0 and errs.max() <= 20.0
 
 

@@ -75,6 +75,10 @@ def test_figures_are_the_searchs(report):
     assert f"<td>{fmt_time(best['step_time_s'])}</td>" in text
     assert f"best: {fmt_time(best['step_time_s'])}" in text  # the scatter marks the best
     assert "HBM 85.9 GB" in text
+    # the band is in the table, under the breakdown and on the scatter, with what it rests on
+    lo, hi = best["expected_error"]["step_time_range_s"]
+    assert "expected (typical band)" in text and best["expected_error"]["basis"] in text
+    assert f"typical band of the best ({fmt_time(lo)} to {fmt_time(hi)})" in text
 
 
 def test_bad_input():

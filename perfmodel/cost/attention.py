@@ -21,6 +21,7 @@ from .shapes import (
     Split,
     _residual,
     _tp_collective,
+    gathered_bytes,
     hidden_norm,
     layernorm_backward_bytes,
     residual_gradient_add,
@@ -36,6 +37,7 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     ops: list[OpDesc] = tag([hidden_norm(m, o, "layernorm 1", M * h / tok)], "layernorm")
     projections, first = _input_projections(m, o, x, ln_bwd)
     ops += projections
+    ops += varlen_copies(m, o, x)
     ops += attention_core(m, o, x)
     if not m.kv_lora:
         # backward: the q, k, v gradients are concatenated into the fused QKV gradient (split's
@@ -59,7 +61,12 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     )
     ops.append(
         _tp_collective(
-            "TP comm after attention", M * h * act, first, "output projection", o.tp_overlap_ub
+            "TP comm after attention",
+            M * h * act,
+            first,
+            "output projection",
+            o.tp_overlap_ub,
+            gathered_bytes(o),
         )
     )
     if m.sandwich:  # Gemma 2: the attention output is normed before the residual add
@@ -68,6 +75,31 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     # the residual branch point's two gradients (through the norm, and straight) are summed
     ops.append(residual_gradient_add(o, "1", M * h / tok))
     return ops
+
+
+def varlen_copies(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
+    """flash-attn's packed (varlen) layout as llm-foundry's flash_attn_fn reaches it, every layer
+    (llmfoundry/models/layers/attention.py, 2024-01; flash_attn/bert_padding.py): q, k and v are
+    each gathered into the packed rows (IndexFirstAxis: torch.gather, read and write an element;
+    backward, a zeroed gradient and a scatter into it: write, then read and write), and the output
+    is scattered back into the padded shape (IndexPutFirstAxis: zeros, then index_put; backward a
+    gather). Unpadded input (pretraining, no padding) is copied all the same. None without
+    ``o.unpad``."""
+    if not o.unpad:
+        return []
+    act = o.act_bytes
+    M, t = x.tokens, x.t
+    return [
+        Pointwise(
+            "unpad q, k, v (varlen)",
+            M * (m.q_dim + 2 * m.kv_dim) / t,
+            2 * act,
+            3 * act,
+            0,
+            "column",
+        ),
+        Pointwise("pad attention output (varlen)", M * m.q_dim / t, 3 * act, 2 * act, 0, "column"),
+    ]
 
 
 def _mla_projections(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:

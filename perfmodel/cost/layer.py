@@ -69,7 +69,8 @@ class Hardware:
     def from_gpu(cls, gpu: GPU, dtype: str, attention_backend: str = "fused") -> Hardware:
         """FP8, MXFP8 and NVFP4 GEMMs run at their format's peak and efficiency; attention stays
         in BF16 (Transformer Engine). ``attention_backend`` fa2: the GPU's FlashAttention-2 fraction
-        (GPU.fa2_attention_efficiency)."""
+        (GPU.fa2_attention_efficiency). Every compute peak runs at the part's sustained clock
+        (GPU.sustained_clock, a fraction of the data sheet's); HBM does not."""
         fp8 = dtype in LOW_PRECISION
         eff = gpu.low_precision_efficiency(dtype) if fp8 else gpu.gemm_efficiency
         attn_dtype = "bf16" if fp8 else dtype
@@ -77,7 +78,7 @@ class Hardware:
         # they cost twice the K elements (GPU.gemm_k_overhead is measured in BF16)
         k0 = gpu.gemm_k_overhead * (gpu.peak(dtype) / gpu.peak("bf16") if fp8 else 1.0)
         return cls(
-            peak=gpu.peak(dtype),
+            peak=gpu.peak(dtype) * gpu.sustained_clock,
             hbm_bw=gpu.hbm_bandwidth_bytes_per_s,
             num_sms=gpu.num_sms,
             gemm_eff=eff,
@@ -88,7 +89,7 @@ class Hardware:
             overlap_penalty=gpu.comm_overlap_penalty,
             tail_waves=gpu.gemm_tail_waves,
             core_eff=gpu.unfused_attention_efficiency,
-            attn_peak=gpu.peak(attn_dtype),
+            attn_peak=gpu.peak(attn_dtype) * gpu.sustained_clock,
             attn_gemm_eff=gpu.gemm_efficiency,
             attn_k_overhead=gpu.gemm_k_overhead,
         )

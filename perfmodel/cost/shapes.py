@@ -150,6 +150,12 @@ class Options:
     persist_ln: bool = True  # single-pass layernorm backward
     # bytes per weight of an unfused gradient accumulation, 0 if fused
     grad_accum_bytes: float = 0.0
+    # q, k, v gathered into flash-attn's varlen layout and the output scattered back (attention.py
+    # varlen_copies)
+    unpad: bool = False
+    # HBM bytes per weight, every micro-batch, of FSDP1's flat-gradient preparation
+    # (flat_gradient_bytes; 0: none)
+    flat_grad_bytes: float = 0.0
     cp_comm: Literal["p2p", "a2a"] = "p2p"
     # deepep and hybridep: Megatron-Core's flex dispatcher, each token sent once per node (NVLink
     # domain for HybridEP) and fanned out there (cost/transformer.py _ep_exchange)
@@ -234,15 +240,52 @@ def grad_accumulation_bytes(act_bytes: int, fused: bool, gradient_bytes: int) ->
     return 0.0 if fused else act_bytes + 2 * gradient_bytes
 
 
+def flat_gradient_bytes(act_bytes: int, reduce_bytes: int, flat: bool) -> float:
+    """HBM bytes per weight that PyTorch FSDP1 (FullyShardedDataParallel, flat parameters) moves
+    every micro-batch to ready a unit's unsharded gradient for its reduce-scatter, PyTorch 2.1
+    (torch/distributed/fsdp): the original parameters are views of the flat parameter cut by
+    torch.split (flat_param.py _get_unflat_views_aligned), whose backward concatenates their
+    gradients into the flat gradient (read and write at the gradient's width, the activation
+    dtype under mixed precision); _runtime_utils._post_backward_hook casts that gradient to the
+    reduce dtype when they differ (read it, write the reduce width); the reduce-scatter hook
+    divides it in place by the gradient pre-divide factor, which is above 1 for any group of 2
+    or more ranks (algorithms/_comm_hooks/default_hooks.py reduce_scatter_hook and
+    DefaultState._get_gradient_predivide_factor): read and write the reduce width. 18 B a
+    weight with an fp32 reduction, 8 B with a bf16 one. Megatron's fused weight-gradient
+    accumulation writes its fp32 buffer from the GEMM and reduces it in buckets: none
+    (``flat`` False)."""
+    if not flat:
+        return 0.0
+    cast = act_bytes + reduce_bytes if reduce_bytes != act_bytes else 0
+    return float(2 * act_bytes + cast + 2 * reduce_bytes)
+
+
+def gathered_bytes(o: Options) -> float:
+    """What a TP all-gather moves per element over the 16-bit activation: under FP8 and MXFP8,
+    Transformer Engine quantizes a column-parallel GEMM's input before sequence parallelism
+    gathers it, and casts the row-parallel GEMM's output gradient before gathering it (TE 1.8
+    module/layernorm_linear.py: the norm writes ln_out in FP8, then gather_along_first_dim;
+    module/base.py grad_output_preprocess: "cast, transpose for efficient gather"), so those
+    all-gathers move 1 B an element (and MXFP8's block scales); the reduce-scatters and
+    all-reduces move the 16-bit GEMM outputs. NVFP4 recipes gather 16-bit (not shown otherwise)."""
+    return (o.gemm_bytes + o.scale_bytes) / o.act_bytes if o.gemm_bytes == 1 else 1.0
+
+
 def _tp_collective(
-    name: str, message: Num, column_gemm: str, row_gemm: str = "", ub: bool = False
+    name: str,
+    message: Num,
+    column_gemm: str,
+    row_gemm: str = "",
+    ub: bool = False,
+    gathered: float = 1.0,
 ) -> Collective:
     """Forward g after a row-parallel GEMM, backward f at the column-parallel input, overlapped with
     that GEMM's weight gradient (Megatron's asynchronous TP all-reduce; Korthikanti 2022, Sec. 6.2).
     SP: reduce-scatter here and all-gather before the next GEMM; backward the gradient's all-gather
     (exposed), the input's re-gather under dgrad, the reduce-scatter under wgrad. With ``ub``
     (Transformer Engine's userbuffers, --tp-comm-overlap) the forward collectives and the exposed
-    backward all-gather are split into chunks pipelined with the row- and column-parallel GEMMs."""
+    backward all-gather are split into chunks pipelined with the row- and column-parallel GEMMs.
+    ``gathered``: the all-gathers' bytes an element over the message's (gathered_bytes)."""
     under_row = (row_gemm, "fwd") if ub and row_gemm else None
     under_col = (column_gemm, "fwd") if ub else None
     under_dgrad = (row_gemm, "dgrad") if ub and row_gemm else None
@@ -253,12 +296,12 @@ def _tp_collective(
         fwd=(
             Transfer("all-reduce", "no_sp", under_row),
             Transfer("reduce-scatter", "sp", under_row),
-            Transfer("all-gather", "sp", under_col),
+            Transfer("all-gather", "sp", under_col, scale=gathered),
         ),
         bwd=(
             Transfer("all-reduce", "no_sp", (column_gemm, "wgrad")),
-            Transfer("all-gather", "sp", under_dgrad),
-            Transfer("all-gather", "sp", (column_gemm, "dgrad")),
+            Transfer("all-gather", "sp", under_dgrad, scale=gathered),
+            Transfer("all-gather", "sp", (column_gemm, "dgrad"), scale=gathered),
             Transfer("reduce-scatter", "sp", (column_gemm, "wgrad")),
         ),
     )

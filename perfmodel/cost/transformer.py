@@ -36,7 +36,9 @@ from .shapes import (
     _activation,
     _residual,
     _tp_collective,
+    flat_gradient_bytes,
     fp8_casts,
+    gathered_bytes,
     grad_accumulation_bytes,
     hidden_norm,
     layernorm_backward_bytes,
@@ -49,6 +51,7 @@ __all__ = [
     "Split",
     "decoder_layer",
     "embedding",
+    "flat_gradient_bytes",
     "grad_accumulation_bytes",
     "layernorm_backward_bytes",
     "lm_head",
@@ -97,15 +100,20 @@ def decoder_layer(
             # the output projection reads the attention core's cached output for its weight
             # gradient; no copy of its own (DeepSeek-V3 report Sec. 3.3.3)
             ops = [replace(op, saved=0.0) if op.name == "output projection" else op for op in ops]
+    weights = (
+        sum(op.K * op.N * op.batch for op in ops if isinstance(op, Gemm) and op.params) + 0 * x.b
+    )
     if o.grad_accum_bytes:
         # unfused weight-gradient accumulation: main_grad += grad over every weight of the layer,
         # once per micro-batch in backward (read the new gradient and the buffer, write the buffer)
-        weights = (
-            sum(op.K * op.N * op.batch for op in ops if isinstance(op, Gemm) and op.params)
-            + 0 * x.b
-        )
         ops.append(
             Pointwise("weight-gradient accumulation", weights, 0.0, o.grad_accum_bytes, 1, "column")
+        )
+    if o.flat_grad_bytes:
+        # FSDP1: the layer's unit gradient concatenated, cast and pre-divided every micro-batch
+        # (shapes.flat_gradient_bytes)
+        ops.append(
+            Pointwise("FSDP flat-gradient copy", weights, 0.0, o.flat_grad_bytes, 1, "column")
         )
     return Block("MoE layer" if moe else "decoder layer", tuple(ops), input_bytes=act * M * h / tok)
 
@@ -133,7 +141,9 @@ def mlp_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
         Gemm(
             "MLP down", M, f / t, h, 1, "row", f * h + (h if m.bias else 0), saved=act * M * f / t
         ),
-        _tp_collective("TP comm after MLP", M * h * act, up, "MLP down", o.tp_overlap_ub),
+        _tp_collective(
+            "TP comm after MLP", M * h * act, up, "MLP down", o.tp_overlap_ub, gathered_bytes(o)
+        ),
     ]
 
 
@@ -328,7 +338,12 @@ def _shared_experts(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
             pointwise=o.pointwise,
         ),
         Gemm("shared expert down", M, fs / t, h, 1, "row", fs * h, saved=act * M * fs / t),
-        _tp_collective("TP comm of the shared expert", M * h * act, "shared expert up"),
+        _tp_collective(
+            "TP comm of the shared expert",
+            M * h * act,
+            "shared expert up",
+            gathered=gathered_bytes(o),
+        ),
     ]
     return tag(ops, "shared_experts")
 

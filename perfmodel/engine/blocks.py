@@ -22,6 +22,7 @@ from perfmodel.cost.transformer import (
     Options,
     decoder_layer,
     embedding,
+    flat_gradient_bytes,
     grad_accumulation_bytes,
     lm_head,
     mtp_head,
@@ -97,8 +98,14 @@ class Setting:
             fp8_param_gather=tr.fp8_param_gather or tr.fp8_weight_cache,
             expert_call_s=tr.expert_call_overhead_s,
             pointwise="compiled" if tr.torch_compile else tr.pointwise_kernels,
+            unpad=tr.attention_unpad,
             grad_accum_bytes=grad_accumulation_bytes(
                 p.activation_bytes, tr.grad_accumulation_fusion, p.gradient_bytes
+            ),
+            flat_grad_bytes=flat_gradient_bytes(
+                p.activation_bytes,
+                p.reduce_bytes,
+                bool(PROFILES[tr.framework]["flat_gradient_passes"]),
             ),
         )
         return cls(

@@ -165,8 +165,11 @@ FAMILIES = {
 # formats that run the tensor cores at one rate (FP16 and BF16; FP8 and MXFP8)
 FORMATS = {"fp16": "16-bit", "bf16": "16-bit", "fp8": "FP8", "mxfp8": "FP8", "nvfp4": "FP4"}
 # the class of a configuration, most specific first: the first with MIN_RUNS runs is its class;
-# what a coarser class drops is an ingredient no run of the finer one validated
-LEVELS = (("family", "arch", "moe"), ("family", "arch"), ("family",))
+# what a coarser class drops is an ingredient no run of the finer one validated. Dense or MoE
+# before the generation: a model's MoE layers (routing, all-to-alls, grouped GEMMs) move its
+# error more than the GPU generation does (benchmarks/band_coverage.py: dense Megatron on Hopper,
+# one source, took the Hopper class of MoE runs before; see docs/bands.md section 2)
+LEVELS = (("family", "arch", "moe"), ("family", "moe"), ("family", "arch"), ("family",))
 
 
 def _full(r: dict[str, Any]) -> dict[str, Any]:
@@ -246,7 +249,7 @@ class Runs:
         if "family" in why:
             out += [("family", said(("family", "arch"))), ("arch", said(("family", "arch")))]
         elif "arch" in why:
-            out.append(("arch", said(("family", "arch"))))
+            out.append(("arch", said(("family", "arch") if "moe" in why else LEVELS[0])))
         if "family" not in why and not self._match(framework=f["framework"], arch=f["arch"]):
             # the family's runs on this generation ran other profiles of it (megatron-core on
             # A100: the runs are Megatron-LM 2021 and 2022). Said, not added: across the family's

@@ -91,7 +91,12 @@ def html(plan, result, findings, gantt_svg: str | None, note: str = "") -> str:
     if result.points is not None and len(result.points["step_time_s"]):
         parts.append(
             "<h2>Step time against memory</h2>"
-            + _scatter(result.points, (j["step_time_s"], m["total_bytes"]), m["capacity_bytes"])
+            + _scatter(
+                result.points,
+                (j["step_time_s"], m["total_bytes"]),
+                m["capacity_bytes"],
+                None if best.band is None else best.band.range(j["step_time_s"]),
+            )
         )
     run = j["training_run"]
     if run:

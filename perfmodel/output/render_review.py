@@ -20,6 +20,11 @@ def _knobs_note(case: dict) -> tuple[str, str]:
         "sequence_parallel": "sp",
         "recompute": "rc",
         "zero_stage": "zero",
+        "reduce_dtype": "grad sync",
+        "fused_cross_entropy": "fused CE",
+        "tp_comm_overlap_ub": "TP overlap (ub)",
+        "p2p_overlap": "p2p overlap",
+        "fp8_param_gather": "FP8 params",
     }
     if case["searched"]:
         return "searched", ", ".join(f"{short.get(n, n)} {v}" for n, v in case["chosen"].items())
@@ -234,6 +239,18 @@ def _sweep_runs(result) -> None:
     )
 
 
+def _sweep_bands(result) -> None:
+    """Each row's band (the step's typical error out of sample: about 68% of unseen runs inside)
+    and what it rests on, once for the rows that share both."""
+    bands: dict[tuple[float, str], list[str]] = {}
+    for p in result.points:
+        if p.est is not None and p.est.band is not None:
+            bands.setdefault((p.est.band.typical, p.est.band.basis), []).append(p.value)
+    for (typical, basis), values in bands.items():
+        which = "every row" if len(bands) == 1 else f"{result.field}={', '.join(values)}"
+        line(f"band +-{100 * typical:.0f}% typical ({which}): {basis}")
+
+
 def sweep(result) -> None:
     """`sweep`: one row per value; throughput and per-GPU throughput relative to the first value
     that ran; a row that does not fit says so (its memory marked NO, and a line beneath)."""
@@ -265,7 +282,16 @@ def sweep(result) -> None:
     what = "the plan's configuration" if result.fixed else "the fastest configuration that fits"
     table(
         f"Sweep of {result.field}: {what} at each value",
-        ["value", "GPUs", "configuration", "step", "tok/s/GPU", "MFU", "memory", "vs first"],
+        [
+            "value",
+            "GPUs",
+            "configuration",
+            "step",
+            "tok/s/GPU",
+            "MFU",
+            "memory",
+            "vs first",
+        ],
         rows,
         right=[False, True, False, True, True, True, True, True],
         caption=(
@@ -273,6 +299,7 @@ def sweep(result) -> None:
             " the batch, weak scaling grows it with the GPUs)"
         ),
     )
+    _sweep_bands(result)
     _sweep_runs(result)
     _sweep_assumed(result)
     if result.field == "system.gpu":

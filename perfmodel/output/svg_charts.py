@@ -75,9 +75,23 @@ def _bar(
     return "".join(out)
 
 
-def _scatter(points: dict, best: tuple[float, float], capacity: float) -> str:
-    """Step time against memory of the feasible configurations, the Pareto front, the best and the
-    HBM line."""
+def _band(band: tuple[float, float], top: float, bottom: float, x: float, width: float) -> str:
+    """The best configuration's typical range of step times, shaded across the scatter."""
+    return (
+        f'<rect x="{x}" y="{top:.1f}" width="{width}" height="{bottom - top:.1f}"'
+        ' fill="#54a24b" fill-opacity="0.15"><title>the best configuration\'s typical band:'
+        f" {fmt_time(band[0])} to {fmt_time(band[1])}</title></rect>"
+        f'<text x="{x + width - 4}" y="{top + 14:.1f}" text-anchor="end" fill="#2f6f2a">typical'
+        f" band of the best ({fmt_time(band[0])} to {fmt_time(band[1])}): not ranked</text>"
+    )
+
+
+Span = tuple[float, float]
+
+
+def _scatter(points: dict, best: Span, capacity: float, band: Span | None = None) -> str:
+    """Step time against memory of the feasible configurations, the Pareto front, the best, the
+    HBM line and the best's typical band (the configurations the model cannot rank against it)."""
     from perfmodel.output.plots import pareto_front
 
     t, mem = (
@@ -100,6 +114,8 @@ def _scatter(points: dict, best: tuple[float, float], capacity: float) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h + 40}" font-size="12"'
         ' role="img"><title>step time against memory per GPU</title>'
     ]
+    if band is not None:
+        out.append(_band(band, sy(min(band[1], tmax)), sy(max(band[0], tmin)), pad, w - pad - 20))
     for i in keep:
         out.append(
             f'<circle cx="{sx(mem[i]):.1f}" cy="{sy(t[i]):.1f}" r="2" fill="#4c78a8"'

@@ -166,15 +166,18 @@ def verdict(a: Side, b: Side) -> str:
     # the wider of the two typical bands (out of sample): a difference inside it is not one the
     # model has shown it can see (issue 28)
     bands = [s.est.band for s in (a, b) if s.est.band is not None]
-    width = max((x.typical for x in bands), default=0.0)
+    wider = max(bands, key=lambda x: x.typical, default=None)
+    width = wider.typical if wider is not None else 0.0
+    basis = f" ({wider.basis})" if wider is not None else ""
     if bands and abs(math.log(tb / ta)) <= width:
         return (
             f"{prefix}{b.label} and {a.label} are equal within the band: {b.label}"
             f" {change.removeprefix('takes ')}, inside the model's +-{100 * width:.0f}% typical"
-            " error out of sample, so the model cannot rank them"
+            f" error out of sample{basis}, so the model cannot rank them"
             + (f" ({why})" if why else "")
         )
-    return f"{prefix}{b.label} {change} than {a.label}" + (f": {why}" if why else "")
+    beyond = f"; beyond the +-{100 * width:.0f}% typical band{basis}" if bands else ""
+    return f"{prefix}{b.label} {change} than {a.label}" + (f": {why}" if why else "") + beyond
 
 
 def step_change(ta: float, tb: float, rate_a: float, rate_b: float) -> str:
@@ -296,6 +299,19 @@ def rows(c: Comparison) -> list[tuple[str, list[str]]]:
             )
         )
     out.append(("step time", figure(lambda j: j["step_time_s"], fmt_time, signed_time)))
+    out.append(
+        (
+            "  band (typical)",
+            [
+                (
+                    f"+-{100 * s.est.band.typical:.0f}% ({s.est.band.runs} runs)"
+                    if s.est.band is not None
+                    else "-"
+                )
+                for s in c.sides
+            ],
+        )
+    )
     for key, name in COMPONENTS.items():
         if any(j["breakdown_s"][key] for j in js):
             out.append(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
 
+from perfmodel.engine import uncertainty
 from perfmodel.engine.estimate import Estimate
 from perfmodel.engine.search import estimate_or_search, search
 from perfmodel.errors import PerfModelError
@@ -63,6 +64,7 @@ class Point:
             "num_gpus": self.num_gpus,
             "assumed": j["assumed"],
             "training_run": j["training_run"],
+            "expected_error": j["expected_error"],
         }
 
 
@@ -198,6 +200,8 @@ def sweep(
                 if not result.results:
                     raise PerfModelError(result.hint or "no configuration fits")
                 est = result.results[0]
+            # each row's band: the out-of-sample error of the runs of its class (issue 28)
+            est.band = uncertainty.of_estimate(p, presets.error_bands(), est)
             points.append(Point(v, p.system.num_gpus, est))
         except PerfModelError as e:
             points.append(Point(v, p.system.num_gpus, None, str(e)))

@@ -38,6 +38,10 @@ TABLE_TITLES = {
         "Megatron-Core MoE model zoo: Qwen3-235B-A22B long context on 256 H100 (CP)"
     ),
     "llm-foundry": "MosaicML llm-foundry benchmark tables: MPT on PyTorch FSDP1 (A100, H100)",
+    "fms-fsdp": (
+        "IBM fms-fsdp (2024): Llama 2 shapes on PyTorch FSDP1, 128 A100 and 96 H100, eager and"
+        " compiled"
+    ),
     "torchtitan-2412": "torchtitan benchmark notes (2024-12): Llama 3.1 on FSDP2, 8-512 H100",
     "torchtitan-2506": "torchtitan benchmark notes (2025-06): Llama 3.1 70B, 256 H100; 8B, 32 H200",
     "moe-2026": (
@@ -141,7 +145,15 @@ class CaseResult:
                 for k in KNOBS
                 if k in self.searched or (k == "schedule" and "vp" in self.searched)
             },
-            "knobs": {k: getattr(c, k) for k in KNOBS},
+            # the layout's knobs, and the framework settings a recipe gave (knobs_from_fields)
+            "knobs": (
+                {k: getattr(c, k) for k in KNOBS}
+                | {
+                    k: getattr(self.plan.training, k)
+                    for k in self.knobs_from_fields
+                    if k not in KNOBS and k in type(self.plan.training).model_fields
+                }
+            ),
             "knobs_from": self.knobs_from,
             "knobs_from_fields": self.knobs_from_fields,
             "predicted_mfu": self.estimate.values["mfu"],

@@ -161,7 +161,12 @@ ZERO_PROFILES: dict[str, dict[str, Any]] = {
         # forward_prefetch and BACKWARD_PRE, limit_all_gathers: at most two units gathered
         "overlap_param_gather": True,
         "bias_gemm_fusion": True,  # at::linear: addmm with the bias in the epilogue
-        "fused_cross_entropy": False,
+        # llm-foundry's MPT defaults to loss_fn fused_crossentropy (llmfoundry/models/mpt/
+        # modeling_mpt.py, v0.3.0 and 2024-01): flash-attn's CrossEntropyLoss, one kernel that reads
+        # the 16-bit logits forward and writes their gradient backward (the xentropy extension of
+        # its [gpu] extra, flash-attn 2's Triton kernel in [gpu-flash2]); it raises rather than
+        # fall back when missing, so the benchmark runs ran it (framework_memory.py says the same)
+        "fused_cross_entropy": True,
         "fp8_param_gather": False,
         "fp8_weight_cache": False,
         "expert_call_overhead_s": 0.0,
@@ -197,5 +202,9 @@ ZERO_PROFILES: dict[str, dict[str, Any]] = {
         "recompute_regathers": False,  # checkpoint_wrapper inside each FSDP unit
         "zero3_prefetch_params": None,
         "zero3_reduce_bucket_params": 0.0,
+        # FullyShardedDataParallel's flat parameter: every micro-batch each unit's gradient is
+        # concatenated from its parameters' views, cast to the reduce dtype and pre-divided before
+        # the reduce-scatter (PyTorch 2.1 torch/distributed/fsdp; cost/shapes.flat_gradient_bytes)
+        "flat_gradient_passes": True,
     },
 }

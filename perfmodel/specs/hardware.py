@@ -109,6 +109,17 @@ class GPU(Spec):
             " A100 fit on Korthikanti 2022 Table 4)."
         ),
     )
+    sustained_clock: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description=(
+            "Fraction of the clock its data-sheet peaks assume that the part sustains under its"
+            " power limit through a training step. Every compute rate (GEMMs in every format,"
+            " attention) scales with it, HBM does not; MFU stays against the data-sheet peak."
+            " 1.0 unless a part's runs show it (each preset names its source)."
+        ),
+    )
     kernel_overhead_s: Seconds = Field(
         4e-6, description="Launch and tail time per kernel, seconds."
     )

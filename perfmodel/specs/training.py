@@ -172,6 +172,16 @@ class Training(Spec):
     attention_backend: Literal["fused", "fa2", "triton"] = Field(
         "fused", description=FLAGS["attention_backend"]
     )
+    attention_unpad: bool = Field(
+        False,
+        description=(
+            "Each layer's q, k and v are gathered into flash-attn's packed (varlen) layout and"
+            " the attention output scattered back (llm-foundry's flash_attn_fn, attn_impl flash:"
+            " flash-attn's bert_padding unpad_input and pad_input): a copy of each forward, the"
+            " reverse backward. false: the kernel reads the layer's tensors as they are (SDPA,"
+            " Megatron, triton)."
+        ),
+    )
     pointwise_kernels: Literal["fused", "eager"] = Field(
         "fused", description=FLAGS["pointwise_kernels"]
     )
