@@ -125,7 +125,7 @@ def test_deepseek_makes_the_transposed_fp8_copy_in_a_pass_of_its_own():
     for fw, plan in plans.items():
         block = layer_block(plan, resolve_config(plan))
         # the bytes an element each cast moves (its launches aside: Megatron-Core's grouped experts
-        # are quantized expert by expert, cost/shapes.fp8_casts)
+        # are quantized expert by expert, cost/layer_kernels.fp8_casts)
         casts[fw] = {
             o.name: o.fwd_bytes_per_el + o.bwd_bytes_per_el
             for o in block.ops

@@ -15,14 +15,8 @@ from perfmodel.cost import collectives as coll
 from perfmodel.cost import sac
 from perfmodel.cost import step as stp
 from perfmodel.cost.layer import Link
-from perfmodel.cost.shapes import (
-    EAGER_RMSNORM,
-    LayerShape,
-    Options,
-    flat_gradient_bytes,
-    hidden_norm,
-    rope,
-)
+from perfmodel.cost.layer_kernels import EAGER_RMSNORM, hidden_norm, rope
+from perfmodel.cost.shapes import LayerShape, Options, flat_gradient_bytes
 from perfmodel.cost.sharded import Group, Sharding, sharded_step, unit_traffic
 from perfmodel.cost.transformer import decoder_layer
 from perfmodel.engine.estimate import estimate, resolve_config

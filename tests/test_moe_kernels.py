@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from perfmodel.cost.layer import Hardware, Link, time_block
+from perfmodel.cost.layer_kernels import UNFUSED_ROPE
 from perfmodel.cost.ops import Block, Pointwise
-from perfmodel.cost.shapes import UNFUSED_ROPE, Split
+from perfmodel.cost.shapes import Split
 from perfmodel.cost.transformer import LayerShape, Options, decoder_layer
 from perfmodel.engine.estimate import resolve_config
 from perfmodel.inputs import presets

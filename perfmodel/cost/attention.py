@@ -13,20 +13,10 @@ import numpy as np
 
 from perfmodel.cost import Num
 
+from .layer_kernels import hidden_norm, residual_add, residual_gradient_add, rope, tp_collective
 from .moe_kernels import mla_assembly
 from .ops import Collective, FusedAttention, Gemm, OpDesc, Pointwise, Shard, Transfer, tag
-from .shapes import (
-    LayerShape,
-    Options,
-    Split,
-    _residual,
-    _tp_collective,
-    gathered_bytes,
-    hidden_norm,
-    layernorm_backward_bytes,
-    residual_gradient_add,
-    rope,
-)
+from .shapes import LayerShape, Options, Split, gathered_bytes, layernorm_backward_bytes
 
 
 def attention_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
@@ -60,7 +50,7 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
         )
     )
     ops.append(
-        _tp_collective(
+        tp_collective(
             "TP comm after attention",
             M * h * act,
             first,
@@ -71,7 +61,7 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
     )
     if m.sandwich:  # Gemma 2: the attention output is normed before the residual add
         ops.append(hidden_norm(m, o, "post-attention norm", M * h / tok))
-    ops.append(_residual(m, o, "1", M * h / tok))
+    ops.append(residual_add(m, o, "1", M * h / tok))
     # the residual branch point's two gradients (through the norm, and straight) are summed
     ops.append(residual_gradient_add(o, "1", M * h / tok))
     return ops

@@ -217,7 +217,7 @@ def weight_cast_time(
     """Transformer Engine's weight cache (is_first_microbatch): a rank's weights are cast to the
     low-precision format with their transposes on the step's first micro-batch and reused by the
     others, read 2 B and written twice at the format's width with its block scales, seconds a
-    step (cost/shapes.fp8_casts charges the same cast per micro-batch without the cache)."""
+    step (cost/layer_kernels.fp8_casts charges the same cast per micro-batch without the cache)."""
     each = 2.0 + 2.0 * p.fp8_weight_bytes
     return params_on_rank * each / (hbm_bandwidth * hbm_efficiency)
 

@@ -1,7 +1,7 @@
 """The blocks of a plan and what one micro-batch through each costs: the Setting every cost reads
 (shapes, precision, GPU numbers, kernels), the layer, embedding and LM head as op lists
-(cost/ops.py), and their times, stored activations and parameters per distinct knob combination,
-gathered back into arrays over configurations (perfmodel/engine/evaluate.py composes them into a
+(cost/ops.py), and their costs (engine/block_cost.py) per distinct knob combination, gathered back
+into arrays over configurations (perfmodel/engine/evaluate.py composes them into a
 step)."""
 
 from __future__ import annotations
@@ -12,11 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.cost import Array, Num, sac
-from perfmodel.cost import sharded as shd
-from perfmodel.cost import step as stp
+from perfmodel.cost import Num
 from perfmodel.cost.layer import Hardware, Op, time_block
-from perfmodel.cost.ops import Block, Gemm, Pointwise, in_modules
+from perfmodel.cost.ops import Block
 from perfmodel.cost.transformer import (
     LayerShape,
     Options,
@@ -27,14 +25,12 @@ from perfmodel.cost.transformer import (
     lm_head,
     mtp_head,
 )
+from perfmodel.engine.block_cost import BlockCost
 from perfmodel.engine.knobs import CP_COMM_NAMES, DISPATCHER_NAMES, Knobs
 from perfmodel.engine.mesh import Mesh
 from perfmodel.specs import Plan, Precision
 from perfmodel.specs.framework import PROFILES
 from perfmodel.specs.precision import LOW_PRECISION
-
-_COMPUTE = ("gemm", "attention", "elementwise")
-
 
 _KEY = (
     "tp",
@@ -148,144 +144,6 @@ def dispatch_scale(fp8_dispatch: bool, dtype: str, act_bytes: int) -> float:
     format with moe_fp8_dispatch, an FP8 byte plus an FP32 scale per 128 elements (DeepSeek-V3
     report Sec. 3.3.3; DeepEP's tests count (1 + 4/128) / 2 of BF16), else 1. Dimensionless."""
     return (1 + 4 / 128) / act_bytes if fp8_dispatch and dtype in LOW_PRECISION else 1.0
-
-
-@dataclass(frozen=True)
-class BlockCost:
-    """One block on one GPU per micro-batch: seconds of compute and communication, forward and
-    backward, and of the attention core's forward (what selective recompute repeats); activation
-    bytes kept under no, selective and full recompute; parameters on the rank (all, and those of the
-    routed experts).
-    """
-
-    fwd: Array
-    bwd: Array
-    comm_fwd: Array
-    comm_bwd: Array
-    core_fwd: Array  # compute of the selectively recomputed modules' forward
-    core_comm: Array  # their communication
-    activations: Array  # (3, n): recompute none, selective, full
-    params: Array
-    expert_params: Array
-    # of comm_fwd and comm_bwd, what the context- and the expert-parallel groups move (the rest is
-    # TP's): the breakdown's own lines for them
-    cp_fwd: Array
-    cp_bwd: Array
-    ep_fwd: Array
-    ep_bwd: Array
-    wgrad: Array  # of bwd, the weight-gradient GEMMs (DualPipe's W)
-    # weight tensors, and the share of the weights whose gather waits (cost/sharded.py)
-    tensors: Array
-    unprefetched: Array
-
-    @classmethod
-    def of(
-        cls,
-        ops: list[Op],
-        block: Block,
-        t: Num,
-        ep: Num,
-        etp: Num,
-        modules: tuple[str, ...] = ("core_attn",),
-        shape: LayerShape | None = None,
-        act_bytes: int = 2,
-        layer_every: int = 2,
-        max_live: float | None = None,
-    ) -> BlockCost:
-        zero = 0.0 * ops[0].fwd_s
-        # the share of each op's forward that selective recompute repeats: whole modules
-        # (Megatron-Core --recompute-modules), or torchtitan's per-op policy (cost/sac.py)
-        repeat = {o.name: 1.0 for o in block.ops if in_modules(o, modules)}
-        kept_sac = None
-        if sac.MODULE in modules and shape is not None:
-            repeat, kept_sac = sac.policy(block, shape, act_bytes)
-        elif sac.LAYER_MODULE in modules:
-            repeat, kept_sac = sac.layer_policy(block, layer_every)
-
-        def total(attr: str, kinds: tuple[str, ...], core_only: bool = False) -> Array:
-            return np.asarray(
-                sum(
-                    (
-                        getattr(o, attr) * (repeat.get(o.name, 0.0) if core_only else 1.0)
-                        for o in ops
-                        if o.kind in kinds
-                    ),
-                    zero,
-                )
-            )
-
-        def group_total(attr: str, groups: tuple[str, ...]) -> Array:
-            return np.asarray(
-                sum((getattr(o, attr) for o in ops if o.kind == "comm" and o.group in groups), zero)
-            )
-
-        acts = np.stack(
-            [
-                np.broadcast_to(
-                    (
-                        kept_sac
-                        if rc == 1 and kept_sac is not None
-                        else block.activation_bytes(rc, modules)
-                    )
-                    + zero,
-                    np.shape(zero),
-                )
-                for rc in (0, 1, 2)
-            ]
-        )
-        expert: Num = sum(
-            (
-                op.params
-                for op in block.ops
-                if isinstance(op, (Gemm, Pointwise)) and op.shard == "experts"
-            ),
-            0.0,
-        )
-        params = np.asarray((block.params() - expert) / t + expert / (ep * etp) + zero)
-        return cls(
-            total("fwd_s", _COMPUTE),
-            total("bwd_s", _COMPUTE),
-            total("fwd_s", ("comm",)),
-            total("bwd_s", ("comm",)),
-            total("fwd_s", _COMPUTE, core_only=True),
-            total("fwd_s", ("comm",), core_only=True),
-            acts,
-            params,
-            np.asarray(expert / (ep * etp) + zero),
-            group_total("fwd_s", ("cp",)),
-            group_total("bwd_s", ("cp",)),
-            group_total("fwd_s", ("ep", "etp")),
-            group_total("bwd_s", ("ep", "etp")),
-            total("wgrad_s", ("gemm",)),
-            *(np.asarray(x + zero) for x in shd.weight_tensors(block, t, ep * etp, max_live)),
-        )
-
-    def plus(self, other: BlockCost, times: float) -> BlockCost:
-        """This block and ``times`` copies of another, one after the other (every field adds)."""
-        return BlockCost(
-            *(
-                np.asarray(getattr(self, f)) + times * np.asarray(getattr(other, f))
-                for f in self.__dataclass_fields__
-            )
-        )
-
-    def seconds(self, recompute: Num = 0) -> tuple[Array, Array]:
-        """(forward, backward) seconds per micro-batch, communication included; the backward
-        includes what ``recompute`` (a RECOMPUTE_CODES code) repeats of the forward."""
-        rec, rec_comm = stp.layer_recompute(
-            self.fwd, self.comm_fwd, self.core_fwd, recompute, self.core_comm
-        )
-        return self.fwd + self.comm_fwd, self.bwd + self.comm_bwd + rec + rec_comm
-
-    def kept(self, recompute: Num) -> Array:
-        """Activation bytes kept per micro-batch under each configuration's recompute code."""
-        rc = np.asarray(recompute)[None, :]
-        return np.asarray(np.take_along_axis(self.activations, rc, axis=0)[0])
-
-    def take(self, idx: Array) -> BlockCost:
-        return BlockCost(
-            *(np.asarray(getattr(self, f))[..., idx] for f in self.__dataclass_fields__)
-        )
 
 
 def block_ops(
@@ -440,22 +298,9 @@ def _block_costs(
                     ),
                 )
             )
-        out[name] = _merge(parts, len(first)).take(inverse)
+        out[name] = BlockCost.merge(parts, len(first)).take(inverse)
     if st.mtp and "head" in out:
         # each MTP layer's projection, norms and pass through the shared output head run on the
         # last stage after the main head (its transformer layer is one of that stage's layers)
         out["head"] = out["head"].plus(out.pop("mtp_head"), st.mtp)
     return out
-
-
-def _merge(parts: list[tuple[np.ndarray, BlockCost]], n: int) -> BlockCost:
-    if len(parts) == 1:
-        return parts[0][1]
-    fields = {}
-    for name in BlockCost.__dataclass_fields__:
-        first = np.asarray(getattr(parts[0][1], name))
-        arr = np.zeros(first.shape[:-1] + (n,))
-        for rows, c in parts:
-            arr[..., rows] = getattr(c, name)
-        fields[name] = arr
-    return BlockCost(**fields)

@@ -14,7 +14,8 @@ from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import step as stp
 from perfmodel.cost.sharded import Group, Sharding
 from perfmodel.cost.stages import Stages
-from perfmodel.engine.blocks import BlockCost, Setting
+from perfmodel.engine.block_cost import BlockCost
+from perfmodel.engine.blocks import Setting
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.mesh import Mesh
 from perfmodel.specs.framework import PROFILES

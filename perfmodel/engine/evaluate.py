@@ -28,7 +28,8 @@ from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import step as stp
 from perfmodel.cost.stages import Stages, build_stages, split_layers
 from perfmodel.engine import dualpipe
-from perfmodel.engine.blocks import BlockCost, Setting, block_costs
+from perfmodel.engine.block_cost import BlockCost
+from perfmodel.engine.blocks import Setting, block_costs
 from perfmodel.engine.data_parallel import _data_parallel
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import kept_per_layer, memory_terms

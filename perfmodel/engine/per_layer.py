@@ -12,7 +12,8 @@ from perfmodel.cost.layer import Op
 from perfmodel.cost.memory import RECOMPUTE_CODES
 from perfmodel.cost.ops import Block
 from perfmodel.cost.transformer import decoder_layer
-from perfmodel.engine.blocks import BlockCost, Setting, block_ops
+from perfmodel.engine.block_cost import BlockCost
+from perfmodel.engine.blocks import Setting, block_ops
 from perfmodel.specs import Config, Plan
 
 
