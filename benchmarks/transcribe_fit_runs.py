@@ -1,13 +1,9 @@
 """Write the published runs of shared/validation/published-2026b.yaml that `validate` does not time
 as memory runs (configs/memory_runs/*.yaml, perfmodel/inputs/memory_runs.py): each ran, so each must
 fit (tests/test_memory_runs.py), and a run that measured its peak joins `validate --memory`.
+IBM's fms-fsdp table was one until it became timed validation cases
+(benchmarks/transcribe_fms_runs.py, table fms-fsdp); its 13B row's checkpointing is explained there.
 
-- IBM's fms-fsdp benchmark table (10 runs): Llama 2 shapes on PyTorch FSDP (FSDP1), HSDP for 7B;
-  bf16 mixed precision with bf16 reductions (fms_fsdp/policies/mixed_precision.py bfSixteen);
-  activation checkpointing of every k-th block (fms_fsdp/policies/ac_handler.py). The 13B row's k
-  is not stated; its HFU over MFU is (0.59 / 0.51 on A100, 0.40 / 0.35 on H100) = 1.16 and 1.14,
-  and recomputing one block's forward in k adds 1 / (3 k) of the step's FLOPs (forward a third
-  of forward plus backward): k = 2 (1.17), where full checkpointing gives 1.33 and k = 3 1.11;
 - Primus-pipeline's 'zbb' row (Llama 2 7B, 16 layers, PP 8): the blog's own table of its schedules
   names ZeroBubble ZB1P, Primus's pp_algorithm zero-bubble (ZB-H1); its peak as the other rows';
 - Primus-pipeline's three Qwen3-235B rows on MI355X: the blog states no batch, micro-batch or
@@ -30,16 +26,6 @@ OUT = Path(__file__).resolve().parents[1] / "configs" / "memory_runs"
 SCHEDULES = {"ZBB-VPP2": "zb-h1", "1F1B": "1f1b", "ZeroBubble": "zb-h1"}
 
 
-def _gpu(text: str) -> tuple[str, str, str]:
-    """(GPU preset, intra-node link, inter-node link): the IBM table states 400 Gb/s a node on
-    A100 and 800 Gb/s on H100 ('A100 80G 128 GPUs with 400Gbps', 'H100 96 GPUs with 800 Gbps')."""
-    if text.startswith("A100"):
-        return "a100-80gb", "nvlink3", "roce-100g-x4"
-    if text.startswith("H100"):
-        return "h100-sxm", "nvlink4", "roce-400g"
-    return "mi355x", "infinity-fabric", "pollara-400"
-
-
 def _llama(m: dict, size: str) -> dict:
     return {
         "name": f"Llama 2 {size} shape (fms)",
@@ -53,50 +39,6 @@ def _llama(m: dict, size: str) -> dict:
         "mlp": "swiglu",
         "tied_embeddings": False,
         "position_embedding": "rope",
-    }
-
-
-def ibm(r: dict) -> tuple[str, dict]:
-    m, hw, par, b = r["model"], r["hardware"], r["parallelism"], r["batch"]
-    size = r["id"].split("-")[2]
-    gpu, intra, inter = _gpu(hw["gpu"])
-    n = hw["num_gpus"]
-    training: dict = {
-        "global_batch_size": b["global_seqs"],
-        "seq_length": m["seq_len"],
-        "framework": "fsdp1",
-        "reduce_dtype": "bf16",  # bfSixteen: param, reduce and buffer dtype bf16
-        "attention_backend": "fa2",  # SDPA's flash-attention 2
-    }
-    if r["id"].startswith("IBMFSDP-compile"):
-        training["torch_compile"] = True
-    parallel: dict = {"tp": 1, "pp": 1, "cp": 1, "vp": 1, "dp": n, "micro_batch_size": b["micro"]}
-    parallel.update(zero_stage=3, sequence_parallel=False)
-    text = str(par["recompute"])
-    if text.startswith("full"):
-        parallel["recompute"] = "full"
-    elif text.startswith("selective"):
-        # every k-th block under checkpoint_wrapper (ac_handler.py); k = 2 from HFU / MFU
-        parallel["recompute"] = "selective"
-        training["recompute_modules"] = ["layer_sac"]
-        training["checkpoint_every_n_layers"] = 2
-    else:
-        parallel["recompute"] = "none"
-    if par.get("hsdp_shard_group"):
-        parallel["dp_shard"] = par["hsdp_shard_group"]
-    kind = "compile" if "compile" in r["id"] else "eager"
-    name = f"fms-{kind}-{size}-{gpu.split('-')[0]}-{n}gpu"
-    return name, {
-        "model": _llama(m, size),
-        "system": {
-            "gpu": gpu,
-            "gpus_per_node": 8,
-            "intra_node_link": intra,
-            "inter_node_link": inter,
-            "num_gpus": n,
-        },
-        "training": training,
-        "parallel": parallel,
     }
 
 
@@ -146,9 +88,7 @@ def main(path: str) -> None:
     OUT.mkdir(exist_ok=True)
     held = {p.stem for p in (OUT.parent / "validation").glob("*.yaml")}
     for r in yaml.safe_load(Path(path).read_text()):
-        if r["id"].startswith("IBMFSDP"):
-            name, doc = ibm(r)
-        elif r["id"].startswith("PRIMUSPIPE") and ("QWEN3" in r["id"] or "ZBB" in r["id"]):
+        if r["id"].startswith("PRIMUSPIPE") and ("QWEN3" in r["id"] or "ZBB" in r["id"]):
             name, doc = primus(r)
         else:
             continue
