@@ -12,7 +12,7 @@ Parameters (fractions of the data-sheet peaks, end to end, as the H100 and Black
   (BF16) and 1,273 / 1,519 = 0.838 (FP8) of the MI325X's rate: the power limit's clock, measured,
   not fitted. The same factor scales the MI300X's attention fraction (a clock slows every kernel).
 - CDNA 4, at the MI355X's clock (1,400 W): one fraction for FP8 and BF16 GEMMs (no CDNA 4 BF16
-  run with a step time is published: BF16 takes FP8's fraction, as the H100 fits found them equal).
+  run with a step time is published: BF16 takes FP8's fraction, as CDNA 3's fits found them equal).
 - CDNA 4, MI350X (the same chip at 1,000 W, air cooled): a clock factor on every compute fraction
   of the MI355X's. Its data-sheet peaks already carry its lower peak clock (2.2 against 2.4 GHz);
   the factor is what the power limit takes off under load. No published MAF measures it, so it is

@@ -17,7 +17,7 @@ Two sources, each its own table:
   the global batch (the ROCm docs' Megatron-LM benchmark page scales it with the nodes: 128 on
   one node, 256 on two, so 1,024 on eight); recompute under FSDP2 for 70B (full, all 80 layers,
   as the example config, for the FP8 row at micro-batch 4, whose activations would need about
-  740 GB a GPU without; none for the BF16 row at micro-batch 1, which fits without: see
+  640 GB a GPU without; none for the BF16 row at micro-batch 1, which fits without: see
   RECOMPUTE_NOTE); and the network (AMD's 8-node MI325X cluster of its MLPerf Training v6.0
   submission has Broadcom 400G NICs, systems/8xMI325X_EPYC_9575F_pytorch
   .json; one per GPU assumed).
@@ -64,14 +64,14 @@ GBS_NOTE = (
 RECOMPUTE_NOTE = {
     "full": (
         " Recompute is not stated: full, all 80 layers, as Primus's example config; without it the"
-        " activations of micro-batch 4 would need about 740 GB a GPU."
+        " activations of micro-batch 4 would need about 640 GB a GPU."
     ),
     "none": (
         " Recompute is not stated: none. Primus's example config recomputes all 80 layers at"
         " micro-batch 3, but at micro-batch 1 the run fits without (213 of 243 GB usable,"
-        " `perfmodel memory`; micro-batch 2 would not: about 370 GB), the likely reason for the"
+        " `perfmodel memory`; micro-batch 2 would not: about 400 GB), the likely reason for the"
         " row's micro-batch 1 where the FP8 row runs 4. With full recompute its GEMMs would have to"
-        " run at 0.66 of the BF16 peak, above the 0.645 AMD measures as the MI325X's best (MAF 843"
+        " run at 0.67 of the BF16 peak, above the 0.645 AMD measures as the MI325X's best (MAF 843"
         " TFLOP/s, benchmarks/calibrate_cdna.py)."
     ),
 }
