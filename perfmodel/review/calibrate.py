@@ -155,8 +155,8 @@ def one_run_target(run: MeasuredRun, scatter: float) -> tuple[float, str]:
     x = log(measured / modelled) is shrunk by the non-negative garrote (Breiman 1995, for one
     coefficient: x (1 - (s/x)^2)+, s the scatter): a run within the model's scatter leaves the
     model as it is, a run twice the scatter off moves it three quarters of the way, and a stack
-    far off (torchtitan's Llama 3 8B on power-limited B200, 2.7 times slower than modelled) is
-    corrected all but s^2/x, about 1% of its step."""
+    far off (torchtitan's Llama 3 8B on power-limited B200, 2.3 times slower than modelled) is
+    corrected all but s^2/x, about 2% of its step."""
     t0 = step_time(run.plan, {})
     x = math.log(run.step_s / t0)
     s = math.log1p(scatter)
