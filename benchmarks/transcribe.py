@@ -33,3 +33,21 @@ def write_cases(
             head + yaml.safe_dump(doc, sort_keys=False, width=100)
         )
         print(name)
+
+
+def llama_shape(m: dict, name: str) -> dict:
+    """A Llama-shaped model preset from a record's ``model`` block (layers, hidden, heads, kv_heads,
+    ffn, vocab, seq_len): SwiGLU, RoPE, untied embeddings, as Llama 2 and 3 are."""
+    return {
+        "name": name,
+        "num_layers": m["layers"],
+        "hidden_size": m["hidden"],
+        "num_attention_heads": m["heads"],
+        "num_query_groups": m["kv_heads"],
+        "ffn_hidden_size": m["ffn"],
+        "vocab_size": m["vocab"],
+        "seq_length": m["seq_len"],
+        "mlp": "swiglu",
+        "tied_embeddings": False,
+        "position_embedding": "rope",
+    }

@@ -21,25 +21,10 @@ import sys
 from pathlib import Path
 
 import yaml
+from transcribe import llama_shape
 
 OUT = Path(__file__).resolve().parents[1] / "configs" / "memory_runs"
 SCHEDULES = {"ZBB-VPP2": "zb-h1", "1F1B": "1f1b", "ZeroBubble": "zb-h1"}
-
-
-def _llama(m: dict, size: str) -> dict:
-    return {
-        "name": f"Llama 2 {size} shape (fms)",
-        "num_layers": m["layers"],
-        "hidden_size": m["hidden"],
-        "num_attention_heads": m["heads"],
-        "num_query_groups": m["kv_heads"],
-        "ffn_hidden_size": m["ffn"],
-        "vocab_size": m["vocab"],
-        "seq_length": m["seq_len"],
-        "mlp": "swiglu",
-        "tied_embeddings": False,
-        "position_embedding": "rope",
-    }
 
 
 def primus(r: dict) -> tuple[str, dict]:
@@ -81,7 +66,7 @@ def _system(n: int, gpu: str) -> dict:
 
 
 def _primus_llama(m: dict) -> dict:
-    return {**_llama(m, "7B"), "name": "Llama 2 7B shape, 16 layers"}
+    return llama_shape(m, "Llama 2 7B shape, 16 layers")
 
 
 def main(path: str) -> None:

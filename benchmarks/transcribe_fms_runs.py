@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import sys
 
-from transcribe import write_cases
+from transcribe import llama_shape, write_cases
 
 SOURCE = "/work/shared/validation/published-2026b.yaml"
 MODELS = {32: "llama2-7b", 40: "llama2-13b", 80: "llama2-70b"}
@@ -56,19 +56,8 @@ def _network(per_node_gbps: int) -> dict:
 def _model(m: dict) -> str | dict:
     if m["layers"] in MODELS:
         return MODELS[m["layers"]]
-    return {  # CodeLlama-34B's shape, as fms_fsdp/utils/config_utils.py gives "34b"
-        "name": "Llama 34B (fms)",
-        "num_layers": m["layers"],
-        "hidden_size": m["hidden"],
-        "num_attention_heads": m["heads"],
-        "num_query_groups": m["kv_heads"],
-        "ffn_hidden_size": m["ffn"],
-        "vocab_size": m["vocab"],
-        "seq_length": m["seq_len"],
-        "mlp": "swiglu",
-        "tied_embeddings": False,
-        "position_embedding": "rope",
-    }
+    # CodeLlama-34B's shape, as fms_fsdp/utils/config_utils.py gives "34b"
+    return llama_shape(m, "Llama 34B (fms)")
 
 
 def case(r: dict) -> tuple[str, dict]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 
-from transcribe import write_cases
+from transcribe import llama_shape, write_cases
 
 PRIMUS = {  # the blog's row -> (schedule, vp)
     "PRIMUSPIPE-LLAMA2_7B_16L-8xMI300X-PP8-1F1B": ("1f1b", 1),
@@ -41,19 +41,7 @@ def _primus(r: dict) -> tuple[str, dict]:
             r["source"] + "; transcribed from shared/validation/published-2026b.yaml id " + r["id"]
         ),
         "table": "primus-pipeline",
-        "model": {
-            "name": "Llama 2 7B shape, 16 layers",
-            "num_layers": m["layers"],
-            "hidden_size": m["hidden"],
-            "num_attention_heads": m["heads"],
-            "num_query_groups": m["kv_heads"],
-            "ffn_hidden_size": m["ffn"],
-            "vocab_size": m["vocab"],
-            "seq_length": m["seq_len"],
-            "mlp": "swiglu",
-            "tied_embeddings": False,
-            "position_embedding": "rope",
-        },
+        "model": llama_shape(m, "Llama 2 7B shape, 16 layers"),
         # one node of 8 MI300X over Infinity Fabric; the existing MI300X preset
         "system": {
             "gpu": "mi300x",
