@@ -87,3 +87,24 @@ def test_the_deepseek_v3_file_no_longer_says_mtp_is_not_modelled():
     text = (ROOT / "configs/models/deepseek-v3.yaml").read_text()
     assert "not modelled" not in text
     assert "mtp_num_layers" in text
+
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.rglob("*.yaml")), ids=lambda p: p.name)
+def test_the_bundled_loader_reads_every_shipped_file_as_a_users_file_is_read(path):
+    """configs/ is read at every start by libyaml's parser (yaml12._BundledLoader) under the same
+    YAML 1.2 rules a user's file gets from the pure-Python one: the same data, file by file."""
+    text = path.read_text(encoding="utf-8-sig")
+    assert yaml12.load(text, bundled=True) == yaml12.load(text)
+
+
+def test_the_bundled_loader_keeps_yaml_1_2_and_refuses_a_repeated_key():
+    assert yaml12.load("a: yes\nb: 010\nc: 1e3\n", bundled=True) == {
+        "a": "yes",
+        "b": 10,
+        "c": 1000.0,
+    }
+    with pytest.raises(yaml12.YamlError, match="appears twice"):
+        yaml12.load("a: 1\na: 2\n", bundled=True)

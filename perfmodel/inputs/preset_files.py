@@ -45,12 +45,12 @@ def read_text(path: str, label: str) -> str:
     return _read_text(Path(path), label)
 
 
-def parse_yaml(text: str, label: str, omegaconf: bool = False) -> Any:
+def parse_yaml(text: str, label: str, omegaconf: bool = False, bundled: bool = False) -> Any:
     """YAML text -> Python data under YAML 1.2's core schema (yaml12.py), or YAML 1.1 as OmegaConf
     reads it (``omegaconf``: NeMo recipes); a syntax error names the line and column, and duplicate
     keys, runaway aliases and deep nesting are errors."""
     try:
-        return yaml12.load(text, omegaconf)
+        return yaml12.load(text, omegaconf, bundled)
     except yaml12.YamlError as e:
         raise PerfModelError(f"{label}: {e}") from None
     except yaml.YAMLError as e:
@@ -64,6 +64,11 @@ def _load_yaml(path, label: str) -> Any:
     return parse_yaml(_read_text(path, label), label)
 
 
+def _load_bundled(path, label: str) -> Any:
+    """A file of configs/ (the same rules as a user's file, parsed by libyaml where present)."""
+    return parse_yaml(_read_text(path, label), label, bundled=True)
+
+
 @cache
 def _bundled(kind: str) -> dict[str, dict]:
     """name -> raw mapping for 'gpus', 'links', 'models', 'plans'."""
@@ -71,13 +76,13 @@ def _bundled(kind: str) -> dict[str, dict]:
     out: dict[str, dict] = {}
     if kind in ("gpus", "links"):
         f = root.joinpath("hardware", f"{kind}.yaml")
-        data = _load_yaml(f, f"configs/hardware/{kind}.yaml")
+        data = _load_bundled(f, f"configs/hardware/{kind}.yaml")
         return {_norm(k): v for k, v in data.items()}
     folder = root.joinpath(kind)
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):
         if entry.name.endswith(".yaml"):
             label = f"configs/{kind}/{entry.name}"
-            out[_norm(entry.name[:-5])] = _load_yaml(entry, label)
+            out[_norm(entry.name[:-5])] = _load_bundled(entry, label)
     return out
 
 

@@ -21,6 +21,7 @@ from perfmodel.inputs.preset_files import (
     SINGULAR,
     _bundled,
     _configs_root,
+    _load_bundled,
     _load_yaml,
     _lookup,
     _read_text,
@@ -421,11 +422,11 @@ def memory_peaks() -> dict[str, dict]:
     """Measured memory peaks of published runs by record id (configs/memory_peaks.yaml, written by
     benchmarks/transcribe_memory_runs.py): peak_bytes, the quantity measured (reserved,
     allocated, device, unstated), how and the source."""
-    raw = _load_yaml(_configs_root().joinpath("memory_peaks.yaml"), "configs/memory_peaks.yaml")
+    raw = _load_bundled(_configs_root().joinpath("memory_peaks.yaml"), "configs/memory_peaks.yaml")
     return dict(raw or {})
 
 
 @cache
 def error_bands() -> dict:
     """The model's error per validation table and what its runs were (configs/error_bands.yaml)."""
-    return _load_yaml(_configs_root().joinpath("error_bands.yaml"), "configs/error_bands.yaml")
+    return _load_bundled(_configs_root().joinpath("error_bands.yaml"), "configs/error_bands.yaml")

@@ -102,6 +102,16 @@ _Loader.add_constructor("tag:yaml.org,2002:float", _float)
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 
 
+class _BundledLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """_Loader's rules (the same resolvers and constructors) over libyaml's parser where PyYAML
+    has it: for the files perfmodel ships (configs/), which it reads at every start and whose
+    syntax its tests hold; a user's file goes through _Loader, whose errors say more."""
+
+
+_BundledLoader.yaml_implicit_resolvers = _Loader.yaml_implicit_resolvers
+_BundledLoader.yaml_constructors = _Loader.yaml_constructors
+
+
 class _OmegaConfLoader(yaml.SafeLoader):
     """How OmegaConf reads a config (omegaconf/_utils.py, get_yaml_loader): PyYAML's SafeLoader,
     so YAML 1.1 (off, no, yes are booleans), with floats written without a dot (1e-5) read as
@@ -147,12 +157,17 @@ def _measure(node, depth: int, memo: dict) -> int:
     return n
 
 
-def load(text: str, omegaconf: bool = False):
+def load(text: str, omegaconf: bool = False, bundled: bool = False):
     """Parse one YAML document under the rules above (with ``omegaconf``, as OmegaConf reads it:
-    YAML 1.1); YamlError or yaml.YAMLError on bad input."""
+    YAML 1.1; ``bundled``: a file perfmodel ships, by libyaml where present); YamlError or
+    yaml.YAMLError on bad input."""
     if text.startswith("\ufeff"):
         text = text[1:]  # a UTF-8 byte-order mark is not part of the document
-    loader = _OmegaConfLoader(text) if omegaconf else _Loader(text)
+    loader = (
+        _OmegaConfLoader(text)
+        if omegaconf
+        else (_BundledLoader(text) if bundled else _Loader(text))
+    )
     try:
         node = loader.get_single_node()
         if node is None:
