@@ -280,3 +280,17 @@ def test_the_memory_bound_never_exceeds_what_a_configuration_needs(name):
     total = evaluate_chunked(plan, sub)["total_bytes"]
     assert (bound <= total * (1 + 1e-9)).all()
     assert (bound > 0.3 * total).mean() > 0.5  # and it is not vacuous
+
+
+def test_a_pool_with_a_horizon_keeps_the_exact_top_and_everything_inside_it(gpt3):
+    """plan's pool (search with ``exact`` and ``horizon``) holds the same exact fastest as the full
+    pool, and of the rest exactly those within the horizon of the fastest: what annotate counts as
+    equivalent and ranks by practice. Only the others go unsimulated."""
+    full = search(gpt3, top=50).results
+    edge = full[0].values["step_time_s"] * 1.03
+    pool = search(gpt3, top=50, exact=3, horizon=lambda fastest: edge).results
+    steps = [e.values["step_time_s"] for e in full]
+    assert [e.config for e in pool[:3]] == [e.config for e in full[:3]]
+    inside = [e.config for e in full[3:] if e.values["step_time_s"] <= edge]
+    assert [e.config for e in pool[3:]] == inside
+    assert len(inside) < len(full) - 3 and steps == sorted(steps)

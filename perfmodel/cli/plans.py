@@ -78,7 +78,14 @@ def plan_cmd(
         # rank are counted and ranked by validated practice among all of them (issue 28)
         pool = max(top, srch.RANK_POOL) if sort == "step_time" else top
         result = srch.search(
-            plan, pool, sort, allow_cross_node_tp, bar, keep_points=plot is not None
+            plan,
+            pool,
+            sort,
+            allow_cross_node_tp,
+            bar,
+            keep_points=plot is not None,
+            exact=top,
+            horizon=srch.band_edge(plan, presets.error_bands()) if sort == "step_time" else None,
         )
     finally:
         if bar:

@@ -95,16 +95,24 @@ def search(
     allow_cross_node_tp: bool = False,
     progress: Callable[[int, int], None] | None = None,
     keep_points: bool = False,
+    exact: int | None = None,
+    horizon: Callable[[Estimate], float] | None = None,
 ) -> SearchResult:
     """Rank every feasible configuration by step time (or memory) and detail the top ones. CP is
     tried while each rank keeps CP_MIN_TOKENS of a sequence; where nothing fits so, the search is
     run again with CP down to CP_FLOOR_TOKENS, as memory needs it, and each result whose CP chunk
-    is below what any published run used says so."""
+    is below what any published run used says so.
+
+    With ``horizon`` (the step time, given the fastest configuration, up to which another may be
+    equivalent to it: the upper edge of its band), the ``top`` results are a pool: its first
+    ``exact`` (default all) are the exact fastest, and beyond them it holds only the ones within
+    the horizon of the fastest (annotate ranks those by practice); the others are not simulated."""
     if top < 1:
         raise PerfModelError(f"--top must be at least 1, got {top}")
     if sort not in ("step_time", "memory"):
         raise PerfModelError(f"--sort must be step_time or memory, got {sort!r}")
-    args = (plan, top, sort, allow_cross_node_tp, progress, keep_points)
+    pool = Pool(top, top if exact is None else min(exact, top), horizon)
+    args = (plan, pool, sort, allow_cross_node_tp, progress, keep_points)
     first = _search(*args, CP_MIN_TOKENS)
     if first.results or plan.parallel.cp is not None or not plan.training.flash_attention:
         return first
@@ -124,9 +132,43 @@ def search(
     return wider
 
 
+@dataclass(frozen=True)
+class Pool:
+    """What search() returns: ``size`` results at most, the first ``exact`` the exact fastest, the
+    rest only those whose step time is within ``horizon`` (given the fastest) when one is given."""
+
+    size: int
+    exact: int
+    horizon: Callable[[Estimate], float] | None = None
+
+    def limit(self, found: list[Estimate]) -> float:
+        """The step time past which no configuration can join the pool, given those ``found``
+        (sorted by step time): the size-th best; with a horizon, the larger of the exact-th best
+        and the horizon of the fastest, if that is less."""
+
+        def nth(n: int) -> float:
+            return found[n - 1].values["step_time_s"] if len(found) >= n else np.inf
+
+        if self.horizon is None or not found:
+            return nth(self.size)
+        return min(nth(self.size), max(nth(self.exact), self.horizon(found[0])))
+
+    def trim(self, found: list[Estimate]) -> list[Estimate]:
+        """The pool out of ``found`` (sorted by step time, the walk done): the first ``size``; with
+        a horizon, of those past the first ``exact`` only the ones within it (the walk may have
+        simulated others on its way, which are not the next fastest)."""
+        found = found[: self.size]
+        if self.horizon is None or not found:
+            return found
+        edge = self.horizon(found[0])
+        return found[: self.exact] + [
+            e for e in found[self.exact :] if e.values["step_time_s"] <= edge
+        ]
+
+
 def _search(
     plan: Plan,
-    top: int,
+    pool: Pool,
     sort: str,
     allow_cross_node_tp: bool,
     progress: Callable[[int, int], None] | None,
@@ -163,10 +205,10 @@ def _search(
         )
     gbs = plan.training.global_batch_size
     if sort == "memory":  # memory does not depend on the simulation
-        order = idx[np.argsort(res["total_bytes"][idx], kind="stable")[:top]]
+        order = idx[np.argsort(res["total_bytes"][idx], kind="stable")[: pool.size]]
         results = [estimate(plan, knobs.config(int(i), gbs)) for i in order]
     else:
-        results = _exact_top(plan, knobs, res, idx, top)
+        results = _exact_top(plan, knobs, res, idx, pool)
     points = (
         {"step_time_s": res["step_time_s"][idx], "total_bytes": res["total_bytes"][idx]}
         if keep_points
@@ -178,14 +220,16 @@ def _search(
 
 
 def _exact_top(
-    plan: Plan, knobs: Knobs, res: dict[str, Any], idx: np.ndarray, top: int
+    plan: Plan, knobs: Knobs, res: dict[str, Any], idx: np.ndarray, pool: Pool
 ) -> list[Estimate]:
-    """The top configurations by simulated step time, exactly, whatever ``top`` is (so the best is
-    the same for --top 1 and --top 50). The simulation only replaces the pipeline terms, and
-    evaluate() gives a lower bound on the simulated step (cost/pipeline.pipeline_lower_bound, exact
-    for equal stages): candidates are simulated in the order of that bound until the bound passes
-    the top-th best found.
+    """The top configurations by simulated step time, exactly, whatever the pool's size is (so the
+    best is the same for --top 1 and --top 50). The simulation only replaces the pipeline terms,
+    and evaluate() gives a lower bound on the simulated step (cost/pipeline.pipeline_lower_bound,
+    exact for equal stages): candidates are simulated in the order of that bound until the bound
+    passes the pool's limit (Pool.limit). Every configuration not simulated has a step above that
+    limit, and the limit only falls as the walk finds faster ones.
     """
+    top = pool.size
     gbs = plan.training.global_batch_size
     bound = res["simulated_step_lower_bound_s"][idx]
     closed = res["step_time_s"][idx]
@@ -198,13 +242,12 @@ def _exact_top(
             part = order[start : start + batch]
             done = Batch(plan, [knobs.config(int(idx[j]), gbs) for j in part])
             for row, j in enumerate(part):
-                limit = found[top - 1].values["step_time_s"] if len(found) >= top else np.inf
-                if bound[j] > limit * (1 + 1e-12):
-                    return found[:top]
+                if bound[j] > pool.limit(found) * (1 + 1e-12):
+                    return pool.trim(found)
                 found.append(done[row])
                 found.sort(key=lambda e: e.values["step_time_s"])
                 del found[max(top, 1) * 4 :]  # keep a margin; only the first `top` are returned
-    return found[:top]
+    return pool.trim(found)
 
 
 def _in_bound_order(bound: np.ndarray, closed: np.ndarray, head: int) -> Iterator[np.ndarray]:
@@ -223,6 +266,17 @@ def _in_bound_order(bound: np.ndarray, closed: np.ndarray, head: int) -> Iterato
 # the configurations `plan` ranks by validated practice when it cannot rank them by step time
 RANK_POOL = 50
 SLOWER_LINK = 0.8  # robustness probe: the inter-node link at 80% of its bandwidth
+
+
+def band_edge(plan: Plan, bands: dict[str, Any]) -> Callable[[Estimate], float]:
+    """The step time up to which a configuration is equivalent to ``fastest`` (annotate's rule: the
+    upper edge of the fastest one's typical band): search()'s horizon for plan's pool."""
+
+    def edge(fastest: Estimate) -> float:
+        step = fastest.values["step_time_s"]
+        return uncertainty.of_estimate(plan, bands, fastest).range(step)[1]
+
+    return edge
 
 
 def annotate(
@@ -251,8 +305,7 @@ def annotate(
         e.band = uncertainty.of_estimate(plan, bands, e)
     # the fastest listed (with --sort memory the first row is the leanest, not the fastest)
     fastest = min(result.results, key=lambda e: e.values["step_time_s"])
-    best = fastest.values["step_time_s"]
-    _, upper = uncertainty.of_estimate(plan, bands, fastest).range(best)
+    upper = band_edge(plan, bands)(fastest)
     for e in result.results:
         # within the fastest's typical band: the model cannot tell them apart
         e.equivalent_to_best = e.values["step_time_s"] <= upper
