@@ -272,9 +272,13 @@ def band_edge(plan: Plan, bands: dict[str, Any]) -> Callable[[Estimate], float]:
     """The step time up to which a configuration is equivalent to ``fastest`` (annotate's rule: the
     upper edge of the fastest one's typical band): search()'s horizon for plan's pool."""
 
+    seen: dict[Any, float] = {}  # the walk asks again for the same fastest, candidate by candidate
+
     def edge(fastest: Estimate) -> float:
-        step = fastest.values["step_time_s"]
-        return uncertainty.of_estimate(plan, bands, fastest).range(step)[1]
+        if fastest.config not in seen:
+            step = fastest.values["step_time_s"]
+            seen[fastest.config] = uncertainty.of_estimate(plan, bands, fastest).range(step)[1]
+        return seen[fastest.config]
 
     return edge
 
