@@ -175,12 +175,7 @@ def per_run_scatter(bands: dict[str, Any] | None = None) -> float:
     source's mean (every source of two runs or more; ``bands`` default that file), as a relative
     error. The runs of one source share its stack (software, cluster, power), so what varies among
     them is the model's error on the configuration."""
-    from perfmodel.inputs import presets
-
-    by_table: dict[str, list[float]] = {}
-    for r in (bands or presets.error_bands())["runs"].values():
-        by_table.setdefault(r["table"], []).append(float(r["oos_log_error"]))
-    spread = [np.asarray(v) - np.mean(v) for v in by_table.values() if len(v) > 1]
+    spread = [np.asarray(v) - np.mean(v) for v in _by_source("oos_log_error", bands)]
     dof = sum(len(v) - 1 for v in spread)
     return math.expm1(math.sqrt(sum(float(np.sum(v**2)) for v in spread) / dof))
 
@@ -191,12 +186,19 @@ def noise_floor() -> float:
     chance, so the scatter a factor's standard error is taken from is never below it. A source of
     one run is left out, as per_run_scatter leaves it: a figure fitted on that run alone (the
     DeepSeek-V3 report's router load) matches it by construction."""
+    return min(float(np.mean(np.abs(np.expm1(errs)))) for errs in _by_source("log_error", None))
+
+
+def _by_source(key: str, bands: dict[str, Any] | None) -> list[list[float]]:
+    """Each source's runs' ``key`` (a log error) in configs/error_bands.yaml (or ``bands``), for
+    every source of two runs or more: one run cannot tell the model's error on a configuration
+    from its source's own bias, and a figure fitted on it alone matches it by construction."""
     from perfmodel.inputs import presets
 
     by_table: dict[str, list[float]] = {}
-    for r in presets.error_bands()["runs"].values():
-        by_table.setdefault(r["table"], []).append(abs(math.expm1(float(r["log_error"]))))
-    return min(float(np.mean(errs)) for errs in by_table.values() if len(errs) > 1)
+    for r in (bands or presets.error_bands())["runs"].values():
+        by_table.setdefault(r["table"], []).append(float(r[key]))
+    return [v for v in by_table.values() if len(v) > 1]
 
 
 def uncertain(jac: np.ndarray, gap: np.ndarray, names: list[str]) -> str | None:
