@@ -37,6 +37,13 @@ def assumptions(plan: Plan) -> list[str]:
             " (Megatron-Bridge's performance recipes keep no BF16 layers); the Hadamard transform"
             " of the weight-gradient inputs rides in their cast"
         )
+    if tr.dtype == "mxfp4":
+        if gpu.fp4_gemm_efficiency is None:
+            out.append(f"{gpu.name}: MXFP4 GEMM efficiency taken as the FP8 one (not measured)")
+        out.append(
+            "mxfp4: every decoder linear layer in MXFP4 (E2M1, one E8M0 scale per 32 elements,"
+            " OCP Microscaling v1.0), the logits, router and attention in BF16"
+        )
     if tr.cpu_offloading_num_layers:
         link = s.host_link
         out.append(

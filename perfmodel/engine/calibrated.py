@@ -53,6 +53,17 @@ def band(plan: Plan, cfg: Config, published: Band) -> Band:
     cal: Calibration | None = plan.calibration
     if cal is None:
         return published
+    if cal.fitted_from == "microbenchmarks":
+        # microbenchmarks (review/calibrate_micro.py) set kernel and link rates, not the step's
+        # composition: nothing measured a step, so no step error is known but the model's own
+        return Band(
+            published.typical,
+            published.worst,
+            "calibrated on microbenchmarks (kernel and link rates; no training step measured):"
+            f" the published band, {published.basis}",
+            published.runs,
+            published.unvalidated,
+        )
     made = changes(kind(plan, cfg), [r.kind for r in cal.runs])
     wanted = made or ["all"]
     known = [c for c in wanted if c in cal.out_of_sample]

@@ -163,7 +163,14 @@ FAMILIES = {
     "fsdp1": "PyTorch FSDP",
 }
 # formats that run the tensor cores at one rate (FP16 and BF16; FP8 and MXFP8)
-FORMATS = {"fp16": "16-bit", "bf16": "16-bit", "fp8": "FP8", "mxfp8": "FP8", "nvfp4": "FP4"}
+FORMATS = {
+    "fp16": "16-bit",
+    "bf16": "16-bit",
+    "fp8": "FP8",
+    "mxfp8": "FP8",
+    "nvfp4": "FP4",
+    "mxfp4": "FP4",
+}
 # the class of a configuration, most specific first: the first with MIN_RUNS runs is its class;
 # what a coarser class drops is an ingredient no run of the finer one validated. Dense or MoE
 # before the generation: a model's MoE layers (routing, all-to-alls, grouped GEMMs) move its

@@ -11,6 +11,11 @@ pipeline simulator see the calibrated rates with no second code path:
     memory      GPU.hbm_efficiency                  (elementwise, norms, optimizer: HBM-bound)
     comm        Link.efficiency of the intra- and inter-node links (bandwidth term of every
                 collective, Thakur et al. 2005 alpha-beta; latency untouched)
+    comm_intra  Link.efficiency of the intra-node link alone (on top of comm; nccl-tests)
+    comm_inter  Link.efficiency of the inter-node link alone (on top of comm; nccl-tests)
+    latency_intra, latency_inter
+                Link.latency_s of that link (alpha; time x factor; nccl-tests' small messages)
+    gemm_k      GPU.gemm_k_overhead (a tile's fixed cost in K elements; a GEMM sweep's shapes)
     compute     all of gemm_*, attention and memory at once (what one step time fits)
     rate        compute and comm at once (fitted only when asked for by name)
     overhead_s  seconds added to Training.step_overhead_s (host time per step; not a factor)
@@ -41,7 +46,23 @@ FACTORS = (
     "attention",
     "memory",
     "comm",
+    "comm_intra",
+    "comm_inter",
+    "latency_intra",
+    "latency_inter",
+    "gemm_k",
     "overhead_s",
+)
+# what microbenchmarks fit (review/calibrate_micro.py): per link tier, and the GEMM surface
+MICRO_FACTORS = (
+    "gemm_bf16",
+    "gemm_fp8",
+    "gemm_fp4",
+    "gemm_k",
+    "comm_intra",
+    "comm_inter",
+    "latency_intra",
+    "latency_inter",
 )
 # what a group factor stands for
 GROUPS = {
@@ -89,6 +110,10 @@ class Calibration(Spec):
     trace: dict[str, Any] = Field(
         default_factory=dict, description="Per kernel class: measured and modelled seconds."
     )
+    microbenchmarks: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Per nccl-tests file and GEMM format: what was measured and what was fitted.",
+    )
     notes: list[str] = Field(default_factory=list, description="What the fit assumed.")
     source: str = Field("", description="The file the calibration was read from.")
 
@@ -109,6 +134,11 @@ class Calibration(Spec):
         )
         n = len(self.runs)
         where = f" ({self.source})" if self.source else ""
+        if not n and self.microbenchmarks:
+            k = len(self.microbenchmarks)
+            return (
+                f"calibrated{where}: {shown}, fitted on {k} microbenchmark{'s' if k != 1 else ''}"
+            )
         return f"calibrated{where}: {shown}, fitted on {n} run{'s' if n != 1 else ''}"
 
 
@@ -118,7 +148,7 @@ def apply_factors(plan: Plan, factors: dict[str, float]) -> Plan:
     re-checked: a calibrated efficiency is an effective rate, which may exceed the data sheet's
     share when the preset's other figures are pessimistic for this stack."""
     gpu = plan.system.gpu
-    f = {k: float(factors.get(k, 1.0)) for k in GROUPS["rate"]}
+    f = {k: float(factors.get(k, 1.0)) for k in (*GROUPS["rate"], *MICRO_FACTORS)}
     fp8 = gpu.fp8_gemm_efficiency or gpu.gemm_efficiency
     fp4 = gpu.fp4_gemm_efficiency or fp8
     fa2 = gpu.fa2_attention_efficiency
@@ -135,16 +165,21 @@ def apply_factors(plan: Plan, factors: dict[str, float]) -> Plan:
             "fa2_attention_efficiency": None if fa2 is None else fa2 / f["attention"],
             "unfused_attention_efficiency": gpu.unfused_attention_efficiency / f["attention"],
             "hbm_efficiency": gpu.hbm_efficiency / f["memory"],
+            "gemm_k_overhead": gpu.gemm_k_overhead * f["gemm_k"],
         }
     )
     s = plan.system
+    tiers = {"intra_node_link": "intra", "inter_node_link": "inter"}
     links = {
         name: (
             getattr(s, name).model_copy(
-                update={"efficiency": getattr(s, name).efficiency / f["comm"]}
+                update={
+                    "efficiency": getattr(s, name).efficiency / (f["comm"] * f[f"comm_{tier}"]),
+                    "latency_s": getattr(s, name).latency_s * f[f"latency_{tier}"],
+                }
             )
         )
-        for name in ("intra_node_link", "inter_node_link")
+        for name, tier in tiers.items()
     }
     system = s.model_copy(update={"gpu": new_gpu, **links})
     tr = plan.training

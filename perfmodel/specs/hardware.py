@@ -152,9 +152,10 @@ class GPU(Spec):
 
     def low_precision_efficiency(self, dtype: str) -> float:
         """The GEMM fraction of a low-precision format: FP8's for FP8 and MXFP8 (the same tensor
-        cores, MX scales applied in the epilogue), NVFP4's own else FP8's, else the BF16 one."""
+        cores, MX scales applied in the epilogue), the FP4 one for NVFP4 and MXFP4 (one FP4
+        tensor-core path, two scale layouts) else FP8's, else the BF16 one."""
         fp8 = self.fp8_gemm_efficiency or self.gemm_efficiency
-        return (self.fp4_gemm_efficiency or fp8) if dtype == "nvfp4" else fp8
+        return (self.fp4_gemm_efficiency or fp8) if dtype in ("nvfp4", "mxfp4") else fp8
 
     def attention_fraction(self, backend: str) -> float:
         """Fraction of peak the fused attention kernel of ``backend`` reaches: fused, the GPU's own

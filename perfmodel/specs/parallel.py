@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import AliasChoices, Field, model_validator
 
@@ -11,18 +11,6 @@ from .model import MAX_LAYERS
 from .training import Training as Training  # moved to specs/training.py; this path still works
 
 RECOMPUTE = ("none", "selective", "full")
-SCHEDULES = (
-    "gpipe",
-    "1f1b",
-    "interleaved",
-    "dualpipe",
-    "zb-h1",
-    "zb-h2",
-    "zbv",
-    "v-half",
-    "v-min",
-    "dualpipev",
-)
 Schedule = Literal[
     "gpipe",
     "1f1b",
@@ -35,6 +23,7 @@ Schedule = Literal[
     "v-min",
     "dualpipev",
 ]
+SCHEDULES: tuple[str, ...] = get_args(Schedule)
 
 
 class Parallel(Spec):

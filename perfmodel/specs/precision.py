@@ -29,8 +29,10 @@ DTYPE_BYTES: dict[str, float] = {
     "fp8": 1,
     "mxfp8": 1,  # OCP Microscaling: E4M3 elements
     "nvfp4": 0.5,  # NVIDIA's FP4: E2M1 elements
-    # OCP Microscaling MXFP6 (E2M3/E3M2) and MXFP4 (E2M1), 32-element blocks: peaks of AMD's
-    # CDNA 4 parts (MI350X, MI355X); not training dtypes here (no published recipe to cost)
+    # OCP Microscaling MXFP6 (E2M3/E3M2) and MXFP4 (E2M1), 32-element blocks with one E8M0 scale
+    # (OCP Microscaling Formats spec v1.0, sec. 5): peaks of AMD's CDNA 4 parts (MI350X, MI355X)
+    # and of Blackwell's FP4 tensor cores; MXFP4 is a training dtype (AMD's MLPerf Training v6.0
+    # Llama 3.1 8B on MI355X and MI350X), MXFP6 is not (no published recipe to cost)
     "mxfp6": 0.75,
     "mxfp4": 0.5,
 }
@@ -38,15 +40,17 @@ DTYPES = tuple(DTYPE_BYTES)
 # Scale bytes per element of the block-scaled formats: MXFP8 one 8-bit power-of-two scale per
 # 32 elements (OCP Microscaling spec v1.0); NVFP4 one FP8 (E4M3) scale per 16 elements plus a
 # per-tensor FP32 scale (NVIDIA 2025, "Pretraining Large Language Models with NVFP4")
-SCALE_BYTES = {"mxfp8": 1 / 32, "nvfp4": 1 / 16}
+SCALE_BYTES = {"mxfp8": 1 / 32, "nvfp4": 1 / 16, "mxfp4": 1 / 32}
 # FP8's blockwise recipe (DeepSeek-AI 2024, DeepSeek-V3 report Sec. 3.3.2; Transformer Engine's
 # Float8BlockScaling): an FP32 scale per 1 x 128 tile of activations and gradients (4/128 B an
 # element) and per 128 x 128 block of weights (4/16384)
 BLOCKWISE_SCALE_BYTES, BLOCKWISE_WEIGHT_SCALE_BYTES = 4 / 128, 4 / (128 * 128)
-# the formats whose GEMMs run below 16 bits (FP8 with per-tensor scales, MXFP8, NVFP4)
-LOW_PRECISION = ("fp8", "mxfp8", "nvfp4")
+# the formats whose GEMMs run below 16 bits (FP8 with per-tensor scales, MXFP8, NVFP4, MXFP4)
+LOW_PRECISION = ("fp8", "mxfp8", "nvfp4", "mxfp4")
+# the 4-bit ones: their GEMMs take the GPU's FP4 fraction (GPU.fp4_gemm_efficiency)
+FP4 = ("nvfp4", "mxfp4")
 # Dtypes a training run can compute in (tf32 is a GEMM mode of fp32, not a training dtype).
-TrainingDtype = Literal["bf16", "fp16", "fp32", "fp8", "mxfp8", "nvfp4"]
+TrainingDtype = Literal["bf16", "fp16", "fp32", "fp8", "mxfp8", "nvfp4", "mxfp4"]
 TRAINING_DTYPES: tuple[str, ...] = get_args(TrainingDtype)
 # fp32 optimizer states per parameter: Adam master + m + v (12 B), SGD master + momentum (8 B)
 OPTIMIZER_STATE_BYTES = {"adam": 12.0, "sgd": 8.0}

@@ -60,7 +60,7 @@ class Training(Spec):
             " weight tiles with FP32 scales (Transformer Engine's Float8BlockScaling, Hopper only)."
         ),
     )
-    mfu_peak: Literal["bf16", "fp8", "mxfp8", "nvfp4"] | None = Field(
+    mfu_peak: Literal["bf16", "fp8", "mxfp8", "nvfp4", "mxfp4"] | None = Field(
         None,
         description=(
             "The peak MFU and HFU are measured against; default the compute dtype's (FP8's for "
