@@ -26,10 +26,12 @@ def calibrate_cmd(runs_file: str, output: str, as_json: bool) -> None:
     """
     from perfmodel.output import console
     from perfmodel.review import calibrate as cal_mod
+    from perfmodel.review import calibrate_checks as checks
     from perfmodel.review.calibrate_runs import load_runs, to_yaml
 
+    checks.output_not_input(output, runs_file)
     runs, asked = load_runs(runs_file)
-    cal = cal_mod.fit(runs, asked)
+    cal = checks.annotate(cal_mod.fit(runs, asked), runs)
     write_text(output, to_yaml(cal, runs_file), "calibration", runs_file)
     if as_json:
         console.emit_json(cal.model_dump(exclude={"source"}))
@@ -41,6 +43,11 @@ def calibrate_cmd(runs_file: str, output: str, as_json: bool) -> None:
             f" {r.predicted_step_time_s:.3f} s, calibrated {r.calibrated_step_time_s:.3f} s"
             f" ({100 * (r.calibrated_step_time_s / r.measured_step_time_s - 1):+.1f}%)"
         )
+        if r.measured_peak_memory_gb is not None:
+            console.line(
+                f"    peak memory: measured {r.measured_peak_memory_gb:.1f} GB, model"
+                f" {r.predicted_peak_memory_gb:.1f} GB allocated (not calibrated)"
+            )
     for name, why in cal.not_fitted.items():
         console.line(f"not fitted: {name}: {why}")
     for change in sorted(cal.out_of_sample, key=lambda c: (c != "all", c)):
