@@ -243,3 +243,10 @@ def test_batches_read_exactly_the_events(tmp_path: Path, chunk: int) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": events}, indent=1))
     assert list(trace.iter_events(path, chunk=chunk)) == [e for e in events if isinstance(e, dict)]
+
+
+def test_too_deep_event_named(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [' + "[" * 100_000 + "]" * 100_000 + "]}")
+    with pytest.raises(PerfModelError, match="character 17 of the file nests too deeply"):
+        list(trace.iter_events(path))

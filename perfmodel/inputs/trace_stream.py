@@ -67,6 +67,11 @@ class _Reader:
         while True:
             try:
                 event, end = dec.raw_decode(self.buf, self.pos)
+            except RecursionError:
+                raise PerfModelError(
+                    f"{self.label}: traceEvents: the event at {self.where(self.pos)} nests too"
+                    " deeply to read: the trace is corrupt"
+                ) from None
             except json.JSONDecodeError as e:
                 open_string = e.msg.startswith("Unterminated string")
                 if (e.pos >= len(self.buf) - TAIL or open_string) and not self.eof:
