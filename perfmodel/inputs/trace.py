@@ -2,9 +2,9 @@
 
 Two formats:
 - a PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzipped: the ``traceEvents`` array is
-  parsed one event at a time (json.JSONDecoder.raw_decode over a buffered read), so a 1 GB trace
-  never sits in memory; what is kept is 16 bytes per GPU kernel (its start and end) for the overlap
-  and idle figures;
+  read a chunk at a time, runs of whole events decoded at once (inputs/trace_stream.py), so a
+  1 GB trace never sits in memory; what is kept is 16 bytes per GPU kernel (its start and end)
+  for the overlap and idle figures;
 - an Nsight Systems summary, ``nsys stats --report cuda_gpu_kern_sum --format csv`` (its "Total
   Time (ns)" and "Name" columns; the NCCL kernels are in it by name): kernel totals only, no
   timeline, so no overlap and no idle time.
