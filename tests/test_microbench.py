@@ -234,3 +234,16 @@ def test_probe_runs_on_the_cpu(tmp_path):
     assert len(gemm_sweep.read(gemm)) == 12
     t = nccl_tests.read(comm)
     assert (t.collective, t.ranks) == ("all-reduce", 2) and math.isfinite(np.sum(t.times_s))
+
+
+def test_output_never_names_a_microbenchmark_input(plan, tmp_path):
+    """-o naming one of MICRO.yaml's files (here the GEMM sweep) is refused before anything is
+    written, as for RUNS.yaml's plans and traces."""
+    sweep(plan, tmp_path / "gemm.csv", 1.0, 1.0)
+    before = (tmp_path / "gemm.csv").read_text()
+    (tmp_path / "micro.yaml").write_text("plan: llama3-8b-h100\ngemm_sweep: gemm.csv\n")
+    r = CliRunner().invoke(
+        main, ["calibrate", str(tmp_path / "micro.yaml"), "-o", str(tmp_path / "gemm.csv")]
+    )
+    assert r.exit_code == 1 and says(r.output, "gemm_sweep[0], an input of this calibration")
+    assert (tmp_path / "gemm.csv").read_text() == before

@@ -31,16 +31,18 @@ def calibrate_cmd(runs_file: str, output: str, as_json: bool) -> None:
     from perfmodel.inputs import presets
     from perfmodel.output import console
     from perfmodel.review import calibrate as cal_mod
+    from perfmodel.review import calibrate_checks as checks
     from perfmodel.review import calibrate_micro
     from perfmodel.review.calibrate_runs import load_runs, to_yaml
 
+    checks.output_not_input(output, runs_file)
     if calibrate_micro.is_micro(
         presets.parse_yaml(presets.read_text(runs_file, runs_file), runs_file)
     ):
         cal = calibrate_micro.fit(*calibrate_micro.load(runs_file))
     else:
         runs, asked = load_runs(runs_file)
-        cal = cal_mod.fit(runs, asked)
+        cal = checks.annotate(cal_mod.fit(runs, asked), runs)
     write_text(output, to_yaml(cal, runs_file), "calibration", runs_file)
     if as_json:
         console.emit_json(cal.model_dump(exclude={"source"}))
@@ -52,6 +54,11 @@ def calibrate_cmd(runs_file: str, output: str, as_json: bool) -> None:
             f" {r.predicted_step_time_s:.3f} s, calibrated {r.calibrated_step_time_s:.3f} s"
             f" ({100 * (r.calibrated_step_time_s / r.measured_step_time_s - 1):+.1f}%)"
         )
+        if r.measured_peak_memory_gb is not None:
+            console.line(
+                f"    peak memory: measured {r.measured_peak_memory_gb:.1f} GB, model"
+                f" {r.predicted_peak_memory_gb:.1f} GB allocated (not calibrated)"
+            )
     for name, d in cal.microbenchmarks.items():
         console.line(f"  {calibrate_micro.describe(name, d)}")
     for name, why in cal.not_fitted.items():

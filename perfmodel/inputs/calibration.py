@@ -3,9 +3,11 @@ naming the file and the field."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from perfmodel.errors import PerfModelError
+from perfmodel.inputs import calibration_checks
 from perfmodel.specs.calibration import Calibration
 
 
@@ -20,11 +22,8 @@ def read(path: str | Path, label: str | None = None) -> Calibration:
             f"{where}: not a calibration (no 'factors'); write one with"
             " `perfmodel calibrate RUNS.yaml -o CAL.yaml`"
         )
-    cal = _build(Calibration, {**data, "source": str(path)}, where)
-    bad = sorted(k for k, v in cal.factors.items() if k != "overhead_s" and not v > 0)
-    if bad:
-        raise PerfModelError(f"{where}: factors.{bad[0]} must be above 0 (a time multiplier)")
-    return cal
+    calibration_checks.check(data, where)
+    return _build(Calibration, {**data, "source": str(path)}, where)
 
 
 def of_plan(value: object, label: str, base_dir: Path | None) -> Calibration:
@@ -37,3 +36,13 @@ def of_plan(value: object, label: str, base_dir: Path | None) -> Calibration:
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     return read(path, f"{label}: calibration")
+
+
+def rebase(value: str, holder: Path | None, base_dir: Path | None) -> str:
+    """A base plan's ``calibration:`` path (relative to ``holder``, the folder of the file that
+    holds it) as a path relative to ``base_dir`` (the extending plan's folder, what of_plan takes
+    it from; None: the working directory)."""
+    path = Path(value)
+    if path.is_absolute() or holder is None:
+        return value
+    return os.path.relpath(holder / path, base_dir if base_dir is not None else ".")

@@ -265,6 +265,10 @@ def _plan_base(
         raise PerfModelError(f"{label}.base: {name} is not a plan mapping")
     raw = _plan_base(raw, f"plan {name}", where, notes, depth + 1)
     out = dict(raw)
+    if isinstance(raw.get("calibration"), str):  # a path from the file that holds it
+        from perfmodel.inputs.calibration import rebase
+
+        out["calibration"] = rebase(raw["calibration"], where, base_dir)
     changed = []
     for key, value in data.items():
         if key == "base":

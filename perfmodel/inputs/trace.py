@@ -2,9 +2,9 @@
 
 Two formats:
 - a PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzipped: the ``traceEvents`` array is
-  parsed one event at a time (json.JSONDecoder.raw_decode over a buffered read), so a 1 GB trace
-  never sits in memory; what is kept is 16 bytes per GPU kernel (its start and end) for the overlap
-  and idle figures;
+  read a chunk at a time, runs of whole events decoded at once (inputs/trace_stream.py), so a
+  1 GB trace never sits in memory; what is kept is 16 bytes per GPU kernel (its start and end)
+  for the overlap and idle figures;
 - an Nsight Systems summary, ``nsys stats --report cuda_gpu_kern_sum --format csv`` (its "Total
   Time (ns)" and "Name" columns; the NCCL kernels are in it by name): kernel totals only, no
   timeline, so no overlap and no idle time.
@@ -26,7 +26,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-import json
+import math
 import re
 from array import array
 from collections.abc import Iterator
@@ -37,6 +37,7 @@ from typing import IO, Any
 import numpy as np
 
 from perfmodel.errors import PerfModelError
+from perfmodel.inputs import trace_stream
 
 COMPUTE_CLASSES = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "attention", "elementwise")
 CLASSES = (*COMPUTE_CLASSES, "memcpy", "comm")
@@ -77,6 +78,7 @@ _KINDS = (
 )
 _STEP = re.compile(r"^ProfilerStep#\d+")
 CHUNK = 1 << 20  # characters read at a time
+MAX_KERNEL_US = 3.6e9 * 24  # a kernel event longer than a day (microseconds) is corrupt
 
 
 def collective_kind(name: str) -> str:
@@ -160,61 +162,18 @@ _KEY = re.compile(r'"traceEvents"\s*:\s*\[')
 
 def iter_events(path: str | Path, chunk: int | None = None) -> Iterator[dict[str, Any]]:
     """The events of a Chrome trace one at a time: the ``traceEvents`` array of an object, or a
-    bare array, never more than one event and a few chunks of text in memory."""
+    bare array, never more than a few chunks of text and the events of a quarter chunk in memory
+    (inputs/trace_stream.py: runs of whole events decoded at once, a corrupt event named by its
+    place in the file, a truncated file told from it)."""
+    for batch in iter_batches(path, chunk):
+        yield from (e for e in batch if isinstance(e, dict))
+
+
+def iter_batches(path: str | Path, chunk: int | None = None) -> Iterator[list[Any]]:
+    """The events of a Chrome trace in lists (runs of events decoded at once; iter_events)."""
     p = Path(path)
-    chunk = chunk or CHUNK
-    dec = json.JSONDecoder()
     with _open(p) as fh:
-        try:
-            buf, eof = fh.read(chunk), False
-            start = len(buf) - len(buf.lstrip())
-            if buf[start : start + 1] == "[":
-                pos = start + 1
-            else:
-                m = _KEY.search(buf)
-                while m is None and not eof:
-                    more = fh.read(chunk)
-                    eof = not more
-                    buf = buf[-64:] + more  # the key may straddle two reads
-                    m = _KEY.search(buf)
-                if m is None:
-                    raise PerfModelError(
-                        f"{p}: no traceEvents array: not a Chrome trace (PyTorch profiler's"
-                        " export_chrome_trace or tensorboard_trace_handler writes one)"
-                    )
-                pos = m.end()
-            while True:
-                while True:  # skip separators, reading on where the buffer runs out
-                    while pos < len(buf) and buf[pos] in " \t\r\n,":
-                        pos += 1
-                    if pos < len(buf) or eof:
-                        break
-                    more = fh.read(chunk)
-                    eof = not more
-                    buf, pos = more, 0
-                if pos >= len(buf):
-                    raise PerfModelError(f"{p}: the traceEvents array never closes (truncated?)")
-                if buf[pos] == "]":
-                    return
-                try:
-                    event, end = dec.raw_decode(buf, pos)
-                except json.JSONDecodeError as e:
-                    if eof:
-                        raise PerfModelError(
-                            f"{p}: traceEvents: bad JSON near character {e.pos} of the last"
-                            f" chunk ({e.msg}); the trace is truncated or corrupt"
-                        ) from None
-                    more = fh.read(chunk)
-                    eof = not more
-                    buf, pos = buf[pos:] + more, 0
-                    continue
-                pos = end
-                if isinstance(event, dict):
-                    yield event
-                if pos > chunk:
-                    buf, pos = buf[pos:], 0
-        except (OSError, EOFError, UnicodeDecodeError) as e:
-            raise PerfModelError(f"{p}: cannot read ({e.__class__.__name__}: {e})") from None
+        yield from trace_stream.open_batches(p, fh, chunk or CHUNK, _KEY)
 
 
 def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -246,6 +205,34 @@ def _covered(s: np.ndarray, e: np.ndarray, us: np.ndarray, ue: np.ndarray) -> fl
     return float(np.sum(upto(e) - upto(s)))
 
 
+_KERNEL_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+_STEP_CATS = ("cpu_op", "user_annotation", None)
+
+
+def _kernel_times(ev: dict[str, Any], name: str, path: str | Path) -> tuple[float, float]:
+    """A kernel event's start and duration (microseconds): numbers, finite, the duration 0 or
+    more (a negative one would be summed into its class and hide the class's kernels)."""
+    try:
+        ts, dur = float(ev["ts"]), float(ev["dur"])
+    except (KeyError, TypeError, ValueError):
+        raise PerfModelError(
+            f"{path}: kernel event {name[:60]!r} has no numeric ts and dur"
+        ) from None
+    if not (math.isfinite(ts) and math.isfinite(dur) and dur >= 0):
+        bad = ("dur", ev["dur"]) if math.isfinite(ts) else ("ts", ev["ts"])
+        what = "negative" if bad[0] == "dur" and dur < 0 else "non-finite"
+        raise PerfModelError(
+            f"{path}: kernel event {name[:60]!r} has a {what} {bad[0]} {bad[1]!r}: the trace is"
+            " corrupt"
+        )
+    if dur > MAX_KERNEL_US:
+        raise PerfModelError(
+            f"{path}: kernel event {name[:60]!r} has a dur of {dur:.3g} us (over"
+            f" {MAX_KERNEL_US / 3.6e9:.0f} hours): the trace is corrupt"
+        )
+    return ts, dur
+
+
 def read_kineto(path: str | Path, steps: int | None = None) -> TraceSummary:
     """Kernel seconds by class, exposed communication and idle of a Kineto trace of one GPU.
 
@@ -257,31 +244,32 @@ def read_kineto(path: str | Path, steps: int | None = None) -> TraceSummary:
     starts, ends, comm = array("d"), array("d"), array("b")
     step_names: set[str] = set()
     devices: set[Any] = set()
-    for ev in iter_events(path):
-        name = ev.get("name")
-        if not isinstance(name, str):
-            continue
-        cat = ev.get("cat")
-        if cat in ("kernel", "gpu_memcpy", "gpu_memset") and ev.get("ph") == "X":
-            try:
-                ts, dur = float(ev["ts"]), float(ev["dur"])
-            except (KeyError, TypeError, ValueError):
-                raise PerfModelError(
-                    f"{path}: kernel event {name[:60]!r} has no numeric ts and dur"
-                ) from None
-            args = ev["args"] if isinstance(ev.get("args"), dict) else {}
-            devices.add(args.get("device", ev.get("pid")))
-            c = kernel_class(name)
-            kernel_s[c] += dur * 1e-6  # Chrome traces count microseconds
-            counts[c] += 1
-            if c == "comm":
-                key = collective_kind(name)
-                coll[key] = coll.get(key, 0.0) + dur * 1e-6
-            starts.append(ts)
-            ends.append(ts + dur)
-            comm.append(1 if c == "comm" else (2 if c == "memcpy" else 0))
-        elif _STEP.match(name) and cat in ("cpu_op", "user_annotation", None):
-            step_names.add(name)
+    classes: dict[str, str] = {}  # kernel_class by name: a trace runs few kernels many times
+    for batch in iter_batches(path):
+        for ev in batch:
+            if not isinstance(ev, dict):
+                continue
+            cat = ev.get("cat")
+            if cat in _KERNEL_CATS:
+                name = ev.get("name")
+                if not isinstance(name, str) or ev.get("ph") != "X":
+                    continue
+                ts, dur = _kernel_times(ev, name, path)
+                args = ev["args"] if isinstance(ev.get("args"), dict) else {}
+                devices.add(args.get("device", ev.get("pid")))
+                c = classes.get(name) or classes.setdefault(name, kernel_class(name))
+                kernel_s[c] += dur * 1e-6  # Chrome traces count microseconds
+                counts[c] += 1
+                if c == "comm":
+                    key = collective_kind(name)
+                    coll[key] = coll.get(key, 0.0) + dur * 1e-6
+                starts.append(ts)
+                ends.append(ts + dur)
+                comm.append(1 if c == "comm" else (2 if c == "memcpy" else 0))
+            elif cat in _STEP_CATS:
+                name = ev.get("name")
+                if isinstance(name, str) and name.startswith("ProfilerStep#") and _STEP.match(name):
+                    step_names.add(name)
     if len(devices) > 1:
         raise PerfModelError(
             f"{path}: kernels of {len(devices)} GPUs in one trace; give one rank's trace"
@@ -341,16 +329,36 @@ def read_nsys_csv(path: str | Path, steps: int | None) -> TraceSummary:
             ns = float(str(row[total_key]).replace(",", "")) if total_key else float("nan")
         except ValueError:
             raise PerfModelError(f"{p}: Total Time of {name[:60]!r} is not a number") from None
+        if not (math.isfinite(ns) and ns >= 0):
+            raise PerfModelError(
+                f"{p}: Total Time of {name[:60]!r} must be a finite number of 0 or more, got"
+                f" {row[total_key]!r}"
+            )
         scale = 1e-6 if total_key and "(us)" in total_key else 1e-9
         c = kernel_class(name)
         kernel_s[c] += ns * scale
-        counts[c] += int(float(str(row.get("Instances") or 1).replace(",", "")))
+        counts[c] += _instances(row.get("Instances"), name, p)
         if c == "comm":
             key = collective_kind(name)
             coll[key] = coll.get(key, 0.0) + ns * scale
     if not sum(counts.values()):
         raise PerfModelError(f"{p}: no kernel rows")
     return TraceSummary(str(p), int(steps), kernel_s, counts, coll)
+
+
+def _instances(cell: Any, name: str, path: Path) -> int:
+    """An nsys summary's Instances cell: a whole number of launches (1 without the column)."""
+    text = str(cell or 1).replace(",", "").strip()
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 1 and value == int(value)):
+        raise PerfModelError(
+            f"{path}: Instances of {name[:60]!r} is not a whole number ({text[:20]!r}); write the"
+            " summary again with `nsys stats --report cuda_gpu_kern_sum --format csv`"
+        )
+    return int(value)
 
 
 def read(path: str | Path, steps: int | None = None) -> TraceSummary:

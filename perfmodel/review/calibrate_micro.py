@@ -316,6 +316,7 @@ def fit(plan: Plan, tests: list[NcclTest], gemms: list[gemm_sweep.GemmPoint]) ->
         not_fitted=not_fitted,
         notes=notes,
         microbenchmarks=bench,
+        gpu=plan.system.gpu.name,
     )
 
 

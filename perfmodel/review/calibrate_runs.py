@@ -26,6 +26,7 @@ from perfmodel import inputs
 from perfmodel.engine.search import estimate_or_search
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets, trace
+from perfmodel.review import calibrate_checks as checks
 from perfmodel.review.calibrate import MeasuredRun
 from perfmodel.specs.calibration import FACTORS, Calibration
 
@@ -86,6 +87,8 @@ def load_runs(path: str) -> tuple[list[MeasuredRun], list[str] | None]:
         not isinstance(asked, list) or not asked or not all(a in FACTORS for a in asked)
     ):
         raise PerfModelError(f"{path}: fit: a list of factors among {', '.join(FACTORS)}")
+    if asked is not None:
+        checks.fit_names(asked, path)
     runs = []
     for i, raw in enumerate(data["runs"]):
         label = f"{path}: runs[{i}]"
@@ -93,8 +96,7 @@ def load_runs(path: str) -> tuple[list[MeasuredRun], list[str] | None]:
             raise PerfModelError(f"{label}: a mapping with plan: (a plan file or bundled plan)")
         _unknown(raw, RUN_KEYS, label)
         source = str(raw["plan"])
-        local = where.parent / source
-        loaded = inputs.load(str(local) if local.exists() else source)
+        loaded = inputs.load(checks.resolve(where.parent, source, f"{label}.plan", True))
         plan = loaded.plan
         if plan.calibration is not None:
             raise PerfModelError(
@@ -109,12 +111,13 @@ def load_runs(path: str) -> tuple[list[MeasuredRun], list[str] | None]:
                 + ", ".join(f"{k}={v}" for k, v in chosen.items())
             )
         measured, mem = _measured(raw.get("measured"), plan, f"{label}.measured")
+        checks.peak_fits(mem, plan, f"{label}.measured")
         steps = raw.get("trace_steps")
         steps = None if steps is None else int(_number(steps, f"{label}.trace_steps", True))
         summary = None
         if raw.get("trace") is not None:
-            tpath = where.parent / str(raw["trace"])
-            summary = trace.read(tpath if tpath.exists() else str(raw["trace"]), steps)
+            tpath = checks.resolve(where.parent, raw["trace"], f"{label}.trace", False)
+            summary = trace.read(tpath, steps)
         elif measured is None:
             raise PerfModelError(
                 f"{label}.measured: give step_time_s or tokens_per_s_per_gpu (or a trace:)"

@@ -16,7 +16,15 @@ from typing import Any
 
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.errors import PerfModelError
-from perfmodel.review.calibrate import EPS, MeasuredRun, _factors, _run_rows, step_time
+from perfmodel.review import calibrate_checks as checks
+from perfmodel.review.calibrate import (
+    EPS,
+    MeasuredRun,
+    _factors,
+    _run_rows,
+    per_run_scatter,
+    step_time,
+)
 from perfmodel.specs.calibration import Calibration, apply_factors
 
 TRACE_FACTORS = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "attention", "memory", "comm")
@@ -67,6 +75,7 @@ def fit_trace(run: MeasuredRun) -> Calibration:
     """A calibration from one run's trace: one factor per kernel class (module docstring)."""
     tr = run.trace
     assert tr is not None  # the caller passes a run with a trace
+    checks.trace_agrees(run, per_run_scatter())
     measured = tr.per_step()
     base = step_time(run.plan, {})
     factors: dict[str, float] = {}
@@ -89,12 +98,9 @@ def fit_trace(run: MeasuredRun) -> Calibration:
                 )
             not_fitted[name] = f"under {100 * MIN_CLASS_SHARE:.0f}% of the modelled step"
             continue
-        if got <= 0:
-            raise PerfModelError(
-                f"trace {tr.source}: no {cls} kernels, but the plan {run.name} spends"
-                f" {model_s * 1e3:.1f} ms a step on them ({name}); profile the GPU kernels of a"
-                " whole training step"
-            )
+        if got <= 0:  # hidden communication is not fitted; another class missing is refused
+            not_fitted[name] = checks.missing_class(run, name, cls, measured, model_s)
+            continue
         factors[name] = got / model_s
     target = {k: float(measured[TRACE_CLASS[k]] or 0.0) for k in factors}
     theta, settled = settle(run.plan, {k: math.log(v) for k, v in factors.items()}, target)

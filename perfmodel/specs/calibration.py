@@ -70,6 +70,7 @@ GROUPS = {
     "compute": ("gemm_bf16", "gemm_fp8", "gemm_fp4", "attention", "memory"),
 }
 CHANGES = ("scale", "layout", "model", "format")
+CAL_VERSION = 1  # CAL.yaml's format (inputs/calibration_checks.py refuses a newer one)
 
 
 class CalibrationRun(Spec):
@@ -79,6 +80,12 @@ class CalibrationRun(Spec):
     measured_step_time_s: float = Field(gt=0, description="Measured seconds per step.")
     predicted_step_time_s: float = Field(gt=0, description="Uncalibrated prediction, seconds.")
     calibrated_step_time_s: float = Field(gt=0, description="Calibrated prediction, seconds.")
+    measured_peak_memory_gb: float | None = Field(
+        None, description="Measured peak memory of one GPU, GB (1e9 bytes), where given."
+    )
+    predicted_peak_memory_gb: float | None = Field(
+        None, description="The model's peak memory of one GPU, GB (not calibrated)."
+    )
     residual: float = Field(description="log(calibrated / measured) after the fit.")
     kind: dict[str, Any] = Field(
         default_factory=dict,
@@ -89,6 +96,10 @@ class CalibrationRun(Spec):
 class Calibration(Spec):
     """What `perfmodel calibrate` writes (CAL.yaml), and what a plan's `calibration:` names."""
 
+    version: int = Field(CAL_VERSION, description="The CAL.yaml format's version.")
+    gpu: str = Field(
+        "", description="The GPU the runs ran on (a plan on another GPU says it is applied there)."
+    )
     factors: dict[str, float] = Field(
         description="Fitted factors by name (module docstring): time multipliers, overhead_s in s."
     )
@@ -200,7 +211,26 @@ def with_calibration(plan: Plan, cal: Calibration) -> Plan:
             f"calibration: the plan is already calibrated ({plan.calibration.source or 'its own'}"
             " calibration: key); give one calibration, in the plan or as --calibration"
         )
-    return apply_factors(plan, cal.expanded()).model_copy(update={"calibration": cal})
+    read_as = plan.read_as
+    other = other_gpu(plan, cal)
+    if other and other not in read_as:
+        read_as = [*read_as, other]
+    return apply_factors(plan, cal.expanded()).model_copy(
+        update={"calibration": cal, "read_as": read_as}
+    )
+
+
+def other_gpu(plan: Plan, cal: Calibration) -> str | None:
+    """The assumption a calibration fitted on another GPU makes (None on its own GPU or where it
+    does not say which): its factors are that GPU's kernels' and links'."""
+    gpu = plan.system.gpu.name
+    if not cal.gpu or cal.gpu == gpu:
+        return None
+    where = f" ({cal.source})" if cal.source else ""
+    return (
+        f"calibration{where} fitted on {cal.gpu}, applied to {gpu} as it is: its factors are of"
+        f" the {cal.gpu} runs' kernels and links"
+    )
 
 
 def without_calibration(plan: Plan) -> Plan:
@@ -211,4 +241,5 @@ def without_calibration(plan: Plan) -> Plan:
         return plan
     f = cal.expanded()
     inverse = {k: -v if k == "overhead_s" else 1.0 / v for k, v in f.items()}
-    return apply_factors(plan, inverse).model_copy(update={"calibration": None})
+    read_as = [n for n in plan.read_as if n != other_gpu(plan, cal)]
+    return apply_factors(plan, inverse).model_copy(update={"calibration": None, "read_as": read_as})
