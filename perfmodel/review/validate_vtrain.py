@@ -75,15 +75,22 @@ class VTrainReport:
         }
 
 
-def predict(runs: list[vtrain.VTrainRun], calibration: Calibration | None = None) -> np.ndarray:
+def predict(
+    runs: list[vtrain.VTrainRun],
+    calibration: Calibration | None = None,
+    training: dict | None = None,
+) -> np.ndarray:
     """Predicted step times, seconds: each family's layouts evaluated together (one vectorized
-    evaluation per family, as the search evaluates candidates; rows do not interact)."""
+    evaluation per family, as the search evaluates candidates; rows do not interact).
+    ``training``: flags set on every plan (a calibration script's trial values)."""
     out = np.empty(len(runs))
     groups: dict[tuple[int, ...], list[int]] = {}
     for i, r in enumerate(runs):
         groups.setdefault(r.family, []).append(i)
     for rows in groups.values():
         plans = [runs[i].plan() for i in rows]
+        if training:
+            plans = [p.with_training(**training) for p in plans]
         if calibration is not None:
             plans = [with_calibration(p, calibration) for p in plans]
         cfgs = [resolve_config(p) for p in plans]
