@@ -1,6 +1,6 @@
 """Fit the host's time per kernel launch (Training.kernel_host_s, cost/host.py) of the deepspeed
 profile on vTrain's 1,440 single-node runs (issue 38; perfmodel/inputs/vtrain.py): Megatron-
-DeepSpeed in eager PyTorch on 1-8 A100, models of 0.2-1.5 billion parameters whose kernels are
+DeepSpeed in eager PyTorch on 2-8 A100, models of 0.2-1.3 billion parameters whose kernels are
 short enough that the host issuing them sets the pace.
 
 The fit minimizes the mean |error| of the step time over a grid of host times (2 us apart); each

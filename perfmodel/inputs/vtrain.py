@@ -1,5 +1,5 @@
 """vTrain's single-node measurements as plans (issue 38): 1,440 measured iteration times of
-GPT-style models on 1-8 A100 of one node under Megatron-DeepSpeed (Bang et al., MICRO 2024, arXiv
+GPT-style models on 2-8 A100 of one node under Megatron-DeepSpeed (Bang et al., MICRO 2024, arXiv
 2312.12391; VIA-Research/vTrain f8dda84, data/ground_truth_single.csv, copied unchanged to
 configs/validation/vtrain/ with a README naming the source).
 

@@ -1,6 +1,6 @@
 """vTrain's 1,440 single-node runs against the model (issue 38): the step error and how well the
 model orders the layouts of each family (one model, batch and GPU count), the figures a planner
-relies on where big GEMMs do not dominate (models of 0.1-3 billion parameters on 1-8 A100).
+relies on where big GEMMs do not dominate (models of 0.2-1.3 billion parameters on 2-8 A100).
 
 The runs and what each plan assumes: perfmodel/inputs/vtrain.py.
 """
@@ -46,7 +46,7 @@ class VTrainReport:
     def summary(self) -> dict:
         err = self.error
         return {
-            "title": "vTrain single-node runs (MICRO 2024): GPT on 1-8 A100, Megatron-DeepSpeed",
+            "title": "vTrain single-node runs (MICRO 2024): GPT on 2-8 A100, Megatron-DeepSpeed",
             "source": vtrain.SOURCE,
             "assumed": list(vtrain.ASSUMED),
             "runs": len(self.runs),
