@@ -4,7 +4,8 @@ here. Every fit of benchmarks/calibrate_gpu.py, calibrate_overheads.py and
 calibrate_internevo_network.py is rerun: each prices a run once per grid value and searches the
 grid by branch and bound (benchmarks/gridfit.py), and the overhead fits price each run once
 (calibrate_overheads.Steps), so the whole file takes seconds, not the minutes the scripts took.
-So are calibrate_cdna.py's CDNA fractions, moe_imbalance.py's router load and primus_vmin.py's
+So are calibrate_cdna.py's CDNA fractions, calibrate_host.py's host time per kernel (at the shipped
+value and its grid neighbours), moe_imbalance.py's router load and primus_vmin.py's
 rebuilt tables.
 
 Not rerun here: the A100's Table 4 fit (benchmarks/calibrate_a100.py, a 1,232-point grid of
@@ -26,6 +27,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import calibrate_cdna as cc  # noqa: E402
 import calibrate_gpu as cg  # noqa: E402
+import calibrate_host as ch  # noqa: E402
 import calibrate_internevo_network as cin  # noqa: E402
 import calibrate_overheads as co  # noqa: E402
 import gridfit  # noqa: E402
@@ -230,3 +232,20 @@ def test_primus_tables_rebuilt_give_primus_own_simulator_figures():
     blog's simulator_shell.png): 1F1B 117, ZBV 99.5, V-Half 104.5, V-Min 109 (thousand units)."""
     got = pv.ratios(8, 32, 1.0, 1.0, 1.0, (0.0, 0.0, 0.0), 0.0)
     assert got == pytest.approx({"zbv": 99.5 / 117, "v-half": 104.5 / 117, "v-min": 109 / 117})
+
+
+# --- calibrate_host ----------------------------------------------------------------------------
+def test_the_host_time_per_kernel_is_what_its_script_fits():
+    """The deepspeed profile's kernel_host_s is the least mean |error| on vTrain's runs against its
+    grid neighbours (2 us apart) and no host time; the quoted figures are those the script prints
+    at it (the out-of-sample refits need the whole grid: the script's run)."""
+    shipped = PROFILES["deepspeed"]["kernel_host_s"]
+    step = ch.GRID[1] - ch.GRID[0]
+    assert shipped in ch.GRID
+    r = ch.report([0.0, shipped - step, shipped, shipped + step])
+    assert r["value"] == shipped
+    source = (ROOT / "perfmodel" / "specs" / "framework_zero.py").read_text()
+    before, after = _quoted(source, r"mean \|error\| ([\d.]+)% -> ([\d.]+)%")
+    assert (before, after) == (round(r["curve"][0][1], 1), round(r["mean_abs_error_pct"], 1))
+    pairs = _quoted(source, r"ordered right [\d.]+% -> ([\d.]+)%")
+    assert pairs == (round(100 * r["pair_accuracy"], 1),)

@@ -231,6 +231,7 @@ def validate(
         perfmodel validate n21-gpt-76.1b --breakdown
         perfmodel validate --memory
         perfmodel validate llmf --calibration cal.yaml
+        perfmodel validate vtrain
     """
     from perfmodel.output import console, render_plan, render_review
     from perfmodel.review import validate as val
@@ -251,6 +252,9 @@ def validate(
         else:
             render_review.memory_validation(rows, summary)
         return
+    if any(c.lower() == "vtrain" for c in cases):
+        _validate_vtrain(cases, breakdown, as_json, cal)
+        return
     report = val.validate(list(cases) or None, calibration=cal)
     if as_json:
         out = report.to_json()
@@ -266,6 +270,29 @@ def validate(
         for case in report.cases:
             console.line(f"{case.name}: {case.description} (measured {case.measured_s:.3g} s)")
             render_plan.estimate(case.plan, case.estimate)
+
+
+def _validate_vtrain(cases: tuple[str, ...], breakdown: bool, as_json: bool, cal: Any) -> None:
+    """`validate vtrain`: vTrain's 1,440 single-node runs, as a table of their own (issue 38)."""
+    from perfmodel.errors import PerfModelError
+    from perfmodel.output import console, render_review
+    from perfmodel.review.validate_vtrain import validate_vtrain
+
+    if len(cases) > 1:
+        raise PerfModelError("run `perfmodel validate vtrain` on its own, without other cases")
+    if breakdown:
+        raise PerfModelError(
+            "--breakdown prints one run's estimate; vTrain's 1,440 runs are a summary: drop"
+            " --breakdown (or use --json for every run's times)"
+        )
+    report = validate_vtrain(calibration=cal)
+    if as_json:
+        out = report.to_json()
+        if cal is not None:
+            out["calibration"] = cal.summary()
+        console.emit_json(out)
+        return
+    render_review.vtrain_validation(report)
 
 
 @click.command("report")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfmodel.cost import Array, Num, sac
+from perfmodel.cost import host as hst
 from perfmodel.cost import sharded as shd
 from perfmodel.cost import step as stp
 from perfmodel.cost.layer import Op
@@ -19,12 +20,25 @@ from perfmodel.cost.shapes import LayerShape
 _COMPUTE = ("gemm", "attention", "elementwise")
 
 
+def _expert_params(block: Block) -> Num:
+    """The block's routed experts' parameters (the whole model's)."""
+    return sum(
+        (
+            op.params
+            for op in block.ops
+            if isinstance(op, (Gemm, Pointwise)) and op.shard == "experts"
+        ),
+        0.0,
+    )
+
+
 @dataclass(frozen=True)
 class BlockCost:
     """One block on one GPU per micro-batch: seconds of compute and communication, forward and
     backward, and of the attention core's forward (what selective recompute repeats); activation
     bytes kept under no, selective and full recompute; parameters on the rank (all, and those of the
-    routed experts).
+    routed experts). A pass's compute includes what it waits on the host to issue its kernels
+    beyond the GPU's work (``of``'s ``host_s``, seconds a kernel: cost/host.py).
     """
 
     fwd: Array
@@ -60,6 +74,7 @@ class BlockCost:
         act_bytes: int = 2,
         layer_every: int = 2,
         max_live: float | None = None,
+        host_s: float = 0.0,
     ) -> BlockCost:
         zero = 0.0 * ops[0].fwd_s
         # the share of each op's forward that selective recompute repeats: whole modules
@@ -102,20 +117,16 @@ class BlockCost:
                 for rc in (0, 1, 2)
             ]
         )
-        expert: Num = sum(
-            (
-                op.params
-                for op in block.ops
-                if isinstance(op, (Gemm, Pointwise)) and op.shard == "experts"
-            ),
-            0.0,
-        )
+        expert = _expert_params(block)
         params = np.asarray((block.params() - expert) / t + expert / (ep * etp) + zero)
+        fwd, bwd = total("fwd_s", _COMPUTE), total("bwd_s", _COMPUTE)
+        comm_fwd, comm_bwd = total("fwd_s", ("comm",)), total("bwd_s", ("comm",))
+        wait_f, wait_b = hst.waits(block, ops, host_s, fwd + comm_fwd, bwd + comm_bwd)
         return cls(
-            total("fwd_s", _COMPUTE),
-            total("bwd_s", _COMPUTE),
-            total("fwd_s", ("comm",)),
-            total("bwd_s", ("comm",)),
+            fwd + wait_f,
+            bwd + wait_b,
+            comm_fwd,
+            comm_bwd,
             total("fwd_s", _COMPUTE, core_only=True),
             total("fwd_s", ("comm",), core_only=True),
             acts,

@@ -216,6 +216,12 @@ def block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
     return out
 
 
+def host_seconds(tr: Any) -> float:
+    """The host's seconds per kernel a block's passes wait on (cost/host.py): none where CUDA
+    graphs replay the layers."""
+    return 0.0 if tr.cuda_graphs else float(tr.kernel_host_s)
+
+
 def row_codes(cols: list[np.ndarray]) -> np.ndarray:
     """One int64 per row naming its combination of the (non-negative integer) columns: a
     mixed-radix code, column by column (np.unique on rows is slow)."""
@@ -295,6 +301,7 @@ def _block_costs(
                         st.precision.activation_bytes,
                         st.plan.training.checkpoint_every_n_layers,
                         PROFILES[st.plan.training.framework]["zero3_max_live_params"],
+                        host_seconds(st.plan.training),
                     ),
                 )
             )

@@ -334,3 +334,34 @@ def _out_of_sample(summary: dict) -> str:
         f" {summary['oos_mean_abs_error_pct']:.2f}%, max {summary['oos_max_abs_error_pct']:.2f}%"
         f" over {summary['oos_runs']} runs; {summary['oos_refit']}"
     )
+
+
+def vtrain_validation(report) -> None:
+    """vTrain's single-node runs: the step error by GPU count and the families' ordering."""
+    s = report.summary()
+    order, order10 = s["ordering"], s["ordering_gap_10pct"]
+    table(
+        s["title"],
+        ["GPUs", "runs", "mean |error|", "mean error"],
+        [
+            (
+                str(g["gpus"]),
+                str(g["runs"]),
+                f"{g['mean_abs_error_pct']:.1f}%",
+                f"{g['mean_error_pct']:+.1f}%",
+            )
+            for g in report.by_gpus()
+        ],
+        right=[True, True, True, True],
+        caption=(
+            f"{s['runs']} runs: mean |error| {s['mean_abs_error_pct']:.1f}%, median"
+            f" {s['median_abs_error_pct']:.1f}%, max {s['max_abs_error_pct']:.1f}%; mean signed"
+            f" {s['mean_error_pct']:+.1f}% ({s['runs_predicted_fast']} predicted faster than"
+            f" measured)\nlayout pairs ordered as measured, within {order['families']} families"
+            f" (one model, batch and GPU count): {100 * order['pair_accuracy']:.1f}% of"
+            f" {order['pairs']:,} (gap 3% or more), {100 * order10['pair_accuracy']:.1f}% of"
+            f" {order10['pairs']:,} (gap 10% or more); predicted fastest within 3% of the"
+            f" measured fastest in {100 * order['top1_agreement']:.0f}% of families"
+        ),
+    )
+    line("assumed (the source does not state): " + "; ".join(s["assumed"]))

@@ -50,6 +50,11 @@ FLAGS = {
         "ZeRO-2 keeps parameters sharded and gathers them every micro-batch (FSDP SHARD_GRAD_OP)"
     ),
     "step_overhead_s": "fixed time per optimizer step outside the model (s, fitted)",
+    "kernel_host_s": (
+        "host time to issue one kernel in eager mode (Python, autograd, launch); a pass waits"
+        " for what its kernels' issue takes beyond the GPU's work (s, fitted)"
+    ),
+    "cuda_graphs": "CUDA graphs replay each layer's kernels: no host time per kernel",
     "collective_rank_host_s": (
         "host time per rank of the group for each ZeRO-3 collective, on the critical path: the"
         " per-rank loop of a list-based all-gather or reduce-scatter (s, fitted; 0: flat buffers)"

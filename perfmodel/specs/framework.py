@@ -284,6 +284,9 @@ for _name, _p in PROFILES.items():
     # unit's flat buffer in one collective
     _p.setdefault("zero3_per_tensor", False)
     _p.setdefault("collective_rank_host_s", 0.0)
+    # the host's time per kernel launch and CUDA graphs (cost/host.py); none unless fitted
+    _p.setdefault("kernel_host_s", 0.0)
+    _p.setdefault("cuda_graphs", False)
     # a cap on the gathered parameters a rank holds live, which stops the prefetch (DeepSpeed's
     # stage3_max_live_parameters; engine/blocks.py unprefetched_share); None: no cap
     _p.setdefault("zero3_max_live_params", None)

@@ -87,6 +87,9 @@ def _deepspeed_2021(PROFILES: dict[str, dict[str, Any]]) -> dict[str, Any]:
         # tensor; tensors under stage3_param_persistence_threshold 1e5, the biases and norms here,
         # stay whole), then torch.cuda.synchronize()s (_synchronize_communication)
         "zero3_per_tensor": True,
+        # Megatron-LM 2021's layers are issued by its own code, not Megatron-DeepSpeed's: the
+        # host time per kernel is megatron-2021's (none fitted there), not the deepspeed profile's
+        "kernel_host_s": mega.get("kernel_host_s", 0.0),
         # the host's per-rank loop of each collective (cost/sharded.py Sharding.rank_host_s),
         # fitted on Narayanan 2021 Table 2 (benchmarks/calibrate_zero3_2021.py)
         "collective_rank_host_s": 27e-6,

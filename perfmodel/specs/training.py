@@ -139,6 +139,8 @@ class Training(Spec):
         0.0, ge=0, le=1, description=FLAGS["expert_call_overhead_s"]
     )
     collective_rank_host_s: Seconds = Field(0.0, description=FLAGS["collective_rank_host_s"])
+    kernel_host_s: Seconds = Field(0.0, description=FLAGS["kernel_host_s"])
+    cuda_graphs: bool = Field(False, description=FLAGS["cuda_graphs"])
     step_overhead_s: Seconds = Field(
         0.0,
         description=(
