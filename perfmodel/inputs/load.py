@@ -206,6 +206,11 @@ def read_launch(
     """A launch file read as ``kind`` (for `perfmodel import`, which names the kind), links filled
     in."""
     text = presets.read_text(path, path)
+    if kind != "torchtitan" and Path(path).suffix.lower() == ".toml":
+        raise PerfModelError(
+            f"{path} is a TOML job file (torchtitan's), not {KIND_NAMES[kind]}: use `perfmodel"
+            " import torchtitan`"
+        )
     if kind == "megatron":
         imp = read_args(text, gpu, gpus, vocab_size)
     elif kind == "nemo":
