@@ -5,7 +5,7 @@ files whose read-back was another run. Each command runs in its folder, as its R
 import json
 
 import pytest
-from test_reproducers import REPRO, one_line_error, run
+from test_reproducers import one_line_error, run
 
 
 def step(result) -> float:
@@ -76,4 +76,3 @@ def test_mixed_precision_reduce_reads_into_reduce_dtype():
     bf16, fp32 = (step(run(case, "estimate", f"plan_reduce_{d}.yaml", "--json"))
                   for d in ("bf16", "fp32"))  # fmt: skip
     assert bf16 < fp32  # fp32 doubles the reduce-scatter's bytes
-

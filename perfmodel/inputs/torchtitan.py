@@ -33,7 +33,6 @@ from perfmodel.inputs.torchtitan_keys import (
     SCHEDULES,
 )
 
-
 DEGREE_KEYS = (
     "data_parallel_replicate_degree",
     "data_parallel_shard_degree",
@@ -332,7 +331,7 @@ def _precision(job: _Job, out: Imported) -> None:
     converters = job.get("model", "converters", [])
     if not isinstance(converters, list) or not all(isinstance(c, str) for c in converters):
         raise PerfModelError(
-            f"{job.label}: [model] converters must be a list of names, e.g. [\"float8\"]; got"
+            f'{job.label}: [model] converters must be a list of names, e.g. ["float8"]; got'
             f" {converters!r}"
         )
     legacy = job.get("float8", "enable_float8_linear", False)  # torchtitan 2024-12
