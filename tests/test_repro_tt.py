@@ -3,9 +3,14 @@ import_megatron_on_toml_message): job files that divided by zero or were misread
 files whose read-back was another run. Each command runs in its folder, as its README.txt says."""
 
 import json
+import re
 
 import pytest
-from test_reproducers import one_line_error, run
+import yaml
+from click.testing import CliRunner
+from test_reproducers import comment_text, one_line_error, run
+
+from perfmodel.cli import main
 
 
 def step(result) -> float:
@@ -76,3 +81,95 @@ def test_mixed_precision_reduce_reads_into_reduce_dtype():
     bf16, fp32 = (step(run(case, "estimate", f"plan_reduce_{d}.yaml", "--json"))
                   for d in ("bf16", "fp32"))  # fmt: skip
     assert bf16 < fp32  # fp32 doubles the reduce-scatter's bytes
+
+
+def emit_and_read_back(tmp_path, case: str, plan: str = "plan.yaml", *framework: str):
+    """The plan's best (`plan --top 1 --json`), its `--emit torchtitan` text, and that text
+    imported with the command its read-back lines give and estimated (JSON)."""
+    framework = framework or ("--framework", "torchtitan")
+    best = json.loads(run(case, "plan", plan, *framework, "--top", "1", "--json").stdout)
+    emitted = run(case, "plan", plan, *framework, "--emit", "torchtitan")
+    assert emitted.exit_code == 0, emitted.output
+    text = emitted.stdout
+    assert max(map(len, text.splitlines())) <= 80
+    command = re.search(r"^#   perfmodel import torchtitan THIS.toml (.*)$", text, re.M)
+    job = tmp_path / "job.toml"
+    job.write_text(text)
+    back = tmp_path / "back.yaml"
+    r = CliRunner().invoke(main, ["import", "torchtitan", str(job), *command.group(1).split(),
+                                  "-o", str(back)])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    est = CliRunner().invoke(main, ["estimate", str(back), "--json"])
+    assert est.exit_code == 0, est.output
+    return best["results"][0], text, json.loads(est.stdout), back
+
+
+def same_run(best: dict, got: dict) -> bool:
+    return got["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-6) and got["memory"][
+        "total_bytes"
+    ] == pytest.approx(best["memory"]["total_bytes"], rel=1e-6)
+
+
+def test_emitted_comments_within_80_columns():
+    text = run("tt_emit_comment_width", "plan", "plan.yaml", "--framework", "torchtitan",
+               "--emit", "torchtitan").stdout  # fmt: skip
+    assert text.startswith("# Llama-3 70B") and max(map(len, text.splitlines())) <= 80
+
+
+def test_custom_gpu_read_back_names_a_preset_and_the_change(tmp_path):
+    best, text, got, back = emit_and_read_back(tmp_path, "tt_emit_custom_gpu_unreadable")
+    assert "--gpu GPU" not in text and "--gpu h100-sxm --gpus 64" in text
+    assert "h100-sxm with hbm_capacity_bytes changed: not a preset" in comment_text(text)
+    # the preset's 80 GB read back; with the plan's GPU set, the same run
+    assert got["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-6)
+    plan = yaml.safe_load(back.read_text())
+    plan["system"]["gpu"] = {"base": "h100", "hbm_capacity_bytes": "96 GiB"}
+    back.write_text(yaml.safe_dump(plan))
+    fixed = json.loads(CliRunner().invoke(main, ["estimate", str(back), "--json"]).stdout)
+    assert same_run(best, fixed)
+
+
+@pytest.mark.parametrize("case", ["tt_emit_gpus_per_node_lost", "tt_emit_layer_sac_lost"])
+def test_emit_carries_the_node_size_and_layer_sac(tmp_path, case):
+    best, text, got, back = emit_and_read_back(tmp_path, case)
+    assert "not carried" not in text and same_run(best, got)
+    if case == "tt_emit_layer_sac_lost":
+        assert 'selective_ac_option = "4"' in text
+        assert yaml.safe_load(back.read_text())["training"]["checkpoint_every_n_layers"] == 4
+    else:
+        assert "# perfmodel: gpus_per_node 4" in text
+        assert yaml.safe_load(back.read_text())["system"]["gpus_per_node"] == 4
+
+
+def test_emit_reshard_after_forward_false_writes_never_and_says_the_memory(tmp_path):
+    best, text, got, _ = emit_and_read_back(tmp_path, "tt_emit_reshard_after_forward_lost")
+    assert 'fsdp_reshard_after_forward = "never"' in text
+    assert got["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-6)
+    if not same_run(best, got):  # read back as ZeRO-2, whose memory the fsdp profile counts apart
+        note = comment_text(text)
+        assert "not carried: training.zero3_reshard_after_forward" in note
+        assert f"{got['memory']['total_bytes'] / 1e9:.1f} GB" in note
+
+
+def test_emit_refuses_tp_without_sequence_parallelism():
+    r = run("tt_emit_sequence_parallel_lost", "plan", "plan.yaml", "--framework", "torchtitan",
+            "--emit", "torchtitan")  # fmt: skip
+    one_line_error(r, "tp 2 without sequence parallelism", "sequence_parallel true")
+
+
+def test_emit_writes_torchtitan_rocm_and_reads_it_back(tmp_path):
+    best, text, got, back = emit_and_read_back(
+        tmp_path, "tt_emit_rocm_profile_refused", "amd.yaml", "--top", "1"
+    )
+    assert "--gpu mi300x --gpus 16" in text
+    assert yaml.safe_load(back.read_text())["training"]["framework"] == "torchtitan-rocm"
+    assert same_run(best, got)
+
+
+def test_emit_writes_mixed_precision_reduce(tmp_path):
+    best, text, got, back = emit_and_read_back(
+        tmp_path, "tt_mixed_precision_reduce_ignored", "plan_emit.yaml"
+    )
+    assert 'mixed_precision_reduce = "bfloat16"' in text
+    assert yaml.safe_load(back.read_text())["training"]["reduce_dtype"] == "bf16"
+    assert same_run(best, got)

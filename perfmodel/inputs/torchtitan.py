@@ -25,12 +25,10 @@ from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.inputs.megatron_args import Imported
 from perfmodel.inputs.torchtitan_keys import (
-    CANNOT,
-    IGNORED,
-    IGNORED_SECTIONS,
     LOOPED,
     MODELS,
     SCHEDULES,
+    account,
 )
 
 DEGREE_KEYS = (
@@ -112,7 +110,7 @@ def read_job(text: str, gpu: str, num_gpus: int | None = None, label: str = "job
     _batch(job, out)
     _precision(job, out)
     _recompute(job, out)
-    _account(job, out)
+    account(job, out)
     _framework_and_nodes(text, out)
     return out
 
@@ -121,13 +119,21 @@ def _framework_and_nodes(text: str, out: Imported) -> None:
     """torchtitan's profile for the GPU (torchtitan-rocm on an AMD GPU: ROCm PyTorch runs the same
     code), and the node size and NVLink domain from the comment lines `plan --emit torchtitan`
     writes (torchrun's --nproc_per_node is not in the job file)."""
-    from perfmodel.inputs.megatron_profiles import domain_of
+    from perfmodel.inputs.megatron_profiles import MARKER, domain_of
 
     try:
         amd = presets.gpu(out.plan["system"]["gpu"]).name.startswith("AMD")
     except PerfModelError:
         amd = False  # an unknown GPU: the plan's loader names it
-    out.plan["training"]["framework"] = "torchtitan-rocm" if amd else "fsdp"
+    marked = MARKER.findall(text)
+    if marked and marked[-1] not in TORCHTITAN_PROFILES:
+        raise PerfModelError(
+            f"comment 'perfmodel: framework {marked[-1]}': a torchtitan job runs as one of"
+            f" {', '.join(TORCHTITAN_PROFILES)}"
+        )
+    out.plan["training"]["framework"] = (
+        marked[-1] if marked else "torchtitan-rocm" if amd else "fsdp"
+    )
     system = out.plan["system"]
     node = NODE.search(text)
     if node:
@@ -141,6 +147,8 @@ def _framework_and_nodes(text: str, out: Imported) -> None:
         system["nvlink_domain"] = domain_of(text)
 
 
+# the profiles that describe torchtitan: the CUDA one and the ROCm one
+TORCHTITAN_PROFILES = ("fsdp", "torchtitan-rocm")
 # the node size `plan --emit torchtitan` writes as a comment line (tomllib skips it)
 NODE = re.compile(r"^[ \t]*#[ \t]*perfmodel:[ \t]*gpus_per_node[ \t]+(\d+)\b", re.MULTILINE)
 
@@ -414,34 +422,3 @@ def _recompute(job: _Job, out: Imported) -> None:
             " selective or full"
         )
     out.plan["parallel"]["recompute"] = recompute
-
-
-def _account(job: _Job, out: Imported) -> None:
-    """Every key the readers above did not read: ignored, an error, or not recognized."""
-    for section, key, value in job.entries():
-        name = f"{section}.{key}" if section else key
-        if (section, key) in job.read:
-            continue
-        if (section, key) in CANNOT:
-            default, what = CANNOT[(section, key)]
-            if value != default and not (default is None and value in ([], None)):
-                raise PerfModelError(
-                    f"{job.label}: [{section}] {key} = {value!r}: {what} is not modelled"
-                    f" (torchtitan's default {default!r} is)"
-                )
-            out.ignored.append(name)
-        elif (
-            section in IGNORED_SECTIONS
-            or key in IGNORED.get(section, ())
-            or section in ("fault_tolerance", "experimental")  # off: the checks above
-        ):
-            out.ignored.append(name)
-        elif section.startswith("quantize.grouped_mm") and out.plan["training"]["dtype"] != "bf16":
-            out.ignored.append(name)
-            out.assumed.append(
-                f"[{section}] {key}: the experts' grouped GEMMs in the training's dtype"
-            )
-        elif section.startswith(("quantize", "float8")):
-            out.ignored.append(name)  # a converter's options, the converter off
-        else:
-            out.unrecognized.append(name)

@@ -3,6 +3,8 @@ model flavors it has presets for, the pipeline schedules, the keys that never ch
 the ones whose cost is not modelled. Names and defaults: torchtitan/config/job_config.py at 238fa99
 (2026-02)."""
 
+from perfmodel.errors import PerfModelError
+
 # ([model] name, flavor) -> the bundled preset with torchtitan's shapes (torchtitan/models/*/
 # __init__.py: llama3 8B dim 4096, 32 layers, 8 KV heads, FFN 1.3 x 8/3 x 4096 rounded up to
 # 1024 = 14336, vocab 128256; 70B, 405B likewise; deepseek_v3 671B without MTP)
@@ -80,3 +82,35 @@ CANNOT = {
     ("experimental", "custom_args_module"): ("", "custom job-config arguments"),
     ("float8", "emulate"): (False, "emulated FP8"),
 }
+
+
+def account(job, out) -> None:
+    """Every key of the job (inputs/torchtitan._Job) its readers did not read: ignored, an
+    error, or not recognized."""
+    for section, key, value in job.entries():
+        name = f"{section}.{key}" if section else key
+        if (section, key) in job.read:
+            continue
+        if (section, key) in CANNOT:
+            default, what = CANNOT[(section, key)]
+            if value != default and not (default is None and value in ([], None)):
+                raise PerfModelError(
+                    f"{job.label}: [{section}] {key} = {value!r}: {what} is not modelled"
+                    f" (torchtitan's default {default!r} is)"
+                )
+            out.ignored.append(name)
+        elif (
+            section in IGNORED_SECTIONS
+            or key in IGNORED.get(section, ())
+            or section in ("fault_tolerance", "experimental")  # off: the checks above
+        ):
+            out.ignored.append(name)
+        elif section.startswith("quantize.grouped_mm") and out.plan["training"]["dtype"] != "bf16":
+            out.ignored.append(name)
+            out.assumed.append(
+                f"[{section}] {key}: the experts' grouped GEMMs in the training's dtype"
+            )
+        elif section.startswith(("quantize", "float8")):
+            out.ignored.append(name)  # a converter's options, the converter off
+        else:
+            out.unrecognized.append(name)
