@@ -6,7 +6,13 @@ from __future__ import annotations
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs.megatron_args import Imported
 from perfmodel.inputs.megatron_layout import FLAG, layout_text
-from perfmodel.inputs.megatron_profiles import cp_args, domain_line, marker_line, zero_args
+from perfmodel.inputs.megatron_profiles import (
+    count_lines,
+    cp_args,
+    domain_line,
+    marker_line,
+    zero_args,
+)
 
 SCHEDULE_TITLES = {
     "dualpipe": "DualPipe",
@@ -107,7 +113,8 @@ def _model_args(plan, c: dict | None = None) -> list[str]:
         f"--num-attention-heads {m.num_attention_heads}",
         f"--ffn-hidden-size {m.ffn}",
         f"--seq-length {plan.seq_length}",
-        f"--max-position-embeddings {plan.seq_length}",
+        # the model's positions (131,072 for Llama 3.1), at least the training's sequence
+        f"--max-position-embeddings {max(m.seq_length, plan.seq_length)}",
     ]
     if m.mtp_num_layers:
         a.append(f"--mtp-num-layers {m.mtp_num_layers}")
@@ -346,6 +353,7 @@ def launch_text(plan, best) -> str:
             f"# not in these arguments: the HSDP split (dp_shard {shard}, {dp // shard} replicas"
             f" of dp {dp}); Megatron-LM shards over all {dp} ranks"
         )
+    head += count_lines(plan.system.num_gpus, plan.system.gpus_per_node)
     head += marker_line(plan.training.framework)
     head += domain_line(plan.system.nvlink_domain)
     # the comments follow the arguments, so that the text can follow a launcher's line ending in

@@ -17,7 +17,6 @@ pipeline_parallel_microbatch_size under PP.
 
 from __future__ import annotations
 
-import re
 import tomllib
 from typing import Any
 
@@ -119,7 +118,7 @@ def _framework_and_nodes(text: str, out: Imported) -> None:
     """torchtitan's profile for the GPU (torchtitan-rocm on an AMD GPU: ROCm PyTorch runs the same
     code), and the node size and NVLink domain from the comment lines `plan --emit torchtitan`
     writes (torchrun's --nproc_per_node is not in the job file)."""
-    from perfmodel.inputs.megatron_profiles import MARKER, domain_of
+    from perfmodel.inputs.megatron_profiles import MARKER, count_of, domain_of
 
     try:
         amd = presets.gpu(out.plan["system"]["gpu"]).name.startswith("AMD")
@@ -135,9 +134,9 @@ def _framework_and_nodes(text: str, out: Imported) -> None:
         marked[-1] if marked else "torchtitan-rocm" if amd else "fsdp"
     )
     system = out.plan["system"]
-    node = NODE.search(text)
+    node = count_of(text, "gpus_per_node")
     if node:
-        system["gpus_per_node"] = int(node.group(1))
+        system["gpus_per_node"] = node
     elif system["num_gpus"] > 8:
         out.assumed.append(
             "8 GPUs a node (torchrun's --nproc_per_node is not in the job file): set the plan's"
@@ -149,8 +148,6 @@ def _framework_and_nodes(text: str, out: Imported) -> None:
 
 # the profiles that describe torchtitan: the CUDA one and the ROCm one
 TORCHTITAN_PROFILES = ("fsdp", "torchtitan-rocm")
-# the node size `plan --emit torchtitan` writes as a comment line (tomllib skips it)
-NODE = re.compile(r"^[ \t]*#[ \t]*perfmodel:[ \t]*gpus_per_node[ \t]+(\d+)\b", re.MULTILINE)
 
 
 def _model(job: _Job) -> str:
