@@ -158,3 +158,57 @@ def test_emit_megatron_reads_back_to_the_same_step_and_memory(tmp_path, name, fr
     back = Plan.model_validate({**back.model_dump(), "system": plan.system.model_dump()})
     if "not carried" not in text:
         assert same(best, back), comments(text)
+
+
+LLAMA31_70B = {  # meta-llama/Llama-3.1-70B config.json, the keys perfmodel reads
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 8192,
+    "intermediate_size": 28672,
+    "num_attention_heads": 64,
+    "num_hidden_layers": 80,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 131072,
+    "rope_theta": 500000.0,
+    "rope_scaling": {
+        "factor": 8.0,
+        "rope_type": "llama3",
+        "original_max_position_embeddings": 8192,
+    },
+    "vocab_size": 128256,
+    "tie_word_embeddings": False,
+    "hidden_act": "silu",
+}
+
+
+def test_emit_megatron_keeps_rope_and_the_models_positions(tmp_path):
+    import json
+
+    import yaml
+    from click.testing import CliRunner
+
+    from perfmodel.cli import main
+
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA31_70B))
+    plan = {
+        "model": "config.json",
+        "system": {"gpu": "h100-sxm", "num_gpus": 64},
+        "training": {"global_batch_size": 64, "seq_length": 8192},
+        "parallel": {"tp": 8, "pp": 1, "micro_batch_size": 1, "recompute": "full"},
+    }
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    text = CliRunner().invoke(main, ["plan", str(tmp_path / "plan.yaml"), "--emit", "megatron"])
+    assert text.exit_code == 0, text.output
+    args = text.stdout
+    for want in ("--max-position-embeddings 131072", "--seq-length 8192", "--rotary-base 500000",
+                 "--use-rope-scaling --rope-scaling-factor 8"):  # fmt: skip
+        assert want in args
+    back = read_args(args, "h100-sxm", vocab_size=128256).plan
+    assert back["system"]["num_gpus"] == 64  # from the comment line, without --gpus
+    assert (back["model"]["rotary_base"], back["model"]["rope_scaling_factor"]) == (5e5, 8.0)
+    assert (
+        read_args(LAUNCH + "--use-rope-scaling", "h100-sxm", 16).plan["model"][
+            "rope_scaling_factor"
+        ]
+        == 8.0
+    )  # Megatron-LM's default factor

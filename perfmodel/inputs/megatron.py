@@ -277,6 +277,7 @@ def _special(args: dict, out: Imported) -> None:
                 " and none"
             )
         model["position_embedding"] = {"learned_absolute": "learned"}.get(kind, kind)
+    _rope_numbers(args, model)
     drops = [_float(args, f) for f in ("--hidden-dropout", "--attention-dropout") if f in args]
     if drops and not any(drops):
         model["dropout"] = False
@@ -324,6 +325,16 @@ def _special(args: dict, out: Imported) -> None:
     if "dtype" not in training:
         training["dtype"] = "fp32"
         out.assumed.append("no --bf16/--fp16/--fp8-format: fp32, as Megatron-LM runs by default")
+
+
+def _rope_numbers(args: dict, model: dict) -> None:
+    """--rotary-base and Llama 3.1's --use-rope-scaling (--rope-scaling-factor, default 8.0:
+    Megatron-LM arguments.py), kept on the model for `plan --emit megatron`; no cost."""
+    if "--rotary-base" in args:
+        model["rotary_base"] = _float(args, "--rotary-base")
+    if "--use-rope-scaling" in args:
+        scaling = "--rope-scaling-factor" in args
+        model["rope_scaling_factor"] = _float(args, "--rope-scaling-factor") if scaling else 8.0
 
 
 def _layout(args: dict, model: dict, parallel: dict) -> None:

@@ -125,6 +125,10 @@ def _model_args(plan, c: dict | None = None) -> list[str]:
     a += {"swiglu": ["--swiglu"], "squared-relu": ["--squared-relu"]}.get(m.mlp, [])
     if m.position_embedding in ("rope", "yarn"):
         a.append(f"--position-embedding-type {m.position_embedding}")
+        if m.rotary_base:  # Megatron-LM's --rotary-base is an integer (default 10000)
+            a.append(f"--rotary-base {m.rotary_base:.0f}")
+        if m.rope_scaling_factor:
+            a.append(f"--use-rope-scaling --rope-scaling-factor {m.rope_scaling_factor:g}")
     if m.norm == "rmsnorm":
         a.append("--normalization RMSNorm")
     if not m.has_bias:
