@@ -212,3 +212,31 @@ def test_emit_megatron_keeps_rope_and_the_models_positions(tmp_path):
         ]
         == 8.0
     )  # Megatron-LM's default factor
+
+
+@pytest.mark.parametrize("value, want", [(None, "p2p"), ("a2a", "a2a"), ("allgather", None)])
+def test_nemo_cp_comm_type_read_or_refused_in_the_recipes_words(value, want):
+    from perfmodel.inputs.nemo import read_recipe
+
+    model = {"num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+             "ffn_hidden_size": 14336, "seq_length": 8192, "micro_batch_size": 1,
+             "global_batch_size": 64, "bf16": True}  # fmt: skip
+    recipe = {
+        "model": {**model, **({"cp_comm_type": value} if value else {})},
+        "trainer": {"devices": 8, "num_nodes": 2, "strategy": {"context_parallel_size": 2}},
+    }
+    if want is None:
+        with pytest.raises(PerfModelError, match=r"model\.cp_comm_type allgather"):
+            read_recipe(recipe, "h100-sxm", vocab_size=128256)
+        return
+    imp = read_recipe(recipe, "h100-sxm", vocab_size=128256)
+    assert imp.plan["parallel"]["cp_comm_type"] == want
+    assert ("no model.cp_comm_type: p2p" in " ".join(imp.assumed)) == (value is None)
+
+
+def test_torchtitan_compile_components_other_than_both_are_said():
+    base = '[model]\nname = "llama3"\nflavor = "8B"\n[compile]\nenable = true\n'
+    imp = read_job(base + 'components = ["model"]\n', "h100-sxm", 8)
+    assert imp.plan["training"]["torch_compile"] is True
+    assert any("costed as the model and the loss compiled" in a for a in imp.assumed)
+    assert not any("[compile]" in a for a in read_job(base, "h100-sxm", 8).assumed)

@@ -388,6 +388,12 @@ def _precision(job: _Job, out: Imported) -> None:
         if v is not None and not isinstance(v, bool):
             raise PerfModelError(f"{job.label}: {key} must be true or false, got {v!r}")
     t["torch_compile"] = (bool(compiled) and "model" in parts) or bool(legacy_compile)
+    if compiled and set(parts) != {"model", "loss"}:  # the plan's torch_compile is both
+        out.assumed.append(
+            f"[compile] components {parts}: costed as "
+            + ("the model and the loss compiled" if "model" in parts else "nothing compiled")
+            + " (perfmodel's torch_compile compiles both)"
+        )
 
 
 def _recompute(job: _Job, out: Imported) -> None:
