@@ -4,6 +4,7 @@ megatron`), and an imported plan as YAML with what was ignored or assumed as com
 from __future__ import annotations
 
 from perfmodel.errors import PerfModelError
+from perfmodel.inputs.emit_check import trip_note
 from perfmodel.inputs.megatron_args import Imported
 from perfmodel.inputs.megatron_layout import FLAG, layout_text
 from perfmodel.inputs.megatron_profiles import (
@@ -362,6 +363,9 @@ def launch_text(plan, best) -> str:
     head += domain_line(plan.system.nvlink_domain)
     # the comments follow the arguments, so that the text can follow a launcher's line ending in
     # a backslash (a comment there would end the command, as the shell reads it)
+    text = " \\\n".join(args) + "\n" + "\n".join(head)
+    trip = trip_note(plan, best, text, "megatron")
+    head += [f"# {trip}"] if trip else []
     return " \\\n".join(args) + "\n" + "\n".join(wrap_comments(head))
 
 

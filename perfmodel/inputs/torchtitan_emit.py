@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from perfmodel.errors import PerfModelError
+from perfmodel.inputs.emit_check import gpu_preset, trip_note
 from perfmodel.inputs.torchtitan import MODELS, SCHEDULES, TORCHTITAN_PROFILES
 
 
@@ -174,75 +175,6 @@ def _value(v: Any) -> str:
     return str(v)
 
 
-def gpu_preset(gpu) -> tuple[str, str | None]:
-    """The preset `import torchtitan --gpu` takes for a plan's GPU, and what differs where it is
-    not a preset (a base: extension; None when it is one)."""
-    from perfmodel.inputs import presets
-
-    names = presets.preset_names("gpus")
-    exact = next((n for n in names if presets.gpu(n) == gpu), None)
-    if exact:
-        return exact, None
-    base = next((n for n in names if presets.gpu(n).name == gpu.name), None)
-    if base:
-        ref = presets.gpu(base)
-        changed = [k for k in type(gpu).model_fields if getattr(gpu, k) != getattr(ref, k)]
-        return base, f"{base} with {', '.join(changed)} changed"
-    nearest = "mi300x" if gpu.name.startswith("AMD") else "h100-sxm"
-    return nearest, f"{gpu.name}, which no preset describes"
-
-
-def read_back(plan, text: str):
-    """The emitted job as its read-back line reads it (`import torchtitan` with the preset GPU,
-    the links it assumes), on the plan's own GPU where that is no preset (the comment says to set
-    it): the plan the job file gives back."""
-    from perfmodel.inputs.load import plan_of, read_launch_text
-    from perfmodel.specs import Plan
-
-    preset, custom = gpu_preset(plan.system.gpu)
-    imp = read_launch_text(text, "torchtitan", preset, plan.system.num_gpus, "THIS.toml")
-    back = plan_of(imp, "THIS.toml")
-    if custom:
-        data = back.model_dump()
-        data["system"]["gpu"] = plan.system.gpu.model_dump()
-        back = Plan.model_validate(data)
-    return back
-
-
-def _not_carried(plan, c: dict, back) -> list[str]:
-    """The plan's fields, and the configuration's knobs, that the read-back plan has otherwise."""
-    from perfmodel.engine.estimate import resolve_config
-
-    out = []
-    for section in ("system", "training"):
-        mine, theirs = getattr(plan, section).model_dump(), getattr(back, section).model_dump()
-        out += [f"{section}.{k}" for k in mine if k != "links_from" and mine[k] != theirs.get(k)]
-    got = resolve_config(back).as_dict()
-    return out + [f"parallel.{k}" for k in c if c[k] != got.get(k)]
-
-
-def trip_note(plan, best, text: str) -> str | None:
-    """None where the job file reads back to the step and memory predicted; else what it reads
-    back to and the plan's fields it does not carry."""
-    from perfmodel.engine.estimate import estimate, resolve_config
-
-    back = read_back(plan, text)
-    got = estimate(back, resolve_config(back)).values
-    want = best.values
-    same = all(abs(got[k] - want[k]) <= 1e-6 * abs(want[k]) for k in ("step_time_s", "total_bytes"))
-    if same:
-        return None
-    fields = (
-        ", ".join(_not_carried(plan, best.config.as_dict(), back))
-        or "the configuration the search picked"
-    )
-    return (
-        f"not carried: {fields}; read back, this file predicts {got['step_time_s']:.4g} s and"
-        f" {got['total_bytes'] / 1e9:.1f} GB a GPU (the plan: {want['step_time_s']:.4g} s,"
-        f" {want['total_bytes'] / 1e9:.1f} GB): set them in the imported plan"
-    )
-
-
 def toml_text(plan, best) -> str:
     """`plan --emit torchtitan`: the comment lines (the prediction, the launch, how to read it
     back, the node size and NVLink domain for the read-back, what it does not carry), then the
@@ -279,6 +211,6 @@ def toml_text(plan, best) -> str:
     for name, table in tables.items():
         lines += ["", f"[{name}]"] + [f"{k} = {_value(v)}" for k, v in table.items()]
     body = "\n".join(lines) + "\n"
-    note = trip_note(plan, best, "\n".join(head) + "\n" + body)
+    note = trip_note(plan, best, "\n".join(head) + "\n" + body, "torchtitan")
     head += [f"# {note}"] if note else []
     return "\n".join(wrap_comments(head)) + "\n" + body
