@@ -259,3 +259,9 @@ def test_emit_megatron_names_the_links_it_cannot_carry(tmp_path):
     assert max(map(len, r.stdout.splitlines())) <= 80
     note = comments(r.stdout)
     assert "not carried: system.inter_node_link;" in note and "read back, this file" in note
+    import json
+
+    as_json = CliRunner().invoke(
+        main, ["plan", str(tmp_path / "plan.yaml"), "--emit", "megatron", "--json"]
+    )
+    assert json.loads(as_json.stdout)["not_carried"].startswith("not carried: system.inter_node")

@@ -332,6 +332,8 @@ def launch_json(plan, best) -> dict:
         "framework_note": profile_note(plan, args, best.values["step_time_s"]),
         "nvlink_domain": plan.system.nvlink_domain,
         "config": best.config.as_dict(),
+        # what the arguments, read back with the comment lines launch_text writes, do not carry
+        "not_carried": trip_note(plan, best, launch_text(plan, best), "megatron"),
     }
 
 
