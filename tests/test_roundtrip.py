@@ -265,3 +265,39 @@ def test_emit_megatron_names_the_links_it_cannot_carry(tmp_path):
         main, ["plan", str(tmp_path / "plan.yaml"), "--emit", "megatron", "--json"]
     )
     assert json.loads(as_json.stdout)["not_carried"].startswith("not carried: system.inter_node")
+
+
+def test_a_compiled_float8_job_estimates_as_the_validation_case_it_ran():
+    """torchtitan's 2024-12 run of Llama 3.1 8B on 128 H100 (FSDP, torch.compile, Float8; the
+    validation case titan-8b-128gpu-compile-fp8) as a job file: [training] compile is read, and
+    the step is the validation plan's (compile moves it, so reading it matters)."""
+    from perfmodel.specs import Plan
+
+    job = (
+        '[model]\nname = "llama3"\nflavor = "8B"\nconverters = ["float8"]\n'
+        "[training]\nlocal_batch_size = 2\nseq_len = 8192\ncompile = true\n"
+        '[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "op"\n'
+    )
+    imp = read_job(job, "h100-sxm-96gb", 128)
+    import yaml
+
+    from perfmodel.inputs import presets
+
+    path = Path(__file__).parents[1] / "configs/validation/titan-8b-128gpu-compile-fp8.yaml"
+    run = yaml.safe_load(path.read_text())
+    case = presets.plan_from_mapping(
+        {k: run[k] for k in ("model", "system", "training", "parallel")}, str(path)
+    )
+    data = case.model_dump()
+    back = Plan.model_validate(
+        {**data, "training": imp.plan["training"], "parallel": imp.plan["parallel"]}
+    )
+    step = estimate(back, resolve_config(back)).values["step_time_s"]
+    assert step == pytest.approx(
+        estimate(case, resolve_config(case)).values["step_time_s"], rel=1e-9
+    )
+    eager = Plan.model_validate(
+        {**data, "training": {**imp.plan["training"], "torch_compile": False},
+         "parallel": imp.plan["parallel"]}
+    )  # fmt: skip
+    assert estimate(eager, resolve_config(eager)).values["step_time_s"] > step * 1.02
