@@ -77,6 +77,8 @@ def test_bridge_dump_predicts_as_the_llama3_8b_preset(tmp_path):
                     "tp": 1,
                     "pp": 1,
                     "cp": 2,
+                    # the dump has no cp_comm_type: Megatron-Core's default, p2p (issue 40)
+                    "cp_comm_type": "p2p",
                     "vp": 1,
                     "micro_batch_size": 1,
                     "sequence_parallel": False,

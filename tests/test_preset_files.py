@@ -21,8 +21,9 @@ FILES = sorted(
 
 
 # keys the bundled files gained after the flow commit, on purpose: the MoE models' router family
-# (specs/router.py), which only the new files state
-ADDED_SINCE = {"moe_router_family"}
+# (specs/router.py), which only the new files state; RoPE's base and Llama 3.1's scaling factor
+# (issue 40: `plan --emit megatron` writes them)
+ADDED_SINCE = {"moe_router_family", "rotary_base", "rope_scaling_factor"}
 # values changed since, on purpose: gpt-oss's and DeepSeek-V3's RoPE is YaRN (their config.json
 # rope_scaling; issue 30), a value the flow files' schema did not have; a plan built on a changed
 # preset inherits it

@@ -79,7 +79,7 @@ def toml(**changes):
     [
         ({"training": {"enable_cpu_offload": True}}, "enable_cpu_offload"),
         (
-            {"activation_checkpoint": {"mode": "selective", "selective_ac_option": "2"}},
+            {"activation_checkpoint": {"mode": "selective", "selective_ac_option": "two"}},
             "selective_ac_option",
         ),
         ({"activation_checkpoint": {"mode": "memory_budget"}}, "memory_budget"),

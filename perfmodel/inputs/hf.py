@@ -244,6 +244,20 @@ def _mtp(cfg: dict, label: str) -> dict:
     return {"mtp_num_layers": mtp} if mtp else {}
 
 
+def _rope_numbers(cfg: dict) -> dict[str, float]:
+    """RoPE's base and Llama 3.1's scaling factor (rope_scaling rope_type llama3), which cost
+    nothing but travel to the emitted launch arguments."""
+    out: dict[str, float] = {}
+    theta, scaling = cfg.get("rope_theta"), cfg.get("rope_scaling")
+    if isinstance(theta, (int, float)) and not isinstance(theta, bool) and theta > 0:
+        out["rotary_base"] = theta
+    if isinstance(scaling, dict) and "llama3" in (scaling.get("type"), scaling.get("rope_type")):
+        factor = scaling.get("factor")
+        if isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 0:
+            out["rope_scaling_factor"] = factor
+    return out
+
+
 def _rope_kind(cfg: dict) -> str:
     """rope, or yarn where config.json's rope_scaling names YaRN (type or rope_type "yarn": gpt-oss,
     DeepSeek-V3)."""
@@ -393,7 +407,7 @@ def model_fields(raw: Any, label: str = "config.json") -> dict:
         data.update(_gpt_oss(cfg, L, label))
     if family == "llama4_text":
         data.update(_llama4_chunks(cfg, L, label))
-    data.update(_moe(cfg, family, L, label))
-    data.update(_mtp(cfg, label))
+    for part in (_rope_numbers(cfg), _moe(cfg, family, L, label), _mtp(cfg, label)):
+        data.update(part)
     data.update(_mla(cfg, label))
     return data

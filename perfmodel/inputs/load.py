@@ -205,7 +205,23 @@ def read_launch(
 ) -> Imported:
     """A launch file read as ``kind`` (for `perfmodel import`, which names the kind), links filled
     in."""
-    text = presets.read_text(path, path)
+    return read_launch_text(presets.read_text(path, path), kind, gpu, gpus, path, vocab_size)
+
+
+def read_launch_text(
+    text: str,
+    kind: Kind,
+    gpu: str,
+    gpus: int | None,
+    path: str,
+    vocab_size: int | None = None,
+) -> Imported:
+    """read_launch on a launch file's text (``path`` names it)."""
+    if kind != "torchtitan" and Path(path).suffix.lower() == ".toml":
+        raise PerfModelError(
+            f"{path} is a TOML job file (torchtitan's), not {KIND_NAMES[kind]}: use `perfmodel"
+            " import torchtitan`"
+        )
     if kind == "megatron":
         imp = read_args(text, gpu, gpus, vocab_size)
     elif kind == "nemo":

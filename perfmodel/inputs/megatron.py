@@ -33,7 +33,13 @@ from perfmodel.inputs.megatron_args import (
 )
 from perfmodel.inputs.megatron_layout import FLAG as LAYOUT
 from perfmodel.inputs.megatron_layout import first_last, read_layout
-from perfmodel.inputs.megatron_profiles import domain_of, framework_of, read_sharding
+from perfmodel.inputs.megatron_profiles import (
+    count_of,
+    domain_of,
+    framework_of,
+    read_cp_comm,
+    read_sharding,
+)
 from perfmodel.inputs.megatron_training import read_fp8, read_offloading, read_recompute
 from perfmodel.inputs.shell import Command, Reader
 
@@ -91,7 +97,12 @@ def read_args(
             vals.append(words[i])
             i += 1
         args[flag] = vals
+    launcher = {"--nproc_per_node", "--nproc-per-node", "--nnodes"} & args.keys()
+    if num_gpus is None and not launcher:  # `plan --emit megatron`'s comment line, if any
+        num_gpus = count_of(text, "num_gpus")
     out = _to_plan(args, gpu, num_gpus, vocab_size)
+    if not launcher and count_of(text, "gpus_per_node"):
+        out.plan["system"]["gpus_per_node"] = count_of(text, "gpus_per_node")
     out.plan["training"]["framework"] = framework_of(text, args)
     if domain_of(text):
         out.plan["system"]["nvlink_domain"] = domain_of(text)
@@ -136,9 +147,8 @@ def _to_plan(args: dict, gpu: str, num_gpus: int | None, vocab_size: int | None)
         elif flag in MODEL:
             model[MODEL[flag]] = int_value(args, flag)
         elif flag in PARALLEL:
-            parallel[PARALLEL[flag]] = (
-                one_value(args, flag) if flag == "--cp-comm-type" else int_value(args, flag)
-            )
+            if flag != "--cp-comm-type":  # megatron_profiles.read_cp_comm
+                parallel[PARALLEL[flag]] = int_value(args, flag)
         elif flag in TRAINING_VALUES:
             training[TRAINING_VALUES[flag]] = (
                 int_value(args, flag) if flag == "--global-batch-size" else one_value(args, flag)
@@ -267,6 +277,7 @@ def _special(args: dict, out: Imported) -> None:
                 " and none"
             )
         model["position_embedding"] = {"learned_absolute": "learned"}.get(kind, kind)
+    _rope_numbers(args, model)
     drops = [_float(args, f) for f in ("--hidden-dropout", "--attention-dropout") if f in args]
     if drops and not any(drops):
         model["dropout"] = False
@@ -294,6 +305,7 @@ def _special(args: dict, out: Imported) -> None:
     read_recompute(args, out)
     read_offloading(args, out)
     read_sharding(args, parallel, out.ignored, out.assumed)
+    read_cp_comm(args, parallel, out.assumed)
     if "--num-layers-per-virtual-pipeline-stage" in args:
         per = int_value(args, "--num-layers-per-virtual-pipeline-stage")
         if per < 1:
@@ -313,6 +325,16 @@ def _special(args: dict, out: Imported) -> None:
     if "dtype" not in training:
         training["dtype"] = "fp32"
         out.assumed.append("no --bf16/--fp16/--fp8-format: fp32, as Megatron-LM runs by default")
+
+
+def _rope_numbers(args: dict, model: dict) -> None:
+    """--rotary-base and Llama 3.1's --use-rope-scaling (--rope-scaling-factor, default 8.0:
+    Megatron-LM arguments.py), kept on the model for `plan --emit megatron`; no cost."""
+    if "--rotary-base" in args:
+        model["rotary_base"] = _float(args, "--rotary-base")
+    if "--use-rope-scaling" in args:
+        scaling = "--rope-scaling-factor" in args
+        model["rope_scaling_factor"] = _float(args, "--rope-scaling-factor") if scaling else 8.0
 
 
 def _layout(args: dict, model: dict, parallel: dict) -> None:

@@ -90,6 +90,7 @@ SWITCHES = {  # flag -> (section, field, value)
     "--moe-pad-expert-input-to-capacity": None,
     "--moe-router-enable-expert-bias": None,
     "--use-precision-aware-optimizer": None,
+    "--use-rope-scaling": None,
 }
 
 
@@ -118,6 +119,8 @@ OTHER_VALUES = (
     "--nproc-per-node",
     "--nnodes",
     "--transformer-impl",
+    "--rotary-base",
+    "--rope-scaling-factor",
 )
 
 
@@ -127,7 +130,7 @@ NO_COST = re.compile(
     r"master[_-]port|node[_-]rank|exit-.*|distributed-backend|use-mcore-models|max-position-embeddings|"
     r"rampup-batch-size|ckpt-.*|dist-ckpt-.*|no-load-.*|finetune|override-opt_param-scheduler|mock-data|"
     r"use-checkpoint-args|timing-log-level|manual-gc.*|no-create-attention-mask-in-dataloader|"
-    r"num-workers|rdzv.*|standalone|no-position-embedding|rotary-base|rotary-percent|"
+    r"num-workers|rdzv.*|standalone|no-position-embedding|rotary-percent|"
     r"moe-router-load-balancing-type|moe-aux-loss-coeff|moe-z-loss-coeff|moe-router-dtype|no-load-optim|no-load-rng|"
     r"micro-batch-size-for-eval|profile.*|use-pytorch-profiler|empty-unused-memory-level|log_interval)$"
 )

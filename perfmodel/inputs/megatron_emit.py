@@ -4,9 +4,16 @@ megatron`), and an imported plan as YAML with what was ignored or assumed as com
 from __future__ import annotations
 
 from perfmodel.errors import PerfModelError
+from perfmodel.inputs.emit_check import trip_note
 from perfmodel.inputs.megatron_args import Imported
 from perfmodel.inputs.megatron_layout import FLAG, layout_text
-from perfmodel.inputs.megatron_profiles import cp_args, domain_line, marker_line, zero_args
+from perfmodel.inputs.megatron_profiles import (
+    count_lines,
+    cp_args,
+    domain_line,
+    marker_line,
+    zero_args,
+)
 
 SCHEDULE_TITLES = {
     "dualpipe": "DualPipe",
@@ -107,7 +114,8 @@ def _model_args(plan, c: dict | None = None) -> list[str]:
         f"--num-attention-heads {m.num_attention_heads}",
         f"--ffn-hidden-size {m.ffn}",
         f"--seq-length {plan.seq_length}",
-        f"--max-position-embeddings {plan.seq_length}",
+        # the model's positions (131,072 for Llama 3.1), at least the training's sequence
+        f"--max-position-embeddings {max(m.seq_length, plan.seq_length)}",
     ]
     if m.mtp_num_layers:
         a.append(f"--mtp-num-layers {m.mtp_num_layers}")
@@ -118,6 +126,10 @@ def _model_args(plan, c: dict | None = None) -> list[str]:
     a += {"swiglu": ["--swiglu"], "squared-relu": ["--squared-relu"]}.get(m.mlp, [])
     if m.position_embedding in ("rope", "yarn"):
         a.append(f"--position-embedding-type {m.position_embedding}")
+        if m.rotary_base:  # Megatron-LM's --rotary-base is an integer (default 10000)
+            a.append(f"--rotary-base {m.rotary_base:.0f}")
+        if m.rope_scaling_factor:
+            a.append(f"--use-rope-scaling --rope-scaling-factor {m.rope_scaling_factor:g}")
     if m.norm == "rmsnorm":
         a.append("--normalization RMSNorm")
     if not m.has_bias:
@@ -320,6 +332,8 @@ def launch_json(plan, best) -> dict:
         "framework_note": profile_note(plan, args, best.values["step_time_s"]),
         "nvlink_domain": plan.system.nvlink_domain,
         "config": best.config.as_dict(),
+        # what the arguments, read back with the comment lines launch_text writes, do not carry
+        "not_carried": trip_note(plan, best, launch_text(plan, best), "megatron"),
     }
 
 
@@ -346,10 +360,14 @@ def launch_text(plan, best) -> str:
             f"# not in these arguments: the HSDP split (dp_shard {shard}, {dp // shard} replicas"
             f" of dp {dp}); Megatron-LM shards over all {dp} ranks"
         )
+    head += count_lines(plan.system.num_gpus, plan.system.gpus_per_node)
     head += marker_line(plan.training.framework)
     head += domain_line(plan.system.nvlink_domain)
     # the comments follow the arguments, so that the text can follow a launcher's line ending in
     # a backslash (a comment there would end the command, as the shell reads it)
+    text = " \\\n".join(args) + "\n" + "\n".join(head)
+    trip = trip_note(plan, best, text, "megatron")
+    head += [f"# {trip}"] if trip else []
     return " \\\n".join(args) + "\n" + "\n".join(wrap_comments(head))
 
 

@@ -26,6 +26,22 @@ def domain_line(nvlink_domain: int | None) -> list[str]:
     )
 
 
+def count_of(text: str, key: str) -> int | None:
+    """A count a perfmodel comment line of a launch file names (``# perfmodel: num_gpus 64``,
+    gpus_per_node, nvlink_domain: what `plan --emit` writes where no argument carries it), or
+    None."""
+    found = re.findall(rf"^[ \t]*#[ \t]*perfmodel:[ \t]*{key}[ \t]+(\d+)\b", text, re.MULTILINE)
+    return int(found[-1]) if found else None
+
+
+def count_lines(num_gpus: int, gpus_per_node: int) -> list[str]:
+    """The comment lines that carry the GPU count and a node size other than 8 to `import`."""
+    lines = [f"# perfmodel: num_gpus {num_gpus} (torchrun's --nproc_per_node x --nnodes)"]
+    if gpus_per_node != 8:
+        lines.append(f"# perfmodel: gpus_per_node {gpus_per_node} (torchrun's --nproc_per_node)")
+    return lines
+
+
 def domain_of(text: str) -> int | None:
     """The NVLink domain a launch file's perfmodel comment names, or None."""
     found = DOMAIN.findall(text)
@@ -122,3 +138,26 @@ def read_sharding(args: dict, parallel: dict, ignored: list[str], assumed: list[
         return
     stage_of = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
     parallel["zero_stage"] = stage_of[strategy or "optim_grads_params"]
+
+
+def read_cp_comm(args: dict, parallel: dict, assumed: list[str]) -> None:
+    """--cp-comm-type (Megatron-Core's context parallelism, arguments.py: p2p, a2a, allgather,
+    a2a+p2p; one value, or one a layer): p2p (the K/V ring) and a2a (Ulysses) are modelled, the
+    others are refused by name; without it, with cp > 1, Megatron-LM's default p2p, said."""
+    if "--cp-comm-type" in args:
+        kinds = set(args["--cp-comm-type"])
+        known = {"p2p", "a2a", "allgather", "a2a+p2p"}
+        if not kinds or not kinds <= known:
+            raise PerfModelError(
+                f"--cp-comm-type {' '.join(args['--cp-comm-type'])}: Megatron-LM accepts"
+                " p2p, a2a, allgather and a2a+p2p"
+            )
+        if len(kinds) > 1 or kinds - {"p2p", "a2a"}:
+            raise PerfModelError(
+                f"--cp-comm-type {' '.join(sorted(kinds))}: perfmodel models one of p2p (the K/V"
+                " ring) and a2a (Ulysses' all-to-all) for every layer; plan with one of them"
+            )
+        parallel["cp_comm_type"] = kinds.pop()
+    elif parallel.get("cp", 1) > 1 and "cp_comm_type" not in parallel:
+        parallel["cp_comm_type"] = "p2p"
+        assumed.append("no --cp-comm-type: p2p (the K/V ring), Megatron-LM's default")

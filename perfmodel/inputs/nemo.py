@@ -31,7 +31,7 @@ from perfmodel.inputs.nemo_keys import (
     typed,
 )
 from perfmodel.inputs.nemo_keys import section as _section
-from perfmodel.inputs.nemo_precision import as_megatron_reads, precision_fields
+from perfmodel.inputs.nemo_precision import as_megatron_reads, precision_fields, read_cp_comm_key
 
 
 def read_recipe(
@@ -88,6 +88,7 @@ def read_recipe(
     as_megatron_reads(data, get, out)
     megatron_rules(out, "sequence_parallel", "Megatron")
     _strategy(data, out)
+    read_cp_comm_key(get, out)
     _system(data, out, num_gpus)
     if vocab_size:
         model["vocab_size"] = vocab_size

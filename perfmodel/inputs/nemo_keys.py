@@ -56,6 +56,7 @@ TRAINING_KEYS = {
 
 
 READ_ELSEWHERE = {
+    "cp_comm_type",
     "normalization",
     "bias",
     "add_bias_linear",

@@ -9,7 +9,7 @@ from typing import Any
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs.megatron_args import Imported
 from perfmodel.inputs.megatron_optimizer import read_optimizer
-from perfmodel.inputs.megatron_profiles import read_sharding
+from perfmodel.inputs.megatron_profiles import read_cp_comm, read_sharding
 from perfmodel.inputs.megatron_training import read_offloading, read_recompute
 from perfmodel.inputs.nemo_keys import (
     FALSE_WORDS,
@@ -79,6 +79,24 @@ def as_megatron_reads(data: dict, get, out: Imported) -> None:
     for kind, n in before.items():
         notes = getattr(out, kind)
         notes[n:] = [_in_recipe_words(x, names) for x in notes[n:]]
+
+
+def read_cp_comm_key(get, out: Imported) -> None:
+    """model.cp_comm_type (TransformerConfig's, one value or one a layer) through Megatron-LM's
+    reader, once the layout (trainer.strategy's context_parallel_size too) is read."""
+    value = get("cp_comm_type")
+    args = {} if value is None else {"--cp-comm-type": [str(v) for v in _as_list(value)]}
+    names = {"--cp-comm-type": "model.cp_comm_type"}
+    n = len(out.assumed)
+    try:
+        read_cp_comm(args, out.plan["parallel"], out.assumed)
+    except PerfModelError as e:
+        raise PerfModelError(_in_recipe_words(str(e), names)) from None
+    out.assumed[n:] = [_in_recipe_words(x, names) for x in out.assumed[n:]]
+
+
+def _as_list(value: Any) -> list:
+    return value if isinstance(value, list) else [value]
 
 
 def _in_recipe_words(text: str, names: dict[str, str]) -> str:

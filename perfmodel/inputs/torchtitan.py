@@ -23,85 +23,20 @@ from typing import Any
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.inputs.megatron_args import Imported
-
-# ([model] name, flavor) -> the bundled preset with torchtitan's shapes (torchtitan/models/*/
-# __init__.py: llama3 8B dim 4096, 32 layers, 8 KV heads, FFN 1.3 x 8/3 x 4096 rounded up to
-# 1024 = 14336, vocab 128256; 70B, 405B likewise; deepseek_v3 671B without MTP)
-MODELS = {
-    ("llama3", "8B"): "llama3-8b",
-    ("llama3", "70B"): "llama3-70b",
-    ("llama3", "405B"): "llama3.1-405b",
-    ("llama2", "7B"): "llama2-7b",
-    ("llama2", "13B"): "llama2-13b",
-    ("llama2", "70B"): "llama2-70b",
-    ("deepseek_v3", "671B"): "deepseek-v3",
-    ("qwen3", "30B-A3B"): "qwen3-30b-a3b",
-    ("qwen3", "235B-A22B"): "qwen3-235b-a22b",
-}
-
-# torch.distributed.pipelining's names (get_schedule_class): ZBVZeroBubble and DualPipeV run two
-# stages a rank in a V (Qi et al. 2024; deepseek-ai/DualPipe), as the fsdp profile lists them
-SCHEDULES = {
-    "1F1B": "1f1b",
-    "GPipe": "gpipe",
-    "Interleaved1F1B": "interleaved",
-    "ZBVZeroBubble": "zbv",
-    "DualPipeV": "dualpipev",
-}
-LOOPED = ("Interleaved1F1B", "ZBVZeroBubble", "DualPipeV")
-
-# sections whose keys never change the step's cost (logging, checkpoint files, data, the learning
-# rate); a key here with any value is listed as ignored
-IGNORED_SECTIONS = (
-    "job",
-    "profiling",
-    "metrics",
-    "lr_scheduler",
-    "checkpoint",
-    "comm",
-    "validation",
-    "memory_estimation",
-    "debug",
+from perfmodel.inputs.torchtitan_keys import (
+    LOOPED,
+    MODELS,
+    SCHEDULES,
+    account,
 )
-IGNORED = {
-    "model": ("hf_assets_path", "tokenizer_path", "print_after_conversion"),
-    "optimizer": ("lr", "eps", "weight_decay", "implementation", "beta1", "beta2"),
-    "training": (
-        "dataset",
-        "dataset_path",
-        "max_norm",
-        "gc_freq",
-        "gc_debug",
-        "dataloader",
-        "mixed_precision_reduce",
-    ),
-    # the expert-parallel options do nothing at expert_parallel_degree 1 (a larger one is an error)
-    "parallelism": ("pipeline_parallel_expert_parallel_overlap", "expert_parallel_comm_backend"),
-    "compile": ("backend",),
-    "float8": ("precompute_float8_dynamic_scale_for_fsdp",),
-    "activation_checkpoint": (
-        "preserve_rng_state",
-        "determinism_check",
-        "debug",
-        "early_stop",
-        "visualize_memory_budget_pareto",
-        "per_op_sac_force_recompute_mm_shapes_by_fqns",
-    ),
-}
-# a key whose cost is not modelled: an error unless it has torchtitan's default (what it does)
-CANNOT = {
-    ("training", "enable_cpu_offload"): (False, "FSDP2's CPU offload of parameters"),
-    ("training", "dtype"): ("float32", "master weights and optimizer states in bfloat16"),
-    ("optimizer", "early_step_in_backward"): (False, "the optimizer step inside the backward"),
-    ("parallelism", "disable_loss_parallel"): (False, "the loss without loss parallelism"),
-    ("parallelism", "module_fqns_per_model_part"): (None, "a hand-written stage split"),
-    ("parallelism", "pipeline_parallel_schedule_csv"): ("", "a pipeline schedule from a CSV"),
-    ("parallelism", "context_parallel_load_balancer"): ("headtail", "unbalanced CP chunks"),
-    ("fault_tolerance", "enable"): (False, "torchft's fault-tolerant replicas"),
-    ("experimental", "custom_import"): ("", "a custom model module"),
-    ("experimental", "custom_args_module"): ("", "custom job-config arguments"),
-    ("float8", "emulate"): (False, "emulated FP8"),
-}
+
+DEGREE_KEYS = (
+    "data_parallel_replicate_degree",
+    "data_parallel_shard_degree",
+    "context_parallel_degree",
+    "tensor_parallel_degree",
+    "pipeline_parallel_degree",
+)
 
 
 class _Job:
@@ -126,10 +61,16 @@ class _Job:
             node = node.get(part, {}) if isinstance(node, dict) else {}
         return node.get(key, default) if isinstance(node, dict) else default
 
-    def int(self, section: str, key: str, default: int) -> int:
+    def int(self, section: str, key: str, default: Any, least: int | None = None) -> Any:
+        """An integer key (``default`` where absent, which may be None); ``least``: the smallest
+        value torchtitan can run (a 0 divides by zero there)."""
         v = self.get(section, key, default)
+        if v is None and default is None:
+            return None
         if isinstance(v, bool) or not isinstance(v, int):
             raise PerfModelError(f"{self.label}: [{section}] {key} must be an integer, got {v!r}")
+        if least is not None and v < least:
+            raise PerfModelError(f"{self.label}: [{section}] {key} {v}: give {least} or more")
         return v
 
     def entries(self):
@@ -168,8 +109,45 @@ def read_job(text: str, gpu: str, num_gpus: int | None = None, label: str = "job
     _batch(job, out)
     _precision(job, out)
     _recompute(job, out)
-    _account(job, out)
+    account(job, out)
+    _framework_and_nodes(text, out)
     return out
+
+
+def _framework_and_nodes(text: str, out: Imported) -> None:
+    """torchtitan's profile for the GPU (torchtitan-rocm on an AMD GPU: ROCm PyTorch runs the same
+    code), and the node size and NVLink domain from the comment lines `plan --emit torchtitan`
+    writes (torchrun's --nproc_per_node is not in the job file)."""
+    from perfmodel.inputs.megatron_profiles import MARKER, count_of, domain_of
+
+    try:
+        amd = presets.gpu(out.plan["system"]["gpu"]).name.startswith("AMD")
+    except PerfModelError:
+        amd = False  # an unknown GPU: the plan's loader names it
+    marked = MARKER.findall(text)
+    if marked and marked[-1] not in TORCHTITAN_PROFILES:
+        raise PerfModelError(
+            f"comment 'perfmodel: framework {marked[-1]}': a torchtitan job runs as one of"
+            f" {', '.join(TORCHTITAN_PROFILES)}"
+        )
+    out.plan["training"]["framework"] = (
+        marked[-1] if marked else "torchtitan-rocm" if amd else "fsdp"
+    )
+    system = out.plan["system"]
+    node = count_of(text, "gpus_per_node")
+    if node:
+        system["gpus_per_node"] = node
+    elif system["num_gpus"] > 8:
+        out.assumed.append(
+            "8 GPUs a node (torchrun's --nproc_per_node is not in the job file): set the plan's"
+            " system.gpus_per_node if yours differ"
+        )
+    if domain_of(text):
+        system["nvlink_domain"] = domain_of(text)
+
+
+# the profiles that describe torchtitan: the CUDA one and the ROCm one
+TORCHTITAN_PROFILES = ("fsdp", "torchtitan-rocm")
 
 
 def _model(job: _Job) -> str:
@@ -217,15 +195,12 @@ def _world(job: _Job, num_gpus: int | None, degrees: dict[str, int]) -> int:
 def _parallel(job: _Job, out: Imported, num_gpus: int | None) -> None:
     p, s = out.plan["parallel"], "parallelism"
     degrees = {
-        "dp_replicate": job.int(s, "data_parallel_replicate_degree", 1),
-        "dp_shard": job.int(s, "data_parallel_shard_degree", -1),
-        "cp": job.int(s, "context_parallel_degree", 1),
-        "tp": job.int(s, "tensor_parallel_degree", 1),
-        "pp": job.int(s, "pipeline_parallel_degree", 1),
+        key: job.int(s, name, -1 if key == "dp_shard" else 1)
+        for key, name in zip(("dp_replicate", "dp_shard", "cp", "tp", "pp"), DEGREE_KEYS)
     }
-    for key, v in degrees.items():
+    for (key, v), name in zip(degrees.items(), DEGREE_KEYS):
         if v < 1 and not (key == "dp_shard" and v == -1):
-            raise PerfModelError(f"{job.label}: [parallelism] {key} degree {v}: give 1 or more")
+            raise PerfModelError(f"{job.label}: [parallelism] {name} {v}: give 1 or more")
     out.plan["system"]["num_gpus"] = _world(job, num_gpus, degrees)
     p.update(degrees)
     p["sequence_parallel"] = degrees["tp"] > 1  # DTensor TP shards the norms' sequence
@@ -263,9 +238,9 @@ def _parallel(job: _Job, out: Imported, num_gpus: int | None) -> None:
 def _pipeline(job: _Job, out: Imported, pp: int) -> None:
     p, s = out.plan["parallel"], "parallelism"
     name = job.get(s, "pipeline_parallel_schedule", "1F1B")
-    per_stage = job.get(s, "pipeline_parallel_layers_per_stage", None)
-    first_less = job.int(s, "pipeline_parallel_first_stage_less_layers", 1)
-    last_less = job.int(s, "pipeline_parallel_last_stage_less_layers", 1)
+    per_stage = job.int(s, "pipeline_parallel_layers_per_stage", None, least=1)
+    first_less = job.int(s, "pipeline_parallel_first_stage_less_layers", 1, least=0)
+    last_less = job.int(s, "pipeline_parallel_last_stage_less_layers", 1, least=0)
     if pp == 1:
         p.update(vp=1, schedule="1f1b")
         return
@@ -306,23 +281,32 @@ def _pipeline(job: _Job, out: Imported, pp: int) -> None:
 
 def _batch(job: _Job, out: Imported) -> None:
     p, t, s = out.plan["parallel"], out.plan["training"], "training"
-    local = job.int(s, "local_batch_size", 8)
+    local = job.int(s, "local_batch_size", 8, least=1)
     dp = p["dp"] if "dp" in p else p["dp_replicate"] * p["dp_shard"]
     gbs = job.int(s, "global_batch_size", -1)
+    if gbs != -1 and gbs < 1:
+        raise PerfModelError(
+            f"{job.label}: [training] global_batch_size {gbs}: give 1 or more, or -1"
+            " (local_batch_size x the data-parallel degree)"
+        )
     gbs = local * dp if gbs == -1 else gbs
     if gbs % (local * dp):
         raise PerfModelError(
             f"{job.label}: [training] global_batch_size {gbs} is not a multiple of"
             f" local_batch_size({local}) x dp({dp}) (torchtitan's gradient accumulation)"
         )
-    mbs = job.int("parallelism", "pipeline_parallel_microbatch_size", 1) if p["pp"] > 1 else local
+    mbs = (
+        job.int("parallelism", "pipeline_parallel_microbatch_size", 1, least=1)
+        if p["pp"] > 1
+        else local
+    )
     if local % mbs:
         raise PerfModelError(
             f"{job.label}: local_batch_size {local} is not a multiple of"
             f" pipeline_parallel_microbatch_size {mbs}"
         )
     p["micro_batch_size"] = mbs
-    t.update(global_batch_size=gbs, seq_length=job.int(s, "seq_len", 2048), framework="fsdp")
+    t.update(global_batch_size=gbs, seq_length=job.int(s, "seq_len", 2048, least=1))
     steps = job.get(s, "steps", None)
     if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
         t["tokens"] = steps * gbs * t["seq_length"]
@@ -340,7 +324,21 @@ def _precision(job: _Job, out: Imported) -> None:
             f"{job.label}: [training] mixed_precision_param {param!r}: bfloat16 or float32"
         )
     t["dtype"] = "bf16" if param == "bfloat16" else "fp32"
+    # MixedPrecisionPolicy(reduce_dtype=...): fp32 doubles the reduce-scatter's bytes; the
+    # profile's default is torchtitan's, float32
+    reduce = job.get("training", "mixed_precision_reduce", None)
+    if reduce is not None:
+        if reduce not in ("float32", "bfloat16"):
+            raise PerfModelError(
+                f"{job.label}: [training] mixed_precision_reduce {reduce!r}: float32 or bfloat16"
+            )
+        t["reduce_dtype"] = "bf16" if reduce == "bfloat16" else "fp32"
     converters = job.get("model", "converters", [])
+    if not isinstance(converters, list) or not all(isinstance(c, str) for c in converters):
+        raise PerfModelError(
+            f'{job.label}: [model] converters must be a list of names, e.g. ["float8"]; got'
+            f" {converters!r}"
+        )
     legacy = job.get("float8", "enable_float8_linear", False)  # torchtitan 2024-12
     fp8 = legacy or any(c in ("float8", "quantize.linear.float8") for c in converters)
     mx = any(c in ("mx", "quantize.linear.mx") for c in converters)
@@ -352,6 +350,11 @@ def _precision(job: _Job, out: Imported) -> None:
     ]
     if other:
         raise PerfModelError(f"{job.label}: [model] converters {other}: not modelled")
+    if fp8 and mx:
+        raise PerfModelError(
+            f"{job.label}: [model] converters: float8 and mx both convert the linear layers;"
+            " keep one"
+        )
     sec = "float8" if legacy else "quantize.linear.float8"
     if fp8:  # the converter's options (unread when it is off: ignored, _account)
         recipe = job.get(sec, "recipe_name", None)
@@ -377,15 +380,26 @@ def _precision(job: _Job, out: Imported) -> None:
             )
         job.get("quantize.linear.mx", "filter_fqns", ["output"])
         t["dtype"] = "mxfp8"
-    compiled = job.get("compile", "enable", False)
+    # torch.compile of the model: [compile] enable with "model" in components (2025-), or
+    # [training] compile (torchtitan 2024-12, the fsdp profile's)
+    compiled, legacy_compile = job.get("compile", "enable", False), job.get("training", "compile")
     parts = job.get("compile", "components", ["model", "loss"])
-    t["torch_compile"] = bool(compiled) and "model" in parts
+    for key, v in (("[compile] enable", compiled), ("[training] compile", legacy_compile)):
+        if v is not None and not isinstance(v, bool):
+            raise PerfModelError(f"{job.label}: {key} must be true or false, got {v!r}")
+    t["torch_compile"] = (bool(compiled) and "model" in parts) or bool(legacy_compile)
+    if compiled and set(parts) != {"model", "loss"}:  # the plan's torch_compile is both
+        out.assumed.append(
+            f"[compile] components {parts}: costed as "
+            + ("the model and the loss compiled" if "model" in parts else "nothing compiled")
+            + " (perfmodel's torch_compile compiles both)"
+        )
 
 
 def _recompute(job: _Job, out: Imported) -> None:
     s = "activation_checkpoint"
     mode = job.get(s, "mode", "selective")
-    option = str(job.get(s, "selective_ac_option", "2"))
+    option = str(job.get(s, "selective_ac_option", "2"))  # torchtitan's default: every 2nd layer
     job.get(s, "memory_budget", 0.5)
     if mode == "none":
         recompute = "none"
@@ -393,10 +407,17 @@ def _recompute(job: _Job, out: Imported) -> None:
         recompute = "full"  # selective_ac_option 1: every layer checkpointed whole
     elif mode == "selective" and option == "op":
         recompute = "selective"  # op-level SAC: the fsdp profile's recompute_modules op_sac
+    elif mode == "selective" and option.isdigit() and int(option) > 1:
+        # torchtitan's _apply_ac_to_transformer_block: every N-th block wrapped in
+        # checkpoint_wrapper (per-layer SAC); the plan's layer_sac with checkpoint_every_n_layers
+        recompute = "selective"
+        out.plan["training"].update(
+            recompute_modules=["layer_sac"], checkpoint_every_n_layers=int(option)
+        )
     elif mode == "selective":
         raise PerfModelError(
-            f"{job.label}: [activation_checkpoint] selective_ac_option {option!r}: checkpointing"
-            " every n-th layer is not modelled; use 'op', or 1 (every layer: full)"
+            f"{job.label}: [activation_checkpoint] selective_ac_option {option!r}: torchtitan"
+            " takes 'op' or a whole number N (every N-th layer checkpointed; 1: every layer)"
         )
     else:
         raise PerfModelError(
@@ -404,34 +425,3 @@ def _recompute(job: _Job, out: Imported) -> None:
             " selective or full"
         )
     out.plan["parallel"]["recompute"] = recompute
-
-
-def _account(job: _Job, out: Imported) -> None:
-    """Every key the readers above did not read: ignored, an error, or not recognized."""
-    for section, key, value in job.entries():
-        name = f"{section}.{key}" if section else key
-        if (section, key) in job.read:
-            continue
-        if (section, key) in CANNOT:
-            default, what = CANNOT[(section, key)]
-            if value != default and not (default is None and value in ([], None)):
-                raise PerfModelError(
-                    f"{job.label}: [{section}] {key} = {value!r}: {what} is not modelled"
-                    f" (torchtitan's default {default!r} is)"
-                )
-            out.ignored.append(name)
-        elif (
-            section in IGNORED_SECTIONS
-            or key in IGNORED.get(section, ())
-            or section in ("fault_tolerance", "experimental")  # off: the checks above
-        ):
-            out.ignored.append(name)
-        elif section.startswith("quantize.grouped_mm") and out.plan["training"]["dtype"] != "bf16":
-            out.ignored.append(name)
-            out.assumed.append(
-                f"[{section}] {key}: the experts' grouped GEMMs in the training's dtype"
-            )
-        elif section.startswith(("quantize", "float8")):
-            out.ignored.append(name)  # a converter's options, the converter off
-        else:
-            out.unrecognized.append(name)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from perfmodel.errors import PerfModelError
-from perfmodel.inputs.torchtitan import MODELS, SCHEDULES
+from perfmodel.inputs.emit_check import gpu_preset, trip_note
+from perfmodel.inputs.torchtitan import MODELS, SCHEDULES, TORCHTITAN_PROFILES
 
 
 def _model_keys(plan) -> tuple[str, str]:
@@ -61,26 +62,71 @@ def _split(plan, c: dict, layers: list[float] | None) -> dict[str, Any]:
     }
 
 
+def _refuse(plan, c: dict) -> None:
+    """What torchtitan's job file has no form for, by name."""
+    t = plan.training
+    if t.framework not in TORCHTITAN_PROFILES:
+        raise PerfModelError(
+            "--emit torchtitan writes torchtitan's job file, and the plan's framework is"
+            f" {t.framework}: plan with --framework torchtitan (the fsdp profile, or"
+            " torchtitan-rocm on AMD GPUs) so that the search is torchtitan's"
+        )
+    if c["tp"] > 1 and not c["sequence_parallel"]:
+        raise PerfModelError(
+            f"tp {c['tp']} without sequence parallelism: torchtitan's tensor parallelism always"
+            " shards the norms' sequence (DTensor SequenceParallel), so its job file has no form"
+            " for it; plan with sequence_parallel true"
+        )
+    if c["zero_stage"] not in (0, 2, 3):
+        raise PerfModelError(f"zero_stage {c['zero_stage']}: FSDP2 shards as ZeRO-2 or ZeRO-3")
+    if c["schedule"] not in SCHEDULES.values() and c["pp"] > 1:
+        raise PerfModelError(f"schedule {c['schedule']}: torchtitan has no such schedule")
+    if t.dtype not in ("bf16", "fp32", "fp8", "mxfp8"):
+        raise PerfModelError(f"training.dtype {t.dtype}: torchtitan's job file has no form for it")
+    if c["recompute"] == "selective" and t.recompute_modules not in (["op_sac"], ["layer_sac"]):
+        raise PerfModelError(
+            f"training.recompute_modules {t.recompute_modules}: torchtitan's selective"
+            " activation checkpointing is per op (op_sac) or per layer (layer_sac); plan with one"
+        )
+
+
+def _checkpoint(plan, c: dict) -> dict[str, Any]:
+    """[activation_checkpoint]: selective_ac_option "op" for op_sac, "N" for layer_sac every N
+    layers (torchtitan's _apply_ac_to_transformer_block)."""
+    out: dict[str, Any] = {"mode": c["recompute"]}
+    if c["recompute"] == "selective":
+        t = plan.training
+        layer = t.recompute_modules == ["layer_sac"]
+        out["selective_ac_option"] = str(t.checkpoint_every_n_layers) if layer else "op"
+    return out
+
+
+def _reshard(plan, c: dict) -> str:
+    """fully_shard's reshard_after_forward: always for ZeRO-3, never for ZeRO-2 and for ZeRO-3
+    without it (which import reads back as ZeRO-2, FSDP1's SHARD_GRAD_OP: toml_text's read-back
+    says where that moves the memory)."""
+    if c["zero_stage"] == 3 and plan.training.zero3_reshard_after_forward:
+        return "always"
+    return "never"
+
+
 def job(plan, c: dict, layers: list[float] | None = None) -> dict[str, dict[str, Any]]:
     """The job config's tables for a plan and one configuration (Estimate.config.as_dict())."""
     t = plan.training
-    if t.framework != "fsdp":
-        raise PerfModelError(
-            "--emit torchtitan writes torchtitan's job file, and the plan's framework is"
-            f" {t.framework}: plan with --framework torchtitan (the fsdp profile) so that the"
-            " search is torchtitan's"
-        )
+    _refuse(plan, c)
     name, flavor = _model_keys(plan)
     dp, shard = c["dp"], (c.get("dp_shard") or c["dp"])
     if c["zero_stage"] == 0:
         shard = 1
-    elif c["zero_stage"] not in (2, 3):
-        raise PerfModelError(f"zero_stage {c['zero_stage']}: FSDP2 shards as ZeRO-2 or ZeRO-3")
-    if c["schedule"] not in SCHEDULES.values() and c["pp"] > 1:
-        raise PerfModelError(f"schedule {c['schedule']}: torchtitan has no such schedule")
     converters = {"fp8": ["quantize.linear.float8"], "mxfp8": ["quantize.linear.mx"]}.get(t.dtype)
-    if t.dtype not in ("bf16", "fp32", "fp8", "mxfp8"):
-        raise PerfModelError(f"training.dtype {t.dtype}: torchtitan's job file has no form for it")
+    training: dict[str, Any] = {
+        "local_batch_size": c["global_batch_size"] // dp if c["pp"] > 1 else c["micro_batch_size"],
+        "global_batch_size": c["global_batch_size"],
+        "seq_len": plan.seq_length,
+        "mixed_precision_param": "float32" if t.dtype == "fp32" else "bfloat16",
+    }
+    if t.reduce_dtype:  # MixedPrecisionPolicy.reduce_dtype
+        training["mixed_precision_reduce"] = {"fp32": "float32", "bf16": "bfloat16"}[t.reduce_dtype]
     out: dict[str, dict[str, Any]] = {
         "job": {"description": f"{plan.model.name}, written by perfmodel plan --emit torchtitan"},
         "model": {
@@ -89,32 +135,21 @@ def job(plan, c: dict, layers: list[float] | None = None) -> dict[str, dict[str,
             **({"converters": converters} if converters else {}),
         },
         "optimizer": {"name": "AdamW"},
-        "training": {
-            "local_batch_size": (
-                c["global_batch_size"] // dp if c["pp"] > 1 else c["micro_batch_size"]
-            ),
-            "global_batch_size": c["global_batch_size"],
-            "seq_len": plan.seq_length,
-            "mixed_precision_param": "float32" if t.dtype == "fp32" else "bfloat16",
-        },
+        "training": training,
         "parallelism": {
             "data_parallel_replicate_degree": dp // shard,
             "data_parallel_shard_degree": shard,
-            "fsdp_reshard_after_forward": "always" if c["zero_stage"] == 3 else "never",
+            "fsdp_reshard_after_forward": _reshard(plan, c),
             "tensor_parallel_degree": c["tp"],
             "enable_async_tensor_parallel": bool(t.tp_comm_overlap_ub),
             "context_parallel_degree": c["cp"],
             "pipeline_parallel_degree": c["pp"],
         },
-        "activation_checkpoint": {"mode": c["recompute"]},
+        "activation_checkpoint": _checkpoint(plan, c),
         "compile": {"enable": bool(t.torch_compile), "components": ["model", "loss"]},
     }
     if t.tokens:
-        out["training"]["steps"] = max(
-            1, round(t.tokens / (c["global_batch_size"] * plan.seq_length))
-        )
-    if c["recompute"] == "selective":
-        out["activation_checkpoint"]["selective_ac_option"] = "op"
+        training["steps"] = max(1, round(t.tokens / (c["global_batch_size"] * plan.seq_length)))
     par = out["parallelism"]
     if c["cp"] > 1:
         par["context_parallel_rotate_method"] = "alltoall"  # the K/V ring (cp_comm_type p2p)
@@ -140,33 +175,42 @@ def _value(v: Any) -> str:
     return str(v)
 
 
-def _gpu_preset(gpu) -> str:
-    from perfmodel.inputs import presets
-
-    return next((n for n in presets.preset_names("gpus") if presets.gpu(n) == gpu), "GPU")
-
-
 def toml_text(plan, best) -> str:
-    """`plan --emit torchtitan`: the comment lines (prediction, the launch), then the tables."""
+    """`plan --emit torchtitan`: the comment lines (the prediction, the launch, how to read it
+    back, the node size and NVLink domain for the read-back, what it does not carry), then the
+    tables."""
+    from perfmodel.inputs.megatron_emit import wrap_comments
+    from perfmodel.inputs.megatron_profiles import domain_line
+
     c = best.config.as_dict()
     tables = job(plan, c, best.stage_layers)
     s = plan.system
     nodes = -(-s.num_gpus // s.gpus_per_node)
-    lines = [
+    preset, custom = gpu_preset(s.gpu)
+    read = f"perfmodel import torchtitan THIS.toml --gpu {preset} --gpus {s.num_gpus}"
+    head = [
         (
             f"# {plan.model.name} on {s.num_gpus} x {s.gpu.name}: predicted"
             f" {best.values['step_time_s']:.3g} s per step, MFU {100 * best.values['mfu']:.1f}%"
         ),
         (
             f"# launch: torchrun --nproc_per_node {s.gpus_per_node} --nnodes {nodes}"
-            " -m torchtitan.train"
+            " -m torchtitan.train --job.config_file THIS.toml"
         ),
-        "#   --job.config_file THIS.toml",
-        (
-            "# read back: perfmodel import torchtitan THIS.toml"
-            f" --gpu {_gpu_preset(s.gpu)} --gpus {s.num_gpus}"
-        ),
+        "# read back with:",
+        f"#   {read}",
     ]
+    if custom:
+        head.append(f"# then set the plan's system.gpu to this plan's GPU ({custom}: not a preset)")
+    if s.gpus_per_node != 8:
+        head.append(f"# perfmodel: gpus_per_node {s.gpus_per_node} (torchrun's --nproc_per_node)")
+    head += domain_line(s.nvlink_domain)
+    if plan.training.framework != ("torchtitan-rocm" if s.gpu.name.startswith("AMD") else "fsdp"):
+        head.append(f"# perfmodel: framework {plan.training.framework}")
+    lines = []
     for name, table in tables.items():
         lines += ["", f"[{name}]"] + [f"{k} = {_value(v)}" for k, v in table.items()]
-    return "\n".join(lines) + "\n"
+    body = "\n".join(lines) + "\n"
+    note = trip_note(plan, best, "\n".join(head) + "\n" + body, "torchtitan")
+    head += [f"# {note}"] if note else []
+    return "\n".join(wrap_comments(head)) + "\n" + body

@@ -98,6 +98,19 @@ class Model(Spec):
             " unfused."
         ),
     )
+    rotary_base: float | None = Field(
+        None,
+        gt=0,
+        le=1e12,
+        validation_alias=AliasChoices("rotary_base", "rope_theta"),
+        description="RoPE's base (config.json rope_theta, Megatron-LM --rotary-base); no cost.",
+    )
+    rope_scaling_factor: float | None = Field(
+        None,
+        gt=0,
+        le=1e6,
+        description="Llama 3.1's RoPE scaling factor (rope_type llama3; --rope-scaling-factor).",
+    )
     add_bias_linear: bool | None = Field(
         None,
         validation_alias=AliasChoices("add_bias_linear", "bias"),
