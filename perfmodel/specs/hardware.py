@@ -140,6 +140,18 @@ class GPU(Spec):
     )
     source: str = Field("", description="Where the figures come from.")
 
+    @model_validator(mode="after")
+    def _reserve_below_hbm(self) -> GPU:
+        """A reserve of the whole HBM or more leaves no usable memory (and advice that cannot
+        help)."""
+        if self.reserved_bytes >= self.hbm_capacity_bytes:
+            raise ValueError(
+                f"reserved_bytes {self.reserved_bytes / 1e9:.3g} GB is more than the"
+                f" {self.hbm_capacity_bytes / 1e9:.1f} GB of HBM on the {self.name}; give less"
+                " (the CUDA context and workspaces take a few GB)"
+            )
+        return self
+
     @field_validator("peak_flops_per_s")
     @classmethod
     def _known_dtypes(cls, v: dict[str, float]) -> dict[str, float]:
