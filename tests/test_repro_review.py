@@ -1,9 +1,7 @@
 """The reproducers of issue 40 that the design review owns (tests/data/repro/NAME, copied from the
 shared set with their README.txt), each run in its folder as tests/test_reproducers.py runs them."""
 
-import json
 import os
-import warnings
 from pathlib import Path
 
 from click.testing import CliRunner
