@@ -1,6 +1,7 @@
 """The reproducers of issue 40 that the design review owns (tests/data/repro/NAME, copied from the
 shared set with their README.txt), each run in its folder as tests/test_reproducers.py runs them."""
 
+import json
 import os
 from pathlib import Path
 
@@ -50,4 +51,44 @@ def test_base_plan_cycle_is_named_as_a_loop(tmp_path):
     one_line_error(
         CliRunner().invoke(main, ["estimate", str(tmp_path / "self.yaml")]),
         "base: self.yaml is a loop",
+    )
+
+
+def test_batch_not_divisible_names_the_batch_the_dp_values_and_a_batch_that_works():
+    one_line_error(
+        run("batch_not_divisible_message", "estimate", "plan.yaml"),
+        "training.global_batch_size 21 is not a multiple of dp x micro_batch_size",
+        "8 at tp 1 pp 3 cp 1, 4 at tp 1 pp 3 cp 2",
+        "use 24",
+    )
+
+
+def test_zero1_over_one_replica_is_estimated_as_stage_0_and_says_so(tmp_path):
+    """tp 8 dp 1 zero_stage 1 was refused naming interleaving, which the plan did not ask for."""
+    r = run("zero1_with_one_replica_message", "estimate", "plan.yaml", "--json")
+    assert r.exit_code == 0, r.output
+    j = json.loads(r.stdout)
+    assert j["config"]["zero_stage"] == 1 and j["config"]["dp"] == 1
+    assert any("zero_stage 1 over one data-parallel replica" in a for a in j["assumed"])
+    text = (REPRO / "zero1_with_one_replica_message" / "plan.yaml").read_text()
+    (tmp_path / "z0.yaml").write_text(text.replace("zero_stage: 1", "zero_stage: 0"))
+    j0 = json.loads(
+        CliRunner().invoke(main, ["estimate", str(tmp_path / "z0.yaml"), "--json"]).stdout
+    )
+    assert j0["step_time_s"] == j["step_time_s"]
+    assert j0["memory"]["total_bytes"] == j["memory"]["total_bytes"]
+
+
+def test_framework_refusal_names_the_profile_the_rule_and_who_can_run_it(tmp_path):
+    """'the framework cannot run it (configurations): 2' said neither which nor why."""
+    (tmp_path / "fw.yaml").write_text(
+        "model: llama3-8b\nsystem: {gpu: h100, num_gpus: 16}\n"
+        "training: {global_batch_size: 64, framework: megatron-core}\n"
+        "parallel: {tp: 1, pp: 2, zero_stage: 2, schedule: 1f1b, vp: 1, micro_batch_size: 1,"
+        " recompute: full, sequence_parallel: false}\n"
+    )
+    one_line_error(
+        CliRunner().invoke(main, ["estimate", str(tmp_path / "fw.yaml")]),
+        "framework profile megatron-core cannot run it (PM110): megatron-core does not run ZeRO-2",
+        "profiles that can run the plan: fsdp, torchtitan-rocm (training.framework)",
     )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfmodel.cost import pipeline as pipe
-from perfmodel.engine.assumptions import assumptions
+from perfmodel.engine.assumptions import assumptions, config_assumptions
 from perfmodel.engine.evaluate import BREAKDOWN_KEYS, evaluate
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import MEMORY_KEYS
@@ -25,7 +25,6 @@ from perfmodel.engine.per_layer import ops_json as ops_json
 from perfmodel.engine.per_layer import per_layer_ops
 from perfmodel.engine.rules import config_problems
 from perfmodel.engine.run import training_run
-from perfmodel.engine.split import assumed_text, uneven
 from perfmodel.engine.uncertainty import Band
 from perfmodel.errors import PerfModelError
 from perfmodel.specs import Config, Plan
@@ -316,8 +315,7 @@ def _one(
         mtp=plan.model.mtp_num_layers,
         stage_wgrad_s=stages.wgrad_per_stage(row),
     )
-    if uneven(plan.model.num_layers, cfg.pp, cfg.first_stage_layers, cfg.last_stage_layers):
-        est.assumed.append(assumed_text(plan.model.num_layers, cfg.pp, cfg.vp, est.stage_layers))
+    est.assumed += config_assumptions(plan, cfg, est.stage_layers)
     est.run = training_run(plan, values["step_time_s"])
     return est
 
