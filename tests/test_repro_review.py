@@ -92,3 +92,16 @@ def test_framework_refusal_names_the_profile_the_rule_and_who_can_run_it(tmp_pat
         "framework profile megatron-core cannot run it (PM110): megatron-core does not run ZeRO-2",
         "profiles that can run the plan: fsdp, torchtitan-rocm (training.framework)",
     )
+
+
+def test_validate_takes_a_table_name_and_refuses_in_one_short_line():
+    """docs name tables (amd-instinct ...) that `validate` refused with a 10-line dump of cases."""
+    r = run("validate_table_name_refused", "validate", "amd-instinct", "--json")
+    assert r.exit_code == 0, r.output
+    j = json.loads(r.stdout)
+    assert set(j["tables"]) == {"amd-instinct"}
+    assert j["cases"] and all(c["case"].startswith("mlperf51-amd-") for c in j["cases"])
+    bad = run("validate_table_name_refused", "validate", "nope")
+    one_line_error(bad, "no validation case or table matches nope", "amd-instinct")
+    assert len(bad.output) < 900
+    one_line_error(run("validate_table_name_refused", "validate", "--memory", "nope"), "nope")
