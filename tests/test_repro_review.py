@@ -105,3 +105,30 @@ def test_validate_takes_a_table_name_and_refuses_in_one_short_line():
     one_line_error(bad, "no validation case or table matches nope", "amd-instinct")
     assert len(bad.output) < 900
     one_line_error(run("validate_table_name_refused", "validate", "--memory", "nope"), "nope")
+
+
+def test_comm_applies_the_mesh_share_and_refuses_ranks_beyond_the_mesh():
+    """On AMD's 8-GPU full mesh a ring of r GPUs reaches r - 1 of its 7 links; comm gave every
+    group all of them (2 ranks 7x faster than the engine's own model) and took 16 ranks."""
+
+    def comm(r: int) -> dict:
+        out = run(
+            "comm_mesh_share_ignored",
+            *("comm", "all-reduce", "--size", "1GB", "--ranks", str(r)),
+            *("--link", "infinity-fabric", "--efficiency", "--json"),
+        )
+        return json.loads(out.stdout)
+
+    two, eight = comm(2), comm(8)
+    assert two["mesh_share"] == 1 / 7 and eight["mesh_share"] == 1.0
+    assert two["bandwidth_bytes_per_s"] == eight["bandwidth_bytes_per_s"] / 7
+    # a ring all-reduce moves 2(r-1)/r of the message per rank (Thakur et al. 2005): 1 at r=2,
+    # 1.75 at r=8; on 1/7 of the bandwidth the 2-rank ring takes 7 x 1 / 1.75 = 4x as long
+    assert abs(two["bandwidth_s"] / eight["bandwidth_s"] - 4.0) < 1e-9
+    one_line_error(
+        run(
+            "comm_mesh_share_ignored",
+            *("comm", "all-reduce", "--size", "1GB", "--ranks", "16", "--link", "infinity-fabric"),
+        ),
+        "--ranks 16 exceeds the 8 GPUs",
+    )
