@@ -3,6 +3,7 @@ shared set with their README.txt), each run in its folder as tests/test_reproduc
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -132,3 +133,22 @@ def test_comm_applies_the_mesh_share_and_refuses_ranks_beyond_the_mesh():
         ),
         "--ranks 16 exceeds the 8 GPUs",
     )
+
+
+def test_nccl_algo_without_all_reduce_is_refused_and_pat_never_prices_nan(tmp_path):
+    """nccl_algo [pat] printed numpy's 'invalid value encountered in multiply' (inf x 0: PAT runs
+    no all-reduce, nor an all-gather with more than one rank a node)."""
+    for gpu in ("mi300x", "h100"):
+        one_line_error(
+            run("nccl_algo_pat_numpy_warnings", "estimate", f"{gpu}.yaml", "--json"),
+            "nccl_algo [pat] has no all-reduce",
+            "add ring or tree",
+        )
+        text = (REPRO / "nccl_algo_pat_numpy_warnings" / f"{gpu}.yaml").read_text()
+        (tmp_path / f"{gpu}.yaml").write_text(text.replace("[pat]", "[tree, pat]"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # any RuntimeWarning fails the run
+            r = CliRunner().invoke(main, ["estimate", str(tmp_path / f"{gpu}.yaml"), "--json"])
+        assert r.exit_code == 0, r.output
+        j = json.loads(r.stdout)
+        assert any("priced on the ring" in a for a in j["assumed"])

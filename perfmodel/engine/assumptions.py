@@ -49,6 +49,12 @@ def assumptions(plan: Plan) -> list[str]:
         )
     if s.placement_note():
         out.append(f"placement: {s.placement_note()}")
+    if s.nccl_algo and "ring" not in s.nccl_algo:
+        out.append(
+            f"nccl_algo [{', '.join(s.nccl_algo)}]: an all-gather or reduce-scatter none of them"
+            " runs (tree is all-reduce only, PAT needs one rank a node) is priced on the ring,"
+            " NCCL's fallback when NCCL_ALGO leaves a collective no algorithm"
+        )
     if s.links_from:
         out.append(f"links: {s.links_from} (name them in the plan's system to change them)")
     out.append(reserve_text(plan.system))

@@ -340,6 +340,18 @@ class System(Spec):
         return self
 
     @model_validator(mode="after")
+    def _nccl_algo_all_reduce(self) -> System:
+        """Every plan all-reduces (gradients, the loss, the norm): a list with neither ring nor
+        tree leaves NCCL no all-reduce (PAT runs all-gather and reduce-scatter only)."""
+        algos = self.nccl_algo
+        if algos is not None and not {"ring", "tree"} & set(algos):
+            raise ValueError(
+                f"nccl_algo [{', '.join(algos)}] has no all-reduce: PAT runs all-gather and"
+                " reduce-scatter only (NCCL 2.23, one rank a node); add ring or tree"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _nodes(self) -> System:
         if self.num_gpus > self.gpus_per_node and self.num_gpus % self.gpus_per_node:
             raise ValueError(
