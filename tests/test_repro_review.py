@@ -152,3 +152,19 @@ def test_nccl_algo_without_all_reduce_is_refused_and_pat_never_prices_nan(tmp_pa
         assert r.exit_code == 0, r.output
         j = json.loads(r.stdout)
         assert any("priced on the ring" in a for a in j["assumed"])
+
+
+def test_sweep_says_which_peak_its_mfu_column_is_against():
+    """An FP8 row's MFU switched to the FP8 peak without a word."""
+    r = CliRunner().invoke(main, ["sweep", "llama3-8b-h100.yaml", "--vary", "dtype=bf16,fp8"])
+    assert r.exit_code == 0, r.output
+    assert says(r.output, "MFU against the peak of each row's dtype", "FP8 1,979 TFLOP/s")
+    assert " fp8 " in r.output and " bf16 " in r.output
+    one = CliRunner().invoke(main, ["sweep", "llama3-8b-h100.yaml", "--vary", "gbs=64,128"])
+    assert says(one.output, "MFU against the BF16 peak (989 TFLOP/s)")
+    j = json.loads(
+        CliRunner()
+        .invoke(main, ["sweep", "llama3-8b-h100.yaml", "--vary", "dtype=bf16,fp8", "--json"])
+        .stdout
+    )
+    assert [p["mfu_peak"] for p in j["points"]] == ["bf16", "fp8"]
