@@ -168,3 +168,18 @@ def test_sweep_says_which_peak_its_mfu_column_is_against():
         .stdout
     )
     assert [p["mfu_peak"] for p in j["points"]] == ["bf16", "fp8"]
+
+
+def test_memory_margin_is_the_usable_memory_above_the_peak():
+    """'headroom' meant HBM less the peak in plan's equivalent list, while fits measures against
+    the usable memory (HBM less the reserve); the word is gone, the figure is the usable one's."""
+    from perfmodel.engine.practice import separates
+    from perfmodel.engine.search import search
+    from perfmodel.inputs import load_plan
+
+    plan = load_plan("llama3-8b-h100.yaml")
+    best = search(plan, top=2).results
+    _, lines = separates(plan, best)
+    for e, text in zip(best, lines):
+        margin = (e.values["usable_bytes"] - e.values["total_bytes"]) / 1e9
+        assert text.startswith(f"{margin:.0f} GB memory margin")
