@@ -153,10 +153,10 @@ RULES = {
             "PM209",
             WARNING,
             "pipeline degree does not divide the layers",
-            "Megatron-Core splits the layers evenly unless --decoder-first/last-pipeline-num-layers"
-            " or --pipeline-model-parallel-layout say otherwise (TransformerConfig asserts the"
-            " middle stages share the rest evenly); the estimate assumes the balanced uneven split"
-            " (cost/stages.py), which the launch must then name.",
+            "Megatron-Core splits the layers evenly unless its first/last stage flags or a"
+            " pipeline layout say otherwise (TransformerConfig asserts that the middle stages share"
+            " the rest evenly); the estimate assumes the balanced uneven split (cost/stages.py),"
+            " which the launch must then name.",
         ),
         Rule(
             "PM301",
