@@ -49,7 +49,8 @@ def test_pp_not_dividing_layers_names_the_split_and_megatrons_flags():
     assert got["figures"]["stage_layers"] == [13, 14, 14, 13, 13, 13]
     assert "--decoder-first-pipeline-num-layers 12" in got["fix"]
     assert "--decoder-last-pipeline-num-layers 12" in got["fix"]
-    assert "pp 5 or 8" in got["fix"]
+    # 96 GPUs at tp 8: 12 ranks for pp x dp; of the pp dividing 80, 4 divides 12 (5 and 8 do not)
+    assert "pp 4 (divides 80 and the 12 ranks tp x cp leave)" in got["fix"]
 
 
 def test_estimate_says_which_split_it_used():
@@ -79,4 +80,18 @@ def test_megatron_flags_keep_the_middle_stages_even():
         assert split is not None and sum(split) == L and len(split) == pp
         assert len(set(split[1:-1])) <= 1 and not any(x % vp for x in split)
     assert pp_dividing(80, 6) == [5, 8] and pp_dividing(7, 3) == [7]
+    assert pp_dividing(80, 6, 12) == [4] and pp_dividing(80, 6, 40) == [5, 8]
     assert "pp 5 or 8" in megatron_needs(80, 6, 1, None)
+
+
+def test_flags_that_would_fill_a_stage_more_are_not_offered():
+    """126 layers over pp 16 at vp 7: the balanced split 7|8..8|7 has middle stages vp does not
+    divide; the flags' nearest split (14|7..7|14) doubles the first stage, so only the layout flag
+    and a pp that divides are offered."""
+    needs = megatron_needs(126, 16, 7, [7] + [8] * 14 + [7])
+    assert "--decoder-first-pipeline-num-layers" not in needs
+    assert "--pipeline-model-parallel-layout" in needs and "pp 14 or 18" in needs
+    # at 16,384 GPUs, tp 8 cp 2: 1,024 ranks, which of the pp dividing 126 only 2 divides
+    assert "pp 2 (divides 126 and the 1,024 ranks" in megatron_needs(
+        126, 16, 7, [7] + [8] * 14 + [7], 1024
+    )

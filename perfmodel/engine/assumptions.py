@@ -66,7 +66,8 @@ def config_assumptions(plan: Plan, cfg: Config, stage_layers: Sequence[float]) -
     that does not divide the layers, and ZeRO over a single replica (it shards nothing)."""
     out = []
     if uneven(plan.model.num_layers, cfg.pp, cfg.first_stage_layers, cfg.last_stage_layers):
-        out.append(assumed_text(plan.model.num_layers, cfg.pp, cfg.vp, stage_layers))
+        ranks = plan.system.num_gpus // (cfg.tp * cfg.cp)
+        out.append(assumed_text(plan.model.num_layers, cfg.pp, cfg.vp, stage_layers, ranks))
     if cfg.zero_stage and cfg.dp * cfg.cp == 1:
         out.append(
             f"zero_stage {cfg.zero_stage} over one data-parallel replica (dp 1, cp 1) shards"

@@ -50,19 +50,28 @@ def flags_split(num_layers: int, pp: int, vp: int, near: Sequence[float]) -> lis
     return None if best is None else best[1]
 
 
-def pp_dividing(num_layers: int, pp: int) -> list[int]:
-    """The pipeline degrees nearest pp (one below, one above) that divide the layers."""
-    below = [d for d in range(pp - 1, 1, -1) if num_layers % d == 0][:1]
-    above = [d for d in range(pp + 1, num_layers + 1) if num_layers % d == 0][:1]
+def pp_dividing(num_layers: int, pp: int, ranks: int | None = None) -> list[int]:
+    """The pipeline degrees nearest pp (one below, one above) that divide the layers and, given,
+    the ``ranks`` a pipeline can take (num_gpus / (tp cp): dp takes the rest)."""
+
+    def fits(d: int) -> bool:
+        return num_layers % d == 0 and (ranks is None or ranks % d == 0)
+
+    below = [d for d in range(pp - 1, 1, -1) if fits(d)][:1]
+    above = [d for d in range(pp + 1, num_layers + 1) if fits(d)][:1]
     return below + above
 
 
-def megatron_needs(num_layers: int, pp: int, vp: int, layers: Sequence[float] | None) -> str:
+def megatron_needs(
+    num_layers: int, pp: int, vp: int, layers: Sequence[float] | None, ranks: int | None = None
+) -> str:
     """What Megatron-Core needs to run a pp that does not divide the layers: the first/last stage
     flags (the split they give), the layout flag for ``layers`` itself when the flags cannot give
     it, or a pp that divides."""
     near = layers if layers else [num_layers // pp] * pp
     flags = flags_split(num_layers, pp, vp, near)
+    if flags is not None and layers and max(flags) > max(layers):
+        flags = None  # the flags' nearest split has a fuller stage: slower, so not offered
     out = []
     if flags is not None:
         out.append(
@@ -72,17 +81,21 @@ def megatron_needs(num_layers: int, pp: int, vp: int, layers: Sequence[float] | 
         )
     if layers and (flags is None or list(flags) != [int(x) for x in layers]):
         out.append(f"--pipeline-model-parallel-layout for {split_text(layers)} itself")
-    divisors = pp_dividing(num_layers, pp)
+    divisors = pp_dividing(num_layers, pp, ranks)
     if divisors:
-        out.append(f"pp {' or '.join(str(d) for d in divisors)} (divides {num_layers})")
+        of = f" and the {ranks:,} ranks tp x cp leave" if ranks is not None else ""
+        out.append(f"pp {' or '.join(str(d) for d in divisors)} (divides {num_layers}{of})")
     return "; or ".join(out)
 
 
-def assumed_text(num_layers: int, pp: int, vp: int, layers: Sequence[float]) -> str:
-    """The assumption line of an estimate whose pp does not divide the layers."""
+def assumed_text(
+    num_layers: int, pp: int, vp: int, layers: Sequence[float], ranks: int | None = None
+) -> str:
+    """The assumption line of an estimate whose pp does not divide the layers (``ranks``: what
+    tp x cp leave to pp x dp)."""
     return (
         f"layer split: pp {pp} does not divide the {num_layers} layers; the estimate uses"
         f" {split_text(layers)} (first stage first; the stages balanced with the embedding and the"
         " loss). Megatron-Core runs it only when told:"
-        f" {megatron_needs(num_layers, pp, vp, layers)}"
+        f" {megatron_needs(num_layers, pp, vp, layers, ranks)}"
     )

@@ -32,7 +32,7 @@ def rule_uneven_split(plan: Plan, cfg: Config, est: Estimate | None) -> list[Fin
             "PM209",
             f"pp({p}) does not divide num_layers({L}): {assumed}, a split Megatron-Core does not"
             " make unless told (it splits evenly by default)",
-            megatron_needs(L, p, cfg.vp, layers),
+            megatron_needs(L, p, cfg.vp, layers, plan.system.num_gpus // (cfg.tp * cfg.cp)),
             {"stage_layers": layers or []},
         )
     ]
