@@ -183,3 +183,15 @@ def test_memory_margin_is_the_usable_memory_above_the_peak():
     for e, text in zip(best, lines):
         margin = (e.values["usable_bytes"] - e.values["total_bytes"]) / 1e9
         assert text.startswith(f"{margin:.0f} GB memory margin")
+
+
+def test_calibration_factor_inf_is_refused_by_name_without_numpy_warnings():
+    """factors.compute: .inf passed 'not v > 0', then numpy warned with source lines and the
+    error blamed the plan's links."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = run(
+            "cal_factor_inf_numpy_warnings",
+            *("estimate", "p8.yaml", "--calibration", "cal.yaml", "--json"),
+        )
+    one_line_error(r, "cal.yaml: factors.compute must be a finite number above 0")

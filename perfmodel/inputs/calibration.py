@@ -3,6 +3,7 @@ naming the file and the field."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from perfmodel.errors import PerfModelError
@@ -21,9 +22,12 @@ def read(path: str | Path, label: str | None = None) -> Calibration:
             " `perfmodel calibrate RUNS.yaml -o CAL.yaml`"
         )
     cal = _build(Calibration, {**data, "source": str(path)}, where)
-    bad = sorted(k for k, v in cal.factors.items() if k != "overhead_s" and not v > 0)
+    bad = sorted(
+        k for k, v in cal.factors.items() if not math.isfinite(v) or (k != "overhead_s" and v <= 0)
+    )
     if bad:
-        raise PerfModelError(f"{where}: factors.{bad[0]} must be above 0 (a time multiplier)")
+        what = "of seconds" if bad[0] == "overhead_s" else "above 0 (a time multiplier)"
+        raise PerfModelError(f"{where}: factors.{bad[0]} must be a finite number {what}")
     return cal
 
 
