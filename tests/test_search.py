@@ -164,11 +164,13 @@ def test_global_batch_smaller_than_dp(runner, tmp_path):
         " 1}\n"
     )
     r = runner.invoke(main, ["plan", str(f)])
-    assert r.exit_code == 1 and "global batch not divisible by dp" in r.output
+    # the batch alone leaves nothing: the batch, the dp it meets and one that works (issue 40)
+    assert r.exit_code == 1 and "4 is not a multiple of dp x micro_batch_size" in r.output
+    assert "use 8" in r.output
     r = runner.invoke(
         main, ["estimate", str(f)]
     )  # free knobs: estimate searches them, and says why it cannot
-    assert r.exit_code == 1 and "global batch not divisible by dp" in r.output
+    assert r.exit_code == 1 and "4 is not a multiple of dp x micro_batch_size" in r.output
 
 
 @pytest.mark.parametrize("name", ["gpt3-175b.yaml", "llama3.1-405b-h100.yaml"])

@@ -216,7 +216,7 @@ def test_cli_validate_text(runner):
 
 def test_unknown_case(runner):
     r = runner.invoke(main, ["validate", "gpt-9000"])
-    assert r.exit_code == 1 and "no validation case matches gpt-9000" in r.output
+    assert r.exit_code == 1 and "no validation case or table matches gpt-9000" in r.output
 
 
 def test_unknown_convention():

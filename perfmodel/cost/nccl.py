@@ -157,11 +157,17 @@ def best(
 ) -> Num:
     """Seconds of the (algorithm, protocol) NCCL picks: the least of ``choices``, among
     ``algos`` where given (NCCL_ALGO; a collective none of them runs falls back to the ring, as
-    NCCL does when NCCL_ALGO leaves a function no algorithm)."""
+    NCCL does when NCCL_ALGO leaves a function no algorithm). A pair that cannot run at a layout
+    (PAT with more than one rank a node) is absent there, so that layout falls back too."""
     every = choices(kind, size, n, ppn, bus_bw, intra)
-    allowed = [t for (a, _), t in every.items() if not algos or a in algos]
-    times = allowed or [t for (a, _), t in every.items() if a == "ring"]
-    return np.asarray(np.minimum.reduce([np.asarray(t, dtype=float) for t in times]))
+    ring = np.minimum.reduce(
+        [np.asarray(t, dtype=float) for (a, _), t in every.items() if a == "ring"]
+    )
+    allowed = [np.asarray(t, dtype=float) for (a, _), t in every.items() if not algos or a in algos]
+    if not allowed:
+        return np.asarray(ring)
+    least = np.minimum.reduce(allowed)
+    return np.asarray(np.where(np.isinf(least), ring, least))
 
 
 def pick(kind: str, size: float, n: float, ppn: float, bus_bw: float, intra: str = "nvlink") -> str:

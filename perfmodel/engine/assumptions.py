@@ -3,8 +3,11 @@ output prints (plan, estimate, sweep, compare, the report)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from perfmodel.engine.memory import reserve_text
-from perfmodel.specs import Plan
+from perfmodel.engine.split import assumed_text, uneven
+from perfmodel.specs import Config, Plan
 from perfmodel.specs.framework import defaults
 
 
@@ -53,9 +56,31 @@ def assumptions(plan: Plan) -> list[str]:
         )
     if s.placement_note():
         out.append(f"placement: {s.placement_note()}")
+    if s.nccl_algo and "ring" not in s.nccl_algo:
+        out.append(
+            f"nccl_algo [{', '.join(s.nccl_algo)}]: an all-gather or reduce-scatter none of them"
+            " runs (tree is all-reduce only, PAT needs one rank a node) is priced on the ring,"
+            " NCCL's fallback when NCCL_ALGO leaves a collective no algorithm"
+        )
     if s.links_from:
         out.append(f"links: {s.links_from} (name them in the plan's system to change them)")
     out.append(reserve_text(plan.system))
+    return out
+
+
+def config_assumptions(plan: Plan, cfg: Config, stage_layers: Sequence[float]) -> list[str]:
+    """What one configuration's figures rest on that its plan did not say: the layer split of a pp
+    that does not divide the layers, and ZeRO over a single replica (it shards nothing)."""
+    out = []
+    if uneven(plan.model.num_layers, cfg.pp, cfg.first_stage_layers, cfg.last_stage_layers):
+        ranks = plan.system.num_gpus // (cfg.tp * cfg.cp)
+        out.append(assumed_text(plan.model.num_layers, cfg.pp, cfg.vp, stage_layers, ranks))
+    if cfg.zero_stage and cfg.dp * cfg.cp == 1:
+        out.append(
+            f"zero_stage {cfg.zero_stage} over one data-parallel replica (dp 1, cp 1) shards"
+            " nothing: the figures are stage 0's (Megatron's distributed optimizer and DeepSpeed"
+            " run it so)"
+        )
     return out
 
 

@@ -244,13 +244,27 @@ def comm_report(
         raise PerfModelError("--ranks must be at least 1")
     if kind == "p2p" and ranks != 2:
         ranks = 2
-    bw = link.bandwidth_bytes_per_s * (link.efficiency if use_efficiency else 1.0)
+    share = 1.0
+    if link.mesh_links:
+        # a full mesh with no switch: one node of mesh_links + 1 GPUs, a group of r of them reaching
+        # its r - 1 peers over r - 1 dedicated links (cost/collectives.mesh_share), as the engine
+        # prices an intra-node group (engine/mesh.py)
+        if ranks > link.mesh_links + 1:
+            raise PerfModelError(
+                f"--ranks {ranks} exceeds the {link.mesh_links + 1} GPUs that {link.name} joins"
+                f" ({link.mesh_links} links a GPU, no switch): a larger group crosses nodes; give"
+                f" --ranks {link.mesh_links + 1} or fewer, or price it on the inter-node link"
+                " (--link ib-ndr, or `perfmodel estimate` with the cluster)"
+            )
+        share = float(coll.mesh_share(link.mesh_links, ranks))
+    bw = link.bandwidth_bytes_per_s * (link.efficiency if use_efficiency else 1.0) * share
     lat, band = coll.collective_time(kind, size_bytes, ranks, bw, link.latency_s)
     return {
         "collective": kind,
         "size_bytes": size_bytes,
         "ranks": ranks,
         "link": link.name,
+        "mesh_share": share,
         "bandwidth_bytes_per_s": bw,
         "latency_per_step_s": link.latency_s,
         "steps": _f(coll.ring_steps(kind, ranks)),

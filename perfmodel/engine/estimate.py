@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfmodel.cost import pipeline as pipe
-from perfmodel.engine.assumptions import assumptions
+from perfmodel.engine.assumptions import assumptions, config_assumptions
 from perfmodel.engine.evaluate import BREAKDOWN_KEYS, evaluate
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import MEMORY_KEYS
@@ -315,6 +315,7 @@ def _one(
         mtp=plan.model.mtp_num_layers,
         stage_wgrad_s=stages.wgrad_per_stage(row),
     )
+    est.assumed += config_assumptions(plan, cfg, est.stage_layers)
     est.run = training_run(plan, values["step_time_s"])
     return est
 

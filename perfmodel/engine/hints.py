@@ -15,6 +15,7 @@ from perfmodel.engine.memory import reserve_bytes
 from perfmodel.engine.space import enumerate_space
 from perfmodel.errors import PerfModelError
 from perfmodel.specs import Plan
+from perfmodel.specs.framework import PROFILES
 
 
 def no_valid_space(plan: Plan, rejected: dict[str, Any]) -> str:
@@ -41,6 +42,7 @@ def no_valid_space(plan: Plan, rejected: dict[str, Any]) -> str:
                 " fewer, leaving the other stages a layer each"
             )
     why = "; ".join(f"{k}: {v}" for k, v in rejected.items()) or "the fixed knobs leave nothing"
+    why += _framework_text(plan, rejected)
     fill = (
         "Use a GPU count that tp x pp x dp can fill (e.g. a multiple of"
         f" {plan.system.gpus_per_node}) or relax"
@@ -48,6 +50,32 @@ def no_valid_space(plan: Plan, rejected: dict[str, Any]) -> str:
         else "Relax"
     )
     return f"no valid configuration for {n} GPUs ({why}). {fill} the fixed knobs"
+
+
+def _framework_text(plan: Plan, rejected: dict[str, Any]) -> str:
+    """Where the framework's rules (PM110) set configurations aside: the profile, the rule's words
+    for the first one, and the bundled profiles under which some configuration of the plan is
+    valid (each one's space enumerated again; '' when no PM110 rule rejected anything)."""
+    own = plan.training.framework
+    said = [getattr(k, "example", "") for k in rejected if getattr(k, "rule", "") == "PM110"]
+    if not said:
+        return ""
+    others = []
+    for name in PROFILES:
+        if name == own:
+            continue
+        try:
+            if len(enumerate_space(plan.with_training(framework=name)).knobs):
+                others.append(name)
+        except PerfModelError:
+            continue
+    can = (
+        f"; profiles that can run the plan: {', '.join(others)} (training.framework)"
+        if others
+        else "; no bundled profile runs it as fixed"
+    )
+    example = next((e for e in said if e), "")
+    return f"; framework profile {own} cannot run it (PM110): {example}{can}"
 
 
 def nothing_fits(plan: Plan, knobs: Knobs, res: dict[str, Any]) -> str:

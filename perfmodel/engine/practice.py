@@ -61,14 +61,15 @@ def traits(plan: Plan, est: Any) -> dict[str, str]:
 
 def separates(plan: Plan, same: list[Any]) -> tuple[list[str], list[str]]:
     """For equivalent configurations: what they all share (said once) and, for each, its memory
-    headroom and the traits in which they differ."""
-    cap = plan.system.gpu.hbm_capacity_bytes
+    margin (the usable memory, HBM less the reserve, above its peak: what "fits" measures against)
+    and the traits in which they differ."""
     every = [traits(plan, e) for e in same]
     differ = [k for k in every[0] if len({t[k] for t in every}) > 1]
     shared = [every[0][k] for k in every[0] if k not in differ]
     lines = [
         ", ".join(
-            [f"{(cap - e.values['total_bytes']) / 1e9:.0f} GB headroom"] + [t[k] for k in differ]
+            [f"{(e.values['usable_bytes'] - e.values['total_bytes']) / 1e9:.0f} GB memory margin"]
+            + [t[k] for k in differ]
         )
         for e, t in zip(same, every)
     ]

@@ -8,6 +8,7 @@ The rule IDs are those of `perfmodel check` (perfmodel/review/check.py).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,14 +38,27 @@ def broken_rules(
 
 class Reason(str):
     """A search rejection: its text, as printed, carrying the ID of the rule it counts under (the
-    stable identifier `plan --json` gives beside the text)."""
+    stable identifier `plan --json` gives beside the text) and the rule's message for the first
+    configuration it set aside (what a refusal quotes; '' when none was kept)."""
 
     rule: str
+    example: str
 
-    def __new__(cls, text: str, rule: str) -> Reason:
+    def __new__(cls, text: str, rule: str, example: str = "") -> Reason:
         obj = super().__new__(cls, text)
         obj.rule = rule
+        obj.example = example
         return obj
+
+
+def one_row(f: Facts, i: int) -> Facts:
+    """The facts of configuration ``i`` alone (the knobs that are arrays, at row i)."""
+    changes = {}
+    for fld in dataclasses.fields(f):
+        v = getattr(f, fld.name)
+        if isinstance(v, np.ndarray) and v.ndim == 1 and v.size > i:
+            changes[fld.name] = v[i].item()
+    return dataclasses.replace(f, **changes)
 
 
 def apply_masks(
@@ -66,6 +80,8 @@ def apply_masks(
         if n:
             suffix = "; --allow-cross-node-tp" if r.id == "PM201" else ""
             key = Reason(f"{r.search_reason} ({unit}{suffix})", r.id)
+            if key not in counts:
+                key.example = r.message(one_row(f, int(np.flatnonzero(hit)[0])))
             counts[key] = counts.get(key, 0) + n
         alive &= ~hit
     return alive

@@ -181,7 +181,7 @@ def _search(
     knobs = space.knobs
     rejected = dict(space.rejected)
     if len(knobs) == 0:
-        raise PerfModelError(hints.no_valid_space(plan, rejected))
+        raise PerfModelError(space.batch_text or hints.no_valid_space(plan, rejected))
     res = _evaluate_what_can_fit(plan, knobs, progress)
     finite = np.isfinite(res["step_time_s"]) & np.isfinite(res["total_bytes"])
     if not finite.any():

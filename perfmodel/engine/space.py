@@ -44,6 +44,8 @@ def divisors(n: int) -> list[int]:
 class Space:
     knobs: Knobs
     rejected: Counter[str] = field(default_factory=Counter)
+    # when the global batch alone left no layout: that, in the batch's words ('' otherwise)
+    batch_text: str = ""
 
 
 def _fixed_contradictions(fx: Parallel) -> None:
@@ -108,7 +110,7 @@ def enumerate_space(
     knobs = moe_switches.choose(
         plan, knobs, np.array(list(SCHEDULE_CODES))[knobs["schedule"]], b.counts
     )
-    return Space(Knobs(**knobs), Counter(b.counts))
+    return Space(Knobs(**knobs), Counter(b.counts), b.batch_text)
 
 
 _FACT_KNOBS = (
@@ -135,6 +137,7 @@ class _Builder:
         self.n, self.gbs = plan.system.num_gpus, plan.training.global_batch_size
         self.experts_n = plan.model.num_moe_experts or 0
         self.counts: dict[str, int] = {}
+        self.batch_text = ""
 
     def facts_of(self, c: dict[str, Any]) -> Facts:
         knobs = {k: c[k] for k in _FACT_KNOBS if k in c}
@@ -182,7 +185,16 @@ class _Builder:
         c["last_stage_layers"] = np.full(c["tp"].size, fx.decoder_last_pipeline_num_layers or 0)
         c = self.masked(c, "pair", "(tp, cp, pp) combinations")
         c = _keep(c, (fx.dp is None) | (c["dp"] == (fx.dp or 0)))
-        return self.masked(c, "batch", "(tp, cp, pp) combinations")
+        kept = self.masked(c, "batch", "(tp, cp, pp) combinations")
+        # the batch alone left nothing: say so in the batch's words (other rules too: the
+        # search's accounting of every reason)
+        if (
+            c["tp"].size
+            and not kept["tp"].size
+            and {getattr(k, "rule", "") for k in self.counts} == {"PM105"}
+        ):
+            self.batch_text = _batch_text(c, self.gbs, fx.micro_batch_size or 1)
+        return kept
 
     def experts(self, c: dict[str, Any]) -> dict[str, Any]:
         """ep over the divisors of the expert count, etp 1 or tp (Megatron's default), for MoE
@@ -219,6 +231,21 @@ class _Builder:
         return self.masked(c, "micro", "(mbs, vp) pairs")
 
 
+def _batch_text(c: dict[str, Any], gbs: int, mbs: int) -> str:
+    """No layout left but for the batch (PM105): the dp of each, and the nearest batch one takes."""
+    seen: dict[int, list[str]] = {}
+    for tp, pp, cp, dp in sorted(
+        {(int(a), int(b), int(d), int(e)) for a, b, d, e in zip(c["tp"], c["pp"], c["cp"], c["dp"])}
+    ):
+        seen.setdefault(dp, []).append(f"tp {tp} pp {pp} cp {cp}")
+    where = ", ".join(f"{dp} at {' / '.join(v)}" for dp, v in sorted(seen.items(), reverse=True))
+    use = min(-(-gbs // (dp * mbs)) * dp * mbs for dp in seen)
+    return (
+        f"training.global_batch_size {gbs} is not a multiple of dp x micro_batch_size ({where};"
+        f" micro_batch_size {mbs}): every data-parallel rank takes whole micro-batches; use {use}"
+    )
+
+
 def _dedupe_etp(c: dict[str, Any]) -> dict[str, Any]:
     """etp 1 and etp = tp are the same candidate when tp = 1."""
     key = np.stack([c[k] for k in c], axis=1)
@@ -251,7 +278,10 @@ def _categorical(
     c = _expand(
         c, "zero_stage", np.asarray([z for z in (0, 1, 2, 3) if fx.zero_stage in (None, z)])
     )
-    c = _keep(c, (c["dp"] * c["cp"] > 1) | (c["zero_stage"] == 0))
+    # ZeRO shards over the dp x cp replicas: with one it shards nothing, the same as stage 0; a
+    # plan that asks for it runs so (Megatron's distributed optimizer and DeepSpeed accept it, and
+    # the estimate says so), the search does not propose it
+    c = _keep(c, (c["dp"] * c["cp"] > 1) | (c["zero_stage"] == 0) | (fx.zero_stage is not None))
     c = _keep(
         c,
         apply_masks(

@@ -243,17 +243,32 @@ SECTION_CLASSES: dict[str, type[BaseModel]] = {
 
 
 def _plan_base(
-    data: dict, label: str, base_dir: Path | None, notes: list[str], depth: int = 0
+    data: dict,
+    label: str,
+    base_dir: Path | None,
+    notes: list[str],
+    chain: tuple[tuple[str, str], ...] = (),
 ) -> dict:
     """A plan with ``base: PLAN`` (a bundled plan's name or a plan file) as that plan with this
     one's sections on top, key by key: ``training: {global_batch_size: 512}`` changes the batch
-    and keeps the rest; a model mapping extends the base's model preset."""
+    and keeps the rest; a model mapping extends the base's model preset. ``chain``: the plans
+    read so far, as (identity, name), the first the user's; a base already in it is a loop."""
     if "base" not in data:
         return data
-    if depth >= 8:
-        raise PerfModelError(f"{label}: base plans extend each other more than 8 deep")
+    if not chain:
+        top = Path(label)
+        chain = ((str(top.resolve()) if top.is_file() else label, label),)
     name = names.base_name(data["base"], label)
     path = Path(name) if base_dir is None or Path(name).is_absolute() else base_dir / name
+    key = str(path.resolve()) if path.suffix in (".yaml", ".yml") else f"plans:{name}"
+    if key in (k for k, _ in chain):
+        shown = " -> ".join(n for _, n in chain[1:]) + (" -> " if len(chain) > 1 else "")
+        raise PerfModelError(
+            f"{chain[0][1]}: base: {shown}{name} is a loop (each plan extends the next); remove"
+            " one of these base keys"
+        )
+    if len(chain) > 8:
+        raise PerfModelError(f"{label}: base plans extend each other more than 8 deep")
     where: Path | None = base_dir
     if path.suffix in (".yaml", ".yml"):
         if not path.is_file():
@@ -263,7 +278,7 @@ def _plan_base(
         raw = _lookup("plans", name, notes)
     if not isinstance(raw, dict):
         raise PerfModelError(f"{label}.base: {name} is not a plan mapping")
-    raw = _plan_base(raw, f"plan {name}", where, notes, depth + 1)
+    raw = _plan_base(raw, f"plan {name}", where, notes, (*chain, (key, name)))
     out = dict(raw)
     if isinstance(raw.get("calibration"), str):  # a path from the file that holds it
         from perfmodel.inputs.calibration import rebase

@@ -104,7 +104,16 @@ def comm(r: dict) -> None:
     kv(
         f"{r['collective']} of {fmt_bytes(r['size_bytes'])} on {r['ranks']} ranks over {r['link']}",
         [
-            ("bandwidth", f"{r['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s"),
+            (
+                "bandwidth",
+                f"{r['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s"
+                + (
+                    f" ({r['ranks'] - 1} of the mesh's links: {r['mesh_share']:.3g} of its"
+                    " bandwidth, no switch)"
+                    if r.get("mesh_share", 1.0) < 1
+                    else ""
+                ),
+            ),
             ("bytes per rank", fmt_bytes(r["bytes_per_rank"])),
             (
                 "latency term",

@@ -258,6 +258,11 @@ def sweep(result) -> None:
 
     # the first value that ran; every row that divides by it has run too
     first: dict[str, Any] = next((p.est.values for p in result.points if p.est is not None), {})
+    # the peak each row's MFU is against (its compute dtype's: FP8 rows against the FP8 peak)
+    peaks = sorted(
+        {(p.est.mfu_peak, p.est.values["mfu_peak_flops_per_s"]) for p in result.points if p.est}
+    )
+    mixed = len({name for name, _ in peaks}) > 1
     rows = []
     for p in result.points:
         if p.est is None:
@@ -271,7 +276,7 @@ def sweep(result) -> None:
                 config_short(p.est.config.as_dict()),
                 fmt_time(v["step_time_s"]),
                 f"{v['tokens_per_s_per_gpu']:,.0f}",
-                pct(v["mfu"]),
+                pct(v["mfu"]) + (f" {p.est.mfu_peak}" if mixed else ""),
                 fmt_bytes(v["total_bytes"]) + ("" if v["fits"] else " NO"),
                 (
                     f"{v['tokens_per_s'] / first['tokens_per_s']:.2f}x / "
@@ -296,7 +301,8 @@ def sweep(result) -> None:
         right=[False, True, False, True, True, True, True, True],
         caption=(
             "vs first: throughput / throughput per GPU against the first row (strong scaling keeps"
-            " the batch, weak scaling grows it with the GPUs)"
+            " the batch, weak scaling grows it with the GPUs); "
+            + _mfu_caption(peaks, mixed)
         ),
     )
     _sweep_bands(result)
@@ -321,6 +327,19 @@ def sweep(result) -> None:
                 f"{result.field}={p.value}: DOES NOT FIT (memory NO): "
                 + usable_text(v["total_bytes"], v["capacity_bytes"], v["reserve_bytes"])
             )
+
+
+def _mfu_caption(peaks: list[tuple[str, float]], mixed: bool) -> str:
+    """Which peak a sweep's MFU column is against: one, each row's GPU's, or each row's dtype's
+    (an FP8 row against the FP8 peak, marked beside its MFU)."""
+    if not peaks:  # no row ran
+        return "no MFU (no row ran)"
+    if len(peaks) == 1:
+        return f"MFU against the {peaks[0][0].upper()} peak ({peaks[0][1] / 1e12:,.0f} TFLOP/s)"
+    if not mixed:
+        return f"MFU against each row's GPU's {peaks[0][0].upper()} peak"
+    figures = ", ".join(f"{name.upper()} {flops / 1e12:,.0f}" for name, flops in peaks)
+    return f"MFU against the peak of each row's dtype, marked beside it ({figures} TFLOP/s)"
 
 
 def _out_of_sample(summary: dict) -> str:

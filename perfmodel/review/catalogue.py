@@ -150,6 +150,15 @@ RULES = {
             " leaves too little attention to hide it (Liu et al. 2023, Ring Attention).",
         ),
         Rule(
+            "PM209",
+            WARNING,
+            "pipeline degree does not divide the layers",
+            "Megatron-Core splits the layers evenly unless its first/last stage flags or a"
+            " pipeline layout say otherwise (TransformerConfig asserts that the middle stages share"
+            " the rest evenly); the estimate assumes the balanced uneven split (cost/stages.py),"
+            " which the launch must then name.",
+        ),
+        Rule(
             "PM301",
             INFO,
             "TP > 1 without sequence parallelism",

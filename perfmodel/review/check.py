@@ -24,6 +24,7 @@ from perfmodel.engine.search import estimate_or_search
 from perfmodel.errors import PerfModelError
 from perfmodel.review.catalogue import ERROR, INFO, RULES, WARNING, Finding
 from perfmodel.review.check_comm import rule_cp_exposed, rule_ep_across_nodes
+from perfmodel.review.check_layout import rule_bubble_closed_form, rule_uneven_split
 from perfmodel.review.check_memory import config_or_problem, rule_memory
 from perfmodel.specs import Config, Plan
 from perfmodel.specs.framework import PROFILES
@@ -264,6 +265,19 @@ def _rule_tp_ratio(plan: Plan, cfg: Config) -> list[Finding]:
     ]
 
 
+def _unestimated_rules(plan: Plan, cfg: Config) -> list[Finding]:
+    """The rules that need no estimate, for a configuration the errors found keep from being
+    estimated: a design review lists every problem in one pass, the blocking ones first. Each
+    rule that cannot price its finding on this configuration is left out, not guessed."""
+    out = rule_uneven_split(plan, cfg, None) + rule_bubble_closed_form(cfg)
+    for rule in (_rule_tp_cross_node, _rule_memory_bound_gemm, _rule_tp_ratio):
+        try:
+            out += rule(plan, cfg)
+        except PerfModelError:
+            continue
+    return out
+
+
 def check(plan: Plan, ignore: list[str] | None = None) -> list[Finding]:
     """Every finding for a plan, errors first; rules in ``ignore`` (and the plan's) are silenced."""
     return check_resolved(plan, ignore)[0]
@@ -309,6 +323,9 @@ def check_resolved(
         findings += _rule_tp_ratio(plan, cfg)
         findings += rule_ep_across_nodes(plan, cfg, est)
         findings += rule_cp_exposed(plan, cfg, est)
+        findings += rule_uneven_split(plan, cfg, est)
+    elif cfg is not None:
+        findings += _unestimated_rules(plan, cfg)
     rank = {ERROR: 0, WARNING: 1, INFO: 2}
     ordered = sorted(
         (f for f in findings if f.rule not in silenced), key=lambda f: (rank[f.severity], f.rule)

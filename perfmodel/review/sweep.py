@@ -59,6 +59,7 @@ class Point:
             "tokens_per_s": j["tokens_per_s"],
             "tokens_per_s_per_gpu": j["tokens_per_s_per_gpu"],
             "mfu": j["mfu"],
+            "mfu_peak": j["mfu_peak"],
             "memory_total_bytes": j["memory"]["total_bytes"],
             "fits": j["memory"]["fits"],
             "num_gpus": self.num_gpus,

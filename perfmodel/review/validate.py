@@ -271,17 +271,23 @@ def _out_of_sample(table: str, names: list[str]) -> dict:
 
 
 def validate(names: list[str] | None = None, calibration: Calibration | None = None) -> Report:
-    """Run the bundled cases (all, or those whose name contains one of ``names``), calibrated with
-    ``calibration`` where given."""
+    """Run the bundled cases (all, or those whose name contains one of ``names`` or whose table is
+    one of them), calibrated with ``calibration`` where given."""
     cases = presets.validation_cases()
     if names:
-        unknown = [n for n in names if not any(n.lower() in c["name"] for c in cases)]
+
+        def picks(n: str, c: dict) -> bool:
+            return n.lower() in c["name"] or n.lower() == str(c.get("table", "")).lower()
+
+        unknown = [n for n in names if not any(picks(n, c) for c in cases)]
         if unknown:
+            tables = sorted({str(c["table"]) for c in cases if c.get("table")})
             raise PerfModelError(
-                f"no validation case matches {', '.join(unknown)}; cases: "
-                + ", ".join(c["name"] for c in cases)
+                f"no validation case or table matches {', '.join(unknown)}: give a table ("
+                + ", ".join(tables)
+                + ") or part of a case's name (`perfmodel validate --json` lists the cases)"
             )
-        cases = [c for c in cases if any(n.lower() in c["name"] for n in names)]
+        cases = [c for c in cases if any(picks(n, c) for n in names)]
     # in each table, smallest model first (as the papers print them), then full recompute before SP
     timed = sorted(
         (c for c in cases if "measured" in c),

@@ -140,6 +140,18 @@ class GPU(Spec):
     )
     source: str = Field("", description="Where the figures come from.")
 
+    @model_validator(mode="after")
+    def _reserve_below_hbm(self) -> GPU:
+        """A reserve of the whole HBM or more leaves no usable memory (and advice that cannot
+        help)."""
+        if self.reserved_bytes >= self.hbm_capacity_bytes:
+            raise ValueError(
+                f"reserved_bytes {self.reserved_bytes / 1e9:.3g} GB is more than the"
+                f" {self.hbm_capacity_bytes / 1e9:.1f} GB of HBM on the {self.name}; give less"
+                " (the CUDA context and workspaces take a few GB)"
+            )
+        return self
+
     @field_validator("peak_flops_per_s")
     @classmethod
     def _known_dtypes(cls, v: dict[str, float]) -> dict[str, float]:
@@ -325,6 +337,18 @@ class System(Spec):
             raise ValueError(
                 f"memory_reserve: {self.memory_reserve_bytes / 1e9:.1f} GB is not below the"
                 f" {cap / 1e9:.1f} GB of HBM on the {self.gpu.name}; give less (5%, 4 GB)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _nccl_algo_all_reduce(self) -> System:
+        """Every plan all-reduces (gradients, the loss, the norm): a list with neither ring nor
+        tree leaves NCCL no all-reduce (PAT runs all-gather and reduce-scatter only)."""
+        algos = self.nccl_algo
+        if algos is not None and not {"ring", "tree"} & set(algos):
+            raise ValueError(
+                f"nccl_algo [{', '.join(algos)}] has no all-reduce: PAT runs all-gather and"
+                " reduce-scatter only (NCCL 2.23, one rank a node); add ring or tree"
             )
         return self
 
