@@ -65,7 +65,9 @@ def apply_masks(
         n = int(hit.sum())
         if n:
             suffix = "; --allow-cross-node-tp" if r.id == "PM201" else ""
-            key = Reason(f"{r.search_reason} ({unit}{suffix})", r.id)
+            # a reason may name the plan's framework profile ({framework})
+            reason = r.search_reason.replace("{framework}", f.framework)
+            key = Reason(f"{reason} ({unit}{suffix})", r.id)
             counts[key] = counts.get(key, 0) + n
         alive &= ~hit
     return alive
