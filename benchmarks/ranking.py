@@ -45,9 +45,9 @@ def main() -> None:
     t = out["totals"]
     print(
         f"\n{t['families']} families, {t['runs']} runs: {t['ordered_right']} of {t['pairs']} pairs"
-        f" ordered right ({_pct(t['accuracy_pct'])}; {t['ties']} ties under 3% left out);"
-        f"\ngap >= 10%: {t['ordered_right_gap_10pct']} of {t['pairs_gap_10pct']}"
-        f" ({_pct(t['accuracy_gap_10pct_pct'])}); top-1 agrees in {t['top1_agree']} of"
+        f" ordered right ({_pct(t['accuracy_pct'])});\n{t['ties']} pair(s) measured within 3%"
+        f" left out as ties; gap >= 10%: {t['ordered_right_gap_10pct']} of {t['pairs_gap_10pct']}"
+        f" ({_pct(t['accuracy_gap_10pct_pct'])});\ntop-1 agrees in {t['top1_agree']} of"
         f" {t['families']} families ({_pct(t['top1_pct'])})"
     )
 
