@@ -136,8 +136,12 @@ def test_pm101_counts_the_reserve_in_the_excess():
 
 
 def test_pm201_tp_across_nodes():
+    """TP 16 on two 8-GPU nodes: NCCL runs its rings one per NIC (issue 38), so the ring crosses
+    at 8 x 25 GB/s x 0.9 = 180 GB/s against NVLink's 234 GB/s: slower, not several-fold (one NIC
+    per group, the old bound, made such runs 4-5x slower than measured)."""
     f = next(x for x in check(plan(**dict(CLEAN, tp=16, dp=4))) if x.rule == "PM201")
-    assert f.figures["layer_s"] > 2 * f.figures["layer_on_intra_s"]
+    assert f.figures["layer_on_intra_s"] < f.figures["layer_s"]
+    assert f.figures["layer_s"] < 1.5 * f.figures["layer_on_intra_s"]
 
 
 def test_pm202_bubble():

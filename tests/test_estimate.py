@@ -102,7 +102,11 @@ def test_interleaving_shrinks_the_bubble(plan3d):
     assert b["bubble"] < a["bubble"] and b["pp_comm"] > a["pp_comm"]
 
 
-def test_tp_across_nodes_is_much_slower():  # seed 000, 4.2: TP on IB is several times slower
+def test_tp_across_nodes_is_slower():
+    """TP 16 x PP 4 against TP 8 x PP 8: a stage holds twice the layers, and each layer's TP rings
+    cross the nodes at their 8 NICs together (NCCL's one ring per NIC, issue 38: 8 x 25 GB/s x
+    0.9 = 180 GB/s against NVLink's 234 GB/s), not on one NIC (seed 000, 4.2's single-link bound,
+    under which such runs were predicted 4-5x slower than measured)."""
     plan = load_plan("gpt3-175b.yaml")
     inside = estimate(
         plan,
@@ -116,7 +120,8 @@ def test_tp_across_nodes_is_much_slower():  # seed 000, 4.2: TP on IB is several
             plan, tp=16, pp=4, micro_batch_size=1, sequence_parallel=True, recompute="selective"
         ),
     )
-    assert across.values["tp_comm"] > 5 * inside["tp_comm"]
+    ratio = across.values["tp_comm"] / inside["tp_comm"]
+    assert 2 * 1.1 < ratio < 2 * 1.8
     assert any("leaves its NVLink domain" in w for w in across.warnings)
 
 

@@ -490,8 +490,14 @@ def test_emit_carries_the_nvlink_domain_and_import_assumes_the_rack(tmp_path):
     assert back.exit_code == 0, back.output
     assert json.loads(back.stdout)["step_time_s"] == pytest.approx(emitted["step_time_s"], 1e-9)
     # the reproducer's files were emitted before the marker: the assumed rack gives them back
+    # the megatron-2021 file was emitted from a search that gave that profile sequence parallelism
+    # and selective recompute, which Megatron-LM 2021 did not have (issue 38): it is refused now,
+    # naming the profile and what it lacks
+    r = run(case, "estimate", "llama405b_megatron-2021.sh", "--gpu", "gb200", "--vocab-size",
+            "128256", "--json")  # fmt: skip
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert "megatron-2021 has no sequence parallelism" in " ".join(r.stderr.split())
     for script, vocab in (("args.sh", "129280"), ("llama405b_deepspeed.sh", "128256"),
-                          ("llama405b_megatron-2021.sh", "128256"),
                           ("llama405b_megatron-core.sh", "128256")):  # fmt: skip
         predicted = float(re.search(r"predicted ([\d.]+) s per step",
                                     (REPRO / case / script).read_text()).group(1))  # fmt: skip

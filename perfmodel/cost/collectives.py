@@ -107,6 +107,25 @@ def group_spans_nodes(group_size: Num, stride: Num, gpus_per_node: Num) -> Num:
     return np.asarray(np.asarray(group_size) * np.asarray(stride) > gpus_per_node)
 
 
+def group_straddles(group_size: Num, stride: Num, domain: int, num_gpus: int) -> Num:
+    """True where some groups of group_size ranks, stride apart, straddle two NVLink domains
+    though each would fit in one: the groups tile the ranks in blocks of group_size x stride
+    consecutive ranks (the rank order, perfmodel/engine/mesh.py), and a block that does not divide
+    the domain's GPUs has blocks across its edge (tp 6 on 8-GPU nodes: ranks 6-11 sit on two).
+    The slowest group sets the collective's pace, so the whole dimension is costed as crossing."""
+    extent = np.rint(np.asarray(group_size) * np.asarray(stride)).astype(np.int64)
+    return np.asarray((num_gpus > domain) & (extent > 1) & (domain % np.maximum(extent, 1) != 0))
+
+
+def ranks_per_node(group_size: Num, stride: Num, domain: int) -> Num:
+    """The fewest ranks of one group on one NVLink domain, for a group that crosses domains: its
+    block of group_size x stride ranks meets a domain in gcd(block, domain) consecutive ranks at
+    least, of which one in stride is the group's (at least 1)."""
+    stride = np.rint(np.asarray(stride)).astype(np.int64)
+    extent = np.rint(np.asarray(group_size)).astype(np.int64) * stride
+    return np.asarray(np.maximum(np.gcd(extent, int(domain)) // np.maximum(stride, 1), 1))
+
+
 def all_to_all_time(
     size_bytes: Num,
     n: Num,

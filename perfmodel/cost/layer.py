@@ -115,6 +115,10 @@ class Link:
     intra_hw: str = "nvlink"
     # NCCL_ALGO: the algorithms NCCL may pick across nodes (empty: all)
     algos: tuple[str, ...] = ()
+    # a ring across nodes takes at least what the same ring takes inside one node (TP's rings,
+    # engine/mesh.py: NCCL's tuned latencies across nodes would otherwise undercut SPEC 3's
+    # intra-node alpha-beta ring at small messages)
+    intra_floor: bool = False
 
     @property
     def ring_bandwidth(self) -> Num:
@@ -185,6 +189,9 @@ class Link:
             across = nccl.best(
                 kind, message, n, rpn, self.ring_bandwidth, self.intra_hw, self.algos
             )
+            if self.intra_floor and intra_bw is not None and intra_alpha is not None:
+                inside = sum(coll.collective_time(kind, message, n, intra_bw, intra_alpha))
+                across = np.maximum(across, inside)
             return np.where(
                 np.asarray(self.spans, dtype=bool) & (np.asarray(n) > 1), across, lat + bw
             )

@@ -26,6 +26,13 @@ def tp_collective(
     (exposed), the input's re-gather under dgrad, the reduce-scatter under wgrad. With ``ub``
     (Transformer Engine's userbuffers, --tp-comm-overlap) the forward collectives and the exposed
     backward all-gather are split into chunks pipelined with the row- and column-parallel GEMMs.
+    torchtitan's async TP (enable_async_tensor_parallel, with torch.compile: Inductor's
+    _micro_pipeline_tp pass) does the same with torch's fused_all_gather_matmul and
+    fused_matmul_reduce_scatter (torch/distributed/_symmetric_memory): the SP all-gather and
+    reduce-scatter run as tp chunk copies over NVLink, each behind the GEMM of the chunk before, in
+    the forward and in the compiled backward; it needs no asynchronous all-reduce, so ``ub``
+    overlaps even where that is off (engine/blocks.py). Measured: torchtitan's Llama 3.1 70B on 256
+    H100, 5.6% (2024-12, FP8) and 9.2% (2025-06, BF16) faster with it.
     ``gathered``: the all-gathers' bytes an element over the message's (gathered_bytes)."""
     under_row = (row_gemm, "fwd") if ub and row_gemm else None
     under_col = (column_gemm, "fwd") if ub else None

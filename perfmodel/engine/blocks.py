@@ -188,7 +188,10 @@ def block_ops(
             sizes=sizes,
             sp=sp,
             links=links,
-            overlap=plan.training.tp_comm_overlap,
+            # userbuffers (Transformer Engine) and torchtitan's async TP pipeline the TP
+            # collectives with their GEMMs whether or not the backward all-reduce is asynchronous
+            # (cost/layer_kernels.tp_collective says which transfer hides behind which pass)
+            overlap=plan.training.tp_comm_overlap or plan.training.tp_comm_overlap_ub,
         ),
         block,
     )

@@ -195,6 +195,33 @@ FRAMEWORK_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "PM110",
+        "parallel.sequence_parallel",
+        ("sequence_parallel",),
+        lambda f: as_array(f.sequence_parallel).astype(bool)
+        & (not f.profile["sequence_parallelism"]),
+        lambda f: (
+            f"{f.framework} has no sequence parallelism (sequence_parallel true): it came with"
+            " Megatron-LM's 2022 release (Korthikanti et al. 2022, --sequence-parallel); set"
+            " sequence_parallel false, or framework: megatron-2022 or megatron-core"
+        ),
+        "framework",
+        "{framework} has no sequence parallelism (PM110: Megatron-LM 2022 on)",
+    ),
+    Rule(
+        "PM110",
+        "parallel.recompute",
+        ("recompute",),
+        lambda f: (as_array(f.recompute) == "selective") & (not f.profile["selective_recompute"]),
+        lambda f: (
+            f"{f.framework} has no selective recompute (recompute selective): it came with"
+            " Megatron-LM's 2022 release (Korthikanti et al. 2022, --recompute-granularity"
+            " selective); use recompute full or none, or framework: megatron-2022 or megatron-core"
+        ),
+        "framework",
+        "{framework} has no selective recompute (PM110: Megatron-LM 2022 on)",
+    ),
+    Rule(
+        "PM110",
         "parallel.cp_comm_type",
         ("cp",),
         lambda f: (as_array(f.cp) > 1)

@@ -34,6 +34,8 @@ ORDERS = {"tp-dp-pp": ("tp", "cp", "dp", "pp"), "tp-pp-dp": ("tp", "cp", "pp", "
 # MoE parallel folding (Megatron-Core 0.10+, parallel_state.py, expert order "tp-ep-dp-pp" with tp
 # read as the expert TP): the expert layers lay the same tp x cp x dp ranks out as etp x ep x edp
 EXPERT_ORDER = ("etp", "ep", "edp")
+# the dimensions whose per-layer collectives are NCCL rings (all-reduce, all-gather, reduce-scatter)
+RING_DIMS = ("tp", "etp")
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,13 @@ class Mesh:
         """True where a group of ``dim`` (or of ``size`` of its ranks, e.g. 2 for a p2p pair) leaves
         one node."""
         n = self.size(dim) if size is None else size
-        return coll.group_spans_nodes(n, self.stride(dim), self.system.domain)
+        spans = coll.group_spans_nodes(n, self.stride(dim), self.system.domain)
+        if size is not None or dim not in RING_DIMS:
+            # a pair of neighbours (pipeline send/recv) and the other groups keep SPEC 1's bound
+            return spans
+        s = self.system
+        straddles = coll.group_straddles(n, self.stride(dim), s.domain, s.num_gpus)
+        return np.asarray(np.logical_or(np.asarray(spans), straddles))
 
     def crossing(self, dim: str) -> str:
         """'intra' (inside a node), 'hierarchical' (spans nodes with several ranks in each: a ring
@@ -103,7 +111,17 @@ class Mesh:
         nodes (SPEC 3); with ``efficiency`` the bandwidth is the achievable fraction (issue 4). The
         ranks per node let an all-to-all send its in-node share over the intra-node link."""
         n = self.size(dim) if size is None else np.asarray(size)
-        return self._link(n, self.crosses_nodes(dim, size), self.stride(dim), efficiency)
+        spans, stride = self.crosses_nodes(dim, size), self.stride(dim)
+        link = self._link(n, spans, stride, efficiency)
+        if dim not in RING_DIMS or size is not None:
+            return link
+        # TP's all-reduces, all-gathers and reduce-scatters across nodes run as NCCL runs any ring:
+        # one ring per NIC, so the group's ranks on a node share its NICs (Link.ring_bandwidth;
+        # the fewest a group has on one node set the pace) and NCCL picks the algorithm and
+        # protocol (cost/nccl.py). Not on one NIC per group: that bound made TP 16 on 8-GPU nodes
+        # 4-5x slower than measured (issue 38)
+        per_node = np.where(spans, coll.ranks_per_node(n, stride, self.system.domain), n)
+        return replace(link, multi_rail=True, ranks_per_node=per_node, intra_floor=True)
 
     def _link(self, n: Num, spans: Num, stride: Num, efficiency: bool = True) -> Link:
         s = self.system

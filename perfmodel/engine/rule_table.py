@@ -398,9 +398,18 @@ RULES: tuple[Rule, ...] = (
         "PM201",
         "parallel.tp",
         ("tp",),
-        lambda f: as_array(f.tp) > f.gpus_per_node,
+        # TP groups are tp consecutive ranks (Megatron-Core's order tp-cp-ep-dp-pp): they stay in
+        # an NVLink domain when tp divides its GPUs, else some straddle two (tp 6 on 8-GPU nodes:
+        # ranks 6-11); on a rack (NVL72) the domain is the rack's, not the 4-GPU tray's
+        lambda f: (as_array(f.tp) > f.gpus_per_node)
+        | ((f.num_gpus > f.gpus_per_node) & (f.gpus_per_node % as_array(f.tp) != 0)),
         lambda f: (
             f"tp({f.tp}) > {f.gpus_per_node} GPUs on one NVLink domain: the TP group would cross it"
+            if f.tp > f.gpus_per_node
+            else (
+                f"tp({f.tp}) does not divide the {f.gpus_per_node} GPUs of an NVLink domain: some"
+                f" TP groups would straddle two; pick tp among the divisors of {f.gpus_per_node}"
+            )
         ),
         "tp",
         "tp group would cross the node boundary",

@@ -79,7 +79,9 @@ def apply_masks(
         n = int(hit.sum())
         if n:
             suffix = "; --allow-cross-node-tp" if r.id == "PM201" else ""
-            key = Reason(f"{r.search_reason} ({unit}{suffix})", r.id)
+            # a reason may name the plan's framework profile ({framework})
+            reason = r.search_reason.replace("{framework}", f.framework)
+            key = Reason(f"{reason} ({unit}{suffix})", r.id)
             if key not in counts:
                 key.example = r.message(one_row(f, int(np.flatnonzero(hit)[0])))
             counts[key] = counts.get(key, 0) + n

@@ -102,7 +102,8 @@ def enumerate_space(
         # gives, the search pins what it leaves free
         plan = plan.with_parallel(pp=1, recompute="none")
     b = _Builder(plan)
-    c = b.layouts(allow_cross_node_tp, cp_min_tokens)
+    # the plan's parallel.tp_across_nodes allows what --allow-cross-node-tp does
+    c = b.layouts(allow_cross_node_tp or bool(plan.parallel.tp_across_nodes), cp_min_tokens)
     c = b.experts(c)
     c = b.micro(c)
     knobs = _categorical(c, plan.parallel, b.experts_n > 0, b.facts_of, b.counts)
@@ -125,6 +126,7 @@ _FACT_KNOBS = (
     "first_stage_layers",
     "last_stage_layers",
     "zero_stage",
+    "sequence_parallel",
 )
 
 
@@ -141,6 +143,8 @@ class _Builder:
 
     def facts_of(self, c: dict[str, Any]) -> Facts:
         knobs = {k: c[k] for k in _FACT_KNOBS if k in c}
+        if "recompute" in c:  # the rules read the names (codes: cost/memory.RECOMPUTE_CODES)
+            knobs["recompute"] = np.asarray(list(RECOMPUTE_CODES))[c["recompute"]]
         cp_comm = self.fx.cp_comm_type or "p2p"
         p = self.plan
         return facts(

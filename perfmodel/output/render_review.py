@@ -125,6 +125,7 @@ def validation(report) -> None:
                 for g in j["sp_gain"]
             ],
         )
+    _ranking(j["ranking"])
     if j["per_layer"]:
         table(
             "Korthikanti Table 4: one 22B layer on TP8 (ms; backward includes recompute)",
@@ -140,6 +141,43 @@ def validation(report) -> None:
                 for r in j["per_layer"]
             ],
         )
+
+
+def _ranking(r: dict) -> None:
+    """Each family's layouts ordered as measured (review/ranking.py): pairs, top-1, totals."""
+    if not r["families"]:
+        return
+
+    def share(n: int, d: int) -> str:
+        return "-" if d == 0 else f"{n}/{d} ({100 * n / d:.0f}%)"
+
+    t = r["totals"]
+    table(
+        "Ranking: runs of one model, hardware, sequence, precision and batch, by per-GPU"
+        " throughput",
+        ["family", "runs", "ordered right", "gap >= 10%", "top-1"],
+        [
+            (
+                f["family"],
+                str(len(f["runs"])),
+                share(f["ordered_right"], f["pairs"]),
+                share(f["ordered_right_gap_10pct"], f["pairs_gap_10pct"]),
+                "yes" if f["top1_agrees"] else "no",
+            )
+            for f in r["families"]
+        ],
+        right=[False, True, True, True, False],
+        caption=(
+            f"pairs ordered right {share(t['ordered_right'], t['pairs'])}, with a measured gap >="
+            f" {r['wide_from_pct']:.0f}%"
+            f" {share(t['ordered_right_gap_10pct'], t['pairs_gap_10pct'])}; top-1 agrees in"
+            f" {share(t['top1_agree'], t['families'])} families\n{t['ties']} pair(s) measured"
+            f" within {r['tie_below_pct']:.0f}% are ties, left out"
+        ),
+    )
+    for f in r["families"]:
+        for w in f["misordered"]:
+            line(f"  mis-ordered ({f['family']}): {w}")
 
 
 def findings(items, plan_label: str) -> None:

@@ -42,10 +42,19 @@ def _rule_tp_cross_node(plan: Plan, cfg: Config) -> list[Finding]:
     return [
         Finding(
             "PM201",
-            f"tp({cfg.tp}) > {gpn} GPUs on one NVLink domain: TP collectives run on "
+            (
+                f"tp({cfg.tp}) > {gpn} GPUs on one NVLink domain"
+                if cfg.tp > gpn
+                else (
+                    f"tp({cfg.tp}) does not divide the {gpn} GPUs of an NVLink domain (some"
+                    " groups straddle two)"
+                )
+            )
+            + ": TP collectives run on "
             f"{plan.system.inter_node_link.name}; one layer takes {fmt_time(on_ib)} instead of "
             f"{fmt_time(on_nv)} on {plan.system.intra_node_link.name} ({on_ib / on_nv:.1f}x)",
-            f"keep tp <= {gpn} and move the rest to pp or dp",
+            f"keep tp {'<=' if cfg.tp > gpn else 'a divisor of'} {gpn} and move the rest to pp"
+            " or dp",
             {"layer_s": on_ib, "layer_on_intra_s": on_nv},
         )
     ]

@@ -22,6 +22,7 @@ from perfmodel.engine.estimate import Estimate, estimate, layer_seconds, resolve
 from perfmodel.engine.search import search
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
+from perfmodel.review.ranking import Ranking, Run, rank
 from perfmodel.specs import Parallel, Plan
 from perfmodel.specs.calibration import Calibration, with_calibration
 
@@ -221,12 +222,19 @@ class Report:
     sp_gain: list[dict] = field(default_factory=list)
     per_layer: list[dict] = field(default_factory=list)
 
+    @property
+    def ranking(self) -> Ranking:
+        """How the runs of each family (same model, hardware, sequence, precision, batch) are
+        ordered against their measurements (review/ranking.py)."""
+        return rank([Run(c.name, c.plan, c.measured_s, c.predicted_s) for c in self.cases])
+
     def to_json(self) -> dict:
         return {
             "cases": [c.to_json() for c in self.cases],
             "tables": self.tables,
             "sp_gain": self.sp_gain,
             "per_layer": self.per_layer,
+            "ranking": self.ranking.to_json(),
         }
 
 

@@ -8,7 +8,9 @@ FLAGS = {
         "asynchronous TP all-reduce: the backward collective hides behind the weight gradient"
     ),
     "tp_comm_overlap_ub": (
-        "every TP collective overlapped with its GEMM (Transformer Engine userbuffers)"
+        "every TP collective overlapped with its GEMM (Transformer Engine userbuffers;"
+        " torchtitan's enable_async_tensor_parallel: torch's micro-pipelined all-gather-matmul"
+        " and matmul-reduce-scatter)"
     ),
     "grad_accumulation_fusion": (
         "weight-gradient GEMMs accumulate into the gradient buffer (no extra pass)"

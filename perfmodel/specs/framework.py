@@ -299,6 +299,18 @@ for _name, _p in PROFILES.items():
     # FSDP1's flat-parameter gradient, concatenated, cast and pre-divided every micro-batch
     # (cost/shapes.flat_gradient_bytes): the fsdp1 profile sets it
     _p.setdefault("flat_gradient_passes", False)
+    # sequence parallelism and selective recompute (Korthikanti et al. 2022, arXiv 2205.05198)
+    # came with Megatron-LM's 2022 release (--sequence-parallel, --recompute-granularity
+    # selective, Megatron-LM v3.0); every later profile runs them (torchtitan: SequenceParallel
+    # in its TP plan and per-op SAC), the 2021 ones do not
+    _p.setdefault("sequence_parallelism", True)
+    _p.setdefault("selective_recompute", True)
+for _name in ("megatron-2021", "deepspeed-2021"):
+    # Megatron-LM of 2021 (Narayanan et al. 2021: full recompute only, --checkpoint-activations)
+    # and DeepSpeed of 2021 (v0.3.16: ZeRO-3 and its own partitioned activation checkpointing,
+    # no sequence parallelism) inside it
+    PROFILES[_name]["sequence_parallelism"] = False
+    PROFILES[_name]["selective_recompute"] = False
 
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
 FACTS = (
@@ -336,6 +348,8 @@ FACTS = (
     "zero3_per_tensor",
     "zero3_max_live_params",
     "flat_gradient_passes",
+    "sequence_parallelism",
+    "selective_recompute",
     "moe_dispatchers",
     "moe_a2a_overlaps",
 )

@@ -143,6 +143,17 @@ class Parallel(Spec):
         le=MAX_GPUS,
         description="HSDP replicas (torchtitan's dp_replicate): dp = dp_replicate x dp_shard.",
     )
+    tp_across_nodes: bool | None = Field(
+        None,
+        description=(
+            "Let `plan` search TP groups that leave an NVLink domain (tp above the domain's GPUs,"
+            " or not dividing them: tp 6 on 8-GPU nodes straddles two), as `plan"
+            " --allow-cross-node-tp` does. Left out, the search keeps a free tp to the divisors"
+            " of the domain's GPUs (gpus_per_node, or nvlink_domain on a rack). A tp the plan"
+            " fixes is estimated as given either way (check PM201 says what crossing costs: TP"
+            " rings across nodes run one per NIC, as NCCL runs them)."
+        ),
+    )
     sharding_strategy: (
         Literal["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "_HYBRID_SHARD_ZERO2"]
         | None
