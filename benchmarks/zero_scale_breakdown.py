@@ -13,7 +13,9 @@ apart from what is fitted. Columns, seconds a step:
   host loop leaves unexplained, and per collective (gap / collectives a step: a GPT layer's four
   weight tensors, gathered for the forward, the recompute and the backward, reduce-scattered once)
   and per rank of the group.
-Then, per weight tensor of the 175B runs, the pair NCCL picks and its time against the pure
+Then the least-squares line a + b n through each model's gap a collective, a finding printed for
+the reader (the model uses no such term), with a per GB of the layer's mean weight tensor; and,
+per weight tensor of the 175B runs, the pair NCCL picks and its time against the pure
 bandwidth time (the latency share).
 
 InternEvo (internevo, zero1 = 8, 4 or all ranks): the exposed data-parallel traffic (the gradient
@@ -95,6 +97,22 @@ def tensor_picks(case: dict) -> list[tuple[str, str, float, float]]:
     return out
 
 
+def gap_lines(cases: list[dict]) -> dict[str, tuple[float, float, float]]:
+    """{model: (a s, b s a rank, a per byte of the layer's mean weight tensor in 16 bits, s/GB)}
+    of the least-squares line a + b n through each model's per-collective gaps (zero3_row)."""
+    out = {}
+    for model in ("174.6b", "529.6b"):
+        runs = [c for c in cases if c["name"].startswith(f"zero3-2021-{model}-")]
+        rows = [zero3_row(c) for c in runs]
+        n = np.array([r["n"] for r in rows])
+        y = np.array([r["per_coll_ms"] / 1e3 for r in rows])
+        b, a = np.polyfit(n, y, 1)
+        t = gpt_tensors(runs[0]["plan"].model)
+        mean_gb = 2.0 * sum(t.values()) / len(t) / 1e9
+        out[model] = (float(a), float(b), float(a) / mean_gb)
+    return out
+
+
 def main() -> None:
     cases = [c for c in presets.validation_cases() if "measured" in c]
     print("DeepSpeed ZeRO-3 2021 (s a step; gap: measured less compute, NCCL and the rest)")
@@ -106,6 +124,12 @@ def main() -> None:
             f"{c['name'][11:]:<16} {r['measured']:6.1f} {r['shipped']:6.1f} {r['compute']:6.1f}"
             f" {r['nccl']:6.1f} {r['host']:6.1f} {r['gap']:6.1f} {r['per_coll_ms']:7.1f}"
             f" {r['per_rank_us']:7.1f}"
+        )
+    print("\nThe gap a collective, least squares a + b n per model (not used by the model)")
+    for model, (a, b, per_gb) in gap_lines(cases).items():
+        print(
+            f"  {model:<7} a {1e3 * a:5.1f} ms ({1e3 * per_gb:4.1f} ms a GB of the mean tensor),"
+            f" b {1e6 * b:4.1f} us a rank"
         )
     print("\nGPT-3 175B, one weight tensor's all-gather over all ranks, as NCCL picks it")
     for c in sorted((c for c in cases if c["name"].startswith("zero3-2021-174")), key=_ranks):
