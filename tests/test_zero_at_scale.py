@@ -108,3 +108,22 @@ def test_the_shortfall_is_a_per_byte_and_a_per_rank_cost_alike_on_both_models():
     assert a2 / a1 == pytest.approx(3.0, abs=0.3)
     assert g1 == pytest.approx(g2, rel=0.15) and 0.010 < g1 < 0.016
     assert b1 == pytest.approx(b2, rel=0.3) and 10e-6 < b1 < 27e-6
+
+
+def test_internevos_layouts_of_one_batch_are_ordered_as_measured():
+    """The four 1,024-A100 InternEvo runs of 8,192 sequences a step (zero1 over 8, 4 or all
+    ranks; TP 1 or 2; with and without recompute): every pair whose measured steps differ by 3%
+    or more is predicted in the same order."""
+    r = [run_case(c) for c in _cases(zsb.INTERNEVO).values()]
+    family = [
+        x for x in r if x.plan.training.global_batch_size == 8192 and x.plan.system.num_gpus == 1024
+    ]
+    assert len(family) == 4
+    pairs = 0
+    for i, a in enumerate(family):
+        for b in family[i + 1 :]:
+            if abs(a.measured_s / b.measured_s - 1) < 0.03:
+                continue
+            pairs += 1
+            assert (a.measured_s < b.measured_s) == (a.predicted_s < b.predicted_s), (a, b)
+    assert pairs >= 5
