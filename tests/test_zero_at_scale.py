@@ -105,9 +105,10 @@ def test_the_shortfall_is_a_per_byte_and_a_per_rank_cost_alike_on_both_models():
     cases = [c for c in presets.validation_cases() if c["table"] == zsb.ZERO3]
     lines = zsb.gap_lines(cases)
     (a1, b1, g1), (a2, b2, g2) = lines["174.6b"], lines["529.6b"]
-    assert a2 / a1 == pytest.approx(3.0, abs=0.3)
-    assert g1 == pytest.approx(g2, rel=0.15) and 0.010 < g1 < 0.016
-    assert b1 == pytest.approx(b2, rel=0.3) and 10e-6 < b1 < 27e-6
+    # bands wide enough for a change in the compute model of a few percent of these steps
+    assert 2.4 < a2 / a1 < 3.6
+    assert g1 == pytest.approx(g2, rel=0.25) and 0.008 < g1 < 0.018
+    assert b1 == pytest.approx(b2, rel=0.4) and 8e-6 < b1 < 27e-6
 
 
 def test_internevos_layouts_of_one_batch_are_ordered_as_measured():
