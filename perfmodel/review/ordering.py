@@ -1,4 +1,4 @@
-"""How well predictions order the layouts of one family (issue 38): runs of the same model,
+"""How well predictions order the layouts of one family, on arrays (issue 38): runs of one model,
 hardware, sequence and batch whose layouts (or GPU counts) differ. A planner acts on the order,
 not on the step time, so the fraction of pairs the model orders as measured is the figure that
 says whether a search's pick can be trusted.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-TIE = 0.03  # issue 38 item 5: pairs whose measured gap is below 3% are ties
+from perfmodel.review.ranking import TIE, pair_order
 
 
 @dataclass(frozen=True)
@@ -65,11 +65,11 @@ def ordering(
             continue
         m, p = m_all[rows], p_all[rows]
         families += 1
-        # every pair i < j: the measured gap relative to the faster of the two
+        # every pair i < j, counted and judged as review/ranking.py judges a validation family's
         a, b = np.triu_indices(len(rows), k=1)
-        gap = np.abs(m[a] - m[b]) / np.minimum(m[a], m[b])
+        gap, ok = pair_order(m[a], m[b], p[a], p[b])
         counted = gap >= tie
         pairs += int(counted.sum())
-        right += int((counted & (np.sign(m[a] - m[b]) == np.sign(p[a] - p[b]))).sum())
+        right += int((counted & ok).sum())
         top1 += int(m[np.argmin(p)] <= m.min() * (1 + tie))
     return Ordering(families, pairs, right, top1, tie)

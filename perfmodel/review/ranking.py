@@ -16,7 +16,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 if TYPE_CHECKING:
     from perfmodel.specs import Plan
@@ -117,18 +119,26 @@ def _label(plan: Plan, runs: list[Run]) -> str:
     return prefix if len(prefix) >= 4 else f"{plan.model.name} on {plan.system.gpu.name}"
 
 
+def pair_order(measured_a: Any, measured_b: Any, predicted_a: Any, predicted_b: Any) -> tuple:
+    """(measured gap, ordered right) of pairs of runs, on floats or arrays of rates or times alike:
+    the gap is the larger over the smaller less 1; a pair is ordered right when the predictions
+    order it as measured, and the same prediction for both orders neither (a model blind to what
+    separates them)."""
+    ma, mb = np.asarray(measured_a, dtype=float), np.asarray(measured_b, dtype=float)
+    pa, pb = np.asarray(predicted_a, dtype=float), np.asarray(predicted_b, dtype=float)
+    gap = np.maximum(ma, mb) / np.minimum(ma, mb) - 1.0
+    return gap, (pa != pb) & ((ma > mb) == (pa > pb))
+
+
 def score(label: str, runs: list[Run]) -> Family:
     """Pairwise ordering and top-1 agreement of one family."""
     fam = Family(label, runs)
     for a, b in combinations(runs, 2):
-        gap = max(a.measured, b.measured) / min(a.measured, b.measured) - 1
+        g, ok = pair_order(a.measured, b.measured, a.predicted, b.predicted)
+        gap, right = float(g), bool(ok)
         if gap < TIE:
             fam.ties += 1
             continue
-        # the same prediction for both orders neither (a model blind to what separates them)
-        right = a.predicted != b.predicted and (
-            (a.measured > b.measured) == (a.predicted > b.predicted)
-        )
         fam.pairs += 1
         fam.right += right
         if gap >= WIDE:
