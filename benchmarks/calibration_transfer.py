@@ -128,6 +128,7 @@ def transfer(
     kinds = [calibrated.kind(r.plan, resolve_config(r.plan)) for r in runs]
     near = [float(np.mean([err[i, j] for i in nearest(kinds, j)])) for j in range(n)]
     out = {
+        "one_run_by_change": by_change(err, kinds),
         "runs": n,
         "shipped": float(np.mean([_error(r, {}) for r in shipped])) if shipped else None,
         "before": float(np.mean([_error(r, {}) for r in runs])),
@@ -141,6 +142,19 @@ def transfer(
     }
     if loo:
         out["leave_one_out"] = cal.leave_one_out(runs, None, scatter)[0].get("all")
+    return out
+
+
+def by_change(err: np.ndarray, kinds: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """The one-run errors ``err[i, j]`` (calibrated on run i, predicting run j) grouped by the kinds
+    of change from run i to run j (engine/calibrated.py: scale, layout, model, format, gpu; a run
+    predicted from itself, "none"), every pair also under "all"."""
+    out: dict[str, list[float]] = {}
+    for i, calib in enumerate(kinds):
+        for j, other in enumerate(kinds):
+            made = calibrated.changes(other, [calib]) or ["none"]
+            for c in [*made, "all"] if i != j else ["none"]:
+                out.setdefault(c, []).append(float(err[i, j]))
     return out
 
 

@@ -435,7 +435,10 @@ def test_real_trace_fit_and_what_it_cannot_match(tmp_path: Path) -> None:
     measured = loaded[0].trace.per_step()
     plan = with_calibration(load_plan(str(plan_file)), c)
     got = ct.class_seconds(plan, {}, ["gemm_bf16", "memory", "comm"])
-    assert got["comm"] == pytest.approx(measured["exposed_comm"], rel=0.05)
+    # within 10%: the GEMMs the trace times at twice the A100's best measured matmul are held at
+    # that ceiling (issue 39), so the classes settle a little further from the trace's seconds
+    assert got["comm"] == pytest.approx(measured["exposed_comm"], rel=0.1)
+    assert any(n.startswith("gemm_bf16 x") and "held at a ceiling" in n for n in c.notes)
     assert c.trace["comm"]["calibrated_s_per_step"] == pytest.approx(got["comm"], rel=1e-3)
     said = next(n for n in c.notes if n.startswith("no factors give every class"))
     assert "gemm_bf16" in said and "memory" in said and "comm" not in said

@@ -159,13 +159,22 @@ def with_calibration(plan: Plan, cal: Calibration) -> Plan:
     outputs say so and the error band is the calibration's). A plan already calibrated is refused:
     two calibrations would compound."""
     from ..errors import PerfModelError
+    from .ceilings import past, say_past
 
     if plan.calibration is not None:
         raise PerfModelError(
             f"calibration: the plan is already calibrated ({plan.calibration.source or 'its own'}"
             " calibration: key); give one calibration, in the plan or as --calibration"
         )
-    return apply_factors(plan, cal.expanded()).model_copy(update={"calibration": cal})
+    factors = cal.expanded()
+    calibrated = apply_factors(plan, factors)
+    hit = past(calibrated, factors)
+    if hit is not None:  # no calibration runs the hardware faster than it goes (issue 39)
+        raise PerfModelError(
+            f"calibration{f' {cal.source}' if cal.source else ''}: {say_past(hit, factors, cal)}"
+            f" on the {plan.system.gpu.name}; refit with `perfmodel calibrate`"
+        )
+    return calibrated.model_copy(update={"calibration": cal})
 
 
 def without_calibration(plan: Plan) -> Plan:
