@@ -185,11 +185,45 @@ def _pct(v: float | None) -> str:
     return "     -" if v is None else f"{100 * v:5.1f}%"
 
 
+def bands(table: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """configs/calibration_bands.yaml from the --json table: each kind of change's one-run errors
+    pooled over every pair of runs of every stack (mean and max |error|). The whole llm-foundry
+    stack repeats its per-GPU stacks, so only its changes of GPU are taken from it."""
+    pooled: dict[str, list[float]] = {}
+    for name, row in table.items():
+        for change, errs in row["one_run_by_change"].items():
+            if name != "llm-foundry" or change == "gpu":
+                pooled.setdefault(change, []).extend(errs)
+    used = [n for n in table if n != "llm-foundry"]
+    return {
+        "source": (
+            "benchmarks/calibration_transfer.py --json --quick, then --bands: calibrated on one"
+            " run of a published stack as `perfmodel calibrate` fits it, the error on each other"
+            f" run of that stack, grouped by the change between them; stacks: {', '.join(used)}"
+            " (changes of GPU: llm-foundry's A100 and H100 runs)"
+        ),
+        "mean": {c: round(float(np.mean(v)), 4) for c, v in sorted(pooled.items())},
+        "max": {c: round(float(np.max(v)), 4) for c, v in sorted(pooled.items())},
+        "pairs": {c: len(v) for c, v in sorted(pooled.items())},
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--quick", action="store_true", help="Skip the leave-one-run-out fits.")
+    ap.add_argument(
+        "--bands",
+        metavar="TABLE.json",
+        help="Print configs/calibration_bands.yaml from a table this script wrote with --json.",
+    )
     args = ap.parse_args()
+    if args.bands:
+        import yaml
+
+        print("# written by benchmarks/calibration_transfer.py --bands (its docstring)")
+        print(yaml.safe_dump(bands(json.loads(Path(args.bands).read_text())), sort_keys=False))
+        return
     table = rows(loo=not args.quick)
     if args.json:
         print(json.dumps(table, indent=2))

@@ -3,6 +3,7 @@ sources (configs/hardware/ceilings.yaml), no kernel or collective of any predict
 calibrated or not, and fits that stay within them."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,8 +13,8 @@ from perfmodel.cost.transformer import decoder_layer
 from perfmodel.engine.blocks import Setting, block_ops
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.engine.mesh import link_rate
-from perfmodel.errors import PerfModelError
 from perfmodel.engine.search import estimate_or_search
+from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.inputs.usual_links import _usual_links
 from perfmodel.review import calibrate_ceilings as cc
@@ -187,3 +188,95 @@ def test_check_factors_names_the_factor_and_the_rate():
     assert msg.startswith("comm x0.018: the NVLink 4 + NVSwitch (H100) would run at 21,250 GB/s")
     assert "past the ceiling of 480 GB/s" in msg and "fitted on ours" in msg
     assert msg.endswith("check runs[0].measured.step_time_s 1")
+
+
+# ---------------------------------------------------------------- calibrated bands (item 3)
+
+
+def _one_run(tmp_path, seconds: float):
+    """The impossible-step reproducer's plan measured at ``seconds``, calibrated."""
+    from click.testing import CliRunner
+
+    from perfmodel.cli import main
+
+    folder = Path(__file__).parent / "data" / "repro" / "calibrate_accepts_impossible_step"
+    (tmp_path / "plan.yaml").write_text((folder / "plan.yaml").read_text())
+    runs = (folder / "runs.yaml").read_text().replace("3.1", str(seconds))
+    (tmp_path / "runs.yaml").write_text(runs)
+    out = tmp_path / "cal.yaml"
+    r = CliRunner().invoke(main, ["calibrate", str(tmp_path / "runs.yaml"), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    return r.output, out
+
+
+def test_one_run_band_is_the_one_run_transfer_error(tmp_path):
+    """After a one-run calibration the band of another layout is the one-run transfer error on
+    published stacks for a change of layout (it stayed the uncalibrated +-9%), CAL.yaml records
+    every kind of change with its basis, and every output names it."""
+    import json
+
+    import yaml
+    from click.testing import CliRunner
+
+    from perfmodel.cli import main
+    from perfmodel.review import calibrate_bands as cb
+
+    said, out = _one_run(tmp_path, 9.5)
+    data = yaml.safe_load(out.read_text())
+    assert set(data["out_of_sample"]) == {
+        "scale",
+        "layout",
+        "model",
+        "format",
+        "gpu",
+        "none",
+        "all",
+    }
+    assert data["band_basis"]["layout"] == cb.TRANSFER and data["band_basis"]["none"] == cb.OWN
+    assert "(one-run transfer error on published stacks)" in " ".join(said.split())
+    plan = str(tmp_path / "plan.yaml")
+    args = ["estimate", plan, "--calibration", str(out), "--json"]
+    j = json.loads(CliRunner().invoke(main, [*args, "--tp", "2", "--dp", "32"]).output)
+    moved = presets.calibration_bands()["mean"]["layout"]
+    assert j["expected_error"]["typical_half_width"] == pytest.approx(math.log1p(moved), rel=1e-3)
+    assert "calibrated on 1 run: the one-run transfer error" in j["expected_error"]["basis"]
+    plain = json.loads(CliRunner().invoke(main, ["estimate", plan, "--json"]).output)
+    assert (
+        j["expected_error"]["typical_half_width"] != plain["expected_error"]["typical_half_width"]
+    )
+
+
+def test_the_measured_step_is_inside_its_own_band(tmp_path):
+    """The calibration run's own configuration: the band holds the measured step (the runs' own
+    error, at least the one-run transfer's), whether the fit moved the model or not."""
+    import json
+
+    from click.testing import CliRunner
+
+    from perfmodel.cli import main
+
+    for seconds in (5.5, 9.5):  # within the model's scatter (the factor stays 1), and beyond
+        _said, out = _one_run(tmp_path, seconds)
+        args = ["estimate", str(tmp_path / "plan.yaml"), "--calibration", str(out), "--json"]
+        j = json.loads(CliRunner().invoke(main, args).output)
+        low, high = j["expected_error"]["step_time_range_s"]
+        assert low <= seconds <= high, (seconds, low, high)
+        assert "runs' own error" in j["expected_error"]["basis"]
+
+
+def test_a_run_left_beyond_the_scatter_is_said():
+    from perfmodel.review import calibrate_bands as cb
+    from perfmodel.specs.calibration import CalibrationRun
+
+    row = CalibrationRun(
+        name="far",
+        measured_step_time_s=1.0,
+        predicted_step_time_s=1.5,
+        calibrated_step_time_s=1.3,
+        residual=math.log(1.3),
+    )
+    cal = Calibration(factors={"compute": 1.1}, fitted_from="step_times", runs=[row])
+    out = cb.with_bands(cal, 0.135)
+    said = [n for n in out.notes if n.startswith("far: calibrated 1.3 s, +30.0%")]
+    assert said and "beyond the model's per-run scatter (13.5%)" in said[0]
+    assert out.out_of_sample["none"] == pytest.approx(0.3)

@@ -47,5 +47,5 @@ def calibrate_cmd(runs_file: str, output: str, as_json: bool) -> None:
         what = "all runs" if change == "all" else f"a change of {change}"
         console.line(
             f"out of sample, {what}: {100 * cal.out_of_sample[change]:.1f}% mean |error|"
-            " (leave one run out)"
+            f" ({cal.band_basis.get(change, 'leave-one-run-out error')})"
         )

@@ -398,10 +398,12 @@ def fit_step_times(runs: list[MeasuredRun], asked: list[str] | None = None) -> C
 def fit(runs: list[MeasuredRun], asked: list[str] | None = None) -> Calibration:
     """Trace factors where one run has a trace, else step-time factors; measurements and factors
     past the hardware's ceilings refused by name (review/calibrate_ceilings.py)."""
+    from perfmodel.review import calibrate_bands as bands
     from perfmodel.review import calibrate_ceilings as ceilings
 
-    ceilings.check_runs(runs, per_run_scatter())
-    return ceilings.check_fit(_fit(runs, asked), runs)
+    scatter = per_run_scatter()
+    ceilings.check_runs(runs, scatter)
+    return bands.with_bands(ceilings.check_fit(_fit(runs, asked), runs), scatter)
 
 
 def _fit(runs: list[MeasuredRun], asked: list[str] | None = None) -> Calibration:

@@ -86,6 +86,15 @@ class Calibration(Spec):
     out_of_sample_max: dict[str, float] = Field(
         default_factory=dict, description="Largest |error| of those, by kind of change."
     )
+    band_basis: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Where each out_of_sample figure comes from: leave-one-run-out (the runs' own), or"
+            " one-run transfer (a calibration on one run of a published stack, predicting that"
+            " stack's other runs: configs/calibration_bands.yaml), for a change the runs cannot"
+            " leave out."
+        ),
+    )
     trace: dict[str, Any] = Field(
         default_factory=dict, description="Per kernel class: measured and modelled seconds."
     )
