@@ -205,6 +205,11 @@ def bands(table: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "mean": {c: round(float(np.mean(v)), 4) for c, v in sorted(pooled.items())},
         "max": {c: round(float(np.max(v)), 4) for c, v in sorted(pooled.items())},
         "pairs": {c: len(v) for c, v in sorted(pooled.items())},
+        # how often a stack's other runs fall within the typical band (the mean): its coverage
+        "within_mean": {
+            c: round(float(np.mean(np.array(v) <= np.mean(v))), 3)
+            for c, v in sorted(pooled.items())
+        },
     }
 
 

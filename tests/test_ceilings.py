@@ -64,8 +64,7 @@ def test_ceilings_are_the_published_figures():
 def test_presets_past_a_ceiling_are_the_known_ones():
     """The uncalibrated presets' best rates (efficiency x peak x sustained clock) against the
     ceilings: only the Blackwell Ultra BF16 GEMMs (0.80 of 2.25 and 2.5 PFLOP/s against 1,769 and
-    1,965 measured) and the AMD Infinity Fabric links (0.75 against the 0.70 RCCL reached) pass
-    one; each is clamped where the rate is formed."""
+    1,965 measured) pass one, and are clamped where the rate is formed."""
     past = set()
     for name in GPUS:
         gpu = presets.gpu(name)
@@ -90,7 +89,8 @@ def test_presets_past_a_ceiling_are_the_known_ones():
         ("b300", "bf16"),
         ("gb300", "bf16"),
     }
-    assert ("mi300x", "infinity-fabric") in past and ("mi355x", "infinity-fabric-4") in past
+    # AMD's xGMI preset (0.75) sits at RCCL's best measured share of one link (48 of 64 GB/s)
+    assert not {p for p in past if p[1].startswith("infinity")}
 
 
 def test_kernel_time_clamps_at_the_ceiling_array_safe():

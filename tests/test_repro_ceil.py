@@ -115,3 +115,17 @@ def test_the_corrected_runs_still_calibrate(tmp_path):
     )
     assert r.exit_code == 0, r.output
     assert "compute x" in r.output and (tmp_path / "c.yaml").exists()
+
+
+def test_a_peak_far_from_the_model_is_warned(tmp_path):
+    """calibrate_accepts_impossible_step's measured 58 GB against the model's 131.5 GB for that
+    layout passed unremarked: with a possible step time (9.5 s), calibrate says so."""
+    folder = REPRO / "calibrate_accepts_impossible_step"
+    (tmp_path / "plan.yaml").write_text((folder / "plan.yaml").read_text())
+    (tmp_path / "runs.yaml").write_text((folder / "runs.yaml").read_text().replace("3.1", "9.5"))
+    r = CliRunner().invoke(
+        main, ["calibrate", str(tmp_path / "runs.yaml"), "-o", str(tmp_path / "c.yaml")]
+    )
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert "warning: 8B on 64 H100 (ours): measured peak 58 GB, the model's 131.5 GB" in flat

@@ -41,6 +41,9 @@ def calibrate_cmd(runs_file: str, output: str, as_json: bool) -> None:
             f" {r.predicted_step_time_s:.3f} s, calibrated {r.calibrated_step_time_s:.3f} s"
             f" ({100 * (r.calibrated_step_time_s / r.measured_step_time_s - 1):+.1f}%)"
         )
+    for note in cal.notes:  # what the user must read: far measurements (review/calibrate_bands)
+        if note.startswith("warning: ") or "beyond the model's per-run scatter" in note:
+            console.line(note if note.startswith("warning: ") else f"warning: {note}")
     for name, why in cal.not_fitted.items():
         console.line(f"not fitted: {name}: {why}")
     for change in sorted(cal.out_of_sample, key=lambda c: (c != "all", c)):

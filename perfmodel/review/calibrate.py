@@ -403,7 +403,7 @@ def fit(runs: list[MeasuredRun], asked: list[str] | None = None) -> Calibration:
 
     scatter = per_run_scatter()
     ceilings.check_runs(runs, scatter)
-    return bands.with_bands(ceilings.check_fit(_fit(runs, asked), runs), scatter)
+    return bands.with_bands(ceilings.check_fit(_fit(runs, asked), runs), scatter, runs)
 
 
 def _fit(runs: list[MeasuredRun], asked: list[str] | None = None) -> Calibration:

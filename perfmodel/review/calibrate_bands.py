@@ -22,14 +22,21 @@ from perfmodel.engine.calibrated import CHANGES
 from perfmodel.inputs import presets
 
 if TYPE_CHECKING:
+    from perfmodel.review.calibrate import MeasuredRun
     from perfmodel.specs.calibration import Calibration
+
+# a measured peak memory further from the model's than this ratio is said (the memory model's
+# error on published peaks: 6.2% mean, 14.4% max over 25 runs, docs/memory.md)
+FAR_MEMORY = 1.5
 
 LOO = "leave-one-run-out error"
 TRANSFER = "one-run transfer error on published stacks"
 OWN = "runs' own error, at least the one-run transfer's,"
 
 
-def with_bands(cal: Calibration, scatter: float) -> Calibration:
+def with_bands(
+    cal: Calibration, scatter: float, runs: list[MeasuredRun] | None = None
+) -> Calibration:
     """``cal`` with an out-of-sample error for every kind of change (and 'none', a calibration
     run's own configuration, and 'all'), the basis of each, and a note for each run the calibrated
     model leaves beyond ``scatter`` (the model's per-run scatter) of its measurement."""
@@ -47,6 +54,7 @@ def with_bands(cal: Calibration, scatter: float) -> Calibration:
         worst["none"] = round(max(max(own), data["max"]["none"]), 4)
         basis["none"] = OWN
     notes = [n for n in cal.notes if not n.startswith("one run: no out-of-sample error")]
+    notes += memory_warnings(runs or [])
     if TRANSFER in basis.values():
         taken = ", ".join(c for c, b in basis.items() if b == TRANSFER)
         notes.append(
@@ -70,3 +78,24 @@ def with_bands(cal: Calibration, scatter: float) -> Calibration:
             "notes": notes,
         }
     )
+
+
+def memory_warnings(runs: list[MeasuredRun]) -> list[str]:
+    """A warning for each run whose measured peak memory is more than FAR_MEMORY times from the
+    model's (either way): the plan is probably not the job that ran (another batch, recompute or
+    sharding), and its step time is fitted as if it were."""
+    from perfmodel.engine.estimate import estimate, resolve_config
+
+    out = []
+    for r in runs:
+        if r.peak_memory_gb is None:
+            continue
+        model = float(estimate(r.plan, resolve_config(r.plan)).values["total_bytes"]) / 1e9
+        ratio = r.peak_memory_gb / model
+        if max(ratio, 1 / ratio) > FAR_MEMORY:
+            out.append(
+                f"warning: {r.name}: measured peak {r.peak_memory_gb:.4g} GB, the model's"
+                f" {model:.4g} GB for the plan ({ratio:.2f}x): is the plan the job that ran (its"
+                " batch, recompute, sharding)? The step time is fitted as if it were"
+            )
+    return out
