@@ -128,6 +128,7 @@ def transfer(
     kinds = [calibrated.kind(r.plan, resolve_config(r.plan)) for r in runs]
     near = [float(np.mean([err[i, j] for i in nearest(kinds, j)])) for j in range(n)]
     out = {
+        "one_run_by_change": by_change(err, kinds),
         "runs": n,
         "shipped": float(np.mean([_error(r, {}) for r in shipped])) if shipped else None,
         "before": float(np.mean([_error(r, {}) for r in runs])),
@@ -141,6 +142,19 @@ def transfer(
     }
     if loo:
         out["leave_one_out"] = cal.leave_one_out(runs, None, scatter)[0].get("all")
+    return out
+
+
+def by_change(err: np.ndarray, kinds: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """The one-run errors ``err[i, j]`` (calibrated on run i, predicting run j) grouped by the kinds
+    of change from run i to run j (engine/calibrated.py: scale, layout, model, format, gpu; a run
+    predicted from itself, "none"), every pair also under "all"."""
+    out: dict[str, list[float]] = {}
+    for i, calib in enumerate(kinds):
+        for j, other in enumerate(kinds):
+            made = calibrated.changes(other, [calib]) or ["none"]
+            for c in [*made, "all"] if i != j else ["none"]:
+                out.setdefault(c, []).append(float(err[i, j]))
     return out
 
 
@@ -171,11 +185,50 @@ def _pct(v: float | None) -> str:
     return "     -" if v is None else f"{100 * v:5.1f}%"
 
 
+def bands(table: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """configs/calibration_bands.yaml from the --json table: each kind of change's one-run errors
+    pooled over every pair of runs of every stack (mean and max |error|). The whole llm-foundry
+    stack repeats its per-GPU stacks, so only its changes of GPU are taken from it."""
+    pooled: dict[str, list[float]] = {}
+    for name, row in table.items():
+        for change, errs in row["one_run_by_change"].items():
+            if name != "llm-foundry" or change == "gpu":
+                pooled.setdefault(change, []).extend(errs)
+    used = [n for n in table if n != "llm-foundry"]
+    return {
+        "source": (
+            "benchmarks/calibration_transfer.py --json --quick, then --bands: calibrated on one"
+            " run of a published stack as `perfmodel calibrate` fits it, the error on each other"
+            f" run of that stack, grouped by the change between them; stacks: {', '.join(used)}"
+            " (changes of GPU: llm-foundry's A100 and H100 runs)"
+        ),
+        "mean": {c: round(float(np.mean(v)), 4) for c, v in sorted(pooled.items())},
+        "max": {c: round(float(np.max(v)), 4) for c, v in sorted(pooled.items())},
+        "pairs": {c: len(v) for c, v in sorted(pooled.items())},
+        # how often a stack's other runs fall within the typical band (the mean): its coverage
+        "within_mean": {
+            c: round(float(np.mean(np.array(v) <= np.mean(v))), 3)
+            for c, v in sorted(pooled.items())
+        },
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--quick", action="store_true", help="Skip the leave-one-run-out fits.")
+    ap.add_argument(
+        "--bands",
+        metavar="TABLE.json",
+        help="Print configs/calibration_bands.yaml from a table this script wrote with --json.",
+    )
     args = ap.parse_args()
+    if args.bands:
+        import yaml
+
+        print("# written by benchmarks/calibration_transfer.py --bands (its docstring)")
+        print(yaml.safe_dump(bands(json.loads(Path(args.bands).read_text())), sort_keys=False))
+        return
     table = rows(loo=not args.quick)
     if args.json:
         print(json.dumps(table, indent=2))

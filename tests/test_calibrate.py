@@ -23,6 +23,7 @@ from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import calibration, load_plan, presets
 from perfmodel.review import calibrate as cal
+from perfmodel.review import calibrate_bands as cb
 from perfmodel.review import calibrate_trace as ct
 from perfmodel.review.calibrate_runs import load_runs, to_yaml
 from perfmodel.specs.calibration import with_calibration
@@ -102,7 +103,10 @@ def test_one_run_fits_compute_less_the_models_scatter(tmp_path: Path) -> None:
     assert x > s  # the truth is outside the model's scatter
     aim = t0 * math.exp(x * (1 - (s / x) ** 2))
     assert c.runs[0].calibrated_step_time_s == pytest.approx(aim, rel=0.005)
-    assert c.out_of_sample == {}  # one run: nothing left out
+    # one run: nothing left out, so its band is the one-run transfer on published stacks (issue
+    # 39; this test said {} before: the uncalibrated band was carried over)
+    assert set(c.band_basis.values()) == {cb.TRANSFER, cb.OWN}
+    assert c.out_of_sample["layout"] == presets.calibration_bands()["mean"]["layout"]
 
 
 def test_per_run_scatter_is_the_pooled_spread_within_sources() -> None:
@@ -178,7 +182,8 @@ def test_calibrated_plan_says_so_and_takes_the_calibrations_band(tmp_path: Path)
     assert r.exit_code == 0, r.output
     j = json.loads(r.output)
     assert j["assumed"][0].startswith("calibrated")
-    assert "leave-one-run-out" in j["expected_error"]["basis"]
+    # the run's own configuration: the runs' own error (issue 39: was the leave-one-run-out "all")
+    assert "calibrated on 4 runs: the runs' own error" in j["expected_error"]["basis"]
     assert j["step_time_s"] == pytest.approx(truth_step(tmp_path / "tp8.yaml"), rel=0.01)
     data = yaml.safe_load((tmp_path / "tp8.yaml").read_text())
     keyed = tmp_path / "keyed.yaml"
@@ -189,15 +194,20 @@ def test_calibrated_plan_says_so_and_takes_the_calibrations_band(tmp_path: Path)
     assert r.exit_code == 1 and "already calibrated" in r.output
 
 
-def test_calibrated_band_for_an_unseen_change_keeps_the_published_one(tmp_path: Path) -> None:
+def test_calibrated_band_for_an_unseen_change_is_the_one_run_transfer(tmp_path: Path) -> None:
+    """A change of format the runs never make: the one-run transfer error on published stacks for
+    it (issue 39; it kept the uncalibrated band before)."""
     runs, asked = load_runs(str(write_runs(tmp_path, ["dp8", "tp8"], fit=["rate"])))
     c = cal.fit(runs, asked)
     plan = with_calibration(load_plan("llama3-8b-h100").with_training(dtype="fp8"), c)
     e = estimate(plan, resolve_config(plan))
     b = uncertainty.of_estimate(plan, presets.error_bands(), e)
-    assert "no out-of-sample error for a change of" in b.basis and "format" in b.basis
-    # the band is the published one for an fp8 run of this kind
-    assert b.typical == uncertainty.band(plan, presets.error_bands(), e.config).typical
+    assert "one-run transfer error on published stacks" in b.basis and "format" in b.basis
+    assert c.band_basis["format"] == cb.TRANSFER
+    assert b.typical == pytest.approx(
+        math.log1p(max(c.out_of_sample["layout"], c.out_of_sample["format"]))
+    )
+    assert b.typical != uncertainty.band(plan, presets.error_bands(), e.config).typical
 
 
 @pytest.mark.parametrize(
@@ -435,7 +445,10 @@ def test_real_trace_fit_and_what_it_cannot_match(tmp_path: Path) -> None:
     measured = loaded[0].trace.per_step()
     plan = with_calibration(load_plan(str(plan_file)), c)
     got = ct.class_seconds(plan, {}, ["gemm_bf16", "memory", "comm"])
-    assert got["comm"] == pytest.approx(measured["exposed_comm"], rel=0.05)
+    # within 10%: the GEMMs the trace times at twice the A100's best measured matmul are held at
+    # that ceiling (issue 39), so the classes settle a little further from the trace's seconds
+    assert got["comm"] == pytest.approx(measured["exposed_comm"], rel=0.1)
+    assert any(n.startswith("gemm_bf16 x") and "held at a ceiling" in n for n in c.notes)
     assert c.trace["comm"]["calibrated_s_per_step"] == pytest.approx(got["comm"], rel=1e-3)
     said = next(n for n in c.notes if n.startswith("no factors give every class"))
     assert "gemm_bf16" in said and "memory" in said and "comm" not in said

@@ -61,11 +61,14 @@ def calibrate_cmd(runs_file: str, output: str, as_json: bool) -> None:
             )
     for name, d in cal.microbenchmarks.items():
         console.line(f"  {calibrate_micro.describe(name, d)}")
+    for note in cal.notes:  # what the user must read: far measurements (review/calibrate_bands)
+        if note.startswith("warning: ") or "beyond the model's per-run scatter" in note:
+            console.line(note if note.startswith("warning: ") else f"warning: {note}")
     for name, why in cal.not_fitted.items():
         console.line(f"not fitted: {name}: {why}")
     for change in sorted(cal.out_of_sample, key=lambda c: (c != "all", c)):
         what = "all runs" if change == "all" else f"a change of {change}"
         console.line(
             f"out of sample, {what}: {100 * cal.out_of_sample[change]:.1f}% mean |error|"
-            " (leave one run out)"
+            f" ({cal.band_basis.get(change, 'leave-one-run-out error')})"
         )

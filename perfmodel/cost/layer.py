@@ -12,6 +12,7 @@ Every quantity is a numpy array broadcast over configurations.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -64,6 +65,11 @@ class Hardware:
     attn_peak: float = 0.0
     attn_gemm_eff: float = 0.0
     attn_k_overhead: float = 0.0  # the 16-bit GEMMs' K overhead (k_overhead is the format's)
+    # measured ceilings (specs/ceilings.py): FLOP/s of the format's and the 16-bit best matmul,
+    # bytes/s of HBM; no kernel runs faster (inf: none known)
+    flops_ceiling: float = math.inf
+    attn_flops_ceiling: float = math.inf
+    hbm_ceiling: float = math.inf
 
     @classmethod
     def from_gpu(cls, gpu: GPU, dtype: str, attention_backend: str = "fused") -> Hardware:
@@ -92,6 +98,9 @@ class Hardware:
             attn_peak=gpu.peak(attn_dtype) * gpu.sustained_clock,
             attn_gemm_eff=gpu.gemm_efficiency,
             attn_k_overhead=gpu.gemm_k_overhead,
+            flops_ceiling=gpu.flops_ceiling(dtype),
+            attn_flops_ceiling=gpu.flops_ceiling(attn_dtype),
+            hbm_ceiling=gpu.hbm_ceiling(),
         )
 
 
@@ -215,6 +224,8 @@ def _gemm_time(
         eff * core,
         hw.hbm_eff * core,
         hw.overhead_s,
+        hw.attn_flops_ceiling if attention else hw.flops_ceiling,
+        hw.hbm_ceiling,
     )
 
 
@@ -266,6 +277,7 @@ def _time_pointwise(hw: Hardware, p: Pointwise) -> Op:
             1.0,
             hbm_eff,
             hw.overhead_s * np.asarray(p.kernels),
+            bytes_ceiling=hw.hbm_ceiling,
         )
         return np.where(el > 0, t, 0.0)  # no elements, no launch
 
@@ -288,8 +300,11 @@ def _time_fused_attention(hw: Hardware, fa: FusedAttention) -> Op:
     flops, io = fa.flops, fa.io_bytes
     run = flops * fa.causal_fraction
     peak = hw.attn_peak or hw.peak
-    fwd = kernel_time(run, io, peak, hw.hbm_bw, hw.attn_eff, hw.hbm_eff, hw.overhead_s)
-    bwd = kernel_time(2.5 * run, 2 * io, peak, hw.hbm_bw, hw.attn_eff, hw.hbm_eff, hw.overhead_s)
+    ceil = (hw.attn_flops_ceiling, hw.hbm_ceiling)
+    fwd = kernel_time(run, io, peak, hw.hbm_bw, hw.attn_eff, hw.hbm_eff, hw.overhead_s, *ceil)
+    bwd = kernel_time(
+        2.5 * run, 2 * io, peak, hw.hbm_bw, hw.attn_eff, hw.hbm_eff, hw.overhead_s, *ceil
+    )
     return Op(
         fa.name,
         "attention",

@@ -151,14 +151,20 @@ def kernel_time(
     compute_efficiency: Num,
     memory_efficiency: Num,
     overhead_s: Num,
+    flops_ceiling: Num = np.inf,
+    bytes_ceiling: Num = np.inf,
 ) -> Num:
-    """Roofline time with achievable efficiencies, plus a fixed per-kernel overhead, seconds."""
+    """Roofline time with achievable efficiencies, plus a fixed per-kernel overhead, seconds.
+
+    The rates are formed here and only here: peak x efficiency, never above the part's measured
+    ceilings (FLOP/s of the format's best matmul, bytes/s of HBM; specs/ceilings.py, issue 39),
+    whatever a calibration divided the efficiencies by."""
     return (
         roofline_time(
             flops,
             nbytes,
-            peak_flops_per_s * np.asarray(compute_efficiency),
-            bandwidth_bytes_per_s * memory_efficiency,
+            np.minimum(peak_flops_per_s * np.asarray(compute_efficiency), flops_ceiling),
+            np.minimum(bandwidth_bytes_per_s * np.asarray(memory_efficiency), bytes_ceiling),
         )
         + overhead_s
     )

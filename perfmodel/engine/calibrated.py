@@ -6,8 +6,10 @@ of change between the configuration predicted and the runs it was fitted on (iss
 left out and the runs kept (another scale, layout, model size, number format, GPU), is stored in
 the calibration. A prediction takes the largest of those errors over the kinds of change it makes
 from its nearest calibration run: an honest band in the sense of SPEC 13 (the error on runs left
-out of the fit). A change the calibration runs never made has no out-of-sample error: the
-published band stays, and says why.
+out of the fit). With one run, or for a change the calibration runs never made, the calibration
+holds the one-run transfer error on published stacks for it instead (review/calibrate_bands.py,
+issue 39), never the uncalibrated band; only a calibration written without those figures keeps
+the published band, and says why.
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ def band(plan: Plan, cfg: Config, published: Band) -> Band:
             published.unvalidated,
         )
     made = changes(kind(plan, cfg), [r.kind for r in cal.runs])
-    wanted = made or ["all"]
+    # the configuration of a calibration run: how far the calibrated model reproduces such a run
+    wanted = made or (["none"] if "none" in cal.out_of_sample else ["all"])
     known = [c for c in wanted if c in cal.out_of_sample]
     missing = [c for c in wanted if c not in cal.out_of_sample]
     what = ", ".join(made) if made else "none (a calibration run's own configuration)"
@@ -80,11 +83,16 @@ def band(plan: Plan, cfg: Config, published: Band) -> Band:
             published.unvalidated,
         )
     worst = max(known, key=lambda c: cal.out_of_sample[c])
+    # where the error comes from: the runs' own leave-one-run-out, or (one run, or a change the
+    # runs never make) a one-run calibration's transfer on published stacks (review/
+    # calibrate_bands.py)
+    source = cal.band_basis.get(worst, "leave-one-run-out error")
+    n = len(cal.runs)
     # the calibration's errors are relative (|predicted / measured - 1|); a band is a half-width
     # of log(step time)
     return Band(
         math.log1p(cal.out_of_sample[worst]),
         math.log1p(max(cal.out_of_sample_max.get(c, cal.out_of_sample[c]) for c in known)),
-        f"calibration's leave-one-run-out error ({len(cal.runs)} runs; change: {what})",
-        len(cal.runs),
+        f"calibrated on {n} run{'s' if n != 1 else ''}: the {source} for a change of {what}",
+        n,
     )

@@ -25,6 +25,7 @@ from perfmodel.cost.layer import Link
 
 if TYPE_CHECKING:
     from perfmodel.specs import System
+    from perfmodel.specs.hardware import GPU
     from perfmodel.specs.hardware import Link as LinkSpec
 
 DIMS = ("tp", "cp", "ep", "etp", "dp", "pp")
@@ -36,6 +37,17 @@ ORDERS = {"tp-dp-pp": ("tp", "cp", "dp", "pp"), "tp-pp-dp": ("tp", "cp", "pp", "
 EXPERT_ORDER = ("etp", "ep", "edp")
 # the dimensions whose per-layer collectives are NCCL rings (all-reduce, all-gather, reduce-scatter)
 RING_DIMS = ("tp", "etp")
+
+
+def link_rate(link: LinkSpec, gpu: GPU, tier: str, efficiency: bool = True) -> float:
+    """Bytes/s a collective reaches over ``link``: its bandwidth times its efficiency (issue 4), and
+    never more than the part's measured ceiling for the tier (intra, inter), the most of a link's
+    data-sheet bandwidth any all-reduce or all-to-all has reached (specs/ceilings.py)."""
+    bw = link.bandwidth_bytes_per_s
+    if not efficiency:
+        return bw
+    share = gpu.ceilings.link_fraction(tier) if gpu.ceilings else None
+    return float(np.minimum(bw * link.efficiency, bw * share if share else np.inf))
 
 
 @dataclass(frozen=True)
@@ -125,12 +137,8 @@ class Mesh:
 
     def _link(self, n: Num, spans: Num, stride: Num, efficiency: bool = True) -> Link:
         s = self.system
-        bw_in = s.intra_node_link.bandwidth_bytes_per_s * (
-            s.intra_node_link.efficiency if efficiency else 1.0
-        )
-        bw_out = s.inter_node_link.bandwidth_bytes_per_s * (
-            s.inter_node_link.efficiency if efficiency else 1.0
-        )
+        bw_in = link_rate(s.intra_node_link, s.gpu, "intra", efficiency)
+        bw_out = link_rate(s.inter_node_link, s.gpu, "inter", efficiency)
         per_node = np.where(spans, np.maximum(s.domain // np.maximum(stride, 1), 1), n)
         # on a full mesh (Infinity Fabric) the group's r ranks of a node use r - 1 of its links
         mesh_bw = bw_in * coll.mesh_share(s.intra_node_link.mesh_links or 0, per_node)

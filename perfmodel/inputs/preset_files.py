@@ -77,6 +77,12 @@ def _bundled(kind: str) -> dict[str, dict]:
     if kind in ("gpus", "links"):
         f = root.joinpath("hardware", f"{kind}.yaml")
         data = _load_bundled(f, f"configs/hardware/{kind}.yaml")
+        if kind == "gpus":  # each preset's physical ceilings, from the file beside it
+            c = root.joinpath("hardware", "ceilings.yaml")
+            ceilings = _load_bundled(c, "configs/hardware/ceilings.yaml")
+            data = {
+                k: {**v, "ceilings": ceilings[k]} if k in ceilings else v for k, v in data.items()
+            }
         return {_norm(k): v for k, v in data.items()}
     folder = root.joinpath(kind)
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):

@@ -449,3 +449,11 @@ def memory_peaks() -> dict[str, dict]:
 def error_bands() -> dict:
     """The model's error per validation table and what its runs were (configs/error_bands.yaml)."""
     return _load_bundled(_configs_root().joinpath("error_bands.yaml"), "configs/error_bands.yaml")
+
+
+@cache
+def calibration_bands() -> dict:
+    """A one-run calibration's error on a published stack's other runs, by kind of change
+    (configs/calibration_bands.yaml, benchmarks/calibration_transfer.py --bands)."""
+    path = _configs_root().joinpath("calibration_bands.yaml")
+    return _load_bundled(path, "configs/calibration_bands.yaml")

@@ -55,6 +55,8 @@ class MeasuredRun:
     peak_memory_gb: float | None = None
     trace: TraceSummary | None = None
     notes: list[str] = field(default_factory=list)
+    # where RUNS.yaml gave the measurement: runs[i].measured.step_time_s (or tokens_per_s_per_gpu)
+    field: str = "measured.step_time_s"
 
     @property
     def step_s(self) -> float:
@@ -131,9 +133,13 @@ def gauss_newton(
 ) -> tuple[dict[str, float], np.ndarray]:
     """Least squares on log step time: (theta, residuals log(t/measured)); ``target`` replaces
     the measured log step times."""
+    from perfmodel.review.calibrate_ceilings import floors
+
     measured = np.log([r.step_s for r in runs])
     target = measured if target is None else target
     theta = dict.fromkeys(names, 0.0)
+    # no factor speeds a rate past its ceiling (issue 39): the fit stays within them
+    lowest = floors([r.plan for r in runs], names)
     for _ in range(iterations):
         base, jac = jacobian(runs, theta)
         delta = np.linalg.lstsq(jac, target - base, rcond=None)[0]
@@ -142,7 +148,7 @@ def gauss_newton(
             [0.5 * float(np.exp(base).min()) if n == "overhead_s" else 0.5 for n in names]
         )
         delta = delta * min(1.0, float(np.min(limit / np.maximum(np.abs(delta), 1e-30))))
-        theta = {k: theta[k] + float(d) for k, d in zip(names, delta)}
+        theta = {k: max(theta[k] + float(d), lowest[k]) for k, d in zip(names, delta)}
         if np.abs(delta).max() < 1e-3:
             break
     return theta, _log_times(runs, theta) - measured
@@ -390,6 +396,17 @@ def fit_step_times(runs: list[MeasuredRun], asked: list[str] | None = None) -> C
 
 
 def fit(runs: list[MeasuredRun], asked: list[str] | None = None) -> Calibration:
+    """Trace factors where one run has a trace, else step-time factors; measurements and factors
+    past the hardware's ceilings refused by name (review/calibrate_ceilings.py)."""
+    from perfmodel.review import calibrate_bands as bands
+    from perfmodel.review import calibrate_ceilings as ceilings
+
+    scatter = per_run_scatter()
+    ceilings.check_runs(runs, scatter)
+    return bands.with_bands(ceilings.check_fit(_fit(runs, asked), runs), scatter, runs)
+
+
+def _fit(runs: list[MeasuredRun], asked: list[str] | None = None) -> Calibration:
     """Trace factors where one run has a trace, else step-time factors."""
     traced = [r for r in runs if r.trace is not None]
     if len(traced) > 1:

@@ -72,6 +72,12 @@ def _measured(data: Any, plan: Any, where: str) -> tuple[float | None, float | N
     return None, mem
 
 
+def _given(measured: Any) -> list[str]:
+    """The key a run's measured: gave its step by (step_time_s or tokens_per_s_per_gpu)."""
+    keys = ("step_time_s", "tokens_per_s_per_gpu")
+    return [k for k in keys if isinstance(measured, dict) and k in measured]
+
+
 def load_runs(path: str) -> tuple[list[MeasuredRun], list[str] | None]:
     """The runs of RUNS.yaml, knobs frozen, and the factors its ``fit:`` asks for (None: all that
     the runs identify)."""
@@ -124,6 +130,8 @@ def load_runs(path: str) -> tuple[list[MeasuredRun], list[str] | None]:
             )
         name = str(raw.get("name") or source)
         runs.append(MeasuredRun(name, plan, measured, mem, summary, notes))
+        given = [f"measured.{k}" for k in _given(raw.get("measured"))]
+        runs[-1].field = f"runs[{i}]." + (given[0] if given else "trace")
     names = [r.name for r in runs]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:

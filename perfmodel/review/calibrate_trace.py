@@ -55,7 +55,11 @@ def settle(
     until every class takes the trace's seconds at once. The classes meet in the model's roofline
     (a GEMM's bytes move at the HBM rate the memory factor sets), so each round moves each factor
     half the log of its class's miss, and the round that misses least is kept."""
+    from perfmodel.review.calibrate_ceilings import floors
+
     names = list(target)
+    lowest = floors([plan], names)  # no class faster than its ceiling (issue 39)
+    theta = {**theta, **{n: max(theta[n], lowest[n]) for n in names}}
     best, best_miss, best_s = dict(theta), math.inf, class_seconds(plan, theta, names)
     for _ in range(ROUNDS):
         got = class_seconds(plan, theta, names)
@@ -66,7 +70,11 @@ def settle(
             break
         theta = {
             **theta,
-            **{n: theta[n] + 0.5 * math.log(target[n] / got[n]) for n in names if got[n] > 0},
+            **{
+                n: max(theta[n] + 0.5 * math.log(target[n] / got[n]), lowest[n])
+                for n in names
+                if got[n] > 0
+            },
         }
     return best, best_s
 

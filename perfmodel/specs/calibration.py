@@ -118,6 +118,15 @@ class Calibration(Spec):
     out_of_sample_max: dict[str, float] = Field(
         default_factory=dict, description="Largest |error| of those, by kind of change."
     )
+    band_basis: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Where each out_of_sample figure comes from: leave-one-run-out (the runs' own), or"
+            " one-run transfer (a calibration on one run of a published stack, predicting that"
+            " stack's other runs: configs/calibration_bands.yaml), for a change the runs cannot"
+            " leave out."
+        ),
+    )
     trace: dict[str, Any] = Field(
         default_factory=dict, description="Per kernel class: measured and modelled seconds."
     )
@@ -205,19 +214,26 @@ def with_calibration(plan: Plan, cal: Calibration) -> Plan:
     outputs say so and the error band is the calibration's). A plan already calibrated is refused:
     two calibrations would compound."""
     from ..errors import PerfModelError
+    from .ceilings import past, say_past
 
     if plan.calibration is not None:
         raise PerfModelError(
             f"calibration: the plan is already calibrated ({plan.calibration.source or 'its own'}"
             " calibration: key); give one calibration, in the plan or as --calibration"
         )
+    factors = cal.expanded()
+    calibrated = apply_factors(plan, factors)
+    hit = past(calibrated, factors)
+    if hit is not None:  # no calibration runs the hardware faster than it goes (issue 39)
+        raise PerfModelError(
+            f"calibration{f' {cal.source}' if cal.source else ''}: {say_past(hit, factors, cal)}"
+            f" on the {plan.system.gpu.name}; refit with `perfmodel calibrate`"
+        )
     read_as = plan.read_as
     other = other_gpu(plan, cal)
     if other and other not in read_as:
         read_as = [*read_as, other]
-    return apply_factors(plan, cal.expanded()).model_copy(
-        update={"calibration": cal, "read_as": read_as}
-    )
+    return calibrated.model_copy(update={"calibration": cal, "read_as": read_as})
 
 
 def other_gpu(plan: Plan, cal: Calibration) -> str | None:

@@ -6,12 +6,14 @@ Efficiency parameters live here, in the presets, never in the formulas
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from ..units import QuantityError, parse_quantity
 from .base import MAX_GPUS, Bytes, BytesPerSecond, FlopsPerSecond, Fraction, Seconds, Spec
+from .ceilings import Ceilings
 from .precision import DTYPES
 
 # the Triton flash attention's speed over FlashAttention-2's (GPU.attention_fraction)
@@ -139,6 +141,14 @@ class GPU(Spec):
         ),
     )
     source: str = Field("", description="Where the figures come from.")
+    ceilings: Ceilings | None = Field(
+        None,
+        description=(
+            "The best published measured rates (matmul by format, HBM, collectives), each with its"
+            " source: configs/hardware/ceilings.yaml for the presets; no prediction or calibration"
+            " runs faster. None: none known (a GPU given as a mapping without base:)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _reserve_below_hbm(self) -> GPU:
@@ -180,6 +190,15 @@ class GPU(Spec):
         if backend == "triton":
             return TRITON_OVER_FA2 * fa2
         return fa2 if backend == "fa2" else self.attention_efficiency
+
+    def flops_ceiling(self, dtype: str) -> float:
+        """The best measured matmul FLOP/s of ``dtype`` (ceilings.yaml), inf where none is known."""
+        c = self.ceilings.gemm_rate(dtype) if self.ceilings else None
+        return math.inf if c is None else c.rate
+
+    def hbm_ceiling(self) -> float:
+        """The best HBM bandwidth a kernel reaches (ceilings.yaml), bytes/s; inf where unknown."""
+        return self.ceilings.hbm.rate if self.ceilings else math.inf
 
     def peak(self, dtype: str) -> float:
         """Peak FLOP/s for dtype (fp16 and bf16 share tensor cores)."""
