@@ -5,9 +5,6 @@ its framework's default at that release, said in the case's `notes`. One table p
 
 - ``torchtitan-2024``: torchtitan's docs/performance.md of 2024 (Llama 2/3 on 64 A100, 2024-04;
   Llama 3.1 405B on 128 H100, BF16, Float8, Float8 + async TP, 2024-08), FSDP2 (profile fsdp).
-- ``torchtitan-2025``: torchtitan's torchtitan/components/quantization/mxfp8.md (2025): Llama 3
-  8B on 8 B200 in BF16 and MXFP8. Its Llama 4 Scout runs on 256 GB200 (FSDP2 + EP 16) are not
-  written: the fsdp profile has no expert parallelism (see REFUSED).
 - ``mlperf51-llama31``: MLPerf Training v5.1 (mlcommons/training_results_v5.1 at 441d65f4), the
   submitters other than NVIDIA (Nebius, University of Florida, HPE, Cisco, Oracle) on H100,
   H200 and B200, and NVIDIA's runs that last round's table (mlperf-llama31) does not hold yet
@@ -16,8 +13,11 @@ its framework's default at that release, said in the case's `notes`. One table p
   3.1 405B, Nemotron-4 340B); its MoE runs on GB200 join ``dgxc-moe-2505`` beside their H100 runs
   (same recipes, written by hand last round: their model blocks are read from those cases).
 
-The MLPerf v5.1 AMD MI350X run is already held (mlperf51-amd-8b-mi350x-fp8-8gpu, from
-published-2026b); the AMD performance-results rows have no step time (global batch unstated; the
+torchtitan's torchtitan/components/quantization/mxfp8.md (2025) gives no case: its Llama 3 8B runs
+on 8 B200 are held as the calibration example examples/calibration/torchtitan-b200 (HELD), its
+Llama 4 Scout runs on 256 GB200 (FSDP2 + EP 16) are refused: the fsdp profile has no expert
+parallelism (REFUSED). The MLPerf v5.1 AMD MI350X run is already held
+(mlperf51-amd-8b-mi350x-fp8-8gpu, from published-2026b); the AMD performance-results rows have no step time (global batch unstated; the
 three MI325X rows are held as amdperf-mi325x-*, the MI355X Mixtral row is left out as
 benchmarks/transcribe_amd_results_runs.py says). Run once from a checkout beside ../shared:
 
@@ -35,8 +35,15 @@ from transcribe_blackwell_runs import _ends
 
 SOURCE_2026C = "../shared/validation/published-2026c.yaml"
 SCRIPT = "transcribe_2026c_runs.py"
-# ids held already, under other names (transcribed from published-2026b)
-HELD = ("MLPERF-v5.1-AMD-LLAMA31_8B-8xMI350X-FP8",)
+# ids held already: the MI350X run as a validation case (from published-2026b), torchtitan's 8B on
+# 8 power-limited B200 as the calibration example examples/calibration/torchtitan-b200 (the same
+# table, quoted by torchao's training.md; held back from every fit and band, the stack docs/
+# calibration.md calibrates on)
+HELD = (
+    "MLPERF-v5.1-AMD-LLAMA31_8B-8xMI350X-FP8",
+    "TORCHTITAN-2508-LLAMA3_8B-8xB200-FSDP8-BF16",
+    "TORCHTITAN-2508-LLAMA3_8B-8xB200-FSDP8-MXFP8",
+)
 # runs perfmodel refuses to model yet, with the reason (the refusal is in the report of issue t26c)
 REFUSED = {
     "TORCHTITAN-2512-LLAMA4_SCOUT": "expert parallelism under FSDP2 (profile fsdp has none)",

@@ -80,7 +80,6 @@ TABLE_TITLES = {
         "torchtitan docs/performance.md (2024): Llama 2/3 on 64 A100 (FSDP2, eager); Llama 3.1"
         " 405B on 128 H100 (FSDP2 + TP 8, BF16, Float8, async TP)"
     ),
-    "torchtitan-2025": "torchtitan MXFP8 notes (2025): Llama 3 8B on 8 B200, BF16 and MXFP8",
     "dgxc-2505": (
         "NVIDIA DGX Cloud benchmarks v25.05: Llama 3.1 405B and Nemotron-4 340B on 256-512 H100"
         " and GB200 (NeMo 25.04)"
