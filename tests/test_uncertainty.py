@@ -78,7 +78,7 @@ def test_megatron_core_on_hopper_at_a_published_layout_gets_a_band_within_10pct(
 
 def test_runs_no_fit_touches_are_out_of_sample_as_shipped():
     """A source no calibration is fitted on (MLPerf, IBM's fms-fsdp, Primus, Megatron-Bridge's MoE
-    runs on Blackwell, torchtitan's 2024 and 2025 notes, DGX Cloud's dense recipes; DGX Cloud's
+    runs on Blackwell, torchtitan's 2024 notes, DGX Cloud's dense recipes; DGX Cloud's
     MoE recipes are in the Hopper BF16 fit) keeps its shipped error;
     one every fit of which it sits in moves when it is left out (the DeepSeek-V3 report's run, on
     which its router family's load is fitted, goes to that family's prior)."""
@@ -88,7 +88,6 @@ def test_runs_no_fit_touches_are_out_of_sample_as_shipped():
         "mlperf-llama31",
         "mlperf51-llama31",
         "torchtitan-2024",
-        "torchtitan-2025",
         "dgxc-2505",
         "fms-fsdp",
         "primus-pipeline",
