@@ -17,9 +17,10 @@ torchtitan's torchtitan/components/quantization/mxfp8.md (2025) gives no case: i
 on 8 B200 are held as the calibration example examples/calibration/torchtitan-b200 (HELD), its
 Llama 4 Scout runs on 256 GB200 (FSDP2 + EP 16) are refused: the fsdp profile has no expert
 parallelism (REFUSED). The MLPerf v5.1 AMD MI350X run is already held
-(mlperf51-amd-8b-mi350x-fp8-8gpu, from published-2026b); the AMD performance-results rows have no step time (global batch unstated; the
-three MI325X rows are held as amdperf-mi325x-*, the MI355X Mixtral row is left out as
-benchmarks/transcribe_amd_results_runs.py says). Run once from a checkout beside ../shared:
+(mlperf51-amd-8b-mi350x-fp8-8gpu, from published-2026b); the AMD performance-results rows have
+no step time (global batch unstated; the three MI325X rows are held as amdperf-mi325x-*, the
+MI355X Mixtral row is left out as benchmarks/transcribe_amd_results_runs.py says). Run once from
+a checkout beside ../shared:
 
     python benchmarks/transcribe_2026c_runs.py ../shared/validation/published-2026c.yaml
 """
@@ -58,7 +59,12 @@ MODELS = {
     (96, 256000): "nemotron-4-340b",
 }
 SIZE = {"llama3-8b": "8b", "llama3-70b": "70b", "llama3.1-405b": "405b"}
-SIZE |= {"llama2-13b": "l2-13b", "llama2-70b": "l2-70b", "nemotron-4-340b": "nemotron340b"}
+SIZE |= {"llama2-13b": "l2-13b", "llama2-70b": "l2-70b", "nemotron-4-340b": "340b"}
+
+
+def _gpu(system: dict) -> str:
+    """The GPU in a case's name: h100-sxm-96gb -> h100 (names stay within validate's column)."""
+    return str(system["gpu"]).split("-")[0]
 
 
 def _system(r: dict) -> tuple[dict, str]:
@@ -169,7 +175,7 @@ def _titan(r: dict) -> tuple[str, dict]:
         training["tp_comm_overlap_ub"] = True  # enable_async_tensor_parallel
     if r["id"].startswith("TORCHTITAN-2408") and dtype == "bf16":
         notes.append("torch.compile is not printed for the BF16 row: the toml's compile = true.")
-    name = f"titan{r['id'][11:13]}-{SIZE[_model(r)]}-{system['gpu']}-{system['num_gpus']}gpu"
+    name = f"titan{r['id'][11:13]}-{SIZE[_model(r)]}-{system['num_gpus']}gpu"
     name += {"bf16": "", "fp8": "-fp8", "mxfp8": "-mxfp8"}[dtype]
     name += "-asynctp" if training.get("tp_comm_overlap_ub") else ""
     year = r["id"].split("-")[1][:2]
@@ -221,7 +227,9 @@ def _mlperf(r: dict) -> tuple[str, dict]:
     submitter = r["id"].split("-")[2]
     nvidia = submitter == "NVIDIA"
     who = "" if nvidia else f"{submitter.lower().replace('ufl', 'uf').replace('orida', '')}-"
-    name = f"mlperf51-{who}{SIZE[_model(r)]}-{system['gpu']}-{dtype}-{system['num_gpus']}gpu"
+    # NVIDIA's as that table names them (with the format); the other submitters' are all FP8
+    tail = f"{dtype}-{system['num_gpus']}gpu" if nvidia else f"{system['num_gpus']}gpu"
+    name = f"mlperf51-{who}{SIZE[_model(r)]}-{_gpu(system)}-{tail}"
     table = "mlperf-llama31" if nvidia else "mlperf51-llama31"
     doc = _doc(r, table, _model(r), system, training)
     doc["parallel"] = parallel
@@ -263,7 +271,7 @@ def _dgxc(r: dict) -> tuple[str, dict]:
         parallel["decoder_last_pipeline_num_layers"] = last
     model: str | dict = "" if moe else _model(r)
     table = "dgxc-moe-2505" if moe else "dgxc-2505"
-    name = f"dgxc-{SIZE.get(str(model), '')}-{system['gpu']}-{dtype}-{system['num_gpus']}gpu"
+    name = f"dgxc-{SIZE.get(str(model), '')}-{_gpu(system)}-{dtype}-{system['num_gpus']}gpu"
     if moe:
         model, name = _dgxc_moe(r, training, parallel, notes)
         name = f"dgxc-{name}-{system['gpu']}-{dtype}-{system['num_gpus']}gpu"
