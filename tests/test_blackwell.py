@@ -245,8 +245,10 @@ def test_a_blackwell_plan_takes_the_blackwell_runs_band():
     est = srch.estimate_or_search(moe)[0]
     b = uncertainty.of_estimate(moe, bands, est)
     assert not b.basis.startswith("dense Megatron on Blackwell")
-    # Megatron-Bridge's MoE runs on Blackwell are one source: the class needs two
-    assert "MoE Megatron on Blackwell by two sources" in b.unvalidated
+    # Megatron-Bridge's MoE runs on Blackwell and DGX Cloud's on GB200 (published-2026c) are two
+    # sources: the class is validated (with one, it needed two)
+    assert b.basis.startswith("MoE Megatron on Blackwell") and "of 2 sources" in b.basis
+    assert "MoE Megatron on Blackwell by two sources" not in b.unvalidated
 
 
 def test_mtp_layers_are_not_decoder_layers_of_the_split():

@@ -134,7 +134,8 @@ def test_a_run_within_the_models_scatter_leaves_the_model(tmp_path: Path) -> Non
 
 
 def test_a_stack_far_off_is_corrected_nearly_all(tmp_path: Path) -> None:
-    """A run 2.5 times slower than modelled: all of the gap corrected but s^2/x (1.3%)."""
+    """A run 2.5 times slower than modelled: all of the gap corrected but s^2/x (2.6% at the
+    per-run scatter of 16.8%; 1.3% at 13.5% before published-2026c's runs)."""
     p = write_plan(tmp_path, "dp8", *LAYOUTS["dp8"])
     plan = load_plan(str(p))
     run = cal.MeasuredRun("dp8", plan, 2.5 * cal.step_time(plan, {}))
@@ -142,7 +143,7 @@ def test_a_stack_far_off_is_corrected_nearly_all(tmp_path: Path) -> None:
     s, x = math.log1p(cal.per_run_scatter()), math.log(2.5)
     left = c.runs[0].calibrated_step_time_s / run.measured_s
     assert left == pytest.approx(math.exp(-(s**2) / x), rel=0.005)
-    assert 0.98 < left < 1
+    assert 0.97 < left < 1
 
 
 def test_more_factors_than_runs_refused_by_name(tmp_path: Path) -> None:

@@ -55,6 +55,15 @@ def test_coverage_out_of_sample_is_near_nominal():
     assert all(r["worst"] >= r["typical"] > 0 for r in c["rows"])
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "published-2026c's Hopper runs join the class (MLPerf v5.1 of Cisco, HPE and Nebius;"
+        " DGX Cloud v25.05's Llama 3.1 405B and Nemotron-4 340B): dense Megatron on Hopper is"
+        " 15 runs of 3 sources, its 68% rank 11.2% (was within 10% on NeMo 24.07's 8 alone);"
+        " Nebius's 405B on H200 +12%, Cisco's 8B on 128 H100 over Ethernet -29%"
+    ),
+)
 def test_megatron_core_on_hopper_at_a_published_layout_gets_a_band_within_10pct():
     """Issue 28: a band is useful only where it is narrow where the model is good. Megatron-Core on
     Hopper at the layouts NeMo 24.07 published (dense, FP8) is out of sample within about 5% on
@@ -69,13 +78,17 @@ def test_megatron_core_on_hopper_at_a_published_layout_gets_a_band_within_10pct(
 
 def test_runs_no_fit_touches_are_out_of_sample_as_shipped():
     """A source no calibration is fitted on (MLPerf, IBM's fms-fsdp, Primus, Megatron-Bridge's MoE
-    runs on Blackwell; DGX Cloud's MoE recipes are in the Hopper BF16 fit) keeps its shipped error;
+    runs on Blackwell, torchtitan's 2024 notes, DGX Cloud's dense recipes; DGX Cloud's
+    MoE recipes are in the Hopper BF16 fit) keeps its shipped error;
     one every fit of which it sits in moves when it is left out (the DeepSeek-V3 report's run, on
     which its router family's load is fitted, goes to that family's prior)."""
     runs = presets.error_bands()["runs"]
     untouched = [r for r in runs.values() if r["refit"] == "no fit touches this source"]
     assert {r["table"] for r in untouched} == {
         "mlperf-llama31",
+        "mlperf51-llama31",
+        "torchtitan-2024",
+        "dgxc-2505",
         "fms-fsdp",
         "primus-pipeline",
         "mbridge-moe-blackwell",

@@ -351,6 +351,13 @@ def test_gpt_oss_on_h100(report):
 PUBLISHED_2026B = ("mbridge-moe-blackwell", "dgxc-moe-2505")
 TITAN_PP8 = ("titan-405b-512gpu-pp8-1f1b", "titan-405b-512gpu-pp8-interleaved")
 KNOWN_MISSES = ("dgxc-deepseek-v3-h100-bf16-1024gpu", "mb2604-gptoss-120b-gb200-bf16-64gpu")
+# DGX Cloud's GB200 MoE runs, of published-2026c.yaml (tests/test_validation_2026c.py), share the
+# table of their recipes' H100 runs
+DGXC_2026C = (
+    "dgxc-grok1-314b-gb200-bf16-512gpu",
+    "dgxc-deepseek-v3-gb200-bf16-512gpu",
+    "dgxc-llama4-maverick-gb200-fp8-512gpu",
+)
 
 
 def test_published_2026b_moe_and_schedule_runs(report):
@@ -366,7 +373,7 @@ def _published_2026b_errors(report) -> dict[str, float]:
     errs = {
         c.name: abs(c.error_pct)
         for c in report.cases
-        if c.table in PUBLISHED_2026B or c.name in TITAN_PP8
+        if (c.table in PUBLISHED_2026B and c.name not in DGXC_2026C) or c.name in TITAN_PP8
     }
     assert len(errs) == 11
     return errs
@@ -401,7 +408,11 @@ def test_dgx_cloud_moe_runs(report):
     """Issue 30: Grok-1 and Llama 4 Maverick as NVIDIA's DGX Cloud recipes ran them (NeMo 25.04:
     token dropping at capacity 1 with padding), each within 12%: checks, their load is the
     capacity's."""
-    errs = {c.name: c.error_pct for c in report.cases if c.table == "dgxc-moe-2505"}
+    errs = {
+        c.name: c.error_pct
+        for c in report.cases
+        if c.table == "dgxc-moe-2505" and c.name not in DGXC_2026C
+    }
     assert len(errs) == 3
     for name in ("dgxc-grok1-314b-h100-bf16-512gpu", "dgxc-llama4-maverick-h100-bf16-512gpu"):
         assert abs(errs[name]) <= 12.0, (name, errs[name])

@@ -222,12 +222,14 @@ def validate(
 
     Published TFLOP/s become step times with each source's own FLOP formula. Each run's
     micro-batch and interleaving are shown with their source; knobs no source states would be
-    chosen by the search with the stated ones fixed.
+    chosen by the search with the stated ones fixed. CASES are parts of case names or whole
+    table names.
 
     \b
     Example:
         perfmodel validate
         perfmodel validate k22 --json
+        perfmodel validate mlperf51-llama31
         perfmodel validate n21-gpt-76.1b --breakdown
         perfmodel validate --memory
         perfmodel validate llmf --calibration cal.yaml

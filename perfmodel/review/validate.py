@@ -64,7 +64,7 @@ TABLE_TITLES = {
     ),
     "dgxc-moe-2505": (
         "NVIDIA DGX Cloud benchmarks v25.05: Grok-1, DeepSeek-V3 and Llama 4 Maverick on 512-1,024"
-        " H100 (NeMo 25.04)"
+        " H100 and 512 GB200 (NeMo 25.04)"
     ),
     "mbridge-blackwell": (
         "Megatron-Bridge 25.11 and 26.04 on Blackwell: Llama 3 on B200, GB200 and GB300 (FP8,"
@@ -72,6 +72,18 @@ TABLE_TITLES = {
     ),
     "mlperf-llama31": (
         "MLPerf Training v5.0/v5.1, NVIDIA's Llama 3.1 runs on GB200 and GB300 (FP8, NVFP4)"
+    ),
+    "mlperf51-llama31": (
+        "MLPerf Training v5.1, Llama 3.1 8B and 405B of Nebius, University of Florida, HPE, Cisco"
+        " and Oracle on H100, H200 and B200 (FP8, NeMo)"
+    ),
+    "torchtitan-2024": (
+        "torchtitan docs/performance.md (2024): Llama 2/3 on 64 A100 (FSDP2, eager); Llama 3.1"
+        " 405B on 128 H100 (FSDP2 + TP 8, BF16, Float8, async TP)"
+    ),
+    "dgxc-2505": (
+        "NVIDIA DGX Cloud benchmarks v25.05: Llama 3.1 405B and Nemotron-4 340B on 256-512 H100"
+        " and GB200 (NeMo 25.04)"
     ),
 }
 CONVENTIONS = ("narayanan-eq3", "korthikanti-eq7", "megatron-core")

@@ -123,13 +123,15 @@ def memory_runs(names: list[str] | None = None) -> list[MemoryRun]:
 
 def memory_validation(names: list[str] | None = None, calibration=None) -> tuple[list, dict]:
     """(rows, summary) of `validate --memory`: the validation cases and the memory-only runs whose
-    name contains one of ``names`` (all without); a name that matches neither is an error."""
+    name contains one of ``names`` or whose table is one (all without); a name that matches
+    neither is an error."""
     from perfmodel.errors import PerfModelError
     from perfmodel.review.validate import validate
 
     runs = memory_runs(names)
-    cases = [c["name"] for c in presets.validation_cases()]
-    timed = [n for n in names or () if any(n.lower() in c for c in cases)]
+    cases = [(c["name"], c.get("table")) for c in presets.validation_cases()]
+    # a case by (part of) its name, or a whole table by its name
+    timed = [n for n in names or () if any(n.lower() in c or n.lower() == t for c, t in cases)]
     unknown = [
         n for n in names or () if n not in timed and not any(n.lower() in r.name for r in runs)
     ]
