@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from perfmodel import inputs
-from perfmodel.engine.search import estimate_or_search
+from perfmodel.engine.answer import estimate_or_search
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets, trace
 from perfmodel.review.calibrate import MeasuredRun
@@ -100,7 +100,7 @@ def load_runs(path: str) -> tuple[list[MeasuredRun], list[str] | None]:
             raise PerfModelError(
                 f"{label}.plan: {source} is already calibrated; give the plain plan"
             )
-        _est, chosen = estimate_or_search(plan)
+        _est, chosen = estimate_or_search(plan, presets.error_bands())
         notes = list(loaded.notes)
         if chosen:
             plan = plan.with_parallel(**chosen)

@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass, field
 
 from perfmodel.engine import uncertainty
+from perfmodel.engine.answer import estimate_or_search
 from perfmodel.engine.estimate import Estimate
 from perfmodel.engine.evaluate import BREAKDOWN_KEYS
-from perfmodel.engine.search import estimate_or_search
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.review.check import Finding, check
@@ -135,7 +135,7 @@ def compare(named: list[tuple[str, Plan]]) -> Comparison:
     sides = []
     for label, plan in named:
         try:
-            est, chosen = estimate_or_search(plan)
+            est, chosen = estimate_or_search(plan, presets.error_bands())
         except PerfModelError as e:
             raise PerfModelError(f"{label}: {e}") from None
         fixed = plan.with_parallel(**chosen) if chosen else plan

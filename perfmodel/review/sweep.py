@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ValidationError
 
 from perfmodel.engine import uncertainty
+from perfmodel.engine.answer import estimate_or_search, plan_search
 from perfmodel.engine.estimate import Estimate
-from perfmodel.engine.search import estimate_or_search, search
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.specs import Plan
@@ -194,9 +194,10 @@ def sweep(
             ) from None
         try:
             if fixed:
-                est = estimate_or_search(p)[0]
+                est = estimate_or_search(p, presets.error_bands())[0]
             else:
-                result = search(p, top=1)
+                # the configuration `plan` recommends (engine/answer.py: one answer, issue 37)
+                result = plan_search(p, presets.error_bands(), top=1)
                 if not result.results:
                     raise PerfModelError(result.hint or "no configuration fits")
                 est = result.results[0]
