@@ -124,7 +124,6 @@ def test_pm101_counts_the_reserve_in_the_excess():
     over the usable line, not (negative) under the capacity."""
     p = plan(**dict(CLEAN, recompute="none", sequence_parallel=False, micro_batch_size=1))
     from perfmodel.engine.estimate import estimate, resolve_config
-
     from perfmodel.engine.memory_verdict import MEMORY_BAND
 
     v = estimate(p, resolve_config(p)).values

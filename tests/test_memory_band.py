@@ -62,7 +62,7 @@ def test_band_is_the_out_of_sample_error_that_holds_68_percent():
     rows, ratios = cm.rows_and_ratios()
     errors = np.array([err for _, _, err in cm.out_of_sample(rows, ratios)])
     assert len({cm.source_of(r) for r in rows}) >= 3 and errors.size >= 20
-    assert MEMORY_BAND == pytest.approx(cm.band(list(errors)))
+    assert pytest.approx(cm.band(list(errors))) == MEMORY_BAND
     assert np.mean(np.abs(errors)) <= 10.0
     assert np.mean(np.abs(errors) <= 100 * MEMORY_BAND + 1e-9) >= 0.68
 

@@ -138,8 +138,8 @@ def estimate(
     """Per-layer and per-iteration breakdown of one configuration (Narayanan et al. 2021;
     Korthikanti et al. 2022).
 
-    Knobs the plan and the flags leave free are chosen by the search (the fastest configuration that
-    fits), and the first line says which; without a free knob the plan's configuration is estimated
+    Knobs the plan and the flags leave free are chosen as `plan` chooses them (its first answer),
+    and the first line says which; without a free knob the plan's configuration is estimated
     as it is, and a configuration that does not fit says so first.
 
     \b

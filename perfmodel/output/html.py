@@ -248,7 +248,7 @@ def _run_table(run: dict) -> str:
         ("checkpoint interval", render_run._maybe(run["checkpoint_interval_s"])),
         *render_run.range_rows(run),
     ]
-    return _table("The training run (best configuration, and its range)", ["", ""], rows)
+    return _table("The training run (best configuration)", ["", ""], rows)
 
 
 def _table(title: str, headers: list[str], rows) -> str:

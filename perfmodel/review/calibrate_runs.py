@@ -105,7 +105,7 @@ def load_runs(path: str) -> tuple[list[MeasuredRun], list[str] | None]:
         if chosen:
             plan = plan.with_parallel(**chosen)
             notes.append(
-                f"{source}: free knobs chosen by the search: "
+                f"{source}: free knobs chosen as `perfmodel plan` chooses them: "
                 + ", ".join(f"{k}={v}" for k, v in chosen.items())
             )
         measured, mem = _measured(raw.get("measured"), plan, f"{label}.measured")

@@ -3,8 +3,8 @@ by component, MFU and check findings, every figure beside its difference from th
 verdict naming the components that decide it ("B takes 14% less step time (16% more throughput)
 than A: bubble -2.1 s, TP comm +0.6 s"), and a warning where the plans are different jobs.
 
-The figures are `estimate`'s (free knobs chosen by the search, as `estimate` does) and the findings
-`check`'s on the configuration compared; nothing here computes a cost of its own."""
+The figures are `estimate`'s (free knobs chosen as `plan` chooses them: engine/answer.py) and the
+findings `check`'s on the configuration compared; nothing here computes a cost of its own."""
 
 from __future__ import annotations
 
@@ -293,7 +293,7 @@ def rows(c: Comparison) -> list[tuple[str, list[str]]]:
             (
                 key.replace("_", " "),
                 [
-                    str(j["config"][key]) + (" (searched)" if key in s.chosen else "")
+                    str(j["config"][key]) + (" (as plan)" if key in s.chosen else "")
                     for j, s in zip(js, c.sides)
                 ],
             )
