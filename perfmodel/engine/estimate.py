@@ -216,7 +216,7 @@ class Estimate:
         goodput's own uncertainty (engine/run.py run_range; issue 37)."""
         if self.run is None:
             return None
-        out = self.run.to_json()
+        out: dict[str, Any] = self.run.to_json()
         if out.get("days") is not None:
             step = self.values["step_time_s"]
             lo, hi = (step, step) if self.band is None else self.band.range(step)

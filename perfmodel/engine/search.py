@@ -342,10 +342,10 @@ def annotate(
     result.equivalents = sum(bool(e.equivalent_to_best) for e in result.results)
     if rank:
         result.results = practice.rank(plan, result.results)
-        safe = [e for e in result.results if not e.values["tight"]]
-        if result.results[0].values["tight"] and safe:
+        margin = [e for e in result.results if not e.values["tight"]]
+        if result.results[0].values["tight"] and margin:
             # a tight answer faster than every fitting one beyond the band: name the safe one
-            result.safest = min(safe, key=lambda e: e.values["step_time_s"])
+            result.safest = min(margin, key=lambda e: e.values["step_time_s"])
     result.results = result.results[:keep]
     for e in result.results:
         e.slower_link_step_s = estimate(slower, e.config).values["step_time_s"]
