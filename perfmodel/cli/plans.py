@@ -287,7 +287,7 @@ FREE_KNOBS = (
 
 def _memory_estimate(plan: Any) -> tuple[Any, dict]:
     """The estimate `memory` prints and how its knobs were chosen: with knobs left free, the
-    configuration `plan` recommends (the fastest that fits, by the same search); when nothing
+    configuration `plan` recommends (its first answer, by the same search); when nothing
     fits, the defaults of a single estimate (tp 1, pp 1, ZeRO 0, ...), said so."""
     from perfmodel.engine.answer import CHOSEN_AS_PLAN, plan_search
     from perfmodel.engine.estimate import estimate, resolve_config

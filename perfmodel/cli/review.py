@@ -161,8 +161,8 @@ def compare_cmd(
 def sweep_cmd(
     plan_file: str, vary: str, fixed: bool, plot: str | None, as_json: bool, **kw: Any
 ) -> None:
-    """What if: one field of the plan over several values; at each, the fastest configuration that
-    fits (or, with --fixed, the plan's own) with its step time, throughput, MFU and memory.
+    """What if: one field of the plan over several values; at each, the configuration `plan`
+    recommends (or, with --fixed, the plan's own) with its step time, throughput, MFU and memory.
 
     \b
     Example:

@@ -1,11 +1,11 @@
 """What-if sweeps (issue 15, item 2): one field of a plan varied over values, and at each value the
-fastest configuration that fits (or, fixed, the plan's own), with its figures.
+configuration `plan` recommends (or, fixed, the plan's own), with its figures.
 
 A field is a dotted path into the plan (``system.inter_node_link.bandwidth_bytes_per_s``) or one of
 the short names below. Each value is validated as the plan file's would be, so "25 GB/s", a GPU
 preset's name or a framework profile are accepted where the field takes them, and a bad one is an
-error naming the field. Nothing here computes a cost: each point is `search` or `estimate` on the
-changed plan.
+error naming the field. Nothing here computes a cost: each point is `plan`'s search or `estimate`
+on the changed plan (engine/answer.py).
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ class Sweep:
         }
 
 
-# a search a value: 1,000 take about a minute on a laptop's core
+# `plan`'s search a value (its pool of 50 and their bands: 0.1-1 s on a laptop's core, several
+# times the bare search's 10-70 ms): 1,000 take minutes
 MAX_VALUES = 1000
 
 
@@ -103,8 +104,8 @@ def parse_vary(text: str) -> tuple[str, list[str]]:
     if len(vals) > MAX_VALUES:
         raise PerfModelError(
             f"--vary {name.strip()}: {len(vals)} values; a sweep takes at most {MAX_VALUES} (each"
-            " is a search of its own, 10-70 ms): sweep a coarser grid, then a finer one where it"
-            " turns"
+            " is `plan`'s search of its own, 0.1-1 s): sweep a coarser grid, then a finer one"
+            " where it turns"
         )
     if len(set(vals)) < len(vals):
         dup = next(v for v in vals if vals.count(v) > 1)
@@ -179,9 +180,10 @@ def sweep(
     fixed: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> Sweep:
-    """Each value: the changed plan's fastest configuration that fits (``fixed``: the plan's own
-    knobs, free ones chosen as `estimate` does). A value that cannot run is a row with its reason.
-    ``progress(done, total)`` is called after each value (a search each: about 10-70 ms)."""
+    """Each value: the changed plan's answer, as `plan` gives it (``fixed``: the plan's own
+    knobs, free ones chosen as `plan` chooses them). A value that cannot run is a row with its
+    reason.
+    ``progress(done, total)`` is called after each value (`plan`'s search each: about 0.1-1 s)."""
     points = []
     for i, v in enumerate(values):
         if progress is not None:
