@@ -110,6 +110,10 @@ def test_a_tight_answer_faster_beyond_the_step_band_ranks_first_with_the_safe_on
     text = run("plan", "plan.yaml", *FIXED).output
     assert "fastest that fits with margin: recompute full" in " ".join(text.split())
     assert "tight (82.5 of 81.2 GB, +-10.2%)" in " ".join(text.split())
+    # estimate resolves the free recompute as plan does, and names the safe one too
+    est = json.loads(run("estimate", "plan.yaml", *FIXED, "--json").output)
+    assert est["config"] == first["config"]
+    assert any("fastest that fits with margin: recompute full" in w for w in est["warnings"])
 
 
 def test_among_equivalents_a_fitting_configuration_is_preferred():

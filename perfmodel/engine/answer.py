@@ -105,6 +105,8 @@ def estimate_or_search(plan: Plan, bands: dict[str, Any]) -> tuple[Estimate, dic
             f"with {', '.join(relevant)} free: {result.hint or 'no configuration fits'}"
         )
     best = result.results[0]
+    if result.safest is not None:  # a tight answer names the safe one, as plan's does
+        best.warnings.append(tight_pick_text(best, result.safest))
     return best, {k: getattr(best.config, k) for k in relevant}
 
 
