@@ -23,7 +23,7 @@ def test_plan_opens_with_the_answer(runner):
     assert first[1].startswith("step ") and "expected" in first[1] and "MFU" in first[1]
     usable = best["memory"]["usable_bytes"] / 1e9
     assert (
-        first[2].startswith("memory: fits, ")
+        first[2].startswith("memory: fits (")
         and "usable" in first[2]
         and f"{usable:.1f} GB" in first[2]
     )
@@ -57,7 +57,7 @@ def test_a_configuration_that_does_not_fit_says_so_first_and_in_the_answer(runne
     assert lines[0].startswith("DOES NOT FIT")
     at = next(i for i, ln in enumerate(lines) if ln.startswith("answer: "))
     assert lines[at].startswith("answer: tp1 pp1 dp512")
-    assert lines[at + 2].startswith("memory: does not fit, 3.23 TB of")
+    assert lines[at + 2].startswith("memory: does not fit (3.14 TB over, +-10.2%), 3.23 TB of")
 
 
 def test_assumed_names_the_profile_once_and_lists_only_departures(runner, tmp_path):

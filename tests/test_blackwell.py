@@ -8,6 +8,7 @@ from helpers import deepseek_v3
 
 from perfmodel.cost import offload
 from perfmodel.cost.transformer import lm_head
+from perfmodel.engine import answer
 from perfmodel.engine.blocks import Setting, block_ops
 from perfmodel.engine.estimate import estimate, per_layer_ops, resolve_config
 from perfmodel.errors import PerfModelError
@@ -218,7 +219,6 @@ def test_a_blackwell_plan_takes_the_blackwell_runs_band():
     """A GB200 plan takes the band of Megatron's dense Blackwell runs (Megatron-Bridge and MLPerf),
     sharded (Megatron-FSDP) or not; an A100 plan under megatron-core takes Megatron's Ampere runs;
     a mixture of experts on GB200, which no run validated, says so (issue 28)."""
-    from perfmodel.engine import search as srch
     from perfmodel.engine import uncertainty
 
     bands = presets.error_bands()
@@ -237,12 +237,12 @@ def test_a_blackwell_plan_takes_the_blackwell_runs_band():
         },
         "t",
     )
-    est = srch.estimate_or_search(a100)[0]
+    est = answer.estimate_or_search(a100, presets.error_bands())[0]
     assert uncertainty.of_estimate(a100, bands, est).basis.startswith("dense Megatron on Ampere")
     from perfmodel.inputs import load_plan
 
     moe = load_plan("deepseek-v3-gb200")
-    est = srch.estimate_or_search(moe)[0]
+    est = answer.estimate_or_search(moe, presets.error_bands())[0]
     b = uncertainty.of_estimate(moe, bands, est)
     assert not b.basis.startswith("dense Megatron on Blackwell")
     # Megatron-Bridge's MoE runs on Blackwell and DGX Cloud's on GB200 (published-2026c) are two

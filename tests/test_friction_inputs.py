@@ -6,8 +6,8 @@ import pytest
 from click.testing import CliRunner
 
 from perfmodel.cli import main
+from perfmodel.engine.answer import estimate_or_search
 from perfmodel.engine.run import training_run
-from perfmodel.engine.search import estimate_or_search
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.inputs.load import read_launch
@@ -76,16 +76,19 @@ def _long_context_plan(**parallel):
 
 
 def test_estimate_prices_a_configuration_that_does_not_fit_with_a_memory_neutral_knob_free():
-    est, chosen = estimate_or_search(_long_context_plan())  # cp_comm_type free
+    est, chosen = estimate_or_search(
+        _long_context_plan(), presets.error_bands()
+    )  # cp_comm_type free
     assert not est.values["fits"] and set(chosen) == {"cp_comm_type"}
     fixed = {
-        t: estimate_or_search(_long_context_plan(cp_comm_type=t))[0].values for t in ("p2p", "a2a")
+        t: estimate_or_search(_long_context_plan(cp_comm_type=t), presets.error_bands())[0].values
+        for t in ("p2p", "a2a")
     }
     assert est.values["step_time_s"] == min(v["step_time_s"] for v in fixed.values())
     # the memory does not depend on the exchange: the same bytes either way
     assert fixed["p2p"]["total_bytes"] == fixed["a2a"]["total_bytes"] == est.values["total_bytes"]
     with pytest.raises(PerfModelError, match="free"):  # a knob that changes memory, still an error
-        estimate_or_search(_long_context_plan(recompute=None))
+        estimate_or_search(_long_context_plan(recompute=None), presets.error_bands())
 
 
 def _run(gpu, **system):

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from perfmodel.cli import main
+from perfmodel.engine.answer import plan_search
 from perfmodel.engine.search import search
 from perfmodel.inputs import load_plan, presets
 
@@ -21,13 +22,17 @@ def _case(name: str):
 def test_memory_chooses_free_knobs_as_plan_does():
     runner = CliRunner()
     mem = json.loads(runner.invoke(main, ["memory", "gpt3-175b.yaml", "--json"]).output)
-    best = search(load_plan("gpt3-175b.yaml"), top=1).results[0]
+    # `plan`'s answer, not the fastest alone (issue 37: one answer)
+    plan_json = json.loads(runner.invoke(main, ["plan", "gpt3-175b.yaml", "--json"]).output)
+    best_config = plan_json["results"][0]["config"]
+    best = plan_search(load_plan("gpt3-175b.yaml"), presets.error_bands(), top=1).results[0]
+    assert best.config.as_dict() == best_config
     assert mem["chosen"]["by"] == "search" and "tp" in mem["chosen"]["free"]
     assert mem["config"]["tp"] == best.config.tp and mem["config"]["pp"] == best.config.pp
     assert mem["total_bytes"] == pytest.approx(best.values["total_bytes"])
     assert mem["fits"]
     text = runner.invoke(main, ["memory", "gpt3-175b.yaml"]).output
-    assert "chosen as `perfmodel plan` does" in text
+    assert "chosen as `perfmodel plan` chooses them" in text
 
 
 def test_a_fixed_plan_is_shown_as_fixed():

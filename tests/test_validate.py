@@ -277,17 +277,17 @@ def test_validate_shows_out_of_sample_error_beside_in_sample(report, runner):
 
 
 def test_each_result_carries_the_error_of_the_runs_nearest_in_kind():
-    from perfmodel.engine.search import estimate_or_search
+    from perfmodel.engine.answer import estimate_or_search
     from perfmodel.engine.uncertainty import of_estimate
 
     bands = presets.error_bands()
     k22 = next(c for c in presets.validation_cases() if c["name"] == "k22-175b-full")["plan"]
-    b = of_estimate(k22, bands, estimate_or_search(k22)[0])
+    b = of_estimate(k22, bands, estimate_or_search(k22, presets.error_bands())[0])
     assert b.basis.startswith("dense Megatron on Ampere") and not b.unvalidated
     odd = load_plan("gpt3-175b.yaml").with_training(framework="deepspeed")
     # no published run on V100, and none of DeepSpeed's on Volta
     odd = odd.with_system(gpu=presets.gpu("v100-32gb")).with_parallel(tp=8, pp=8, cp=1)
-    wide = of_estimate(odd, bands, estimate_or_search(odd)[0])
+    wide = of_estimate(odd, bands, estimate_or_search(odd, presets.error_bands())[0])
     assert wide.basis.startswith("every run") and "deepspeed on Volta" in wide.unvalidated
     assert wide.typical > b.typical
 

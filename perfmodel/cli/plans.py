@@ -67,7 +67,7 @@ def plan_cmd(
         perfmodel plan gpt3-175b.yaml --gpus 512 --tp 8 --recompute selective \\
             --top 10 --json
     """
-    from perfmodel.engine import search as srch
+    from perfmodel.engine.answer import plan_search
     from perfmodel.inputs import presets
     from perfmodel.output import console, render_plan
 
@@ -75,22 +75,20 @@ def plan_cmd(
     bar = console.LazyProgress() if not as_json else None
     try:
         # under --sort step_time, a pool larger than --top: the configurations the model cannot
-        # rank are counted and ranked by validated practice among all of them (issue 28)
-        pool = max(top, srch.RANK_POOL) if sort == "step_time" else top
-        result = srch.search(
+        # rank are counted and ranked among all of them (issue 28; engine/answer.py, which every
+        # command that resolves free knobs shares: issue 37)
+        result = plan_search(
             plan,
-            pool,
+            presets.error_bands(),
+            top,
             sort,
             allow_cross_node_tp,
             bar,
             keep_points=plot is not None,
-            exact=top,
-            horizon=srch.band_edge(plan, presets.error_bands()) if sort == "step_time" else None,
         )
     finally:
         if bar:
             bar.close()
-    srch.annotate(plan, result, presets.error_bands(), rank=sort == "step_time", keep=top)
     if plot is not None:
         from perfmodel.output import plots
 
@@ -140,8 +138,8 @@ def estimate(
     """Per-layer and per-iteration breakdown of one configuration (Narayanan et al. 2021;
     Korthikanti et al. 2022).
 
-    Knobs the plan and the flags leave free are chosen by the search (the fastest configuration that
-    fits), and the first line says which; without a free knob the plan's configuration is estimated
+    Knobs the plan and the flags leave free are chosen as `plan` chooses them (its first answer),
+    and the first line says which; without a free knob the plan's configuration is estimated
     as it is, and a configuration that does not fit says so first.
 
     \b
@@ -151,13 +149,13 @@ def estimate(
         perfmodel estimate gpt3-175b.yaml --tp 8 --pp 8 --per-layer
     """
     from perfmodel.engine import estimate as est_mod
-    from perfmodel.engine import search as srch
     from perfmodel.engine import uncertainty
+    from perfmodel.engine.answer import CHOSEN_AS_PLAN, estimate_or_search
     from perfmodel.inputs import presets
     from perfmodel.output import console, render_plan
 
     plan = load_plan(plan_file, kw)
-    est, chosen = srch.estimate_or_search(plan)
+    est, chosen = estimate_or_search(plan, presets.error_bands())
     est.band = uncertainty.of_estimate(plan, presets.error_bands(), est)
     ops = est_mod.per_layer_ops(plan, est.config) if per_layer else None
     if as_json:
@@ -169,14 +167,11 @@ def estimate(
     else:
         if chosen:
             how = (
-                "fastest that fits"
+                CHOSEN_AS_PLAN
                 if est.values["fits"]
-                else "fastest; memory does not depend on them, and it does not fit"
+                else "the fastest; memory does not depend on them, and it does not fit"
             )
-            console.line(
-                f"free knobs chosen by the search ({how}): "
-                + ", ".join(f"{k}={v}" for k, v in chosen.items())
-            )
+            console.line(f"free knobs {how}: " + ", ".join(f"{k}={v}" for k, v in chosen.items()))
         render_plan.estimate(plan, est, ops, verbose=verbose)
     if strict and not est.values["fits"]:
         raise click.exceptions.Exit(1)
@@ -292,11 +287,12 @@ FREE_KNOBS = (
 
 def _memory_estimate(plan: Any) -> tuple[Any, dict]:
     """The estimate `memory` prints and how its knobs were chosen: with knobs left free, the
-    configuration `plan` recommends (the fastest that fits, by the same search); when nothing
+    configuration `plan` recommends (its first answer, by the same search); when nothing
     fits, the defaults of a single estimate (tp 1, pp 1, ZeRO 0, ...), said so."""
+    from perfmodel.engine.answer import CHOSEN_AS_PLAN, plan_search
     from perfmodel.engine.estimate import estimate, resolve_config
-    from perfmodel.engine.search import search
     from perfmodel.errors import PerfModelError
+    from perfmodel.inputs import presets
 
     free = [
         k
@@ -306,17 +302,14 @@ def _memory_estimate(plan: Any) -> tuple[Any, dict]:
     if not free:
         return estimate(plan, resolve_config(plan)), {"free": [], "by": "plan", "how": ""}
     try:
-        best = search(plan, top=1)
+        best = plan_search(plan, presets.error_bands(), top=1)
         why = "no configuration of the free knobs fits (`perfmodel plan` finds none)"
     except PerfModelError as e:
         best, why = None, f"the search may pick none ({str(e).rstrip('.')})"
     if best is not None and best.results:
         est = best.results[0]
         knobs = ", ".join(f"{k} {getattr(est.config, k)}" for k in free)
-        how = (
-            "knobs the plan leaves free chosen as `perfmodel plan` does (the fastest"
-            f" configuration that fits): {knobs}"
-        )
+        how = f"knobs the plan leaves free {CHOSEN_AS_PLAN}: {knobs}"
         return est, {"free": free, "by": "search", "how": how}
     est = estimate(plan, resolve_config(plan))
     knobs = ", ".join(f"{k} {getattr(est.config, k)}" for k in free)

@@ -55,6 +55,7 @@ def check_cmd(
         perfmodel check examples/clean-plan.yaml
         perfmodel check examples/troubled-plan.yaml --ignore PM302 --json
     """
+    from perfmodel.engine.answer import CHOSEN_AS_PLAN
     from perfmodel.output import console, render_review
     from perfmodel.review import check as chk
 
@@ -82,9 +83,7 @@ def check_cmd(
             console.line(plan.calibration.summary())
         if chosen:
             console.line(
-                "free knobs chosen by the search (fastest that fits), as estimate and "
-                "plan choose them: "
-                + ", ".join(f"{k}={v}" for k, v in chosen.items())
+                f"free knobs {CHOSEN_AS_PLAN}: " + ", ".join(f"{k}={v}" for k, v in chosen.items())
             )
         render_review.findings(found, plan_file)
     code = chk.exit_code(found, strict)
@@ -112,7 +111,7 @@ def compare_cmd(
     """Plans side by side: configuration, per-iteration breakdown, memory, MFU and check findings,
     each figure with its difference from the first plan, and what decides the difference.
 
-    Knobs a plan leaves free are chosen by the search, as `estimate` does.
+    Knobs a plan leaves free are chosen as `plan` chooses them (its answer, step time included).
 
     \b
     Example:
@@ -162,8 +161,8 @@ def compare_cmd(
 def sweep_cmd(
     plan_file: str, vary: str, fixed: bool, plot: str | None, as_json: bool, **kw: Any
 ) -> None:
-    """What if: one field of the plan over several values; at each, the fastest configuration that
-    fits (or, with --fixed, the plan's own) with its step time, throughput, MFU and memory.
+    """What if: one field of the plan over several values; at each, the configuration `plan`
+    recommends (or, with --fixed, the plan's own) with its step time, throughput, MFU and memory.
 
     \b
     Example:

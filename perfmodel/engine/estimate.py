@@ -15,16 +15,18 @@ import numpy as np
 
 from perfmodel.cost import pipeline as pipe
 from perfmodel.engine.assumptions import assumptions, config_assumptions
+from perfmodel.engine.conventions import flop_convention as flop_convention
 from perfmodel.engine.evaluate import BREAKDOWN_KEYS, evaluate
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import MEMORY_KEYS
+from perfmodel.engine.memory_verdict import MEMORY_BAND, margin_text, verdict
 from perfmodel.engine.mesh import Mesh
 from perfmodel.engine.per_layer import layer_kind as layer_kind
 from perfmodel.engine.per_layer import layer_seconds as layer_seconds
 from perfmodel.engine.per_layer import ops_json as ops_json
 from perfmodel.engine.per_layer import per_layer_ops
 from perfmodel.engine.rules import config_problems
-from perfmodel.engine.run import training_run
+from perfmodel.engine.run import run_range, training_run
 from perfmodel.engine.uncertainty import Band
 from perfmodel.errors import PerfModelError
 from perfmodel.specs import Config, Plan
@@ -183,7 +185,13 @@ class Estimate:
                 "middle": v["stage_time_middle_s"],
                 "last": v["stage_time_last_s"],
             },
-            "memory": {key: bool(v[key]) if key == "fits" else v[key] for key in MEMORY_KEYS},
+            "memory": {
+                **{
+                    key: bool(v[key]) if key in ("fits", "tight") else v[key] for key in MEMORY_KEYS
+                },
+                "verdict": verdict(v["total_bytes"], v["usable_bytes"]),
+                "band": MEMORY_BAND,
+            },
             "config": self.config.as_dict(),
             "stage_layers": list(self.stage_layers),
             "framework": self.framework,
@@ -200,41 +208,20 @@ class Estimate:
                 }
             ),
             "warnings": list(self.warnings),
-            "training_run": None if self.run is None else self.run.to_json(),
+            "training_run": self._run_json(),
         }
 
-
-def flop_convention(
-    recompute: str,
-    peak: str = "bf16",
-    compute: str = "bf16",
-    peak_flops: float = 0.0,
-    mtp: int = 0,
-) -> str:
-    """How MFU and HFU count FLOPs (SPEC 5), and the peak they are measured against."""
-    hw = {
-        "full": "Narayanan 2021 eq. 3 (4x forward)",
-        "selective": "Korthikanti 2022 eq. 8",
-        "none": "= model FLOPs",
-    }[recompute]
-    against = f"; both against the {peak.upper()} peak" + (
-        f" ({peak_flops / 1e12:,.0f} TFLOP/s)" if peak_flops else ""
-    )
-    if peak != compute:
-        against += (
-            f", as NeMo and Megatron-LM report {compute.upper()} runs: {compute.upper()} GEMMs run"
-            " above that peak, so these can exceed 100%"
-        )
-    mtp_text = (
-        f", the {mtp} MTP layer{'s' if mtp > 1 else ''} with {'their' if mtp > 1 else 'its'}"
-        " projection and logits included (as Megatron-Bridge's flop_utils counts them)"
-        if mtp
-        else ""
-    )
-    return (
-        f"MFU: model FLOPs, Korthikanti 2022 eq. 7 (3x forward, no recompute){mtp_text}; HFU:"
-        f" {hw}{against}"
-    )
+    def _run_json(self) -> dict[str, Any] | None:
+        """The run at the predicted step time, with its range: the step band's edges and the
+        goodput's own uncertainty (engine/run.py run_range; issue 37)."""
+        if self.run is None:
+            return None
+        out: dict[str, Any] = self.run.to_json()
+        if out.get("days") is not None:
+            step = self.values["step_time_s"]
+            lo, hi = (step, step) if self.band is None else self.band.range(step)
+            out["range"] = run_range(out, lo / step, hi / step)
+        return out
 
 
 def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
@@ -429,8 +416,14 @@ def _warnings(plan: Plan, cfg: Config, v: dict[str, Any]) -> list[str]:
         from perfmodel.engine.memory import usable_text
 
         out.append(
-            "does not fit: "
+            f"does not fit beyond the memory band (+-{100 * MEMORY_BAND:g}%): "
             + usable_text(v["total_bytes"], v["capacity_bytes"], v["reserve_bytes"])
+        )
+    elif v["tight"]:
+        out.append(
+            "memory "
+            + margin_text(v["total_bytes"], v["usable_bytes"])
+            + ": the usable line lies inside the memory model's band; a launch there is a bet"
         )
     if v["bubble_over_step"] > pipe.BUBBLE_LIMIT:
         out.append(f"pipeline bubble is {100 * v['bubble_over_step']:.1f}% of the step")

@@ -17,6 +17,7 @@ from perfmodel.cost.transformer import Options, decoder_layer
 from perfmodel.engine.block_cost import BlockCost
 from perfmodel.engine.blocks import Setting
 from perfmodel.engine.knobs import Knobs
+from perfmodel.engine.memory_verdict import fits_mask, tight_mask
 from perfmodel.engine.mesh import Mesh
 from perfmodel.specs.framework import PROFILES
 
@@ -104,10 +105,11 @@ def memory_terms(
         "capacity_bytes": np.full(tp.shape, gpu.hbm_capacity_bytes),
         "reserve_bytes": np.full(tp.shape, reserve),
         "usable_bytes": np.full(tp.shape, usable),
-        "fits": pick(total) <= usable,
-        # inside the memory model's own band of the usable line (MEMORY_BAND): a launch there
-        # is a bet the model cannot back
-        "tight": (pick(total) <= usable) & (pick(total) * (1 + MEMORY_BAND) > usable),
+        # the verdicts against the memory model's own band (MEMORY_BAND, issue 37): fits unless
+        # even the band's lower edge passes the usable line ("does not fit"); tight where the
+        # line lies within the band (a launch there is a bet the model cannot back either way)
+        "fits": fits_mask(pick(total), usable),
+        "tight": tight_mask(pick(total), usable),
         "params_per_gpu": pick(params),
         # the seed's figure (000, Q3): all parameters spread evenly over the tp x pp model-parallel
         # GPUs
@@ -362,11 +364,6 @@ def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Ar
 
 
 DEFAULT_RESERVE_SHARE = 0.05
-# The memory model's own band: the mean |error| of its predicted peaks against the measured ones,
-# each source's runs predicted with the allocator's ratio refitted without that source
-# (benchmarks/calibrate_memory.py; docs/memory.md). A plan whose total grown by it passes the
-# usable line is "tight".
-MEMORY_BAND = 0.07
 
 
 def reserve_bytes(system: System) -> float:

@@ -34,10 +34,12 @@ def key(plan: Plan, est: Any) -> tuple[int, bool, int, int, float]:
 
 
 def rank(plan: Plan, results: list[Any]) -> list[Any]:
-    """The results, the equivalent ones first and nearest validated practice among them."""
+    """The results, the equivalent ones first: among them one whose memory fits with margin before
+    a tight one (issue 37: the model cannot tell them apart in time, but can in memory), then the
+    nearest validated practice."""
     same = [e for e in results if e.equivalent_to_best]
     rest = [e for e in results if not e.equivalent_to_best]
-    return sorted(same, key=lambda e: key(plan, e)) + rest
+    return sorted(same, key=lambda e: (bool(e.values["tight"]), *key(plan, e))) + rest
 
 
 def traits(plan: Plan, est: Any) -> dict[str, str]:
@@ -68,7 +70,10 @@ def separates(plan: Plan, same: list[Any]) -> tuple[list[str], list[str]]:
     shared = [every[0][k] for k in every[0] if k not in differ]
     lines = [
         ", ".join(
-            [f"{(e.values['usable_bytes'] - e.values['total_bytes']) / 1e9:.0f} GB memory margin"]
+            [
+                f"{(e.values['usable_bytes'] - e.values['total_bytes']) / 1e9:.0f} GB memory"
+                " margin" + (" (memory tight)" if e.values["tight"] else "")
+            ]
             + [t[k] for k in differ]
         )
         for e, t in zip(same, every)

@@ -12,7 +12,6 @@ function a single estimate uses, in chunks so memory stays bounded.
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,10 +20,11 @@ from typing import Any
 import numpy as np
 
 from perfmodel.engine import hints, practice, uncertainty
-from perfmodel.engine.estimate import Batch, Estimate, estimate, resolve_config
+from perfmodel.engine.estimate import Batch, Estimate, estimate
 from perfmodel.engine.evaluate import KEEP, evaluate_chunked
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import reserve_bytes, states_lower_bound
+from perfmodel.engine.memory_verdict import fits_mask, tight_mask
 from perfmodel.engine.rules import Reason
 from perfmodel.engine.space import CP_FLOOR_TOKENS, CP_MIN_TOKENS, enumerate_space
 from perfmodel.errors import PerfModelError
@@ -40,7 +40,7 @@ def _evaluate_what_can_fit(
     priced, so what is reported about the leanest configuration is its real memory."""
     usable = plan.system.gpu.hbm_capacity_bytes - reserve_bytes(plan.system)
     bound = states_lower_bound(plan, knobs)
-    keep = np.flatnonzero(bound <= usable)
+    keep = np.flatnonzero(fits_mask(bound, usable))
     if keep.size in (0, len(knobs)):
         return evaluate_chunked(plan, knobs, progress)
     part = evaluate_chunked(plan, knobs.take(keep), progress)
@@ -68,6 +68,10 @@ class SearchResult:
     points: dict[str, np.ndarray] | None = None
     # configurations inside the fastest one's band, among those annotate() ranked (issue 28)
     equivalents: int | None = None
+    # where the first result is tight: the fastest configuration that fits with margin (issue 37)
+    safest: Estimate | None = None
+    # where every result is tight, that one as the search found it (annotate ranks it with them)
+    fastest_safe: Estimate | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -85,6 +89,8 @@ class SearchResult:
             out["equivalent_to_fastest"] = self.equivalents
         if self.hint:
             out["hint"] = self.hint
+        if self.safest is not None:
+            out["fastest_that_fits"] = self.safest.to_json()
         return out
 
 
@@ -204,19 +210,23 @@ def _search(
             len(knobs), 0, rejected, elapsed, [], hints.nothing_fits(plan, knobs, res)
         )
     gbs = plan.training.global_batch_size
+    safe: list[Estimate] = []
     if sort == "memory":  # memory does not depend on the simulation
         order = idx[np.argsort(res["total_bytes"][idx], kind="stable")[: pool.size]]
         results = [estimate(plan, knobs.config(int(i), gbs)) for i in order]
     else:
         results = _exact_top(plan, knobs, res, idx, pool)
+        safe = _safest(plan, knobs, res, idx, results)
     points = (
         {"step_time_s": res["step_time_s"][idx], "total_bytes": res["total_bytes"][idx]}
         if keep_points
         else None
     )
-    return SearchResult(
+    out = SearchResult(
         len(knobs), int(idx.size), rejected, time.perf_counter() - t0, results, "", points
     )
+    out.fastest_safe = safe[0] if safe else None
+    return out
 
 
 def _exact_top(
@@ -248,6 +258,19 @@ def _exact_top(
                 found.sort(key=lambda e: e.values["step_time_s"])
                 del found[max(top, 1) * 4 :]  # keep a margin; only the first `top` are returned
     return pool.trim(found)
+
+
+def _safest(
+    plan: Plan, knobs: Knobs, res: dict[str, Any], idx: np.ndarray, found: list[Estimate]
+) -> list[Estimate]:
+    """The fastest configuration whose memory fits with margin (the band's upper edge under the
+    usable line), where every one ``found`` is tight and it is not among them (issue 37): the
+    alternative a tight answer names, found by the same walk over that mask."""
+    if not found or not all(e.values["tight"] for e in found):
+        return []
+    usable = plan.system.gpu.hbm_capacity_bytes - reserve_bytes(plan.system)
+    safe = idx[~tight_mask(res["total_bytes"][idx], usable)]
+    return _exact_top(plan, knobs, res, safe, Pool(1, 1)) if safe.size else []
 
 
 def _in_bound_order(bound: np.ndarray, closed: np.ndarray, head: int) -> Iterator[np.ndarray]:
@@ -305,6 +328,9 @@ def annotate(
     )
     if rank:
         result.results += _nearer_practice(plan, result.results)
+        safe = result.fastest_safe
+        if safe is not None and all(e.config != safe.config for e in result.results):
+            result.results.append(safe)
     for e in result.results:
         e.band = uncertainty.of_estimate(plan, bands, e)
     # the fastest listed (with --sort memory the first row is the leanest, not the fastest)
@@ -316,6 +342,10 @@ def annotate(
     result.equivalents = sum(bool(e.equivalent_to_best) for e in result.results)
     if rank:
         result.results = practice.rank(plan, result.results)
+        margin = [e for e in result.results if not e.values["tight"]]
+        if result.results[0].values["tight"] and margin:
+            # a tight answer faster than every fitting one beyond the band: name the safe one
+            result.safest = min(margin, key=lambda e: e.values["step_time_s"])
     result.results = result.results[:keep]
     for e in result.results:
         e.slower_link_step_s = estimate(slower, e.config).values["step_time_s"]
@@ -346,62 +376,3 @@ def _nearer_practice(plan: Plan, results: list[Estimate]) -> list[Estimate]:
         out += [e for e in alt.results if e.config not in seen]
         seen |= {e.config for e in alt.results}
     return out
-
-
-FREE = (
-    "tp",
-    "pp",
-    "vp",
-    "micro_batch_size",
-    "sequence_parallel",
-    "recompute",
-    "zero_stage",
-    "cp",
-    "cp_comm_type",
-    "ep",
-    "etp",
-)
-
-
-# knobs the memory does not depend on (engine/memory.py reads no CP exchange): a configuration
-# that does not fit with one value fits with none, so `estimate` prices it with the fastest value
-MEMORY_NEUTRAL = ("cp_comm_type",)
-
-
-def _fastest_unfitting(plan: Plan, free: list[str]) -> tuple[Estimate, dict[str, Any]]:
-    """A configuration that fits with no value of its free memory-neutral knobs, priced with the
-    fastest of their values the framework runs (its output says it does not fit)."""
-    from perfmodel.specs.framework import PROFILES
-
-    values = {"cp_comm_type": PROFILES[plan.training.framework]["cp_comm_types"] or ("p2p",)}
-    priced = [
-        estimate(plan, resolve_config(plan, **dict(zip(free, combo, strict=True))))
-        for combo in itertools.product(*(values[k] for k in free))
-    ]
-    best = min(priced, key=lambda e: e.values["step_time_s"])
-    return best, {k: getattr(best.config, k) for k in free}
-
-
-def _cp_fixed_at_one(plan: Plan) -> bool:
-    """cp is fixed at 1: then CP's exchange is no choice at all."""
-    return plan.parallel.cp == 1
-
-
-def estimate_or_search(plan: Plan) -> tuple[Estimate, dict[str, Any]]:
-    """The plan's configuration, or, where it leaves knobs free, the search's best with them:
-    (estimate, {knob: the value chosen}). A TP degree the plan fixes is taken as given even across
-    nodes (check PM201 says what it costs); only a free one is kept inside a node."""
-    free = [k for k in FREE if getattr(plan.parallel, k) is None]
-    relevant = [k for k in free if not (k in ("ep", "etp") and not plan.model.is_moe)]
-    relevant = [k for k in relevant if k != "cp_comm_type" or not _cp_fixed_at_one(plan)]
-    if not relevant:
-        return estimate(plan, resolve_config(plan)), {}
-    result = search(plan, top=1, allow_cross_node_tp=plan.parallel.tp is not None)
-    if not result.results and all(k in MEMORY_NEUTRAL for k in relevant):
-        return _fastest_unfitting(plan, relevant)
-    if not result.results:
-        raise PerfModelError(
-            f"with {', '.join(relevant)} free: {result.hint or 'no configuration fits'}"
-        )
-    best = result.results[0]
-    return best, {k: getattr(best.config, k) for k in relevant}

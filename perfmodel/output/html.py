@@ -75,8 +75,8 @@ def html(plan, result, findings, gantt_svg: str | None, note: str = "") -> str:
             ),
         ),
         "<h2>Memory per GPU against capacity: "
-        + (("tight" if m["tight"] else "fits") if m["fits"] else "does NOT fit")
-        + "</h2>"
+        + m["verdict"]
+        + f" (+-{100 * m['band']:g}%, the memory model's band)</h2>"
         + _bar(
             "memory",
             [(MEMORY[k], m[k], fmt_bytes(m[k])) for k in MEMORY if m[k] > 0],
@@ -246,6 +246,7 @@ def _run_table(run: dict) -> str:
         ("cost", render_run.money(run["cost_usd"])),
         ("interruptions", f"{run['interruptions'] or 0:,.1f}"),
         ("checkpoint interval", render_run._maybe(run["checkpoint_interval_s"])),
+        *render_run.range_rows(run),
     ]
     return _table("The training run (best configuration)", ["", ""], rows)
 
@@ -274,20 +275,22 @@ def report(plan, summary: dict | None = None, bands: dict | None = None) -> str:
     carries its out-of-sample band and the ones the model cannot rank are ranked by validated
     practice, as `plan` does (issue 28)."""
     from perfmodel.engine import search as srch
+    from perfmodel.engine.answer import FREE, plan_search
     from perfmodel.engine.estimate import pipeline
     from perfmodel.engine.schedule import MAX_GANTT_BLOCKS
     from perfmodel.errors import PerfModelError
     from perfmodel.output import gantt
     from perfmodel.review.check import check
 
-    result = srch.search(plan, top=5 if bands is None else srch.RANK_POOL, keep_points=True)
-    if bands is not None:
-        srch.annotate(plan, result, bands, keep=5)
+    if bands is None:
+        result = srch.search(plan, top=5, keep_points=True)
+    else:  # `plan`'s answer (engine/answer.py: one answer, issue 37)
+        result = plan_search(plan, bands, top=5, keep_points=True)
     if not result.results:
         raise PerfModelError(result.hint or "no configuration fits")
     best = result.results[0]
     c = best.config
-    fixed = plan.with_parallel(**{k: getattr(c, k) for k in (*srch.FREE, "dp", "schedule")})
+    fixed = plan.with_parallel(**{k: getattr(c, k) for k in (*FREE, "dp", "schedule")})
     sim_svg, note = None, ""
     blocks = 2 * c.pp * c.num_micro_batches * c.vp
     closed = c.schedule in ("dualpipe", "dualpipev")

@@ -129,18 +129,18 @@ def comm(r: dict) -> None:
 
 
 def fits_text(m: dict) -> str:
-    """yes, tight (within the memory model's band, engine/memory.py MEMORY_BAND, of the usable
-    line: capacity minus the reserve) or NO."""
-    from perfmodel.engine.memory import MEMORY_BAND
+    """The memory verdict against the memory model's band (engine/memory_verdict.py): fits, tight
+    or does not fit, with the margin to the usable line (capacity less the reserve)."""
+    from perfmodel.engine.memory_verdict import MEMORY_BAND
 
+    band = f"the memory model's +-{100 * MEMORY_BAND:g}% band"
+    gap = m["usable_bytes"] - m["total_bytes"]
     if not m["fits"]:
-        return f"NO: {fmt_bytes(m['total_bytes'] - m['usable_bytes'])} over the usable line"
+        return f"does not fit: {fmt_bytes(-gap)} over the usable line, beyond {band}"
     if m["tight"]:
-        return (
-            f"tight: {fmt_bytes(m['usable_bytes'] - m['total_bytes'])} below the usable line,"
-            f" inside the memory model's {100 * MEMORY_BAND:g}% band"
-        )
-    return "yes"
+        side = "below" if gap >= 0 else "over"
+        return f"tight: {fmt_bytes(abs(gap))} {side} the usable line, inside {band}"
+    return f"fits: {fmt_bytes(gap)} to spare, beyond {band}"
 
 
 def memory(m: dict, title: str) -> None:
@@ -155,7 +155,7 @@ def memory(m: dict, title: str) -> None:
         ("usable (capacity - reserve)", fmt_bytes(m["usable_bytes"])),
         ("parameters on this GPU", f"{m['params_per_gpu']:.3g}"),
         ("model states, mean over stages", fmt_bytes(m["model_states_mean_bytes"])),
-        ("fits", fits_text(m)),
+        ("verdict", fits_text(m)),
     ]
     kv(title, rows)
 

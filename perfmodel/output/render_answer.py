@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from perfmodel.output.console import line, pct
 from perfmodel.output.render import config_short
-from perfmodel.output.render_run import days, money
+from perfmodel.output.render_run import days, hours_text, money, span
 from perfmodel.units import fmt_bytes, fmt_time
 
 
@@ -28,19 +28,35 @@ def answer_lines(j: dict, framework: str) -> list[str]:
         step += f" (expected {fmt_time(lo)} to {fmt_time(hi)})"
     out.append(f"{step}, MFU {pct(j['mfu'])}, {j['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU")
     m = j["memory"]
-    verdict = "does not fit" if not m["fits"] else ("fits, tight" if m.get("tight") else "fits")
+    verdict = m.get("verdict") or ("fits" if m["fits"] else "does not fit")
+    gap = m["usable_bytes"] - m["total_bytes"]
+    margin = f"{fmt_bytes(abs(gap))} {'to spare' if gap >= 0 else 'over'}"
+    band = f", +-{100 * m['band']:g}%" if m.get("band") else ""
     out.append(
-        f"memory: {verdict}, {fmt_bytes(m['total_bytes'])} of {fmt_bytes(m['usable_bytes'])}"
-        f" usable ({fmt_bytes(m['capacity_bytes'])} HBM less {fmt_bytes(m['reserve_bytes'])})"
+        f"memory: {verdict} ({margin}{band}), {fmt_bytes(m['total_bytes'])} of"
+        f" {fmt_bytes(m['usable_bytes'])} usable ({fmt_bytes(m['capacity_bytes'])} HBM less"
+        f" {fmt_bytes(m['reserve_bytes'])})"
     )
     run = j.get("training_run")
     if run and run.get("days") is None:  # interruptions outpace the checkpoints
         out.append("run: never finishes (interruptions outpace the checkpoints)")
     elif run:
-        cost = f", {money(run['cost_usd'])}" if run.get("cost_usd") is not None else ""
+
+        def ranged(text: str, key: str) -> str:
+            return f"{text} ({span(run, key)})" if span(run, key) else text
+
+        cost = (
+            f", {ranged(money(run['cost_usd']), 'cost_usd')}"
+            if run.get("cost_usd") is not None
+            else ""
+        )
+        good = (run.get("range") or {}).get("goodput")
+        goodput = f"goodput {pct(run['goodput'])}" + (
+            f", {pct(good[0])} as published fleets ran" if good and good[0] < good[1] else ""
+        )
         out.append(
-            f"run: {days(run['days'])}, {run['gpu_hours'] / 1e6:,.2f}M GPU-hours{cost}"
-            f" (goodput {pct(run['goodput'])})"
+            f"run: {ranged(days(run['days']), 'days')},"
+            f" {ranged(hours_text(run['gpu_hours']), 'gpu_hours')} GPU-hours{cost} ({goodput})"
         )
     return out
 

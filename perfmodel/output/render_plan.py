@@ -193,6 +193,10 @@ def plan(plan_obj, result, verbose: bool = False) -> None:
         )
     if rows:
         answer(result.results[0].to_json(), plan_obj.training.framework)
+        if result.safest is not None:  # a tight answer: the safe one beside it (issue 37)
+            from perfmodel.engine.answer import tight_pick_text
+
+            line("[yellow]tight:[/yellow] " + tight_pick_text(result.results[0], result.safest))
         table(
             f"Top {len(rows)} of {result.feasible:,}: {plan_obj.model.name},"
             f" {plan_obj.system.num_gpus} x {plan_obj.system.gpu.name}, batch"
@@ -243,7 +247,12 @@ def _equivalents(plan_obj, result) -> None:
     line(
         f"~ {more}{count} configurations within +-{100 * fastest.band.typical:.0f}% of the fastest"
         f"{' (the first ' + str(len(same)) + ' listed)' if count > len(same) else ''}; the model"
-        " cannot rank them. #1 is the nearest validated practice."
+        " cannot rank them. #1 is the nearest validated practice"
+        + (
+            " among those whose memory fits with margin."
+            if any(e.values["tight"] for _, e in same) and not same[0][1].values["tight"]
+            else "."
+        )
     )
     shared, texts = practice.separates(plan_obj, [e for _, e in same])
     if shared:

@@ -322,7 +322,7 @@ def sweep(result) -> None:
                 ),
             )
         )
-    what = "the plan's configuration" if result.fixed else "the fastest configuration that fits"
+    what = "the plan's configuration" if result.fixed else "the configuration plan recommends"
     table(
         f"Sweep of {result.field}: {what} at each value",
         [

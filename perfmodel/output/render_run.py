@@ -44,6 +44,50 @@ def _interruptions(run: dict[str, Any]) -> str:
     return f"{run['interruptions']:,.1f} expected, one every {fmt_duration(run['job_mtbf_s'])}"
 
 
+def hours_text(h: float) -> str:
+    return f"{h / 1e6:,.2f}M" if h >= 1e6 else f"{h:,.0f}"
+
+
+def span(run: dict[str, Any], key: str) -> str:
+    """A run figure's range (engine/run.py run_range), as "a to b"; "" without one."""
+    r = (run.get("range") or {}).get(key)
+    if not r:
+        return ""
+    shown = {"days": days, "cost_usd": money, "gpu_hours": hours_text}.get(
+        key, lambda x: f"{x:,.0f}"
+    )
+    return f"{shown(r[0])} to {shown(r[1])}"
+
+
+def range_rows(run: dict[str, Any]) -> list[tuple[str, str]]:
+    """The run's range: its figures over the step band and the goodput's own uncertainty, and what
+    the goodput counts beside published fleets (engine/run.py GOODPUT_BASIS)."""
+    r = run.get("range")
+    if not r:
+        return []
+    lo, hi = r["step_band"]
+    good = r["goodput"]
+    figures = [
+        f"{what} {span(run, key)}"
+        for what, key in (
+            ("time", "days"),
+            ("GPU-hours", "gpu_hours"),
+            ("energy (MWh)", "energy_mwh"),
+            ("cost", "cost_usd"),
+        )
+        if span(run, key)
+    ]
+    return [
+        (
+            "expected range",
+            "; ".join(figures)
+            + f" (step {100 * (lo - 1):+.0f}% to {100 * (hi - 1):+.0f}%, goodput"
+            f" {pct(good[0])} to {pct(good[1])})",
+        ),
+        ("goodput basis", r["basis"]),
+    ]
+
+
 def short(run: dict[str, Any] | None) -> tuple[str, str]:
     """(days with goodput, cost) of a run's JSON, for a table cell."""
     if not run:
@@ -100,7 +144,8 @@ def training_run(run: dict[str, Any] | None) -> None:
         ("interruptions", _interruptions(run)),
         ("checkpoints", _checkpoints(run)),
     ]
-    kv("Training run (at the predicted step time)", rows)
+    rows += range_rows(run)
+    kv("Training run (at the predicted step time, and its range)", rows)
     for a in run["assumptions"]:
         line(f"assumed: {a}")
     line()

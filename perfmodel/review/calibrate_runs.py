@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from perfmodel import inputs
-from perfmodel.engine.search import estimate_or_search
+from perfmodel.engine.answer import estimate_or_search
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets, trace
 from perfmodel.review import calibrate_checks as checks
@@ -108,12 +108,12 @@ def load_runs(path: str) -> tuple[list[MeasuredRun], list[str] | None]:
             raise PerfModelError(
                 f"{label}.plan: {source} is already calibrated; give the plain plan"
             )
-        _est, chosen = estimate_or_search(plan)
+        _est, chosen = estimate_or_search(plan, presets.error_bands())
         notes = list(loaded.notes)
         if chosen:
             plan = plan.with_parallel(**chosen)
             notes.append(
-                f"{source}: free knobs chosen by the search: "
+                f"{source}: free knobs chosen as `perfmodel plan` chooses them: "
                 + ", ".join(f"{k}={v}" for k, v in chosen.items())
             )
         measured, mem = _measured(raw.get("measured"), plan, f"{label}.measured")

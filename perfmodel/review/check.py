@@ -13,6 +13,7 @@ from typing import Any
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import sp as spc
 from perfmodel.cost.transformer import LayerShape
+from perfmodel.engine.answer import estimate_or_search
 from perfmodel.engine.calculators import roofline_report
 from perfmodel.engine.estimate import (
     Estimate,
@@ -20,8 +21,8 @@ from perfmodel.engine.estimate import (
     layer_seconds,
 )
 from perfmodel.engine.mesh import Mesh
-from perfmodel.engine.search import estimate_or_search
 from perfmodel.errors import PerfModelError
+from perfmodel.inputs import presets
 from perfmodel.review.catalogue import ERROR, INFO, RULES, WARNING, Finding
 from perfmodel.review.check_comm import rule_cp_exposed, rule_ep_across_nodes
 from perfmodel.review.check_layout import rule_bubble_closed_form, rule_uneven_split
@@ -298,7 +299,7 @@ def resolve_free_knobs(plan: Plan) -> tuple[Plan, dict[str, Any]]:
     beside it describes. (plan, {knob: value chosen}); the plan unchanged when nothing is free or
     nothing fits (the rules then say why)."""
     try:
-        _, chosen = estimate_or_search(plan)
+        _, chosen = estimate_or_search(plan, presets.error_bands())
     except PerfModelError:
         return plan, {}
     if not chosen:

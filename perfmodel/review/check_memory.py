@@ -16,6 +16,7 @@ from perfmodel.engine.estimate import (
     evaluate,
     resolve_config,
 )
+from perfmodel.engine.memory_verdict import MEMORY_BAND
 from perfmodel.engine.rules import config_problems
 from perfmodel.errors import PerfModelError
 from perfmodel.review.catalogue import Finding
@@ -89,10 +90,11 @@ def _fits_fixes(plan: Plan, cfg: Config) -> list[tuple[str, Config]]:
 
 def rule_memory(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
     v = est.values
-    if v["fits"]:
-        return []
-    # fits means total <= usable (HBM less the reserve): the excess is over the usable HBM
+    # over the usable line (HBM less the reserve): the excess is over the usable HBM. Inside the
+    # memory model's band it is tight (the search keeps it), beyond it it does not fit (issue 37)
     over = v["total_bytes"] - v["usable_bytes"]
+    if over <= 0:
+        return []
     parts = ", ".join(
         f"{k.replace('_bytes', '')} {fmt_bytes(v[k])}"
         for k in (
@@ -128,7 +130,13 @@ def rule_memory(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
             "PM101",
             f"needs {fmt_bytes(v['total_bytes'])} per GPU, {fmt_bytes(over)} over the "
             f"{fmt_bytes(v['usable_bytes'])} usable ({fmt_bytes(v['capacity_bytes'])} HBM less a"
-            f" {fmt_bytes(v['reserve_bytes'])} reserve; --memory-reserve) ({parts})",
+            f" {fmt_bytes(v['reserve_bytes'])} reserve; --memory-reserve) ({parts}); "
+            + (
+                f"tight: inside the memory model's +-{100 * MEMORY_BAND:g}% band, a launch there"
+                " is a bet"
+                if v["fits"]
+                else f"beyond the memory model's +-{100 * MEMORY_BAND:g}% band"
+            ),
             fix,
             {
                 "total_bytes": v["total_bytes"],

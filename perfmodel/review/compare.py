@@ -3,8 +3,8 @@ by component, MFU and check findings, every figure beside its difference from th
 verdict naming the components that decide it ("B takes 14% less step time (16% more throughput)
 than A: bubble -2.1 s, TP comm +0.6 s"), and a warning where the plans are different jobs.
 
-The figures are `estimate`'s (free knobs chosen by the search, as `estimate` does) and the findings
-`check`'s on the configuration compared; nothing here computes a cost of its own."""
+The figures are `estimate`'s (free knobs chosen as `plan` chooses them: engine/answer.py) and the
+findings `check`'s on the configuration compared; nothing here computes a cost of its own."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass, field
 
 from perfmodel.engine import uncertainty
+from perfmodel.engine.answer import estimate_or_search
 from perfmodel.engine.estimate import Estimate
 from perfmodel.engine.evaluate import BREAKDOWN_KEYS
-from perfmodel.engine.search import estimate_or_search
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.review.check import Finding, check
@@ -135,7 +135,7 @@ def compare(named: list[tuple[str, Plan]]) -> Comparison:
     sides = []
     for label, plan in named:
         try:
-            est, chosen = estimate_or_search(plan)
+            est, chosen = estimate_or_search(plan, presets.error_bands())
         except PerfModelError as e:
             raise PerfModelError(f"{label}: {e}") from None
         fixed = plan.with_parallel(**chosen) if chosen else plan
@@ -293,7 +293,7 @@ def rows(c: Comparison) -> list[tuple[str, list[str]]]:
             (
                 key.replace("_", " "),
                 [
-                    str(j["config"][key]) + (" (searched)" if key in s.chosen else "")
+                    str(j["config"][key]) + (" (as plan)" if key in s.chosen else "")
                     for j, s in zip(js, c.sides)
                 ],
             )

@@ -1,11 +1,11 @@
 """What-if sweeps (issue 15, item 2): one field of a plan varied over values, and at each value the
-fastest configuration that fits (or, fixed, the plan's own), with its figures.
+configuration `plan` recommends (or, fixed, the plan's own), with its figures.
 
 A field is a dotted path into the plan (``system.inter_node_link.bandwidth_bytes_per_s``) or one of
 the short names below. Each value is validated as the plan file's would be, so "25 GB/s", a GPU
 preset's name or a framework profile are accepted where the field takes them, and a bad one is an
-error naming the field. Nothing here computes a cost: each point is `search` or `estimate` on the
-changed plan.
+error naming the field. Nothing here computes a cost: each point is `plan`'s search or `estimate`
+on the changed plan (engine/answer.py).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ValidationError
 
 from perfmodel.engine import uncertainty
+from perfmodel.engine.answer import estimate_or_search, plan_search
 from perfmodel.engine.estimate import Estimate
-from perfmodel.engine.search import estimate_or_search, search
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.specs import Plan
@@ -83,7 +83,8 @@ class Sweep:
         }
 
 
-# a search a value: 1,000 take about a minute on a laptop's core
+# `plan`'s search a value (its pool of 50 and their bands: 0.1-1 s on a laptop's core, several
+# times the bare search's 10-70 ms): 1,000 take minutes
 MAX_VALUES = 1000
 
 
@@ -104,8 +105,8 @@ def parse_vary(text: str) -> tuple[str, list[str]]:
     if len(vals) > MAX_VALUES:
         raise PerfModelError(
             f"--vary {name.strip()}: {len(vals)} values; a sweep takes at most {MAX_VALUES} (each"
-            " is a search of its own, 10-70 ms): sweep a coarser grid, then a finer one where it"
-            " turns"
+            " is `plan`'s search of its own, 0.1-1 s): sweep a coarser grid, then a finer one"
+            " where it turns"
         )
     if len(set(vals)) < len(vals):
         dup = next(v for v in vals if vals.count(v) > 1)
@@ -180,9 +181,10 @@ def sweep(
     fixed: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> Sweep:
-    """Each value: the changed plan's fastest configuration that fits (``fixed``: the plan's own
-    knobs, free ones chosen as `estimate` does). A value that cannot run is a row with its reason.
-    ``progress(done, total)`` is called after each value (a search each: about 10-70 ms)."""
+    """Each value: the changed plan's answer, as `plan` gives it (``fixed``: the plan's own
+    knobs, free ones chosen as `plan` chooses them). A value that cannot run is a row with its
+    reason.
+    ``progress(done, total)`` is called after each value (`plan`'s search each: about 0.1-1 s)."""
     points = []
     for i, v in enumerate(values):
         if progress is not None:
@@ -195,9 +197,10 @@ def sweep(
             ) from None
         try:
             if fixed:
-                est = estimate_or_search(p)[0]
+                est = estimate_or_search(p, presets.error_bands())[0]
             else:
-                result = search(p, top=1)
+                # the configuration `plan` recommends (engine/answer.py: one answer, issue 37)
+                result = plan_search(p, presets.error_bands(), top=1)
                 if not result.results:
                     raise PerfModelError(result.hint or "no configuration fits")
                 est = result.results[0]
