@@ -71,8 +71,8 @@ def separates(plan: Plan, same: list[Any]) -> tuple[list[str], list[str]]:
     lines = [
         ", ".join(
             [
-                f"{(e.values['usable_bytes'] - e.values['total_bytes']) / 1e9:.0f} GB memory"
-                " margin" + (" (memory tight)" if e.values["tight"] else "")
+                f"{(e.values['usable_bytes'] - e.values['total_bytes']) / 1e9:.0f} GB memory margin"
+                + (" (memory tight)" if e.values["tight"] else "")
             ]
             + [t[k] for k in differ]
         )

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import calibration_checks
+from perfmodel.inputs.preset_files import _build, _load_yaml
 from perfmodel.specs.calibration import Calibration
 
 
 def read(path: str | Path, label: str | None = None) -> Calibration:
     """The Calibration in ``path``; ``label`` names where it was asked for (a plan key, a flag)."""
-    from perfmodel.inputs.presets import _build, _load_yaml
 
     where = f"{label} {path}" if label else str(path)
     data = _load_yaml(Path(path), where)

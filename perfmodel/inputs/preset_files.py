@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ValidationError
 
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import names, yaml12
+from perfmodel.specs.base import format_validation_error
 
 
 def _configs_root():
@@ -113,3 +115,38 @@ def _lookup(kind: str, name: str, notes: list[str] | None = None) -> dict:
     raise PerfModelError(
         f"unknown {SINGULAR[kind]} preset {name!r}{hint} (see `perfmodel presets`)"
     )
+
+
+def _build(cls: type[BaseModel], data: Any, label: str):
+    """``data`` validated as ``cls``, every failure one line naming ``label`` and the field."""
+    if not isinstance(data, dict):
+        raise PerfModelError(
+            f"{label}: expected a mapping of keys to values, got {type(data).__name__}"
+        )
+    try:
+        return cls.model_validate(data)
+    except ValidationError as e:
+        raise PerfModelError(format_validation_error(e, label, cls)) from None
+
+
+@cache
+def memory_peaks() -> dict[str, dict]:
+    """Measured memory peaks of published runs by record id (configs/memory_peaks.yaml, written by
+    benchmarks/transcribe_memory_runs.py): peak_bytes, the quantity measured (reserved,
+    allocated, device, unstated), how and the source."""
+    raw = _load_bundled(_configs_root().joinpath("memory_peaks.yaml"), "configs/memory_peaks.yaml")
+    return dict(raw or {})
+
+
+@cache
+def error_bands() -> dict:
+    """The model's error per validation table and what its runs were (configs/error_bands.yaml)."""
+    return _load_bundled(_configs_root().joinpath("error_bands.yaml"), "configs/error_bands.yaml")
+
+
+@cache
+def calibration_bands() -> dict:
+    """A one-run calibration's error on a published stack's other runs, by kind of change
+    (configs/calibration_bands.yaml, benchmarks/calibration_transfer.py --bands)."""
+    path = _configs_root().joinpath("calibration_bands.yaml")
+    return _load_bundled(path, "configs/calibration_bands.yaml")

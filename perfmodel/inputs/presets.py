@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import json
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +18,16 @@ from perfmodel.errors import PerfModelError
 from perfmodel.inputs import hf, names
 from perfmodel.inputs.preset_files import (
     SINGULAR,
+    _build,
     _bundled,
-    _configs_root,
-    _load_bundled,
     _load_yaml,
     _lookup,
     _read_text,
     preset_names,
 )
+from perfmodel.inputs.preset_files import calibration_bands as calibration_bands
+from perfmodel.inputs.preset_files import error_bands as error_bands
+from perfmodel.inputs.preset_files import memory_peaks as memory_peaks
 from perfmodel.inputs.preset_files import parse_yaml as parse_yaml
 from perfmodel.inputs.preset_files import read_text as read_text
 from perfmodel.inputs.usual_links import RACK_DOMAIN as RACK_DOMAIN
@@ -65,17 +66,6 @@ def _extended(
             f"{label.rsplit(': ', 1)[-1]}: the {name} preset with {names.overridden(raw, rest)}"
         )
     return names.extend(raw, rest, cls)
-
-
-def _build(cls: type[BaseModel], data: Any, label: str):
-    if not isinstance(data, dict):
-        raise PerfModelError(
-            f"{label}: expected a mapping of keys to values, got {type(data).__name__}"
-        )
-    try:
-        return cls.model_validate(data)
-    except ValidationError as e:
-        raise PerfModelError(format_validation_error(e, label, cls)) from None
 
 
 # ---------------------------------------------------------------- public resolvers
@@ -434,26 +424,3 @@ def validation_cases() -> list[dict]:
             }
         )
     return out
-
-
-@cache
-def memory_peaks() -> dict[str, dict]:
-    """Measured memory peaks of published runs by record id (configs/memory_peaks.yaml, written by
-    benchmarks/transcribe_memory_runs.py): peak_bytes, the quantity measured (reserved,
-    allocated, device, unstated), how and the source."""
-    raw = _load_bundled(_configs_root().joinpath("memory_peaks.yaml"), "configs/memory_peaks.yaml")
-    return dict(raw or {})
-
-
-@cache
-def error_bands() -> dict:
-    """The model's error per validation table and what its runs were (configs/error_bands.yaml)."""
-    return _load_bundled(_configs_root().joinpath("error_bands.yaml"), "configs/error_bands.yaml")
-
-
-@cache
-def calibration_bands() -> dict:
-    """A one-run calibration's error on a published stack's other runs, by kind of change
-    (configs/calibration_bands.yaml, benchmarks/calibration_transfer.py --bands)."""
-    path = _configs_root().joinpath("calibration_bands.yaml")
-    return _load_bundled(path, "configs/calibration_bands.yaml")
