@@ -12,7 +12,8 @@ import yaml
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import calibration, load_plan, trace, trace_stream
 from perfmodel.review import calibrate_checks as checks
-from perfmodel.specs.calibration import Calibration, with_calibration
+from perfmodel.specs.calibrated_plan import with_calibration
+from perfmodel.specs.calibration import Calibration
 
 GOOD = {
     "factors": {"compute": 1.2, "overhead_s": 0.01},

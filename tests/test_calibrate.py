@@ -26,7 +26,7 @@ from perfmodel.review import calibrate as cal
 from perfmodel.review import calibrate_bands as cb
 from perfmodel.review import calibrate_trace as ct
 from perfmodel.review.calibrate_runs import load_runs, to_yaml
-from perfmodel.specs.calibration import with_calibration
+from perfmodel.specs.calibrated_plan import with_calibration
 
 sys.path.insert(0, str(Path(__file__).parent))  # test_trace.py's trace writer
 TRUTH = {"compute": math.log(1.25), "comm": math.log(1.6)}
@@ -314,7 +314,7 @@ def test_a_calibrated_plan_changed_stays_calibrated(tmp_path: Path) -> None:
     """A sweep (or a flag) changes the plan as the presets have it, then calibrates it again: the
     calibration is never lost nor applied twice."""
     from perfmodel.review.sweep import changed
-    from perfmodel.specs.calibration import without_calibration
+    from perfmodel.specs.calibrated_plan import without_calibration
 
     runs, asked = load_runs(str(write_runs(tmp_path, ["dp8", "tp8"], fit=["rate"])))
     c = cal.fit(runs, asked)

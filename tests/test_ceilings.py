@@ -10,16 +10,17 @@ import pytest
 
 from perfmodel.cost.roofline import kernel_time
 from perfmodel.cost.transformer import decoder_layer
+from perfmodel.engine.answer import estimate_or_search
 from perfmodel.engine.blocks import Setting, block_ops
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.engine.mesh import link_rate
-from perfmodel.engine.search import estimate_or_search
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.inputs.usual_links import _usual_links
 from perfmodel.review import calibrate_ceilings as cc
 from perfmodel.review.calibrate import MeasuredRun
-from perfmodel.specs.calibration import Calibration, apply_factors, with_calibration
+from perfmodel.specs.calibrated_plan import apply_factors, with_calibration
+from perfmodel.specs.calibration import Calibration
 
 GPUS = presets.preset_names("gpus")
 PLANS = presets.preset_names("plans")
@@ -119,7 +120,7 @@ def test_every_bundled_plan_runs_its_kernels_under_the_ceilings(name):
     """Each GEMM (and attention core) of a decoder layer at the plan's answer: FLOPs over its
     forward seconds at most the format's best measured matmul; and the MFU under that share."""
     plan = _plan(name)
-    e, chosen = estimate_or_search(plan)
+    e, chosen = estimate_or_search(plan, presets.error_bands())
     plan, cfg = plan.with_parallel(**chosen), e.config
     gpu = plan.system.gpu
     ceiling = max(gpu.flops_ceiling(plan.training.dtype), gpu.flops_ceiling("bf16"))

@@ -89,12 +89,18 @@ def best_of(name: str, framework: str):
     """The plan under the profile and the search's fastest configuration (as `plan --top 1`
     finds it before its practice ranking; the plan's own where it fixes every knob and does not
     fit), or None where the profile runs none."""
-    from perfmodel.engine.search import estimate_or_search, search
+    from perfmodel.engine.answer import estimate_or_search
+    from perfmodel.engine.search import search
+    from perfmodel.inputs import presets
 
     plan = inputs.load(name).plan.with_training(framework=framework)
     try:
         result = search(plan, 1)
-        return plan, (result.results[0] if result.results else estimate_or_search(plan)[0])
+        return plan, (
+            result.results[0]
+            if result.results
+            else estimate_or_search(plan, presets.error_bands())[0]
+        )
     except PerfModelError:
         return plan, None
 

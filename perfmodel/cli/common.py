@@ -252,7 +252,7 @@ def load_plan(source: str, kw: dict[str, Any], refuse_unused: bool = True) -> Pl
 def with_plan_flags(plan: Plan, kw: dict[str, Any], source: str = "the plan") -> Plan:
     """The flags that change a plan beyond its knobs: --framework, --tokens, --memory-reserve,
     --calibration (a plan file's and the quick case's alike)."""
-    from perfmodel.specs.calibration import without_calibration
+    from perfmodel.specs.calibrated_plan import without_calibration
 
     # the flags change the plan as the presets have it; its calibration is applied last
     cal, plan = plan.calibration, without_calibration(plan)
@@ -277,7 +277,7 @@ def with_plan_flags(plan: Plan, kw: dict[str, Any], source: str = "the plan") ->
             )
         cal = calibration.read(kw["calibration"], "--calibration")
     if cal is not None:
-        from perfmodel.specs.calibration import with_calibration
+        from perfmodel.specs.calibrated_plan import with_calibration
 
         plan = with_calibration(plan, cal)
     return plan

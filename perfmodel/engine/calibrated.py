@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from perfmodel.engine.uncertainty import Band, gpu_family
+from perfmodel.engine.band import Band, gpu_family
 from perfmodel.specs import Config, Plan
 
 if TYPE_CHECKING:

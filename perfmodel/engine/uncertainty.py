@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import numpy as np
 
+from perfmodel.engine.band import Band as Band
+from perfmodel.engine.band import gpu_family as gpu_family
 from perfmodel.specs import Plan
 
 TYPICAL, WORST = 0.68, 0.95
@@ -36,54 +37,6 @@ MIN_RUNS = 3  # the least a class needs for a 68% rank: ceil((n + 1) 0.68) <= n
 # source says little of the next (benchmarks/band_coverage.py: with one, typical bands hold 70% at a
 # median half-width of 17%; with two, 68% at 13%)
 MIN_SOURCES = 2
-
-
-@dataclass(frozen=True)
-class Band:
-    """Half-widths of log(step time): ``typical`` holds about 68% of unseen runs, ``worst`` 95%."""
-
-    typical: float
-    worst: float
-    basis: str  # the class and its runs, and what widened it
-    runs: int = 0
-    unvalidated: tuple[str, ...] = ()
-
-    def range(self, step_s: float, worst: bool = False) -> tuple[float, float]:
-        w = self.worst if worst else self.typical
-        return step_s * math.exp(-w), step_s * math.exp(w)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "typical_half_width": self.typical,
-            "worst_half_width": self.worst,
-            # the keys before issue 28 (then in-sample mean and max |error|), kept for scripts
-            "mean_abs_error": self.typical,
-            "max_abs_error": self.worst,
-            "basis": self.basis,
-            "runs": self.runs,
-            "unvalidated": list(self.unvalidated),
-            "out_of_sample": True,
-        }
-
-
-def gpu_family(name: str) -> str:
-    low = name.lower()
-    families = (
-        "a100",
-        "h100",
-        "h200",
-        "h800",
-        "gb200",
-        "gb300",
-        "b200",
-        "b300",
-        "v100",
-        "mi300",
-        "mi325",
-        "mi350",
-        "mi355",
-    )
-    return next((f for f in families if f in low), low)
 
 
 # GPU generations: the tensor cores, HBM and NVLink a family shares with its siblings

@@ -354,7 +354,7 @@ def plan_from_mapping(data: Any, label: str, base_dir: Path | None = None) -> Pl
     if data.get("calibration") is None:
         return plan
     from perfmodel.inputs import calibration
-    from perfmodel.specs.calibration import with_calibration
+    from perfmodel.specs.calibrated_plan import with_calibration
 
     return with_calibration(plan, calibration.of_plan(data["calibration"], label, base_dir))
 

@@ -35,7 +35,8 @@ from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs.trace import TraceSummary
 from perfmodel.specs import Plan
-from perfmodel.specs.calibration import Calibration, CalibrationRun, apply_factors
+from perfmodel.specs.calibrated_plan import apply_factors
+from perfmodel.specs.calibration import Calibration, CalibrationRun
 
 STEP_FACTORS = ("compute", "comm", "overhead_s")  # what step times can tell apart, in that order
 MIN_SENSITIVITY = 0.01  # a factor some run's step moves at least 1% with (d log t / d log f)

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 from perfmodel.engine import calibrated
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.errors import PerfModelError
-from perfmodel.specs.calibration import GROUPS, apply_factors
-from perfmodel.specs.ceilings import past, rates, say_past
+from perfmodel.specs.calibrated_plan import apply_factors, past, rates, say_past
+from perfmodel.specs.calibration import GROUPS
 
 if TYPE_CHECKING:
     from perfmodel.review.calibrate import MeasuredRun

@@ -25,7 +25,8 @@ from perfmodel.review.calibrate import (
     per_run_scatter,
     step_time,
 )
-from perfmodel.specs.calibration import Calibration, apply_factors
+from perfmodel.specs.calibrated_plan import apply_factors
+from perfmodel.specs.calibration import Calibration
 
 TRACE_FACTORS = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "attention", "memory", "comm")
 TRACE_CLASS = {  # the trace's kernel class each trace factor is measured by (inputs/trace.py)

@@ -22,7 +22,7 @@ from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.specs import Plan
 from perfmodel.specs.base import format_validation_error
-from perfmodel.specs.calibration import with_calibration, without_calibration
+from perfmodel.specs.calibrated_plan import with_calibration, without_calibration
 
 SHORT = {
     "gpus": "system.num_gpus",

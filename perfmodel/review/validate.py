@@ -24,7 +24,8 @@ from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.review.ranking import Ranking, Run, rank
 from perfmodel.specs import Parallel, Plan
-from perfmodel.specs.calibration import Calibration, with_calibration
+from perfmodel.specs.calibrated_plan import with_calibration
+from perfmodel.specs.calibration import Calibration
 
 KNOBS = ("micro_batch_size", "vp", "schedule", "sequence_parallel", "recompute", "zero_stage")
 TABLE_TITLES = {

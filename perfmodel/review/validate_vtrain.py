@@ -14,7 +14,8 @@ import numpy as np
 from perfmodel.engine.estimate import estimates, resolve_config, validate_config
 from perfmodel.inputs import vtrain
 from perfmodel.review.ordering import Ordering, ordering
-from perfmodel.specs.calibration import Calibration, with_calibration
+from perfmodel.specs.calibrated_plan import with_calibration
+from perfmodel.specs.calibration import Calibration
 
 
 @dataclass

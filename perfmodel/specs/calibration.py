@@ -22,20 +22,17 @@ pipeline simulator see the calibrated rates with no second code path:
 
 A factor above 1 says the stack is slower than the preset; below 1, faster, and a calibrated
 efficiency may then exceed 1: it is kept as the effective rate it is (the preset's other figures
-are pessimistic for this stack). perfmodel/review/calibrate.py fits the factors; this module only
-applies them.
+are pessimistic for this stack). perfmodel/review/calibrate.py fits the factors; this module
+describes them, and specs/calibrated_plan.py applies them to a plan.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import Field
 
 from .base import Spec
-
-if TYPE_CHECKING:
-    from .plan import Plan
 
 FACTORS = (
     "rate",
@@ -160,102 +157,3 @@ class Calibration(Spec):
                 f"calibrated{where}: {shown}, fitted on {k} microbenchmark{'s' if k != 1 else ''}"
             )
         return f"calibrated{where}: {shown}, fitted on {n} run{'s' if n != 1 else ''}"
-
-
-def apply_factors(plan: Plan, factors: dict[str, float]) -> Plan:
-    """``plan`` with the efficiencies divided by the factors (time multipliers; ``factors`` holds
-    elementary names, Calibration.expanded). Pydantic's bounds on efficiencies (at most 1) are not
-    re-checked: a calibrated efficiency is an effective rate, which may exceed the data sheet's
-    share when the preset's other figures are pessimistic for this stack."""
-    gpu = plan.system.gpu
-    f = {k: float(factors.get(k, 1.0)) for k in (*GROUPS["rate"], *MICRO_FACTORS)}
-    fp8 = gpu.fp8_gemm_efficiency or gpu.gemm_efficiency
-    fp4 = gpu.fp4_gemm_efficiency or fp8
-    fa2 = gpu.fa2_attention_efficiency
-    # a format without its own figure keeps falling back to the one it shares, where the factors
-    # agree (so the outputs still say the figure is carried over)
-    same8 = gpu.fp8_gemm_efficiency is None and f["gemm_fp8"] == f["gemm_bf16"]
-    same4 = gpu.fp4_gemm_efficiency is None and f["gemm_fp4"] == f["gemm_fp8"]
-    new_gpu = gpu.model_copy(
-        update={
-            "gemm_efficiency": gpu.gemm_efficiency / f["gemm_bf16"],
-            "fp8_gemm_efficiency": None if same8 else fp8 / f["gemm_fp8"],
-            "fp4_gemm_efficiency": None if same4 and same8 else fp4 / f["gemm_fp4"],
-            "attention_efficiency": gpu.attention_efficiency / f["attention"],
-            "fa2_attention_efficiency": None if fa2 is None else fa2 / f["attention"],
-            "unfused_attention_efficiency": gpu.unfused_attention_efficiency / f["attention"],
-            "hbm_efficiency": gpu.hbm_efficiency / f["memory"],
-            "gemm_k_overhead": gpu.gemm_k_overhead * f["gemm_k"],
-        }
-    )
-    s = plan.system
-    tiers = {"intra_node_link": "intra", "inter_node_link": "inter"}
-    links = {
-        name: (
-            getattr(s, name).model_copy(
-                update={
-                    "efficiency": getattr(s, name).efficiency / (f["comm"] * f[f"comm_{tier}"]),
-                    "latency_s": getattr(s, name).latency_s * f[f"latency_{tier}"],
-                }
-            )
-        )
-        for name, tier in tiers.items()
-    }
-    system = s.model_copy(update={"gpu": new_gpu, **links})
-    tr = plan.training
-    training = tr.model_copy(
-        update={"step_overhead_s": tr.step_overhead_s + float(factors.get("overhead_s", 0.0))}
-    )
-    return plan.model_copy(update={"system": system, "training": training})
-
-
-def with_calibration(plan: Plan, cal: Calibration) -> Plan:
-    """``plan`` calibrated: its efficiencies divided by ``cal``'s factors, ``cal`` kept on it (so
-    outputs say so and the error band is the calibration's). A plan already calibrated is refused:
-    two calibrations would compound."""
-    from ..errors import PerfModelError
-    from .ceilings import past, say_past
-
-    if plan.calibration is not None:
-        raise PerfModelError(
-            f"calibration: the plan is already calibrated ({plan.calibration.source or 'its own'}"
-            " calibration: key); give one calibration, in the plan or as --calibration"
-        )
-    factors = cal.expanded()
-    calibrated = apply_factors(plan, factors)
-    hit = past(calibrated, factors)
-    if hit is not None:  # no calibration runs the hardware faster than it goes (issue 39)
-        raise PerfModelError(
-            f"calibration{f' {cal.source}' if cal.source else ''}: {say_past(hit, factors, cal)}"
-            f" on the {plan.system.gpu.name}; refit with `perfmodel calibrate`"
-        )
-    read_as = plan.read_as
-    other = other_gpu(plan, cal)
-    if other and other not in read_as:
-        read_as = [*read_as, other]
-    return calibrated.model_copy(update={"calibration": cal, "read_as": read_as})
-
-
-def other_gpu(plan: Plan, cal: Calibration) -> str | None:
-    """The assumption a calibration fitted on another GPU makes (None on its own GPU or where it
-    does not say which): its factors are that GPU's kernels' and links'."""
-    gpu = plan.system.gpu.name
-    if not cal.gpu or cal.gpu == gpu:
-        return None
-    where = f" ({cal.source})" if cal.source else ""
-    return (
-        f"calibration{where} fitted on {cal.gpu}, applied to {gpu} as it is: its factors are of"
-        f" the {cal.gpu} runs' kernels and links"
-    )
-
-
-def without_calibration(plan: Plan) -> Plan:
-    """``plan`` as the presets have it: its calibration's factors undone (to change a field, a GPU
-    or the framework, and calibrate the changed plan again)."""
-    cal = plan.calibration
-    if cal is None:
-        return plan
-    f = cal.expanded()
-    inverse = {k: -v if k == "overhead_s" else 1.0 / v for k, v in f.items()}
-    read_as = [n for n in plan.read_as if n != other_gpu(plan, cal)]
-    return apply_factors(plan, inverse).model_copy(update={"calibration": None, "read_as": read_as})

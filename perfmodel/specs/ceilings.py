@@ -6,27 +6,22 @@ FLOPS": the best torch.matmul over a search of shapes), HBM bandwidth, and NCCL/
 of an all-reduce and an all-to-all within a node and across nodes. No prediction, calibrated or
 not, runs a kernel or a collective faster (cost/roofline.kernel_time and engine/mesh.py clamp the
 rates they form), and `perfmodel calibrate` refuses factors or measurements that would
-(review/calibrate_ceilings.py). The figures live in configs/hardware/ceilings.yaml beside the GPU
-presets, read into GPU.ceilings.
+(review/calibrate_ceilings.py, specs/calibrated_plan.py). The figures live in
+configs/hardware/ceilings.yaml beside the GPU presets, read into GPU.ceilings.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
 from ..units import QuantityError, parse_quantity
 from .base import Spec
 
-if TYPE_CHECKING:
-    from .hardware import GPU
-    from .plan import Plan
-
 # formats that run on the tensor cores of another (fp16 on bf16's; MXFP8 on FP8's: the MX scales
 # are applied in the epilogue)
 SAME_RATE = {"fp16": "bf16", "mxfp8": "fp8"}
-TOL = 1e-3  # the rounding of factors in CAL.yaml (4 decimals)
 LINK_CEILINGS = ("all_reduce_intra", "all_reduce_inter", "all_to_all_intra", "all_to_all_inter")
 
 
@@ -98,76 +93,3 @@ class Ceilings(Spec):
             if (c := getattr(self, name)) is not None and c.fraction is not None
         ]
         return max(found) if found else None
-
-
-def rates(plan: Plan, gpu: GPU) -> list[tuple[str, str, float, float, str]]:
-    """(elementary factor, what, calibrated rate, ceiling, source) of every rate a calibrated
-    ``plan`` forms on its GPU: the GEMMs of its format, attention (16-bit), HBM and its links."""
-    dtype = plan.training.dtype
-    fp8 = dtype not in ("bf16", "fp16", "fp32", "tf32")
-    name = {"nvfp4": "gemm_fp4"}.get(dtype, "gemm_fp8") if fp8 else "gemm_bf16"
-    eff = gpu.low_precision_efficiency(dtype) if fp8 else gpu.gemm_efficiency
-    clock = gpu.sustained_clock
-    out = []
-    for fac, what, d, e in (
-        (name, f"{dtype.upper()} GEMMs", dtype, eff),
-        ("attention", "attention", "bf16" if fp8 else dtype, gpu.attention_fraction("fused")),
-    ):
-        c = gpu.ceilings.gemm_rate(d) if gpu.ceilings else None
-        peak = gpu.peak(d)
-        out.append((fac, what, peak * clock * e, c.rate if c else peak, c.source if c else "peak"))
-    bw = gpu.hbm_bandwidth_bytes_per_s
-    hbm = gpu.ceilings.hbm if gpu.ceilings else None
-    out.append(
-        (
-            "memory",
-            "HBM",
-            bw * gpu.hbm_efficiency,
-            hbm.rate if hbm else bw,
-            hbm.source if hbm else "",
-        )
-    )
-    s = plan.system
-    for tier, link in (("intra", s.intra_node_link), ("inter", s.inter_node_link)):
-        share = (gpu.ceilings.link_fraction(tier) if gpu.ceilings else None) or 1.0
-        b = link.bandwidth_bytes_per_s
-        out.append(("comm", f"the {link.name}", b * link.efficiency, b * share, f"{tier}-node"))
-    return out
-
-
-def past(plan: Plan, factors: dict[str, float]) -> tuple[str, str, float, float, str] | None:
-    """The first rate of ``plan`` (calibrated by ``factors``, elementary names) that a factor below
-    1 speeds past its ceiling, as rates() gives it; None where none does. A rate the preset already
-    puts past a ceiling is clamped where it is formed (cost/roofline.kernel_time,
-    engine/mesh.link_rate), not refused."""
-    for row in rates(plan, plan.system.gpu):
-        fac, _what, rate, ceiling, _source = row
-        if factors.get(fac, 1.0) < 1.0 and rate > ceiling * (1 + TOL):
-            return row
-    return None
-
-
-def say_past(
-    row: tuple[str, str, float, float, str], factors: dict[str, float], cal: Any = None
-) -> str:
-    """What past() found, in words: the factor, the rate it makes and the ceiling it passes."""
-    fac, what, rate, ceiling, source = row
-    unit, div = ("TFLOP/s", 1e12) if fac.startswith(("gemm", "attention")) else ("GB/s", 1e9)
-    named = [k for k in (cal.factors if cal else {}) if k == fac or fac in _groups().get(k, ())]
-    said = ", ".join(f"{k} x{cal.factors[k]:.3f}" for k in named) or f"{fac} x{factors[fac]:.3f}"
-    return (
-        f"{said}: {what} would run at {_num(rate / div)} {unit}, past the ceiling of"
-        f" {_num(ceiling / div)} {unit} ({source or 'an efficiency of 1'}), {rate / ceiling:.2f}x"
-        " what the hardware has been measured to reach"
-    )
-
-
-def _groups() -> dict[str, tuple[str, ...]]:
-    from .calibration import GROUPS
-
-    return GROUPS
-
-
-def _num(x: float) -> str:
-    """794.5, 21,250, 0.05: a rate as people read it."""
-    return f"{x:,.0f}" if x >= 1000 else f"{x:.4g}"
