@@ -56,6 +56,85 @@ def test_imports_run_one_way_down_the_layers():
     assert not wrong, "\n".join(wrong)
 
 
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the perfmodel modules it imports: every import statement, at the top of the module,
+    inside a function or under TYPE_CHECKING alike (each is an arrow between two ideas), with
+    ``from package import module`` read as importing that module."""
+    mods = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in _modules()
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        out = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1]) if node.level else ""
+                mod = ".".join(x for x in (base, node.module or "") if x)
+                for a in node.names:
+                    hit = f"{mod}.{a.name}" if f"{mod}.{a.name}" in mods else mod
+                    out.add(hit)
+            elif isinstance(node, ast.Import):
+                out.update(a.name for a in node.names)
+        graph[name] = {m for m in out if m in mods and m != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan 1972), iteratively."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, edges = work[-1]
+            w = next(edges, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_no_two_modules_import_each_other():
+    """No circle of imports, counting the ones inside functions (issue 41): a module that a module
+    it imports imports back is one idea split in two, or a lower piece reaching up."""
+    assert not _cycles(_module_graph())
+
+
+def test_the_circle_test_finds_circles():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
 def test_command_modules_do_not_import_the_group():
     """The group loads the command modules by name; they import cli.common, never the group back."""
     for path in (PKG / "cli").glob("*.py"):

@@ -24,6 +24,7 @@ from perfmodel.errors import PerfModelError
 from perfmodel.inputs import calibration, load_plan, presets
 from perfmodel.review import calibrate as cal
 from perfmodel.review import calibrate_bands as cb
+from perfmodel.review import calibrate_fit
 from perfmodel.review import calibrate_trace as ct
 from perfmodel.review.calibrate_runs import load_runs, to_yaml
 from perfmodel.specs.calibrated_plan import with_calibration
@@ -80,7 +81,7 @@ def write_runs(tmp: Path, names: list[str], fit: list[str] | None = None, **extr
 
 def test_several_runs_recover_compute_and_comm(tmp_path: Path) -> None:
     runs, asked = load_runs(str(write_runs(tmp_path, list(LAYOUTS), fit=["compute", "comm"])))
-    c = cal.fit(runs, asked)
+    c = calibrate_fit.fit(runs, asked)
     assert c.factors["compute"] == pytest.approx(1.25, rel=0.02)
     assert c.factors["comm"] == pytest.approx(1.6, rel=0.05)
     assert all(abs(r.residual) < 0.01 for r in c.runs)
@@ -93,7 +94,7 @@ def test_one_run_fits_compute_less_the_models_scatter(tmp_path: Path) -> None:
     """One run: one factor, compute, moved by the gap shrunk by the garrote at the model's per-run
     scatter within a stack."""
     runs, asked = load_runs(str(write_runs(tmp_path, ["tp8"])))
-    c = cal.fit(runs, asked)
+    c = calibrate_fit.fit(runs, asked)
     assert list(c.factors) == ["compute"]
     assert "comm, overhead_s" in c.not_fitted
     run = runs[0]
@@ -129,7 +130,7 @@ def test_a_run_within_the_models_scatter_leaves_the_model(tmp_path: Path) -> Non
     plan = load_plan(str(p))
     t0 = cal.step_time(plan, {})
     run = cal.MeasuredRun("dp8", plan, t0 * (1 + cal.per_run_scatter() / 2))
-    c = cal.fit([run])
+    c = calibrate_fit.fit([run])
     assert c.factors["compute"] == pytest.approx(1.0, abs=1e-3)
 
 
@@ -139,7 +140,7 @@ def test_a_stack_far_off_is_corrected_nearly_all(tmp_path: Path) -> None:
     p = write_plan(tmp_path, "dp8", *LAYOUTS["dp8"])
     plan = load_plan(str(p))
     run = cal.MeasuredRun("dp8", plan, 2.5 * cal.step_time(plan, {}))
-    c = cal.fit([run])
+    c = calibrate_fit.fit([run])
     s, x = math.log1p(cal.per_run_scatter()), math.log(2.5)
     left = c.runs[0].calibrated_step_time_s / run.measured_s
     assert left == pytest.approx(math.exp(-(s**2) / x), rel=0.005)
@@ -151,7 +152,7 @@ def test_more_factors_than_runs_refused_by_name(tmp_path: Path) -> None:
         str(write_runs(tmp_path, ["dp8", "tp8"], fit=["compute", "comm", "overhead_s"]))
     )
     with pytest.raises(PerfModelError, match="more factors than measurements"):
-        cal.fit(runs, asked)
+        calibrate_fit.fit(runs, asked)
 
 
 def test_unidentified_comm_refused_by_name(tmp_path: Path) -> None:
@@ -162,7 +163,7 @@ def test_unidentified_comm_refused_by_name(tmp_path: Path) -> None:
         plan = load_plan(str(p)).with_training(global_batch_size=gbs)
         runs.append(cal.MeasuredRun(f"one{i}", plan, cal.step_time(plan, TRUTH)))
     with pytest.raises(PerfModelError, match="comm: no run spends"):
-        cal.fit(runs, ["compute", "comm"])
+        calibrate_fit.fit(runs, ["compute", "comm"])
 
 
 def test_calibrated_plan_says_so_and_takes_the_calibrations_band(tmp_path: Path) -> None:
@@ -199,7 +200,7 @@ def test_calibrated_band_for_an_unseen_change_is_the_one_run_transfer(tmp_path: 
     """A change of format the runs never make: the one-run transfer error on published stacks for
     it (issue 39; it kept the uncalibrated band before)."""
     runs, asked = load_runs(str(write_runs(tmp_path, ["dp8", "tp8"], fit=["rate"])))
-    c = cal.fit(runs, asked)
+    c = calibrate_fit.fit(runs, asked)
     plan = with_calibration(load_plan("llama3-8b-h100").with_training(dtype="fp8"), c)
     e = estimate(plan, resolve_config(plan))
     b = uncertainty.of_estimate(plan, presets.error_bands(), e)
@@ -255,7 +256,7 @@ def test_validate_with_a_calibration(tmp_path: Path) -> None:
 
     runs, asked = load_runs(str(write_runs(tmp_path, ["tp8"])))
     out = tmp_path / "cal.yaml"
-    c = cal.fit(runs, asked)
+    c = calibrate_fit.fit(runs, asked)
     out.write_text(to_yaml(c, "runs.yaml"))
     plain = CliRunner().invoke(main, ["validate", "titan-8b-128gpu-fsdp", "--json"])
     calibrated = CliRunner().invoke(
@@ -296,7 +297,7 @@ def traced_run(tmp: Path, factors: dict[str, float], drop: str | None = None) ->
 def test_trace_fits_one_factor_per_kernel_class(tmp_path: Path) -> None:
     truth = {"gemm_bf16": 1.3, "attention": 1.1, "memory": 1.5, "comm": 2.0}
     runs, asked = load_runs(str(traced_run(tmp_path, truth)))
-    c = cal.fit(runs, asked)
+    c = calibrate_fit.fit(runs, asked)
     assert c.fitted_from == "trace"
     for f, v in truth.items():
         assert c.factors[f] == pytest.approx(v, rel=0.03), f
@@ -307,7 +308,7 @@ def test_trace_fits_one_factor_per_kernel_class(tmp_path: Path) -> None:
 def test_trace_without_a_class_the_plan_runs_is_refused(tmp_path: Path) -> None:
     runs, asked = load_runs(str(traced_run(tmp_path, {}, drop="attention")))
     with pytest.raises(PerfModelError, match="no attention kernels"):
-        cal.fit(runs, asked)
+        calibrate_fit.fit(runs, asked)
 
 
 def test_a_calibrated_plan_changed_stays_calibrated(tmp_path: Path) -> None:
@@ -317,7 +318,7 @@ def test_a_calibrated_plan_changed_stays_calibrated(tmp_path: Path) -> None:
     from perfmodel.specs.calibrated_plan import without_calibration
 
     runs, asked = load_runs(str(write_runs(tmp_path, ["dp8", "tp8"], fit=["rate"])))
-    c = cal.fit(runs, asked)
+    c = calibrate_fit.fit(runs, asked)
     plain = load_plan("llama3-8b-h100")
     calibrated = with_calibration(plain, c)
     t = [estimate(p, resolve_config(p)).values["step_time_s"] for p in (plain, calibrated)]
@@ -377,7 +378,7 @@ def test_nsys_summary_fits_compute_classes_only(tmp_path: Path) -> None:
             }
         )
     )
-    c = cal.fit(*load_runs(str(runs)))
+    c = calibrate_fit.fit(*load_runs(str(runs)))
     for f, v in truth.items():
         assert c.factors[f] == pytest.approx(v, rel=0.03), f
     assert "timeline" in c.not_fitted["comm"] and "timeline" in c.not_fitted["overhead_s"]
@@ -439,7 +440,7 @@ def test_real_trace_fit_and_what_it_cannot_match(tmp_path: Path) -> None:
     plan_file = _hta_plan(tmp_path)
     runs.write_text(yaml.safe_dump({"runs": [{"plan": plan_file.name, "trace": str(trace_file)}]}))
     loaded, asked = load_runs(str(runs))
-    c = cal.fit(loaded, asked)
+    c = calibrate_fit.fit(loaded, asked)
     assert c.fitted_from == "trace"
     assert {"gemm_bf16", "memory", "comm", "overhead_s"} == set(c.factors)
     assert "under 1%" in c.not_fitted["attention"]

@@ -18,7 +18,7 @@ from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.inputs.usual_links import _usual_links
 from perfmodel.review import calibrate_ceilings as cc
-from perfmodel.review.calibrate import MeasuredRun
+from perfmodel.review.measured_run import MeasuredRun
 from perfmodel.specs.calibrated_plan import apply_factors, with_calibration
 from perfmodel.specs.calibration import Calibration
 

@@ -30,9 +30,8 @@ def calibrate_cmd(runs_file: str, output: str, as_json: bool) -> None:
     """
     from perfmodel.inputs import presets
     from perfmodel.output import console
-    from perfmodel.review import calibrate as cal_mod
     from perfmodel.review import calibrate_checks as checks
-    from perfmodel.review import calibrate_micro
+    from perfmodel.review import calibrate_fit, calibrate_micro
     from perfmodel.review.calibrate_runs import load_runs, to_yaml
 
     checks.output_not_input(output, runs_file)
@@ -42,7 +41,7 @@ def calibrate_cmd(runs_file: str, output: str, as_json: bool) -> None:
         cal = calibrate_micro.fit(*calibrate_micro.load(runs_file))
     else:
         runs, asked = load_runs(runs_file)
-        cal = checks.annotate(cal_mod.fit(runs, asked), runs)
+        cal = checks.annotate(calibrate_fit.fit(runs, asked), runs)
     write_text(output, to_yaml(cal, runs_file), "calibration", runs_file)
     if as_json:
         console.emit_json(cal.model_dump(exclude={"source"}))

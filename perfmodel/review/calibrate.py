@@ -25,7 +25,6 @@ The out-of-sample error is leave-one-run-out (SPEC 13): each run predicted by a 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,7 +32,7 @@ import numpy as np
 from perfmodel.engine import calibrated
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.errors import PerfModelError
-from perfmodel.inputs.trace import TraceSummary
+from perfmodel.review.measured_run import MeasuredRun
 from perfmodel.specs import Plan
 from perfmodel.specs.calibrated_plan import apply_factors
 from perfmodel.specs.calibration import Calibration, CalibrationRun
@@ -44,27 +43,6 @@ MAX_CONDITION = 30.0  # of the column-normalized Jacobian: above it two factors 
 MAX_SE = 0.2  # a factor known to no better than x e^0.2 (22%), one standard error, is not fitted
 MAX_EFFECT = 0.1  # an overhead whose standard error moves a run's step by more is not fitted
 EPS = 0.05  # finite-difference step, in log factor (5%) or, for overhead_s, seconds x step
-
-
-@dataclass
-class MeasuredRun:
-    """One run of RUNS.yaml: its plan (knobs frozen as the run ran), what was measured."""
-
-    name: str
-    plan: Plan
-    measured_s: float | None
-    peak_memory_gb: float | None = None
-    trace: TraceSummary | None = None
-    notes: list[str] = field(default_factory=list)
-    # where RUNS.yaml gave the measurement: runs[i].measured.step_time_s (or tokens_per_s_per_gpu)
-    field: str = "measured.step_time_s"
-
-    @property
-    def step_s(self) -> float:
-        """The measured step time; a run without one cannot be fitted on."""
-        if self.measured_s is None:
-            raise PerfModelError(f"run {self.name}: measured: needs step_time_s")
-        return self.measured_s
 
 
 _CACHE: dict[tuple[int, tuple[tuple[str, float], ...]], tuple[Plan, float]] = {}
@@ -394,36 +372,3 @@ def fit_step_times(runs: list[MeasuredRun], asked: list[str] | None = None) -> C
         out_of_sample_max=loo_max,
         notes=notes + loo_notes,
     )
-
-
-def fit(runs: list[MeasuredRun], asked: list[str] | None = None) -> Calibration:
-    """Trace factors where one run has a trace, else step-time factors; measurements and factors
-    past the hardware's ceilings refused by name (review/calibrate_ceilings.py)."""
-    from perfmodel.review import calibrate_bands as bands
-    from perfmodel.review import calibrate_ceilings as ceilings
-
-    scatter = per_run_scatter()
-    ceilings.check_runs(runs, scatter)
-    return bands.with_bands(ceilings.check_fit(_fit(runs, asked), runs), scatter, runs)
-
-
-def _fit(runs: list[MeasuredRun], asked: list[str] | None = None) -> Calibration:
-    """Trace factors where one run has a trace, else step-time factors."""
-    traced = [r for r in runs if r.trace is not None]
-    if len(traced) > 1:
-        raise PerfModelError(
-            f"runs {', '.join(r.name for r in traced)}: give a trace for one run (the trace's"
-            " factors are of one stack and one run)"
-        )
-    if traced:
-        if len(runs) > 1:
-            raise PerfModelError(
-                f"run {traced[0].name} has a trace: a trace calibrates from its own run; put the"
-                " other runs in a RUNS file of their own"
-            )
-        if asked is not None:
-            raise PerfModelError("fit: a trace fits its kernel classes; drop fit: or the trace")
-        from perfmodel.review.calibrate_trace import fit_trace
-
-        return fit_trace(traced[0])
-    return fit_step_times(runs, asked)

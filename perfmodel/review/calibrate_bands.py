@@ -22,7 +22,7 @@ from perfmodel.engine.calibrated import CHANGES
 from perfmodel.inputs import presets
 
 if TYPE_CHECKING:
-    from perfmodel.review.calibrate import MeasuredRun
+    from perfmodel.review.measured_run import MeasuredRun
     from perfmodel.specs.calibration import Calibration
 
 # a measured peak memory further from the model's than this ratio is said (the memory model's

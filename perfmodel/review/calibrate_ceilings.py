@@ -18,7 +18,7 @@ or no fit can follow:
 - a fit that leaves a run more than MAX_RUN_ERROR (a factor of 2) off its measurement.
 
 Each function raises PerfModelError with one line naming the run, the field and the implied rate;
-review/calibrate.fit calls check_runs before fitting and check_fit after.
+review/calibrate_fit.fit calls check_runs before fitting and check_fit after.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from perfmodel.specs.calibrated_plan import apply_factors, past, rates, say_past
 from perfmodel.specs.calibration import GROUPS
 
 if TYPE_CHECKING:
-    from perfmodel.review.calibrate import MeasuredRun
+    from perfmodel.review.measured_run import MeasuredRun
     from perfmodel.specs import Plan
     from perfmodel.specs.calibration import Calibration
 

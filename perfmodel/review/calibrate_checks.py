@@ -26,7 +26,7 @@ from perfmodel.errors import PerfModelError
 from perfmodel.specs.calibration import GROUPS, Calibration
 
 if TYPE_CHECKING:
-    from perfmodel.review.calibrate import MeasuredRun
+    from perfmodel.review.measured_run import MeasuredRun
 
 KERNEL_FACTORS = GROUPS["compute"]  # fitted from a trace's kernel classes only
 

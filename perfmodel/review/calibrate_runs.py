@@ -27,7 +27,7 @@ from perfmodel.engine.answer import estimate_or_search
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets, trace
 from perfmodel.review import calibrate_checks as checks
-from perfmodel.review.calibrate import MeasuredRun
+from perfmodel.review.measured_run import MeasuredRun
 from perfmodel.specs.calibration import FACTORS, Calibration
 
 TOP_KEYS = ("runs", "fit", "description")

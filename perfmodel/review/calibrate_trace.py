@@ -17,14 +17,8 @@ from typing import Any
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.errors import PerfModelError
 from perfmodel.review import calibrate_checks as checks
-from perfmodel.review.calibrate import (
-    EPS,
-    MeasuredRun,
-    _factors,
-    _run_rows,
-    per_run_scatter,
-    step_time,
-)
+from perfmodel.review.calibrate import EPS, _factors, _run_rows, per_run_scatter, step_time
+from perfmodel.review.measured_run import MeasuredRun
 from perfmodel.specs.calibrated_plan import apply_factors
 from perfmodel.specs.calibration import Calibration
 
