@@ -154,7 +154,7 @@ def test_multi_token_prediction_as_megatron_bridge_counts_it():
 
     m = presets.model("deepseek-v3").model_copy(update={"mtp_num_layers": 1})
     sh = LayerShape.of(m)
-    per_token = fl.megatron_core_flops(sh, 1, 4096, 61, 58, 1, m.mtp_is_moe) / 4096
+    per_token = fl.megatron_core_flops(sh, 1, 4096, fl.Depth(61, 58, 1, m.mtp_is_moe)) / 4096
     assert per_token / 1e9 == pytest.approx(260.0, abs=0.05)
     base = presets.model("deepseek-v3")
     plan, with_mtp = _deepseek(), _deepseek(mtp=1)
@@ -184,8 +184,8 @@ def test_multi_token_prediction_as_megatron_bridge_counts_it():
         * b.values["step_time_s"]
         / (a.values["model_tflops_per_gpu"] * a.values["step_time_s"])
     )
-    full = fl.model_flops(LayerShape.of(base), 1, 4096, 61, 58)
-    assert ratio == pytest.approx(fl.model_flops(sh, 1, 4096, 61, 58, 1, True) / full)
+    full = fl.model_flops(LayerShape.of(base), 1, 4096, fl.Depth(61, 58))
+    assert ratio == pytest.approx(fl.model_flops(sh, 1, 4096, fl.Depth(61, 58, 1, True)) / full)
     assert "MTP layer" in b.to_json()["flop_convention"]
 
 

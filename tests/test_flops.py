@@ -30,9 +30,9 @@ def gpt_shape(h, V):
 def gpt_general(B, s, L, h, V, recompute=None):
     shape = gpt_shape(h, V)
     return (
-        fl.model_flops(shape, B, s, L)
+        fl.model_flops(shape, B, s, fl.Depth(L))
         if recompute is None
-        else fl.hardware_flops(shape, B, s, L, recompute)
+        else fl.hardware_flops(shape, B, s, fl.Depth(L), recompute)
     )
 
 

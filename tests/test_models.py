@@ -54,7 +54,7 @@ def test_moe_flops_count_the_active_experts(name, active):
     m = presets.model(name)
     sh = LayerShape.of(m)
     per_token = (
-        fl.model_flops(sh, 1, 1, m.num_layers, sum(m.moe_pattern())) / 1
+        fl.model_flops(sh, 1, 1, fl.Depth(m.num_layers, sum(m.moe_pattern()))) / 1
     )  # s = 1: no attention term
     embed = m.vocab_size * m.hidden_size  # a lookup, no FLOPs
     assert per_token / 6 + embed == pytest.approx(active, rel=0.06)
@@ -89,7 +89,7 @@ def test_gpt_oss_reads_as_transformers_builds_it():
     assert m.sliding_window_fraction == 0.5 and m.add_bias_linear and sum(m.moe_pattern()) == 36
     assert total(m) == pytest.approx(total(presets.model("gpt-oss-120b")), rel=1e-12)
     sh = LayerShape.of(m)
-    assert fl.model_flops(sh, 1, 1, 36, 36) / 6 == pytest.approx(5.13e9, rel=0.02)
+    assert fl.model_flops(sh, 1, 1, fl.Depth(36, 36)) / 6 == pytest.approx(5.13e9, rel=0.02)
     with pytest.raises(PerfModelError, match="layer_types must name 36 layers"):
         presets.model_from_hf_config({**cfg, "layer_types": kinds[:10]})
 

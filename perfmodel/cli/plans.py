@@ -269,35 +269,22 @@ def memory(
 
 
 MEMORY_NOT_CALIBRATED = "; memory is not calibrated (the factors scale times only)"
-# the knobs a plan may leave free that `memory` reports choosing (the rest follow from these)
-FREE_KNOBS = (
-    "tp",
-    "pp",
-    "dp",
-    "cp",
-    "vp",
-    "micro_batch_size",
-    "sequence_parallel",
-    "recompute",
-    "zero_stage",
-    "schedule",
-    "ep",
-)
 
 
 def _memory_estimate(plan: Any) -> tuple[Any, dict]:
     """The estimate `memory` prints and how its knobs were chosen: with knobs left free, the
     configuration `plan` recommends (its first answer, by the same search); when nothing
     fits, the defaults of a single estimate (tp 1, pp 1, ZeRO 0, ...), said so."""
-    from perfmodel.engine.answer import CHOSEN_AS_PLAN, plan_search
+    from perfmodel.engine.answer import CHOSEN_AS_PLAN, LAYOUT_KNOBS, plan_search
     from perfmodel.engine.estimate import estimate, resolve_config
     from perfmodel.errors import PerfModelError
     from perfmodel.inputs import presets
 
+    # the knobs a plan may leave free that `memory` reports choosing (the rest follow from them),
+    # ep last as it always said them
+    knobs_ = [*(k for k in LAYOUT_KNOBS if k != "ep"), "ep"]
     free = [
-        k
-        for k in FREE_KNOBS
-        if getattr(plan.parallel, k) is None and (k != "ep" or plan.model.is_moe)
+        k for k in knobs_ if getattr(plan.parallel, k) is None and (k != "ep" or plan.model.is_moe)
     ]
     if not free:
         return estimate(plan, resolve_config(plan)), {"free": [], "by": "plan", "how": ""}

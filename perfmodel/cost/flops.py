@@ -13,6 +13,7 @@ The general functions below reduce to these closed forms for GPT shapes (tested)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 from perfmodel.cost import Num
@@ -59,6 +60,18 @@ def _forward(shape: LayerShape, B: Num, s: int, L: Num, moe_layers: int, core_on
     return B * fwd
 
 
+@dataclass(frozen=True)
+class Depth:
+    """The layers one step runs, as the FLOP counts below read them: ``layers`` decoder layers (a
+    number or an array), ``moe_layers`` of them MoE, and ``mtp`` multi-token prediction layers
+    (MoE ones where ``mtp_moe``; DeepSeek-V3 report Sec. 2.2)."""
+
+    layers: Num
+    moe_layers: int = 0
+    mtp: int = 0
+    mtp_moe: bool = False
+
+
 def mtp_forward_flops(shape: LayerShape, B: Num, s: int, mtp: int, moe: bool) -> Num:
     """Forward FLOPs of the multi-token prediction layers (DeepSeek-AI 2024, DeepSeek-V3 report,
     Sec. 2.2; Megatron-Core multi_token_prediction.py): per MTP layer one transformer layer (of
@@ -72,35 +85,19 @@ def mtp_forward_flops(shape: LayerShape, B: Num, s: int, mtp: int, moe: bool) ->
     )
 
 
-def model_flops(
-    shape: LayerShape,
-    B: Num,
-    s: int,
-    L: Num,
-    moe_layers: int = 0,
-    mtp: int = 0,
-    mtp_moe: bool = False,
-) -> Num:
+def model_flops(shape: LayerShape, B: Num, s: int, depth: Depth) -> Num:
     """Model FLOPs per step: 3 x forward (forward + 2x backward), no recompute, active experts only
     (generalizes Korthikanti eq. 7; the attention core is counted over the whole s x s, as eq. 7
     does), the multi-token prediction layers included.
     """
-    fwd = _forward(shape, B, s, L, moe_layers, False)
+    d = depth
+    fwd = _forward(shape, B, s, d.layers, d.moe_layers, False)
     return 3.0 * (
-        fwd + logits_forward_flops(shape, B, s) + mtp_forward_flops(shape, B, s, mtp, mtp_moe)
+        fwd + logits_forward_flops(shape, B, s) + mtp_forward_flops(shape, B, s, d.mtp, d.mtp_moe)
     )
 
 
-def hardware_flops(
-    shape: LayerShape,
-    B: Num,
-    s: int,
-    L: Num,
-    recompute: str,
-    moe_layers: int = 0,
-    mtp: int = 0,
-    mtp_moe: bool = False,
-) -> Num:
+def hardware_flops(shape: LayerShape, B: Num, s: int, depth: Depth, recompute: str) -> Num:
     """Hardware FLOPs per step under each paper's convention (SPEC 5).
 
     full: model + one more forward of every layer (Narayanan eq. 3: 4x forward).
@@ -108,24 +105,17 @@ def hardware_flops(
     (Korthikanti eq. 8 counts it so: its s/(3h) term is twice eq. 7's s/(6h)).
     none: model FLOPs.
     """
-    base = model_flops(shape, B, s, L, moe_layers, mtp, mtp_moe)
-    extra = mtp if mtp_moe else 0
+    base = model_flops(shape, B, s, depth)
+    d = depth
+    layers, moe = d.layers + d.mtp, d.moe_layers + (d.mtp if d.mtp_moe else 0)
     if recompute == "full":
-        return base + _forward(shape, B, s, L + mtp, moe_layers + extra, False)
+        return base + _forward(shape, B, s, layers, moe, False)
     if recompute == "selective":
-        return base + 3.0 * _forward(shape, B, s, L + mtp, moe_layers + extra, True)
+        return base + 3.0 * _forward(shape, B, s, layers, moe, True)
     return base
 
 
-def megatron_core_flops(
-    shape: LayerShape,
-    B: Num,
-    s: int,
-    L: Num,
-    moe_layers: int = 0,
-    mtp: int = 0,
-    mtp_moe: bool = False,
-) -> Num:
+def megatron_core_flops(shape: LayerShape, B: Num, s: int, depth: Depth) -> Num:
     """FLOPs per step as Megatron-Core prints them (megatron/training/training.py,
     num_floating_point_operations, 2025) and Megatron-Bridge counts them (training/utils/
     flop_utils.py): 6 B s per token-weight product over the attention projections, the dense MLPs,
@@ -134,11 +124,13 @@ def megatron_core_flops(
     its down- and up-projections and its core the same way. Each MTP layer adds a layer of its
     kind, its 2h x h input projection and one more logits pass (DeepSeek-V3 at s = 4096: 260.0
     GFLOP a token, as the Megatron-Bridge tables' TFLOP/s over tokens/s give)."""
+    L, moe_layers, mtp = depth.layers, depth.moe_layers, depth.mtp
     if mtp:
         h = shape.hidden
-        return megatron_core_flops(
-            shape, B, s, L + mtp, moe_layers + (mtp if mtp_moe else 0)
-        ) + 6.0 * B * s * mtp * (h * shape.vocab + 2 * h * h)
+        inner = Depth(L + mtp, moe_layers + (mtp if depth.mtp_moe else 0))
+        return megatron_core_flops(shape, B, s, inner) + 6.0 * B * s * mtp * (
+            h * shape.vocab + 2 * h * h
+        )
     h, a, V = shape.hidden, shape.heads, shape.vocab
     n = 3.0 if shape.gated else 2.0
     if shape.kv_lora:

@@ -110,7 +110,9 @@ def estimate_or_search(plan: Plan, bands: dict[str, Any]) -> tuple[Estimate, dic
     return best, {k: getattr(best.config, k) for k in relevant}
 
 
-SEPARATING = (
+# the knobs of a layout, as the outputs list them (what separates two answers, what compare and
+# memory show)
+LAYOUT_KNOBS = (
     "tp",
     "pp",
     "dp",
@@ -137,7 +139,7 @@ def tight_pick_text(first: Estimate, safest: Estimate) -> str:
     the risk)."""
     from perfmodel.engine.memory_verdict import margin_text
 
-    keys = [k for k in SEPARATING if getattr(first.config, k) != getattr(safest.config, k)]
+    keys = [k for k in LAYOUT_KNOBS if getattr(first.config, k) != getattr(safest.config, k)]
     a, b = first.values, safest.values
     return (
         f"{_knobs(first.config, keys)}: {a['step_time_s']:.3g} s,"

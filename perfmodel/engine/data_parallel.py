@@ -4,7 +4,7 @@ it; the traffic itself is cost/step.py's)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -19,6 +19,21 @@ from perfmodel.engine.blocks import Setting
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.mesh import Mesh
 from perfmodel.specs.framework import PROFILES
+
+
+@dataclass(frozen=True)
+class Priced:
+    """What engine/evaluate.py has priced of each configuration before its step is put together:
+    the setting, the knobs, the stages, the per-stage costs ``sc`` (stage_costs), the slowest
+    stage's index ``slow`` and the block costs; the data-parallel part and the stage figures read
+    them."""
+
+    st: Setting
+    k: Knobs
+    stages: Stages
+    sc: dict[str, Any]
+    slow: Array
+    costs: dict[str, BlockCost]
 
 
 def _main_layer(c: dict[str, BlockCost]) -> BlockCost:
@@ -70,20 +85,13 @@ def _overlap(st: Setting, n: Array) -> stp.Overlap:
     )
 
 
-def _data_parallel(
-    st: Setting,
-    k: Knobs,
-    stages: Stages,
-    sc: dict[str, Any],
-    slow: Array,
-    costs: dict[str, BlockCost],
-    memory: dict[str, Any],
-    mesh: Mesh,
-    m: Array,
-) -> tuple[Any, ...]:
+def _data_parallel(priced: Priced, memory: dict[str, Any], mesh: Mesh, m: Array) -> tuple[Any, ...]:
     """(exposed DP traffic, exposed ZeRO-3 traffic, parameters the optimizer updates on this GPU) of
     each configuration: the dense parameters reduced over dp x cp, the routed experts' over the
     expert-data-parallel ranks (Megatron-Core), each on its group's link (cost/step.py)."""
+    st, k, stages, sc, slow, costs = (
+        priced.st, priced.k, priced.stages, priced.sc, priced.slow, priced.costs
+    )  # fmt: skip
     dp, cp = k.dp.astype(float), k.cp.astype(float)
     shard = np.where(k.dp_shard > 0, k.dp_shard, k.dp).astype(float)
     replicas = dp / shard

@@ -30,7 +30,7 @@ from perfmodel.cost.stages import Stages, build_stages, split_layers
 from perfmodel.engine import dualpipe
 from perfmodel.engine.block_cost import BlockCost
 from perfmodel.engine.blocks import Setting, block_costs
-from perfmodel.engine.data_parallel import _data_parallel
+from perfmodel.engine.data_parallel import Priced, _data_parallel
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import kept_per_layer, memory_terms
 from perfmodel.specs import Plan
@@ -168,15 +168,13 @@ def throughput(st: Setting, k: Knobs, step: Array) -> dict[str, Any]:
         plan.model.num_layers,
         plan.system.num_gpus,
     )
-    mtp = (st.mtp, bool(st.mtp_kind))
-    model_fl = fl.model_flops(sh, B, s, L, st.moe_layers, *mtp)
+    depth = fl.Depth(L, st.moe_layers, st.mtp, bool(st.mtp_kind))
+    model_fl = fl.model_flops(sh, B, s, depth)
     rc = k.recompute
     hw_fl = np.where(
         rc == 2,
-        fl.hardware_flops(sh, B, s, L, "full", st.moe_layers, *mtp),
-        np.where(
-            rc == 1, fl.hardware_flops(sh, B, s, L, "selective", st.moe_layers, *mtp), model_fl
-        ),
+        fl.hardware_flops(sh, B, s, depth, "full"),
+        np.where(rc == 1, fl.hardware_flops(sh, B, s, depth, "selective"), model_fl),
     )
     peak = plan.system.gpu.peak(st.precision.mfu_peak)
     out = {"tokens_per_s": B * s / step}
@@ -225,7 +223,8 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
             mesh.link("tp"),
         )
     )
-    dp_comm, zero3, local = _data_parallel(st, k, stages, sc, slow, costs, memory, mesh, m)
+    priced = Priced(st, k, stages, sc, slow, costs)
+    dp_comm, zero3, local = _data_parallel(priced, memory, mesh, m)
     t_mean = stages.mean(sc["time"], pp)
     out = {
         "forward": m * stages.pick(sc["fwd"], slow),
@@ -260,7 +259,7 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
             tr.step_overhead_s, tr.microbatch_overhead_s, tr.hop_overhead_s, m, pp, vp
         ),
     }
-    out.update(_stage_figures(st, k, stages, sc, slow, costs, t_layer, out, p2p, m))
+    out.update(_stage_figures(priced, t_layer, out, p2p, m))
     out.update(memory)
     out.update(throughput(st, k, out["step_time_s"]))
     out["stages"] = StageArrays(stages, sc["time"], sc["fwd_share"], sc["wgrad"])
@@ -324,19 +323,13 @@ class StageArrays:
 
 
 def _stage_figures(
-    st: Setting,
-    k: Knobs,
-    stages: Stages,
-    sc: dict[str, Any],
-    slow: Array,
-    costs: dict[str, BlockCost],
-    t_layer: Array,
-    out: dict[str, Any],
-    p2p: Array,
-    m: Array,
+    priced: Priced, t_layer: Array, out: dict[str, Any], p2p: Array, m: Array
 ) -> dict[str, Any]:
     """The step time and what `estimate` reports beside the breakdown: per-stage times, the pipeline
     lower bound the search ranks with, and the bubble figures (SPEC 7)."""
+    st, k, stages, sc, slow, costs = (
+        priced.st, priced.k, priced.stages, priced.sc, priced.slow, priced.costs
+    )  # fmt: skip
     pp, vp = k.pp.astype(float), k.vp.astype(float)
     step = sum(out[key] for key in BREAKDOWN_KEYS)
     # DualPipe's, DualPipeV's and the zero-bubble family's bubble figures are their closed forms'

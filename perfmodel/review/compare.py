@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from perfmodel.engine import uncertainty
-from perfmodel.engine.answer import estimate_or_search
+from perfmodel.engine.answer import LAYOUT_KNOBS, estimate_or_search
 from perfmodel.engine.estimate import Estimate
 from perfmodel.engine.evaluate import BREAKDOWN_KEYS
 from perfmodel.errors import PerfModelError
@@ -44,20 +44,8 @@ MEMORY = {
     "reserve_bytes": "reserve",
     "total_bytes": "total",
 }
-CONFIG = (
-    "tp",
-    "pp",
-    "dp",
-    "cp",
-    "ep",
-    "vp",
-    "micro_batch_size",
-    "num_micro_batches",
-    "sequence_parallel",
-    "recompute",
-    "zero_stage",
-    "schedule",
-)
+# the layout, with the micro-batch count beside the micro-batch size
+CONFIG = (*LAYOUT_KNOBS[:7], "num_micro_batches", *LAYOUT_KNOBS[7:])
 # a component is named in the verdict when it moves by 1% of the first plan's step or more
 DECISIVE_SHARE = 0.01
 

@@ -114,9 +114,8 @@ def measured_step_time(plan: Plan, measured: dict) -> float:
     elif conv == "korthikanti-eq7":
         total = fl.korthikanti_model_flops(B, s, L, h, V)
     elif conv == "megatron-core":
-        total = fl.megatron_core_flops(
-            LayerShape.of(m), B, s, L, sum(m.moe_pattern()), m.mtp_num_layers, m.mtp_is_moe
-        )
+        depth = fl.Depth(L, sum(m.moe_pattern()), m.mtp_num_layers, m.mtp_is_moe)
+        total = fl.megatron_core_flops(LayerShape.of(m), B, s, depth)
     else:
         raise PerfModelError(
             f"unknown flop_convention {conv!r}; use one of {', '.join(CONVENTIONS)}"

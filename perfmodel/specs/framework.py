@@ -37,6 +37,7 @@ from __future__ import annotations
 from typing import Any, Literal, get_args
 
 from .flags import FLAGS
+from .framework_common import MEGATRON_LM_LAYOUT, NO_EXPERTS
 from .framework_extra import extra_profiles
 from .framework_zero import ZERO_PROFILES
 
@@ -91,13 +92,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fused_cross_entropy": False,  # _VocabParallelCrossEntropy on fp32 logits, one pass per op
         "fp8_param_gather": False,
         "fp8_weight_cache": False,
-        "expert_call_overhead_s": 0.0,
-        "moe_fp8_dispatch": False,
         # no expert parallelism in Megatron-LM before Megatron-Core
-        "moe_token_dispatcher_type": "alltoall",
-        "moe_a2a_overlap": False,
-        "moe_dispatchers": (),
-        "moe_a2a_overlaps": (False,),
+        **NO_EXPERTS,
         "attention_backend": "fused",  # no flash attention at all (flash_attention False)
         "pointwise_kernels": "fused",  # Megatron's fused kernels (bias-gelu, softmax, layernorm)
         "recompute_modules": ("core_attn",),  # Korthikanti 2022's selective recompute
@@ -118,20 +114,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "grad_bucket_params_per_dp_rank": 0.0,  # a fixed bucket, whatever the DP size
         "zero_stages": (0,),  # no distributed optimizer in 2021 Megatron-LM
         "uneven_stages": False,  # layers must divide evenly (megatron/model/transformer.py, 2021)
-        "context_parallel": False,  # CP and EP came with Megatron-Core (2023)
-        "cp_comm_types": (),
-        # forward_backward_pipelining_with(out)_interleaving: 1F1B; Megatron has no GPipe schedule
-        "schedules": ("1f1b", "interleaved"),
-        "expert_parallel": False,
-        "interleaved": True,  # interleaved 1F1B: Narayanan et al. 2021, Sec. 2.2.2
-        "pipeline": True,
-        "tensor_parallel": True,
-        "default_microbatches": None,
-        "sharded_pipeline": False,
-        "hsdp": False,
-        "recompute_regathers": True,
-        "zero3_prefetch_params": None,  # one layer (unit) ahead
-        "zero3_reduce_bucket_params": 0.0,  # each unit reduce-scatters on its own
+        **MEGATRON_LM_LAYOUT,
     },
     "megatron-2022": {
         "flash_attention": False,  # Korthikanti 2022 times the unfused CoreAttention (Table 4)
@@ -147,13 +130,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fused_cross_entropy": False,
         "fp8_param_gather": False,
         "fp8_weight_cache": False,
-        "expert_call_overhead_s": 0.0,
-        "moe_fp8_dispatch": False,
         # no expert parallelism in Megatron-LM before Megatron-Core
-        "moe_token_dispatcher_type": "alltoall",
-        "moe_a2a_overlap": False,
-        "moe_dispatchers": (),
-        "moe_a2a_overlaps": (False,),
+        **NO_EXPERTS,
         "attention_backend": "fused",
         "pointwise_kernels": "fused",
         "torch_compile": False,
@@ -170,20 +148,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "grad_bucket_params_per_dp_rank": 0.0,  # a fixed bucket, whatever the DP size
         "zero_stages": (0, 1),  # the distributed optimizer (ZeRO-1) landed in Megatron-LM in 2022
         "uneven_stages": False,
-        "context_parallel": False,
-        "cp_comm_types": (),
-        # forward_backward_pipelining_with(out)_interleaving: 1F1B; Megatron has no GPipe schedule
-        "schedules": ("1f1b", "interleaved"),
-        "expert_parallel": False,
-        "interleaved": True,
-        "pipeline": True,
-        "tensor_parallel": True,
-        "default_microbatches": None,
-        "sharded_pipeline": False,
-        "hsdp": False,
-        "recompute_regathers": True,
-        "zero3_prefetch_params": None,  # one layer (unit) ahead
-        "zero3_reduce_bucket_params": 0.0,  # each unit reduce-scatters on its own
+        **MEGATRON_LM_LAYOUT,
     },
     "megatron-core": {
         # TE DotProductAttention (flash / cuDNN fused) is the default backend

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .framework_common import NO_EXPERTS
+
 ZERO_PROFILES: dict[str, dict[str, Any]] = {
     "deepspeed": {
         # models run under ZeRO use FlashAttention-2 (transformers' attn_implementation)
@@ -104,13 +106,8 @@ ZERO_PROFILES: dict[str, dict[str, Any]] = {
         # torchao's enable_fsdp_float8_all_gather is off by default (torchtitan float8 config)
         "fp8_param_gather": False,
         "fp8_weight_cache": False,
-        "expert_call_overhead_s": 0.0,
-        "moe_fp8_dispatch": False,
         # no expert parallelism in the 2024-12 torchtitan
-        "moe_token_dispatcher_type": "alltoall",
-        "moe_a2a_overlap": False,
-        "moe_dispatchers": (),
-        "moe_a2a_overlaps": (False,),
+        **NO_EXPERTS,
         # MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): torchtitan's
         # training.mixed_precision_reduce default is float32
         "reduce_dtype": "fp32",
@@ -176,13 +173,8 @@ ZERO_PROFILES: dict[str, dict[str, Any]] = {
         "fused_cross_entropy": True,
         "fp8_param_gather": False,
         "fp8_weight_cache": False,
-        "expert_call_overhead_s": 0.0,
-        "moe_fp8_dispatch": False,
         # no expert parallelism
-        "moe_token_dispatcher_type": "alltoall",
-        "moe_a2a_overlap": False,
-        "moe_dispatchers": (),
-        "moe_a2a_overlaps": (False,),
+        **NO_EXPERTS,
         # Composer's FSDP mixed_precision DEFAULT: reduce_dtype fp32 (PURE: bf16)
         "reduce_dtype": "fp32",
         # composer/distributed/dist_strategy.py ddp_sync_context returns at once for a model that
