@@ -13,7 +13,7 @@ from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.engine.mesh import Mesh
 from perfmodel.engine.search import search
 from perfmodel.errors import PerfModelError
-from perfmodel.inputs import presets
+from perfmodel.inputs import preset_files, presets
 from perfmodel.inputs.megatron import read_args
 from perfmodel.review.validate import run_case
 
@@ -231,7 +231,8 @@ def test_emitted_megatron_arguments_carry_the_sharding_group_and_read_back(tmp_p
 
     from tests.helpers import emit_round_trip
 
-    plan = yaml.safe_load((presets._configs_root() / "plans" / "llama3-8b-h100.yaml").read_text())
+    root = preset_files._configs_root()
+    plan = yaml.safe_load((root / "plans" / "llama3-8b-h100.yaml").read_text())
     plan["training"]["framework"] = "megatron-core"
     plan["parallel"] = {
         **plan.get("parallel", {}),

@@ -78,31 +78,27 @@ def test_every_published_peak_within_the_issue_targets(whole):
     assert s["mean_abs_error_pct"] <= 10.0 and s["max_abs_error_pct"] <= 20.0
 
 
-# published-2026c's runs predicted over their GPU (tests/test_validation_2026c.py): DGX Cloud's
-# Llama 3.1 405B in BF16 on 512 H100 (fp32 gradient reduction, NeMo's bf16_mixed default; no
-# recompute, its recipe's) by 1.1 GB, 1.4% of the H100; torchtitan's Llama 2 13B on 64 A100
-# without checkpointing at micro-batch 2 (eager, 2024-04) by 4.8 GB: 80 GB of activations
+# published-2026c's runs the model puts over the usable line of their GPU, within its memory band
+# (tight, not "does not fit"; issue 37): DGX Cloud's Llama 3.1 405B in BF16 on 512 H100 (fp32
+# gradient reduction, NeMo's bf16_mixed default; no recompute, its recipe's) by 1.1 GB, 1.4% of the
+# H100; torchtitan's Llama 2 13B on 64 A100 without checkpointing at micro-batch 2 (eager, 2024-04)
+# by 4.8 GB: 80 GB of activations
 OVER = {"dgxc-405b-h100-bf16-512gpu", "titan24-l2-13b-64gpu"}
 
 
 def test_every_published_run_fits_under_the_default_reserve(whole):
     """A run that ran cannot need more than its GPU: every validation case and memory run fits
-    under the default reserve (before: 11 of 103 did not), but the two of OVER (below)."""
+    under the default reserve, or is tight: within the memory band of the line (issue 37; before
+    issue 29: 11 of 103 did not fit)."""
     _, s = whole
-    assert s["runs"] >= 155 and set(s["not_fitting"]) == OVER
+    assert s["runs"] >= 155 and not s["not_fitting"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "two runs of published-2026c that ran are predicted not to fit: DGX Cloud's 405B BF16 on"
-        " 512 H100 by 1.1 GB (1.4%), torchtitan's Llama 2 13B eager without checkpointing on"
-        " A100 by 4.8 GB (80 GB of activations at micro-batch 2, sequence 4,096)"
-    ),
-)
-def test_published_2026c_runs_fit(whole):
+def test_published_2026c_runs_over_the_line_are_tight(whole):
+    """The two published-2026c runs over the usable line are within the band: tight, searched and
+    ranked as production recipes run them, not refused."""
     _, s = whole
-    assert not OVER & set(s["not_fitting"])
+    assert set(s["tight"]) >= OVER and not OVER & set(s["not_fitting"])
 
 
 def test_primus_reads_the_device_after_its_first_step():

@@ -176,9 +176,12 @@ def memory_rows(results: list, peaks: dict | None = None) -> list[MemoryRow]:
 
 
 def summary(rows: list[MemoryRow], results: list) -> dict:
-    """Mean and max |error| over the measured peaks; the runs (all cases) predicted not to fit."""
+    """Mean and max |error| over the measured peaks; the runs (all cases) predicted not to fit
+    (beyond the memory band: engine/memory_verdict.py) and those tight (within the band of the
+    usable line)."""
     errs = np.abs([row.error_pct for row in rows])
     misfits = [r.name for r in results if not bool(r.estimate.values["fits"])]
+    tight = [r.name for r in results if bool(r.estimate.values.get("tight", False))]
     return {
         "peaks": int(errs.size),
         "mean_abs_error_pct": float(errs.mean()) if errs.size else 0.0,
@@ -187,5 +190,6 @@ def summary(rows: list[MemoryRow], results: list) -> dict:
         "runs": len(results),
         "runs_not_fitting": len(misfits),
         "not_fitting": misfits,
+        "tight": tight,
         "reserved_over_allocated": engine_memory.RESERVED_OVER_ALLOCATED,
     }
