@@ -87,7 +87,7 @@ def toml(**changes):
             {
                 "parallelism": {
                     "pipeline_parallel_degree": 2,
-                    "pipeline_parallel_schedule": "InterleavedZeroBubble",
+                    "pipeline_parallel_schedule": "LoopedBFS",
                 }
             },
             "pipeline_parallel_schedule",

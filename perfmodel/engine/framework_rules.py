@@ -17,7 +17,7 @@ from perfmodel.engine.facts import (
 )
 from perfmodel.specs.framework import PROFILES
 
-AFTER_1F1B = ("zb-h1", "zb-h2", "zbv", "v-half", "v-min", "dualpipev")
+AFTER_1F1B = ("zb-h1", "zb-h2", "zbv", "v-half", "v-min", "dualpipev", "interleaved-zb")
 
 
 def runs_it(schedule: str) -> list[str]:

@@ -318,7 +318,9 @@ def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Ar
     # does ZB-H1, whose deferred W passes hold each stage's inputs to 1F1B's first-stage count
     # (Qi et al. 2023, Sec. 2.1; Primus's simulator of its zero-bubble schedule, p = 8, m = 32:
     # 8 micro-batches on every rank)
-    v_shaped = np.isin(k.schedule, (*pipe.V_SHAPED, pipe.SCHEDULE_CODES["zb-h1"]))[:, None]
+    # interleaved zero-bubble holds p micro-batches on every rank too (cost/pipeline.py)
+    balanced = (*pipe.V_SHAPED, pipe.SCHEDULE_CODES["zb-h1"], pipe.SCHEDULE_CODES["interleaved-zb"])
+    v_shaped = np.isin(k.schedule, balanced)[:, None]
     if v_shaped.any():
         first = np.asarray(pipe.in_flight_microbatches(pp, m, vp, k.schedule))[:, None]
         in_flight = np.where(v_shaped, first, in_flight)

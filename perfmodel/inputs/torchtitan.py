@@ -40,15 +40,17 @@ MODELS = {
 }
 
 # torch.distributed.pipelining's names (get_schedule_class): ZBVZeroBubble and DualPipeV run two
-# stages a rank in a V (Qi et al. 2024; deepseek-ai/DualPipe), as the fsdp profile lists them
+# stages a rank in a V (Qi et al. 2024; deepseek-ai/DualPipe), InterleavedZeroBubble loops them
+# as Interleaved1F1B does, with the zero-bubble B/W split; as the fsdp profile lists them
 SCHEDULES = {
     "1F1B": "1f1b",
     "GPipe": "gpipe",
     "Interleaved1F1B": "interleaved",
     "ZBVZeroBubble": "zbv",
     "DualPipeV": "dualpipev",
+    "InterleavedZeroBubble": "interleaved-zb",
 }
-LOOPED = ("Interleaved1F1B", "ZBVZeroBubble", "DualPipeV")
+LOOPED = ("Interleaved1F1B", "ZBVZeroBubble", "DualPipeV", "InterleavedZeroBubble")
 
 # sections whose keys never change the step's cost (logging, checkpoint files, data, the learning
 # rate); a key here with any value is listed as ignored

@@ -133,9 +133,11 @@ ZERO_PROFILES: dict[str, dict[str, Any]] = {
         # torch.distributed.pipelining as torchtitan's pipeline_parallel_schedule names them
         # (get_schedule_class): Schedule1F1B, ScheduleInterleaved1F1B, and in the 2025 releases
         # ScheduleZBVZeroBubble (ZB-V) and ScheduleDualPipeV (without DualPipe's F&B overlap of
-        # an expert all-to-all, which needs the model's own overlapped_forward_backward)
-        # (torchtitan's default micro-batch count is the stage count)
-        "schedules": ("1f1b", "interleaved", "zbv", "dualpipev"),
+        # an expert all-to-all, which needs the model's own overlapped_forward_backward), and
+        # ScheduleInterleavedZeroBubble ("InterleavedZeroBubble" in get_schedule_class: the
+        # ZB1P schedule over looped chunks; torch/distributed/pipelining/schedules.py, pytorch
+        # commit 00722e64) (torchtitan's default micro-batch count is the stage count)
+        "schedules": ("1f1b", "interleaved", "zbv", "dualpipev", "interleaved-zb"),
         "expert_parallel": False,  # not in the 2024-12 torchtitan this profile describes
         "interleaved": True,
         "pipeline": True,
