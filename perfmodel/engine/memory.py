@@ -17,7 +17,7 @@ from perfmodel.cost.transformer import Options, decoder_layer
 from perfmodel.engine.block_cost import BlockCost
 from perfmodel.engine.blocks import Setting
 from perfmodel.engine.knobs import Knobs
-from perfmodel.engine.mesh import Mesh
+from perfmodel.engine.mesh import Mesh, expert_shard
 from perfmodel.specs.framework import PROFILES
 
 if TYPE_CHECKING:
@@ -79,7 +79,8 @@ def memory_terms(
             stages.total([None, moe_cost.expert_params], 0.0, 0.0), dual, "sum"
         )
         dense = _state_bytes(st, params - experts, sharded_over[:, None], z)
-        expert = _state_bytes(st, experts, (mesh.edp * copies)[:, None], z)
+        e_shard = expert_shard(mesh.edp, k.dp, k.dp_shard, k.zero_stage)
+        expert = _state_bytes(st, experts, (e_shard * copies)[:, None], z)
         states = [d + e for d, e in zip(dense, expert)]
     else:
         experts = np.zeros_like(params)
@@ -224,7 +225,8 @@ def states_lower_bound(plan: Plan, k: Knobs) -> Array:
     total: Array = np.asarray(sum(_state_bytes(st, dense, sharded_over, k.zero_stage)))
     if n_moe:
         rank = experts_whole / (pp * ep * etp)
-        total = total + np.asarray(sum(_state_bytes(st, rank, mesh.edp, k.zero_stage)))
+        e_shard = expert_shard(mesh.edp, k.dp, k.dp_shard, k.zero_stage)
+        total = total + np.asarray(sum(_state_bytes(st, rank, e_shard, k.zero_stage)))
     return total
 
 
@@ -253,9 +255,10 @@ def _mean_states(
     )
     dense = copies * (whole - experts_whole) / (tp * pp)
     total: Array = np.asarray(sum(_state_bytes(st, dense, sharded_over, k.zero_stage)))
+    e_shard = expert_shard(mesh.edp, k.dp, k.dp_shard, k.zero_stage)
     if n_moe and moe is not None:
         total = total + np.asarray(
-            sum(_state_bytes(st, experts_rank * copies, mesh.edp * copies, k.zero_stage))
+            sum(_state_bytes(st, experts_rank * copies, e_shard * copies, k.zero_stage))
         )
     return total
 

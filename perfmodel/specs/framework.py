@@ -299,6 +299,10 @@ for _name, _p in PROFILES.items():
     # FSDP1's flat-parameter gradient, concatenated, cast and pre-divided every micro-batch
     # (cost/shapes.flat_gradient_bytes): the fsdp1 profile sets it
     _p.setdefault("flat_gradient_passes", False)
+    # how expert parallelism folds into the ranks: Megatron-Core's any ep x etp dividing tp x cp x
+    # dp (parallel folding), or torchtitan's etp = tp or 1 with ep taking all of cp (and of tp
+    # at etp 1) and part of dp_shard (parallel_dims.py's _validate)
+    _p.setdefault("ep_folding", "megatron")
 
 # what a profile adds beyond the flags: which ZeRO stages it runs, and whether stages may be uneven
 FACTS = (
@@ -338,6 +342,7 @@ FACTS = (
     "flat_gradient_passes",
     "moe_dispatchers",
     "moe_a2a_overlaps",
+    "ep_folding",
 )
 
 

@@ -109,7 +109,7 @@ ZERO_PROFILES: dict[str, dict[str, Any]] = {
         # no expert parallelism in the 2024-12 torchtitan
         "moe_token_dispatcher_type": "alltoall",
         "moe_a2a_overlap": False,
-        "moe_dispatchers": (),
+        "moe_dispatchers": ("alltoall",),  # ExpertParallel: all_to_all_single over the ep mesh
         "moe_a2a_overlaps": (False,),
         # MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): torchtitan's
         # training.mixed_precision_reduce default is float32
@@ -138,7 +138,12 @@ ZERO_PROFILES: dict[str, dict[str, Any]] = {
         # ZB1P schedule over looped chunks; torch/distributed/pipelining/schedules.py, pytorch
         # commit 00722e64) (torchtitan's default micro-batch count is the stage count)
         "schedules": ("1f1b", "interleaved", "zbv", "dualpipev", "interleaved-zb"),
-        "expert_parallel": False,  # not in the 2024-12 torchtitan this profile describes
+        # torchtitan's MoE (2025: torchtitan/distributed/expert_parallel.py, ExpertParallel's
+        # all_to_all_single dispatch; parallel_dims.py at commit 0119de15): the routed experts
+        # split over ep ranks, with etp = tp or 1, their states sharded by FSDP over the rest
+        # ("dp_shard_in_ep", engine/framework_rules.py's PM110 and engine/mesh.expert_shard)
+        "expert_parallel": True,
+        "ep_folding": "torchtitan",
         "interleaved": True,
         "pipeline": True,
         "tensor_parallel": True,
