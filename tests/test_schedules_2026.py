@@ -171,3 +171,17 @@ def test_torchtitan_interleaved_zero_bubble_reads_as_two_chunks_a_rank():
     )
     p = read_job(text, "h100-sxm", 64, "job.toml").plan["parallel"]
     assert (p["schedule"], p["vp"], p["pp"]) == (IZB, 2, 4)
+
+
+def test_bubble_schedules_table_gives_the_simulated_figure():
+    """`perfmodel bubble --schedules` prints interleaved zero-bubble at vp 2: (p-1)/(6m) of the
+    ideal at F = B = W, the simulator's, with p micro-batches in flight."""
+    from perfmodel.engine.calculators import schedule_bubbles
+
+    p, m = 8, 32
+    row = next(r for r in schedule_bubbles(p, m) if r["schedule"] == IZB)
+    sim = simulate(p, m, 2, IZB, 1.0, 2.0, t_w=1.0, keep_blocks=False)
+    assert row["vp"] == 2
+    assert row["bubble_over_ideal"] == pytest.approx(sim.bubble_over_ideal)
+    assert row["bubble_over_ideal"] == pytest.approx((p - 1) / (6 * m))
+    assert row["in_flight_microbatches"] == p
