@@ -108,3 +108,28 @@ def test_what_torchtitans_mesh_cannot_fold_is_refused(changes, words, megatron_r
         assert float(_values(ok)["step_time_s"]) > 0
     else:
         assert float(_values(plan.with_training(framework="megatron-core"))["step_time_s"]) > 0
+
+
+def test_torchtitan_expert_parallel_degrees_read_and_write_back():
+    """[parallelism] expert_parallel_degree and expert_tensor_parallel_degree set ep and etp
+    (they were refused while the fsdp profile had no EP); --emit torchtitan writes them, and the
+    file reads back to the same configuration and step."""
+    from perfmodel.inputs.load import _with_links, plan_of
+    from perfmodel.inputs.torchtitan import read_job
+    from perfmodel.inputs.torchtitan_emit import toml_text
+
+    text = (
+        '[model]\nname = "qwen3"\nflavor = "30B-A3B"\n'
+        "[training]\nlocal_batch_size = 2\nseq_len = 4096\n"
+        '[activation_checkpoint]\nmode = "full"\n'
+        "[parallelism]\ndata_parallel_shard_degree = -1\nexpert_parallel_degree = 8\n"
+    )
+    first = read_job(text, "h100-sxm", 64, "job.toml")
+    assert (first.plan["parallel"]["ep"], first.plan["parallel"]["etp"]) == (8, 1)
+    plan = plan_of(_with_links(first, "job.toml", "h100-sxm"), "job.toml")
+    est = estimate(plan, resolve_config(plan))
+    back = read_job(toml_text(plan, est), "h100-sxm", 64, "back.toml")
+    assert (back.plan["parallel"]["ep"], back.plan["parallel"]["etp"]) == (8, 1)
+    again = plan_of(_with_links(back, "back.toml", "h100-sxm"), "back.toml")
+    step = float(estimate(again, resolve_config(again)).values["step_time_s"])
+    assert step == pytest.approx(float(est.values["step_time_s"]), rel=1e-9)
