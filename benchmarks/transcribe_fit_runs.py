@@ -24,7 +24,9 @@ import yaml
 from transcribe import llama_shape
 
 OUT = Path(__file__).resolve().parents[1] / "configs" / "memory_runs"
-SCHEDULES = {"ZBB-VPP2": "zb-h1", "1F1B": "1f1b", "ZeroBubble": "zb-h1"}
+# the 'zbb' row at VPP 2: interleaved zero-bubble, the schedule of Primus's zero-bubble runtime
+# with vpp > 1 (specs/framework_extra.py's primus profile)
+SCHEDULES = {"ZBB-VPP2": "interleaved-zb", "1F1B": "1f1b", "ZeroBubble": "zb-h1"}
 
 
 def primus(r: dict) -> tuple[str, dict]:
@@ -32,7 +34,7 @@ def primus(r: dict) -> tuple[str, dict]:
     n = hw["num_gpus"]
     tail = r["id"].split(f"PP{par['pp']}-", 1)[1].removeprefix(f"EP{par['ep']}-")
     sched = SCHEDULES.get(tail, "interleaved")
-    vp = 1 if sched != "interleaved" else par["vp"]
+    vp = par["vp"] if sched in ("interleaved", "interleaved-zb") else 1
     parallel: dict = {"tp": 1, "pp": par["pp"], "cp": 1, "dp": par["dp"], "vp": vp}
     parallel.update(schedule=sched, sequence_parallel=False, zero_stage=1)
     if "QWEN3" in r["id"]:

@@ -92,7 +92,8 @@ def _primus():
 def test_zero_bubble_h1_holds_p_micro_batches_on_every_stage():
     """ZB-H1 defers the W passes, so every stage holds 1F1B's first-stage count: Primus's
     simulator of its zero-bubble schedule (p 8, m 32) holds 8 on every rank; 1F1B's last stage 1."""
-    zbb = next(r for r in memory_runs(["zbb"]))["plan"]
+    # the 'zbb' row runs interleaved zero-bubble at vp 2; the same plan at ZB-H1 and 1F1B, vp 1
+    zbb = next(r for r in memory_runs(["zbb"]))["plan"].with_parallel(schedule="zb-h1", vp=1)
     one = zbb.with_parallel(schedule="1f1b")
     acts = {
         name: float(estimate(p, resolve_config(p)).values["activations_bytes"])

@@ -807,12 +807,15 @@ def test_dp_replicate_alone_is_named_in_the_layout_error():
 def test_a_framework_without_expert_parallelism_searches_ep_1():
     """The search built ep 8 under fsdp (the rule masked cp and ep together where ep was still
     1), then failed on its own pick: 'fsdp has no context or expert parallelism (cp(2), ep(8))',
-    knobs the bundled plan does not fix. Now ep > 1 is masked where ep is built: fsdp's best runs
-    ep 1, and fsdp1 (no CP either) says nothing fits, as a search does."""
+    knobs the bundled plan does not fix. Now what a framework cannot run is masked where its knob is
+    built: fsdp (which runs torchtitan's EP since issue 40) keeps only the (ep, etp) pairs
+    torchtitan's mesh folds, etp = tp or 1, and fsdp1 (no CP or EP) says nothing fits, as a
+    search does."""
     case = "plan_message_names_unset_cp_ep"
     r = run(case, "plan", "deepseek-v3-h100", "--framework", "fsdp", "--json")
     assert r.exit_code == 0, r.output
-    assert {c["config"]["ep"] for c in json.loads(r.stdout)["results"]} == {1}
+    configs = [c["config"] for c in json.loads(r.stdout)["results"]]
+    assert all(c["etp"] in (1, c["tp"]) for c in configs)
     assert "the framework cannot run it ((ep, etp) pairs)" in " ".join(
         run(case, "plan", "deepseek-v3-h100", "--framework", "fsdp").output.split()
     )

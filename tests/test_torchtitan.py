@@ -87,14 +87,22 @@ def toml(**changes):
             {
                 "parallelism": {
                     "pipeline_parallel_degree": 2,
-                    "pipeline_parallel_schedule": "InterleavedZeroBubble",
+                    "pipeline_parallel_schedule": "LoopedBFS",
                 }
             },
             "pipeline_parallel_schedule",
         ),
         ({"optimizer": {"name": "Lion"}}, r"\[optimizer\] name"),
         ({"parallelism": {"context_parallel_degree": 2}}, "context_parallel_rotate_method"),
-        ({"parallelism": {"expert_parallel_degree": 8}}, "expert_parallel_degree 8"),
+        (
+            {
+                "parallelism": {
+                    "expert_parallel_degree": 8,
+                    "expert_parallel_comm_backend": "deepep",
+                }
+            },
+            "expert_parallel_comm_backend 'deepep'",
+        ),
         ({"training": {"dtype": "bfloat16"}}, "training. dtype|dtype = 'bfloat16'"),
         (
             {

@@ -19,7 +19,7 @@ from perfmodel.specs.framework import FRAMEWORK_ALIASES, FRAMEWORKS
 # checks the two agree)
 SCHEDULE_NAMES = (
     "gpipe", "1f1b", "interleaved", "dualpipe", "zb-h1", "zb-h2", "zbv", "v-half", "v-min",
-    "dualpipev",
+    "dualpipev", "interleaved-zb",
 )  # fmt: skip
 
 if TYPE_CHECKING:

@@ -314,8 +314,25 @@ def _memory_estimate(plan: Any) -> tuple[Any, dict]:
 @click.option(
     "--schedule",
     "sched",
-    type=click.Choice(["gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zbv", "v-half", "v-min"]),
-    help="Default: interleaved when v > 1, else 1f1b (or the plan's). zbv, v-half, v-min: v 2.",
+    type=click.Choice(
+        [
+            "gpipe",
+            "1f1b",
+            "interleaved",
+            "zb-h1",
+            "zb-h2",
+            "zbv",
+            "v-half",
+            "v-min",
+            "interleaved-zb",
+        ]
+    ),
+    metavar="NAME",
+    help=(
+        "gpipe, 1f1b, interleaved, zb-h1, zb-h2, zbv, v-half, v-min or interleaved-zb. Default:"
+        " interleaved when v > 1, else 1f1b (or the plan's). zbv, v-half, v-min: v 2;"
+        " interleaved-zb: v > 1."
+    ),
 )
 @click.option(
     "--tf",
@@ -391,7 +408,7 @@ def schedule_cmd(
     else:
         if m is None or p is None:
             raise click.UsageError("give -m and -p, or a PLAN file")
-        v = v or (2 if sched in ("zbv", "v-half", "v-min") else 1)
+        v = v or (2 if sched in ("zbv", "v-half", "v-min", "interleaved-zb") else 1)
         sched = sched or ("interleaved" if v > 1 else "1f1b")
         title = f"equal stages, t_f={tf:g}, t_b={tb:g}" + (f", t_w={tw:g}" if tw else "")
         sim = simulate(p, m, v, sched, tf, tb, latency, t_w=tw)

@@ -65,13 +65,18 @@ SCHEDULE_CODES = {
     "v-half": 7,
     "v-min": 8,
     "dualpipev": 9,
+    "interleaved-zb": 10,
 }
 DUALPIPE = SCHEDULE_CODES["dualpipe"]
 DUALPIPEV = SCHEDULE_CODES["dualpipev"]
 # the V-shaped schedules: two chunks a rank, rank r holding virtual stages r and 2p - 1 - r
 V_SHAPED = tuple(SCHEDULE_CODES[s] for s in ("zbv", "v-half", "v-min", "dualpipev"))
 # the backward split into B and W (Qi et al. 2023)
-SPLIT_BACKWARD = tuple(SCHEDULE_CODES[s] for s in ("zb-h1", "zb-h2", "zbv", "v-half", "v-min"))
+SPLIT_BACKWARD = tuple(
+    SCHEDULE_CODES[s] for s in ("zb-h1", "zb-h2", "zbv", "v-half", "v-min", "interleaved-zb")
+)
+# v chunks a rank, chunk c of rank s the virtual stage c p + s (Narayanan 2021, Sec. 2.2.2)
+LOOPED = tuple(SCHEDULE_CODES[s] for s in ("interleaved", "interleaved-zb"))
 
 
 def in_flight_microbatches(p: Num, m: Num, v: Num, schedule: Num | str) -> Num:
@@ -84,8 +89,11 @@ def in_flight_microbatches(p: Num, m: Num, v: Num, schedule: Num | str) -> Num:
     p (1F1B's), ZB-H2 2p - 1. Controllable memory (Qi et al. 2024, arXiv 2405.15362, and
     sail-sg's table of its schedules): ZB-V p, V-Half (p + 2) // 2, V-Min (p + 4) // 3.
     DualPipeV (deepseek-ai/DualPipe README): PP + 1 stage-chunks with PP = 2p stages on p ranks,
-    p + 1/2 micro-batches of a rank's layers. Each at most m (a rank holds no more than it
-    runs). ``schedule`` is a name or an array of SCHEDULE_CODES.
+    p + 1/2 micro-batches of a rank's layers. Interleaved zero-bubble (PyTorch's
+    ScheduleInterleavedZeroBubble): (v - 1) p + p - 1 - s warm-up chunk passes on rank s and each W
+    s steps behind its B, so every rank holds v p chunk passes, p micro-batches (the simulator's
+    peak, engine/schedule_zb.interleaved_zb_order, for m a multiple of p). Each at most m (a rank
+    holds no more than it runs). ``schedule`` is a name or an array of SCHEDULE_CODES.
     """
     code = SCHEDULE_CODES[schedule] if isinstance(schedule, str) else np.asarray(schedule)
     p = np.asarray(p, dtype=float)
@@ -103,13 +111,14 @@ def in_flight_microbatches(p: Num, m: Num, v: Num, schedule: Num | str) -> Num:
             SCHEDULE_CODES["v-half"]: np.minimum((p + 2) // 2, m),
             SCHEDULE_CODES["v-min"]: np.minimum((p + 4) // 3, m),
             DUALPIPEV: np.minimum(p + 0.5, m),
-        }  # zb-h1 and zbv keep 1F1B's
+        }  # zb-h1, zbv and interleaved-zb keep 1F1B's
+        out = np.where(code == SCHEDULE_CODES["interleaved-zb"], one_f_one_b, out)
         for c, x in later.items():
             out = np.where(code == c, x, out)
     return np.asarray(out)
 
 
-def zero_bubble_bubble(p: Num, f: Num, b: Num, w: Num, m: Num, schedule: Num) -> Num:
+def zero_bubble_bubble(p: Num, f: Num, b: Num, w: Num, m: Num, schedule: Num, v: Num = 1) -> Num:
     """Idle time of a rank a step, seconds, by the papers' closed forms (F, B and W the seconds of
     a micro-batch's forward, input gradient and weight gradient through a rank's layers):
     ZB-H1 (p - 1)(F + B - W) (Qi et al. 2023, Sec. 2.1; with B the full backward this is
@@ -118,7 +127,10 @@ def zero_bubble_bubble(p: Num, f: Num, b: Num, w: Num, m: Num, schedule: Num) ->
     simulator's: engine/schedule_zb.py); ZB-V (p - 1)(F + B - 2W) / 2 (its chunks are half a
     rank's, the warm-up ramp half 1F1B's; 0 at equal F, B, W, as sail-sg's table states); V-Half
     p/(2m) and V-Min 2p/(3m) of the ideal m (F + B + W) (sail-sg's table of Qi et al. 2024, at
-    equal F, B, W). Elsewhere 0 (the other schedules' bubbles are their own formulas)."""
+    equal F, B, W); interleaved zero-bubble (PyTorch's ScheduleInterleavedZeroBubble, "the ZB1P
+    schedule" over v chunks) ZB-H1's ramp over v chunks, (p - 1)(F + B - W) / v, as interleaving
+    divides 1F1B's (Narayanan 2021, Sec. 2.2.2; the simulator's step for m a multiple of p).
+    Elsewhere 0 (the other schedules' bubbles are their own formulas)."""
     code = np.asarray(schedule)
     p = np.asarray(p, dtype=float)
     f, b, w = (np.asarray(x, dtype=float) for x in (f, b, w))
@@ -130,6 +142,7 @@ def zero_bubble_bubble(p: Num, f: Num, b: Num, w: Num, m: Num, schedule: Num) ->
         SCHEDULE_CODES["zbv"]: (p - 1) * np.maximum(f + b - 2 * w, 0.0) / 2,
         SCHEDULE_CODES["v-half"]: p / 2 * ideal,
         SCHEDULE_CODES["v-min"]: 2 * p / 3 * ideal,
+        SCHEDULE_CODES["interleaved-zb"]: h1 / np.asarray(v, dtype=float),
     }
     out = np.zeros(np.broadcast(code, p, f, b, w).shape)
     for c, x in table.items():

@@ -31,16 +31,17 @@ def schedule_bubbles(p: int, m: int) -> list[dict[str, Any]]:
     at equal F, B and W (the papers' own assumption: Qi et al. 2023 and 2024, sail-sg's tables;
     cost/pipeline.zero_bubble_bubble): 1F1B (p-1)/m, interleaved at v 2 (p-1)/(2m), ZB-H1
     (p-1)/(3m), ZB-H2 the same synchronous ramp (its zero needs optimizer post-validation),
-    ZB-V 0, V-Half p/(2m), V-Min 2p/(3m); DualPipe (p/2-1)(F&B+B-3W) with F&B = F+B+W (no
-    overlap gain) and DualPipeV the same over 2p stages of half a rank's layers."""
+    ZB-V 0, V-Half p/(2m), V-Min 2p/(3m), interleaved zero-bubble at v 2 (p-1)/(6m); DualPipe
+    (p/2-1)(F&B+B-3W) with F&B = F+B+W (no overlap gain) and DualPipeV the same over 2p stages of
+    half a rank's layers."""
     ideal = 3.0 * m  # m (F + B + W) at F = B = W = 1
     out = []
     for name, code in pipe.SCHEDULE_CODES.items():
         if name == "gpipe":
             continue
-        v = 2 if code in pipe.V_SHAPED or name == "interleaved" else 1
+        v = 2 if code in pipe.V_SHAPED or code in pipe.LOOPED else 1
         if code in pipe.SPLIT_BACKWARD:
-            idle = float(pipe.zero_bubble_bubble(p, 1.0, 1.0, 1.0, m, code))
+            idle = float(pipe.zero_bubble_bubble(p, 1.0, 1.0, 1.0, m, code, v))
         elif name == "dualpipe":
             idle = float(pipe.dualpipe_bubble(p, 3.0, 2.0, 1.0))
         elif name == "dualpipev":

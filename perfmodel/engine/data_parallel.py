@@ -17,7 +17,7 @@ from perfmodel.cost.stages import Stages
 from perfmodel.engine.block_cost import BlockCost
 from perfmodel.engine.blocks import Setting
 from perfmodel.engine.knobs import Knobs
-from perfmodel.engine.mesh import Mesh
+from perfmodel.engine.mesh import Mesh, expert_shard
 from perfmodel.specs.framework import PROFILES
 
 
@@ -112,7 +112,7 @@ def _data_parallel(priced: Priced, memory: dict[str, Any], mesh: Mesh, m: Array)
             mesh.group_link(replicas, tp * cp * shard),
             mesh.group_link(dp * cp, block),
         ),
-        Group(experts, mesh.edp, replace(mesh.link("edp"), multi_rail=True)),
+        _expert_group(k, mesh, experts, mesh.group_link(replicas, tp * cp * shard)),
     ]
     ov = _overlap(st, dp * cp)
     dp_comm, zero3 = stp.data_parallel_comm(
@@ -132,7 +132,17 @@ def _data_parallel(priced: Priced, memory: dict[str, Any], mesh: Mesh, m: Array)
     copies = np.where(pipe.dualpipe_rows(k.schedule, k.pp), 2.0, 1.0)
     # the optimizer's shard: over dp_shard x cp where the states are sharded over a group (HSDP,
     # a ZeRO-1 sharding group), else over dp x cp (shard is dp then)
+    e_shard = expert_shard(mesh.edp, dp, k.dp_shard, k.zero_stage)
     local = dense / np.where(k.zero_stage >= 1, shard * cp * copies, 1.0) + experts / np.where(
-        k.zero_stage >= 1, mesh.edp * copies, 1.0
+        k.zero_stage >= 1, e_shard * copies, 1.0
     )
     return dp_comm, zero3, local
+
+
+def _expert_group(k: Knobs, mesh: Mesh, experts: Array, replica_link: Any) -> Group:
+    """The routed experts' group: their expert-data-parallel ranks (Megatron-Core), or under HSDP
+    the part of them in the shard group, replicated over the dense parameters' replicas
+    (torchtitan's dp_shard_in_ep x dp_replicate; engine/mesh.expert_shard)."""
+    link = replace(mesh.link("edp"), multi_rail=True)
+    n = expert_shard(mesh.edp, k.dp.astype(float), k.dp_shard, k.zero_stage)
+    return Group(experts, n, link, mesh.edp / np.maximum(n, 1.0), replica_link, link)

@@ -286,7 +286,7 @@ def _bubble(
     if split.any():
         f = stages.mean(sc["fwd_share"], pp)
         w = stages.mean(sc["wgrad"], pp)
-        zb = pipe.zero_bubble_bubble(pp, f, np.maximum(t_mean - f - w, 0.0), w, m, k.schedule)
+        zb = pipe.zero_bubble_bubble(pp, f, np.maximum(t_mean - f - w, 0.0), w, m, k.schedule, vp)
         out = np.where(split, zb, out)
     dual = pipe.dualpipe_rows(k.schedule, k.pp)
     dualv = pipe.dualpipev_rows(k.schedule, k.pp)

@@ -91,7 +91,8 @@ def as_array(x: Any) -> Array:
 
 
 def interleaved(f: Facts) -> Array:
-    return as_array(f.schedule == "interleaved")
+    """The looped schedules, v chunks a rank: interleaved 1F1B and interleaved zero-bubble."""
+    return as_array(np.isin(as_array(f.schedule), ("interleaved", "interleaved-zb")))
 
 
 def dualpipe(f: Facts) -> Array:

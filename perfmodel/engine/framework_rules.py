@@ -4,10 +4,13 @@ rule names the framework that would run what this one cannot. Part of engine/rul
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from perfmodel.engine.facts import (
     V_SHAPED_NAMES,
+    Facts,
     Rule,
     as_array,
     dualpipe,
@@ -17,7 +20,19 @@ from perfmodel.engine.facts import (
 )
 from perfmodel.specs.framework import PROFILES
 
-AFTER_1F1B = ("zb-h1", "zb-h2", "zbv", "v-half", "v-min", "dualpipev")
+AFTER_1F1B = ("zb-h1", "zb-h2", "zbv", "v-half", "v-min", "dualpipev", "interleaved-zb")
+
+
+def _tt_ep(f: Facts) -> Any:
+    """Where torchtitan's ParallelDims._validate accepts ep and etp (torchtitan/distributed/
+    parallel_dims.py, commit 0119de15): etp = tp, ep % cp = 0 and (dp_shard cp) % ep = 0; or etp
+    = 1, ep % (cp tp) = 0 and (dp_shard cp tp) % ep = 0."""
+    tp, cp, ep, etp = (as_array(x) for x in (f.tp, f.cp, f.ep, f.etp))
+    shard = as_array(f.dp if f.dp_shard is None else f.dp_shard)
+    shard = np.where(shard > 0, shard, as_array(f.dp))
+    as_tp = (etp == tp) & (ep % cp == 0) & ((shard * cp) % ep == 0)
+    as_one = (etp == 1) & (ep % (cp * tp) == 0) & ((shard * cp * tp) % ep == 0)
+    return as_tp | as_one
 
 
 def runs_it(schedule: str) -> list[str]:
@@ -219,6 +234,20 @@ FRAMEWORK_RULES: tuple[Rule, ...] = (
         ),
         "framework",
         "{framework} has no selective recompute (PM110: Megatron-LM 2022 on)",
+    ),
+    Rule(
+        "PM110",
+        "parallel.etp",
+        ("ep", "etp", "tp", "cp", "dp"),
+        lambda f: (as_array(f.ep) > 1) & (f.profile["ep_folding"] == "torchtitan") & ~_tt_ep(f),
+        lambda f: (
+            f"ep({f.ep}) with etp({f.etp}) does not fold into {f.framework}'s mesh: torchtitan"
+            " runs etp = tp or etp = 1, with ep a multiple of cp (etp = tp) or of tp x cp"
+            " (etp = 1) that divides dp_shard x cp (x tp) (parallel_dims.py); set etp 1 or"
+            f" etp {f.tp}, and such an ep"
+        ),
+        "expert",
+        "the framework cannot run it",
     ),
     Rule(
         "PM110",

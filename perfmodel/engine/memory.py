@@ -18,7 +18,7 @@ from perfmodel.engine.block_cost import BlockCost
 from perfmodel.engine.blocks import Setting
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory_verdict import fits_mask, tight_mask
-from perfmodel.engine.mesh import Mesh
+from perfmodel.engine.mesh import Mesh, expert_shard
 from perfmodel.specs.framework import PROFILES
 
 if TYPE_CHECKING:
@@ -80,7 +80,8 @@ def memory_terms(
             stages.total([None, moe_cost.expert_params], 0.0, 0.0), dual, "sum"
         )
         dense = _state_bytes(st, params - experts, sharded_over[:, None], z)
-        expert = _state_bytes(st, experts, (mesh.edp * copies)[:, None], z)
+        e_shard = expert_shard(mesh.edp, k.dp, k.dp_shard, k.zero_stage)
+        expert = _state_bytes(st, experts, (e_shard * copies)[:, None], z)
         states = [d + e for d, e in zip(dense, expert)]
     else:
         experts = np.zeros_like(params)
@@ -226,7 +227,8 @@ def states_lower_bound(plan: Plan, k: Knobs) -> Array:
     total: Array = np.asarray(sum(_state_bytes(st, dense, sharded_over, k.zero_stage)))
     if n_moe:
         rank = experts_whole / (pp * ep * etp)
-        total = total + np.asarray(sum(_state_bytes(st, rank, mesh.edp, k.zero_stage)))
+        e_shard = expert_shard(mesh.edp, k.dp, k.dp_shard, k.zero_stage)
+        total = total + np.asarray(sum(_state_bytes(st, rank, e_shard, k.zero_stage)))
     return total
 
 
@@ -255,9 +257,10 @@ def _mean_states(
     )
     dense = copies * (whole - experts_whole) / (tp * pp)
     total: Array = np.asarray(sum(_state_bytes(st, dense, sharded_over, k.zero_stage)))
+    e_shard = expert_shard(mesh.edp, k.dp, k.dp_shard, k.zero_stage)
     if n_moe and moe is not None:
         total = total + np.asarray(
-            sum(_state_bytes(st, experts_rank * copies, mesh.edp * copies, k.zero_stage))
+            sum(_state_bytes(st, experts_rank * copies, e_shard * copies, k.zero_stage))
         )
     return total
 
@@ -320,7 +323,9 @@ def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Ar
     # does ZB-H1, whose deferred W passes hold each stage's inputs to 1F1B's first-stage count
     # (Qi et al. 2023, Sec. 2.1; Primus's simulator of its zero-bubble schedule, p = 8, m = 32:
     # 8 micro-batches on every rank)
-    v_shaped = np.isin(k.schedule, (*pipe.V_SHAPED, pipe.SCHEDULE_CODES["zb-h1"]))[:, None]
+    # interleaved zero-bubble holds p micro-batches on every rank too (cost/pipeline.py)
+    balanced = (*pipe.V_SHAPED, pipe.SCHEDULE_CODES["zb-h1"], pipe.SCHEDULE_CODES["interleaved-zb"])
+    v_shaped = np.isin(k.schedule, balanced)[:, None]
     if v_shaped.any():
         first = np.asarray(pipe.in_flight_microbatches(pp, m, vp, k.schedule))[:, None]
         in_flight = np.where(v_shaped, first, in_flight)

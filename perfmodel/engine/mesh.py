@@ -157,3 +157,15 @@ class Mesh:
         """The Link spec (name and figures) a group of ``dim`` uses, one configuration."""
         s = self.system
         return s.inter_node_link if bool(np.all(self.crosses_nodes(dim))) else s.intra_node_link
+
+
+def expert_shard(edp: Num, dp: Num, dp_shard: Num, zero_stage: Num) -> Array:
+    """The ranks the routed experts' states are sharded over: the expert-data-parallel ranks
+    (Mesh.edp), except under HSDP (ZeRO-2/3 with a shard group dp_shard < dp), where the experts
+    are sharded within the shard group and replicated over its dp / dp_shard copies as the dense
+    parameters are: torchtitan's "dp_shard_in_ep" mesh, dp_shard x cp (x tp at etp 1) / ep ranks
+    (torchtitan/distributed/parallel_dims.py, commit 0119de15, build_mesh)."""
+    dp = np.asarray(dp, dtype=float)
+    shard = np.where(np.asarray(dp_shard) > 0, dp_shard, dp).astype(float)
+    hsdp = (np.asarray(zero_stage) >= 2) & (shard < dp)
+    return np.asarray(np.where(hsdp, np.asarray(edp) * shard / dp, edp))

@@ -257,7 +257,8 @@ RULES: tuple[Rule, ...] = (
         "parallel.vp",
         ("schedule", "vp"),
         lambda f: interleaved(f) & (as_array(f.vp) == 1),
-        lambda f: "schedule interleaved needs vp > 1; set vp or use schedule 1f1b",
+        lambda f: f"schedule {f.schedule} needs vp > 1; set vp or use schedule"
+        + (" zb-h1" if f.schedule == "interleaved-zb" else " 1f1b"),
     ),
     Rule(
         "PM107",

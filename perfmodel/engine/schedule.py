@@ -1,5 +1,6 @@
 """Event simulator of pipeline schedules: GPipe, 1F1B and interleaved 1F1B (issue 6; seed 000, 2.4
-and 6); the zero-bubble family (ZB-H1, ZB-H2, ZB-V, V-Half, V-Min) is engine/schedule_zb.py's walk,
+and 6); the zero-bubble family (ZB-H1, ZB-H2, ZB-V, V-Half, V-Min and interleaved zero-bubble) is
+engine/schedule_zb.py's walk,
 whose steps this module returns the same way.
 
 Each stage runs its operations in the order its schedule prescribes; an
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from perfmodel.cost import Array, Num
-from perfmodel.engine.schedule_zb import ZERO_BUBBLE, chunks, rank_of
+from perfmodel.engine.schedule_zb import LOOPED, ZERO_BUBBLE, chunks, rank_of
 from perfmodel.errors import PerfModelError
 
 
@@ -154,6 +155,19 @@ def _check_arguments(p: int, m: int, v: int, schedule: str, latency: float) -> N
             raise PerfModelError(
                 f"the interleaved schedule needs m({m}) to be a multiple of p({p})"
             )
+    elif schedule in LOOPED:
+        rounds = max(1, m // p)
+        if v == 1:
+            raise PerfModelError(
+                f"the {schedule} schedule needs v > 1 (use zb-h1 for v = 1; PyTorch's"
+                " ScheduleInterleavedZeroBubble)"
+            )
+        if m % rounds:
+            raise PerfModelError(
+                f"the {schedule} schedule needs m({m}) to be a multiple of its {rounds} rounds"
+                f" (max(1, m // p({p})), PyTorch's ScheduleInterleavedZeroBubble); use a multiple"
+                f" of p({p})"
+            )
     elif v != chunks(schedule):
         need = chunks(schedule)
         raise PerfModelError(
@@ -202,12 +216,13 @@ def simulate(
     """
     _check_arguments(p, m, v, schedule, latency)
     if schedule in ZERO_BUBBLE:
-        tf, tb = _per_rank(t_f, p, v, "t_f"), _per_rank(t_b, p, v, "t_b")
-        tw = _per_rank(t_w, p, v, "t_w")
+        looped = schedule in LOOPED
+        tf, tb = _per_rank(t_f, p, v, "t_f", looped), _per_rank(t_b, p, v, "t_b", looped)
+        tw = _per_rank(t_w, p, v, "t_w", looped)
         if any(w > b * (1 + 1e-12) for w, b in zip(tw, tb)):
             raise PerfModelError("t_w: the weight-gradient time is part of t_b, so at most t_b")
         tb = tuple(b - w for b, w in zip(tb, tw))
-        return _run_zero_bubble(p, m, schedule, tf, tb, tw, latency, blocking, keep_blocks)
+        return _run_zero_bubble(p, m, v, schedule, tf, tb, tw, latency, blocking, keep_blocks)
     tf = tuple(_per_virtual(t_f, p, v, "t_f").tolist())
     tb = tuple(_per_virtual(t_b, p, v, "t_b").tolist())
     if keep_blocks:
@@ -215,19 +230,22 @@ def simulate(
     return _run_cached(p, m, v, schedule, tf, tb, latency, blocking)
 
 
-def _per_rank(x: Num | Sequence[float], p: int, v: int, name: str) -> tuple[float, ...]:
+def _per_rank(
+    x: Num | Sequence[float], p: int, v: int, name: str, looped: bool = False
+) -> tuple[float, ...]:
     """Times per virtual stage of a zero-bubble schedule: per-stage times are a rank's, split
-    evenly over its chunks, virtual stage u on rank schedule_zb.rank_of(u) (the V folds back)."""
+    evenly over its chunks, virtual stage u on rank schedule_zb.rank_of(u) (the V folds back; a
+    looped schedule's chunk c of rank s is u = c p + s)."""
     a = np.atleast_1d(np.asarray(x, dtype=float))
     if a.size in (1, p):
         a = np.broadcast_to(a, (p,)) / v
-        a = np.array([a[rank_of(u, p, v)] for u in range(p * v)])
+        a = np.array([a[rank_of(u, p, v, looped)] for u in range(p * v)])
     return tuple(_per_virtual(a, p, v, name).tolist())
 
 
 @lru_cache(maxsize=256)
 def _run_zero_bubble(
-    p: int, m: int, schedule: str, tf: tuple[float, ...], tb: tuple[float, ...],
+    p: int, m: int, v: int, schedule: str, tf: tuple[float, ...], tb: tuple[float, ...],
     tw: tuple[float, ...], latency: float, blocking: bool, keep_blocks: bool,
 ) -> Simulation:  # fmt: skip
     """engine/schedule_zb.run as a Simulation (cached like _run_cached; read-only)."""
@@ -235,10 +253,9 @@ def _run_zero_bubble(
 
     send, delay = (latency, 0.0) if blocking else (0.0, latency)
     step, busy, peak, raw = schedule_zb.run(
-        p, m, schedule, list(tf), list(tb), list(tw), delay, send, keep_blocks
+        p, m, schedule, list(tf), list(tb), list(tw), delay, send, keep_blocks, v
     )
     blocks = [Block(*b) for b in raw]
-    v = chunks(schedule)
     return Simulation(p, m, v, schedule, step, np.array(busy), np.array(peak), blocks)
 
 

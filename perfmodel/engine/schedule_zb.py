@@ -19,7 +19,12 @@ activations held from its first F to its last W:
     v-half (p + 2) // 2                           Qi 2024 V-Half; sail-sg's table "(p+2)//2"
     v-min  (p + 4) // 3                           Qi 2024 V-Min; "(p+4)//3"
 A micro-batch is admitted (its first F) only where the whole of it fits: the V's second chunk then
-always runs, and the walk cannot deadlock. Times in seconds (or any unit).
+always runs, and the walk cannot deadlock.
+
+Two schedules run a fixed order instead: ZB-H1 (zb_h1_order) and interleaved zero-bubble
+(interleaved_zb_order, PyTorch's ScheduleInterleavedZeroBubble): v chunks a rank looped as in
+interleaved 1F1B (virtual stage u on rank u mod p), the backward split into B and W and each W
+deferred behind its B to fill the ramp. Times in seconds (or any unit).
 """
 
 from __future__ import annotations
@@ -30,12 +35,14 @@ from typing import Any
 from perfmodel.errors import PerfModelError
 
 V_SHAPED = ("zbv", "v-half", "v-min")
-ZERO_BUBBLE = ("zb-h1", "zb-h2", *V_SHAPED)
+LOOPED = ("interleaved-zb",)  # v chunks a rank, virtual stage u on rank u mod p
+ZERO_BUBBLE = ("zb-h1", "zb-h2", *V_SHAPED, *LOOPED)
 
 
 def chunks(schedule: str) -> int:
-    """Chunks (virtual stages) a rank runs: two in the V, one otherwise."""
-    return 2 if schedule in V_SHAPED else 1
+    """Chunks (virtual stages) a rank runs: two in the V, one otherwise (the looped schedules take
+    the plan's vp; this is the least they need)."""
+    return 2 if schedule in V_SHAPED or schedule in LOOPED else 1
 
 
 def activation_limit(schedule: str, p: int, s: int) -> float:
@@ -51,30 +58,28 @@ def activation_limit(schedule: str, p: int, s: int) -> float:
     )
 
 
-def rank_of(u: int, p: int, v: int) -> int:
-    """The rank that runs virtual stage u: the V folds the second half back (u -> 2p - 1 - u)."""
+def rank_of(u: int, p: int, v: int, looped: bool = False) -> int:
+    """The rank that runs virtual stage u: the V folds the second half back (u -> 2p - 1 - u); the
+    looped (interleaved) schedules place chunk c of rank s at u = c p + s."""
+    if looped:
+        return u % p
     return u if v == 1 or u < p else 2 * p - 1 - u
 
 
 def run(
-    p: int,
-    m: int,
-    schedule: str,
-    tf: list[float],
-    tb: list[float],
-    tw: list[float],
-    latency: float,
-    send: float,
-    keep: bool,
-) -> tuple[float, list[float], list[float], list[tuple[Any, ...]]]:
+    p: int, m: int, schedule: str, tf: list[float], tb: list[float], tw: list[float],
+    latency: float, send: float, keep: bool, v: int = 0,
+) -> tuple[float, list[float], list[float], list[tuple[Any, ...]]]:  # fmt: skip
     """Walk the schedule: (step time, busy time per rank, peak micro-batches held per rank,
     blocks as (rank, kind, micro-batch, chunk, start, end)). ``tf``, ``tb``, ``tw``: F, B and W
-    seconds per virtual stage; ``latency`` delays the receiver, ``send`` holds the sender."""
-    v = chunks(schedule)
+    seconds per virtual stage; ``latency`` delays the receiver, ``send`` holds the sender; ``v``
+    the chunks a rank of a looped schedule runs (the others' are fixed)."""
+    looped = schedule in LOOPED
+    v = v if looped and v else chunks(schedule)
     last = p * v - 1
-    ranks = [rank_of(u, p, v) for u in range(p * v)]
+    ranks = [rank_of(u, p, v, looped) for u in range(p * v)]
     share = 1.0 / v  # a chunk's share of a micro-batch's activations on its rank
-    limit = [activation_limit(schedule, p, s) for s in range(p)]
+    limit = [] if looped else [activation_limit(schedule, p, s) for s in range(p)]
     f_cand: list[list[tuple[float, int, int]]] = [[] for _ in range(p)]  # (ready, u, i)
     b_cand: list[list[tuple[float, int, int]]] = [[] for _ in range(p)]
     w_queue: list[list[tuple[int, int]]] = [[] for _ in range(p)]
@@ -84,7 +89,7 @@ def run(
     blocks: list[tuple[Any, ...]] = []
     todo = 3 * m * v * p
     wake = [(0.0, s) for s in range(p)]
-    orders = [zb_h1_order(p, m, s) for s in range(p)] if schedule == "zb-h1" else []
+    orders = fixed_orders(schedule, p, m, v)
     pos = [0] * p
     clock = 0.0
     while wake:
@@ -111,7 +116,7 @@ def run(
         todo -= 1
         clock = max(clock, free_at[s])
         if keep:
-            blocks.append((s, kind, i, 0 if u < p else 1, t, end))
+            blocks.append((s, kind, i, u // p if looped else int(u >= p), t, end))
         arrive = free_at[s] + (latency if crosses else 0.0)
         if kind == "F":
             held[s] += share
@@ -135,6 +140,16 @@ def run(
     if todo:
         raise PerfModelError(f"the {schedule} schedule deadlocked at p({p}), m({m})")
     return clock, busy, peak, blocks
+
+
+def fixed_orders(schedule: str, p: int, m: int, v: int) -> list[list[tuple[str, int, int]]]:
+    """Each rank's fixed order where the schedule has one (ZB-H1, interleaved zero-bubble); none
+    for the greedy ones."""
+    if schedule == "zb-h1":
+        return [zb_h1_order(p, m, s) for s in range(p)]
+    if schedule in LOOPED:
+        return [interleaved_zb_order(p, m, v, s) for s in range(p)]
+    return []
 
 
 def _pick(
@@ -196,6 +211,44 @@ def zb_h1_order(p: int, m: int, s: int) -> list[tuple[str, int, int]]:
             w += 1
     seq += [("W", 0, i) for i in range(w, m)]
     return [(kind, s, i) for kind, _, i in seq]
+
+
+def interleaved_zb_order(p: int, m: int, v: int, s: int) -> list[tuple[str, int, int]]:
+    """Rank s's order in PyTorch's ScheduleInterleavedZeroBubble ("the ZB1P schedule" of Qi et
+    al. 2023 over v looped chunks; torch/distributed/pipelining/schedules.py, pytorch/pytorch
+    commit 00722e648b740f91d0e71494baa17891749fd291, _calculate_single_rank_operations with
+    _get_warmup_ops(multiply_factor=1) and _get_1f1b_rank_ops(enable_zero_bubble=True)): rounds
+    of r = m / max(1, m // p) micro-batches; (v - 1) r + p - 1 - s warm-up forwards; then a
+    forward and a B each step, each W deferred by s steps behind its B (num_1f1b_microbatches =
+    rank); the cool-down's B's, then the W's left. The k-th forward runs chunk (k // r) mod v,
+    the k-th B chunk v - 1 - (k // r) mod v, each chunk's micro-batches in turn."""
+    rounds = max(1, m // p)
+    per_round = m // rounds
+    total = m * v
+    warm = min((v - 1) * per_round + p - 1 - s, total)
+    nxt = {"F": [0] * v, "B": [0] * v, "W": [0] * v}
+
+    def op(kind: str, c: int) -> tuple[str, int, int]:
+        i = nxt[kind][c]
+        nxt[kind][c] += 1
+        return (kind, c * p + s, i)
+
+    def bwd_chunk(k: int) -> int:
+        return v - 1 - ((k - warm) // per_round) % v
+
+    seq: list[tuple[str, int, int]] = []
+    backs: list[int] = []
+    for k in range(total + warm):
+        if k < total:
+            seq.append(op("F", (k // per_round) % v))
+        if k >= warm:
+            seq.append(op("B", bwd_chunk(k)))
+            backs.append(k)
+            if k - warm >= s:
+                seq.append(op("W", bwd_chunk(backs[len(backs) - 1 - s])))
+    done_w = max(0, len(backs) - s)
+    seq += [op("W", bwd_chunk(k)) for k in backs[done_w:]]
+    return seq
 
 
 def _next_in_order(

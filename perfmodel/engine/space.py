@@ -13,7 +13,7 @@ import numpy as np
 
 from perfmodel.cost import Array
 from perfmodel.cost.memory import RECOMPUTE_CODES
-from perfmodel.cost.pipeline import SCHEDULE_CODES, V_SHAPED
+from perfmodel.cost.pipeline import LOOPED, SCHEDULE_CODES, V_SHAPED
 from perfmodel.engine import moe_switches
 from perfmodel.engine.facts import Facts
 from perfmodel.engine.knobs import CP_COMM_CODES, Knobs
@@ -306,11 +306,11 @@ def _categorical(
         ]
     )
     c = _expand(c, "schedule", np.array(sorted(SCHEDULE_CODES[s] for s in names)))
-    # interleaved at vp > 1, the V-shaped schedules at vp 2, the others at vp 1
+    # interleaved (1F1B or zero-bubble) at vp > 1, the V-shaped schedules at vp 2, the others at 1
     ok = np.where(
         np.isin(c["schedule"], V_SHAPED),
         c["vp"] == 2,
-        (c["vp"] > 1) == (c["schedule"] == SCHEDULE_CODES["interleaved"]),
+        (c["vp"] > 1) == np.isin(c["schedule"], LOOPED),
     )
     # what each schedule needs of pp and m (DualPipe's PM106 and PM107), read with the names
     named = replace(facts_of(c), schedule=np.array(list(SCHEDULE_CODES))[c["schedule"]])

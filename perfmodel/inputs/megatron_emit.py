@@ -23,6 +23,7 @@ SCHEDULE_TITLES = {
     "zbv": "ZB-V",
     "v-half": "V-Half",
     "v-min": "V-Min",
+    "interleaved-zb": "interleaved zero-bubble",
 }
 
 

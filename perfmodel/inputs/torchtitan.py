@@ -214,14 +214,17 @@ def _parallel(job: _Job, out: Imported, num_gpus: int | None) -> None:
     p["zero_stage"] = 0 if degrees["dp_shard"] == 1 else (3 if resharded else 2)
     if p["zero_stage"] == 0:  # no shard at all: plain data parallelism over the replicas
         p["dp"] = p.pop("dp_replicate") * p.pop("dp_shard")
+    # torchtitan's MoE: the routed experts over ep ranks, etp = tp or 1 (parallel_dims.py; the
+    # fsdp profile's expert_parallel, engine/framework_rules.py checks the folding)
     ep = job.int(s, "expert_parallel_degree", 1)
     etp = job.int(s, "expert_tensor_parallel_degree", 1)
-    if ep > 1 or etp > 1:  # the fsdp profile is torchtitan 2024-12's, before its MoE support
+    backend = job.get(s, "expert_parallel_comm_backend", "standard")
+    if ep > 1 and backend != "standard":
         raise PerfModelError(
-            f"{job.label}: [parallelism] expert_parallel_degree {ep}, expert_tensor_parallel_degree"
-            f" {etp}: torchtitan's expert parallelism is not modelled (the fsdp profile describes"
-            " torchtitan 2024-12); set them to 1, or plan the MoE run with framework megatron-core"
+            f"{job.label}: [parallelism] expert_parallel_comm_backend {backend!r}: only the"
+            ' standard all_to_all_single dispatch is modelled; set it to "standard"'
         )
+    p["ep"], p["etp"] = ep, etp
     if job.get(s, "enable_async_tensor_parallel", False):
         out.plan["training"]["tp_comm_overlap_ub"] = True  # micro-pipelined TP (framework.py)
     if degrees["cp"] > 1:

@@ -153,6 +153,9 @@ def job(plan, c: dict, layers: list[float] | None = None) -> dict[str, dict[str,
     par = out["parallelism"]
     if c["cp"] > 1:
         par["context_parallel_rotate_method"] = "alltoall"  # the K/V ring (cp_comm_type p2p)
+    if c.get("ep", 1) > 1:  # torchtitan's MoE: the experts over ep ranks, etp = tp or 1
+        par["expert_parallel_degree"] = c["ep"]
+        par["expert_tensor_parallel_degree"] = c.get("etp", 1)
     if c["pp"] > 1:
         par["pipeline_parallel_schedule"] = {v: k for k, v in SCHEDULES.items()}[c["schedule"]]
         par["pipeline_parallel_microbatch_size"] = c["micro_batch_size"]

@@ -18,6 +18,8 @@ MODELS = {
     ("deepseek_v3", "671B"): "deepseek-v3",
     ("qwen3", "30B-A3B"): "qwen3-30b-a3b",
     ("qwen3", "235B-A22B"): "qwen3-235b-a22b",
+    ("llama4", "17bx16e"): "llama4-scout",
+    ("llama4", "17bx128e"): "llama4-maverick",
 }
 
 # torch.distributed.pipelining's names (get_schedule_class): ZBVZeroBubble and DualPipeV run two
@@ -28,8 +30,9 @@ SCHEDULES = {
     "Interleaved1F1B": "interleaved",
     "ZBVZeroBubble": "zbv",
     "DualPipeV": "dualpipev",
+    "InterleavedZeroBubble": "interleaved-zb",
 }
-LOOPED = ("Interleaved1F1B", "ZBVZeroBubble", "DualPipeV")
+LOOPED = ("Interleaved1F1B", "ZBVZeroBubble", "DualPipeV", "InterleavedZeroBubble")
 
 # sections whose keys never change the step's cost (logging, checkpoint files, data, the learning
 # rate); a key here with any value is listed as ignored

@@ -270,6 +270,10 @@ for _name, _p in PROFILES.items():
     # in its TP plan and per-op SAC), the 2021 ones do not
     _p.setdefault("sequence_parallelism", True)
     _p.setdefault("selective_recompute", True)
+    # how expert parallelism folds into the ranks: Megatron-Core's any ep x etp dividing tp x cp x
+    # dp (parallel folding), or torchtitan's etp = tp or 1 with ep taking all of cp (and of tp
+    # at etp 1) and part of dp_shard (parallel_dims.py's _validate)
+    _p.setdefault("ep_folding", "megatron")
 for _name in ("megatron-2021", "deepspeed-2021"):
     # Megatron-LM of 2021 (Narayanan et al. 2021: full recompute only, --checkpoint-activations)
     # and DeepSpeed of 2021 (v0.3.16: ZeRO-3 and its own partitioned activation checkpointing,
@@ -317,6 +321,7 @@ FACTS = (
     "selective_recompute",
     "moe_dispatchers",
     "moe_a2a_overlaps",
+    "ep_folding",
 )
 
 

@@ -102,6 +102,10 @@ def _deepspeed_2021(PROFILES: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+PRIMUS_SCHEDULES: tuple[str, ...] = ("1f1b", "interleaved", "zb-h1", "zb-h2", "zbv", "v-half")
+PRIMUS_SCHEDULES += ("v-min", "interleaved-zb")
+
+
 def extra_profiles(PROFILES: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """hai-llm, primus, internevo, megatron-rocm and torchtitan-rocm, from the megatron-core and
     fsdp profiles."""
@@ -113,8 +117,12 @@ def extra_profiles(PROFILES: dict[str, dict[str, Any]]) -> dict[str, dict[str, A
     out["primus"] = {
         **PROFILES["megatron-core"],
         # pp_algorithm: 1f1b, 1f1b-interleaved, zero-bubble (ZB-H1's 1F1B with the W split), zbv
-        # (ZB-V), v-half and v-min (the blog's experiment tables)
-        "schedules": ("1f1b", "interleaved", "zb-h1", "zbv", "v-half", "v-min"),
+        # (ZB-V), v-half and v-min (the blog's experiment tables); and its port of sail-sg's
+        # zero-bubble runtime (primus/backends/megatron/core/pipeline_parallel/zerobubble,
+        # zbpp_utils.py at commit f8abd27b): --zero-bubble-max-pending-backward 2p "will use
+        # zb2p" (ZB-H2), and --interleave-group-size with vpp > 1 the interleaved zero-bubble
+        # schedule (scheduler/group_interleaved_1f1b.py at 90fa0bd8: B and W split over v chunks)
+        "schedules": PRIMUS_SCHEDULES,
         # "overlap_grad_reduce/overlap_param_gather false (required by Primus-pipeline)" (the blog's
         # test configuration, tests/trainer/test_megatron_trainer_zero_bubble.yaml)
         "overlap_grad_reduce": False,

@@ -106,8 +106,13 @@ ZERO_PROFILES: dict[str, dict[str, Any]] = {
         # torchao's enable_fsdp_float8_all_gather is off by default (torchtitan float8 config)
         "fp8_param_gather": False,
         "fp8_weight_cache": False,
-        # no expert parallelism in the 2024-12 torchtitan
-        **NO_EXPERTS,
+        "expert_call_overhead_s": 0.0,
+        "moe_fp8_dispatch": False,
+        # torchtitan's MoE (ExpertParallel): one all-to-all dispatcher, no overlap
+        "moe_token_dispatcher_type": "alltoall",
+        "moe_a2a_overlap": False,
+        "moe_dispatchers": ("alltoall",),  # ExpertParallel: all_to_all_single over the ep mesh
+        "moe_a2a_overlaps": (False,),
         # MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): torchtitan's
         # training.mixed_precision_reduce default is float32
         "reduce_dtype": "fp32",
@@ -130,10 +135,17 @@ ZERO_PROFILES: dict[str, dict[str, Any]] = {
         # torch.distributed.pipelining as torchtitan's pipeline_parallel_schedule names them
         # (get_schedule_class): Schedule1F1B, ScheduleInterleaved1F1B, and in the 2025 releases
         # ScheduleZBVZeroBubble (ZB-V) and ScheduleDualPipeV (without DualPipe's F&B overlap of
-        # an expert all-to-all, which needs the model's own overlapped_forward_backward)
-        # (torchtitan's default micro-batch count is the stage count)
-        "schedules": ("1f1b", "interleaved", "zbv", "dualpipev"),
-        "expert_parallel": False,  # not in the 2024-12 torchtitan this profile describes
+        # an expert all-to-all, which needs the model's own overlapped_forward_backward), and
+        # ScheduleInterleavedZeroBubble ("InterleavedZeroBubble" in get_schedule_class: the
+        # ZB1P schedule over looped chunks; torch/distributed/pipelining/schedules.py, pytorch
+        # commit 00722e64) (torchtitan's default micro-batch count is the stage count)
+        "schedules": ("1f1b", "interleaved", "zbv", "dualpipev", "interleaved-zb"),
+        # torchtitan's MoE (2025: torchtitan/distributed/expert_parallel.py, ExpertParallel's
+        # all_to_all_single dispatch; parallel_dims.py at commit 0119de15): the routed experts
+        # split over ep ranks, with etp = tp or 1, their states sharded by FSDP over the rest
+        # ("dp_shard_in_ep", engine/framework_rules.py's PM110 and engine/mesh.expert_shard)
+        "expert_parallel": True,
+        "ep_folding": "torchtitan",
         "interleaved": True,
         "pipeline": True,
         "tensor_parallel": True,

@@ -22,6 +22,7 @@ Schedule = Literal[
     "v-half",
     "v-min",
     "dualpipev",
+    "interleaved-zb",
 ]
 SCHEDULES: tuple[str, ...] = get_args(Schedule)
 
@@ -82,6 +83,8 @@ class Parallel(Spec):
             " gradients, at 1F1B's and about twice its activations. zbv, v-half, v-min: two"
             " chunks a rank in a V (Qi et al. 2024; vp 2) at 1F1B's, 1/2 and 1/3 of its"
             " activations. dualpipev: DualPipe folded into a V, one copy of the parameters (vp 2)."
+            " interleaved-zb: interleaved 1F1B with the zero-bubble split (vp > 1; PyTorch's"
+            " ScheduleInterleavedZeroBubble), ZB-H1's bubble over vp at 1F1B's activations."
             " docs/schedules.md."
         ),
     )
