@@ -276,85 +276,45 @@ def _run(
     """Walk the schedule. A stage runs until a block waits on another stage; only a neighbour's
     progress can release it (a forward waits on the stage before, a backward on the stage after), so
     only the neighbours of a stage that ran are visited again. Every block's end is fixed by its own
-    dependencies, so the order of visits changes no number."""
-    w = _Walker(p, m, v, list(tf), list(tb), latency, blocking, keep_blocks)
-    orders = _orders(p, m, v, schedule)
+    dependencies, so the order of visits changes no number. The state is plain Python lists and
+    locals (numpy scalars, a method call or an attribute a block would each cost several times the
+    block's own arithmetic): when each (virtual stage, micro-batch) forward and backward ends, each
+    stage's position in its order, clock, busy time and micro-batches held."""
+    # each stage's order as (backward?, micro-batch, virtual stage u = chunk x p + stage)
+    orders = [
+        [(kind == "B", i, c * p + s) for kind, i, c in order]
+        for s, order in enumerate(_orders(p, m, v, schedule))
+    ]
+    # blocking: the sender holds its stage for the transfer; the receiver sees it when it ends
+    send, lat = (latency, 0.0) if blocking else (0.0, latency)
+    last = p * v - 1
+    done_f: list[list[float | None]] = [[None] * m for _ in range(p * v)]
+    done_b: list[list[float | None]] = [[None] * m for _ in range(p * v)]
+    pos, clock, busy, held, peak = [0] * p, [0.0] * p, [0.0] * p, [0] * p, [0] * p
+    blocks: list[Block] = []
     remaining = sum(len(o) for o in orders)
     todo, queued = list(range(p)), [True] * p
     while todo:
         s = todo.pop()
         queued[s] = False
-        done = w.advance(s, orders[s])
-        if done:
-            remaining -= done
-            for n in ((s - 1) % p, (s + 1) % p):
-                if not queued[n]:
-                    queued[n] = True
-                    todo.append(n)
-    if remaining:  # cannot happen for the orders above; guards against a bad order
-        raise PerfModelError("the schedule deadlocked")
-    peak = np.array(w.peak, dtype=float) / v
-    return Simulation(p, m, v, schedule, max(w.clock), np.array(w.busy), peak, w.blocks)
-
-
-class _Walker:
-    """The state of a simulated step: when each (virtual stage, micro-batch) forward and backward
-    ends, each stage's position in its order, clock, busy time and micro-batches held. Plain Python
-    lists: numpy scalars would cost ~10x in this loop."""
-
-    def __init__(
-        self,
-        p: int,
-        m: int,
-        v: int,
-        tf: list[Any],
-        tb: list[Any],
-        latency: float,
-        blocking: bool,
-        keep_blocks: bool,
-    ) -> None:
-        self.p, self.tf, self.tb, self.last, self.keep = p, tf, tb, p * v - 1, keep_blocks
-        # blocking: the sender holds its stage for the transfer; the receiver sees it when it ends
-        self.send, self.latency = (latency, 0.0) if blocking else (0.0, latency)
-        self.done_f: list[list[float | None]] = [[None] * m for _ in range(p * v)]
-        self.done_b: list[list[float | None]] = [[None] * m for _ in range(p * v)]
-        self.pos, self.clock, self.busy = [0] * p, [0.0] * p, [0.0] * p
-        self.held, self.peak = [0] * p, [0] * p
-        self.blocks: list[Block] = []
-
-    def advance(self, s: int, order: Sequence[tuple[str, int, int]]) -> int:
-        """Run stage ``s`` through its order until a block waits on another stage; the blocks
-        run."""
-        p, tf, tb, last, send, latency = (
-            self.p,
-            self.tf,
-            self.tb,
-            self.last,
-            self.send,
-            self.latency,
-        )
-        done_f, done_b, held, peak = self.done_f, self.done_b, self.held, self.peak
-        k0 = k = self.pos[s]
-        t = self.clock[s]
-        busy = 0.0
+        order, k = orders[s], pos[s]
+        k0, t, h, pk, spent = k, clock[s], held[s], peak[s], 0.0
         while k < len(order):
-            kind, i, c = order[k]
-            u = c * p + s
-            if kind == "F":
+            backward, i, u = order[k]
+            if not backward:
                 if u == 0:
                     ready = 0.0
                 else:
                     prev = done_f[u - 1][i]
                     if prev is None:
                         break
-                    ready = prev + latency
-                dur = tf[u]
-                end = max(t, ready) + dur + (send if u != last else 0.0)
+                    ready = prev + lat
+                dur, sent = tf[u], (send if u != last else 0.0)
+                end = (t if t >= ready else ready) + dur + sent
                 done_f[u][i] = end
-                held[s] += 1
-                if held[s] > peak[s]:
-                    peak[s] = held[s]
-                sent = send if u != last else 0.0
+                h += 1
+                if h > pk:
+                    pk = h
             else:
                 own = done_f[u][i]
                 if own is None:
@@ -365,18 +325,29 @@ class _Walker:
                     nxt = done_b[u + 1][i]
                     if nxt is None:
                         break
-                    ready = max(nxt + latency, own)
-                dur = tb[u]
-                sent = send if u != 0 else 0.0
-                end = max(t, ready) + dur + sent
+                    ready = nxt + lat
+                    if own > ready:
+                        ready = own
+                dur, sent = tb[u], (send if u != 0 else 0.0)
+                end = (t if t >= ready else ready) + dur + sent
                 done_b[u][i] = end
-                held[s] -= 1
-            if self.keep:
+                h -= 1
+            if keep_blocks:
                 start = end - dur - sent
-                self.blocks.append(Block(s, kind, i, c, start, start + dur))
-            busy += dur
+                blocks.append(Block(s, "B" if backward else "F", i, u // p, start, start + dur))
+            spent += dur
             t = end
             k += 1
-        self.pos[s], self.clock[s] = k, t
-        self.busy[s] += busy
-        return k - k0
+        pos[s], clock[s], held[s], peak[s] = k, t, h, pk
+        busy[s] += spent
+        if k > k0:
+            remaining -= k - k0
+            for n in ((s - 1) % p, (s + 1) % p):
+                if not queued[n]:
+                    queued[n] = True
+                    todo.append(n)
+    if remaining:  # cannot happen for the orders above; guards against a bad order
+        raise PerfModelError("the schedule deadlocked")
+    return Simulation(
+        p, m, v, schedule, max(clock), np.array(busy), np.array(peak, dtype=float) / v, blocks
+    )
