@@ -274,12 +274,9 @@ def _run(
     latency: float, blocking: bool, keep_blocks: bool,
 ) -> Simulation:  # fmt: skip
     """Walk the schedule. A stage runs until a block waits on another stage; only a neighbour's
-    progress can release it (a forward waits on the stage before, a backward on the stage after), so
-    only the neighbours of a stage that ran are visited again. Every block's end is fixed by its own
-    dependencies, so the order of visits changes no number. The state is plain Python lists and
-    locals (numpy scalars, a method call or an attribute a block would each cost several times the
-    block's own arithmetic): when each (virtual stage, micro-batch) forward and backward ends, each
-    stage's position in its order, clock, busy time and micro-batches held."""
+    progress can release it, so only the neighbours of a stage that ran are visited again, and the
+    order of visits changes no number (each block's end is fixed by its own dependencies). State in
+    plain lists and locals: a numpy scalar, a call or an attribute a block costs more than its sum."""
     # each stage's order as (backward?, micro-batch, virtual stage u = chunk x p + stage)
     orders = [
         [(kind == "B", i, c * p + s) for kind, i, c in order]

@@ -188,9 +188,12 @@ def plan(plan_obj, result, verbose: bool = False) -> None:
                 f"{j['tokens_per_s_per_gpu']:,.0f}",
                 pct(j["mfu"]),
                 pct(j["bubble_share_of_step"]),
-                fmt_bytes(j["memory"]["total_bytes"]),
+                fmt_bytes(j["memory"]["total_bytes"])
+                + ("!" if j["memory"].get("verdict") == "tight" else ""),
             )
         )
+    tight = [e.to_json()["memory"] for e in result.results]
+    tight = [m for m in tight if m.get("verdict") == "tight"]
     if rows:
         answer(result.results[0].to_json(), plan_obj.training.framework)
         if result.safest is not None:  # a tight answer: the safe one beside it (issue 37)
@@ -210,6 +213,12 @@ def plan(plan_obj, result, verbose: bool = False) -> None:
                 "tok/s: tokens/s per GPU; MFU against the "
                 f"{(plan_obj.training.mfu_peak or plan_obj.training.dtype).upper()} peak;"
                 f" framework: {plan_obj.training.framework}"
+                + (
+                    f"\n!: tight, the peak within the memory band (+-{100 * tight[0]['band']:.1f}%)"
+                    " of the usable memory"
+                    if tight
+                    else ""
+                )
             ),
         )
         _equivalents(plan_obj, result)
