@@ -275,8 +275,8 @@ def _run(
 ) -> Simulation:  # fmt: skip
     """Walk the schedule. A stage runs until a block waits on another stage; only a neighbour's
     progress can release it, so only the neighbours of a stage that ran are visited again, and the
-    order of visits changes no number (each block's end is fixed by its own dependencies). State in
-    plain lists and locals: a numpy scalar, a call or an attribute a block costs more than its sum."""
+    order of visits changes no number (each block's end is fixed by its own dependencies). State
+    in plain lists and locals: a numpy scalar, a call or an attribute costs more than a block."""
     # each stage's order as (backward?, micro-batch, virtual stage u = chunk x p + stage)
     orders = [
         [(kind == "B", i, c * p + s) for kind, i, c in order]
