@@ -162,3 +162,33 @@ def error_lines(output: str) -> list[str]:
         elif errors and line.startswith("  ") and line.strip():
             errors[-1] += " " + line.strip()
     return errors
+
+
+REPRO = __import__("pathlib").Path(__file__).parent / "data" / "repro"
+
+
+def run(case: str, *args: str):
+    """The command of a reproducer (tests/data/repro/NAME), run in its folder through click."""
+    import os
+
+    from click.testing import CliRunner
+
+    from perfmodel.cli import main
+
+    old = os.getcwd()
+    os.chdir(REPRO / case)
+    try:
+        return CliRunner().invoke(main, list(args))
+    finally:
+        os.chdir(old)
+
+
+def one_line_error(result, *needles: str) -> None:
+    """A user error: exit code 1 or 2, one 'Error:' line, no traceback or interpreter warning, the
+    needles in it."""
+    assert result.exit_code in (1, 2), result.output
+    assert "Traceback" not in result.output and "internal error" not in result.output
+    assert "RuntimeWarning" not in result.output
+    assert result.output.count("Error:") == 1, result.output
+    for n in needles:
+        assert says(result.output, n), result.output

@@ -3,25 +3,15 @@ gets every finding the rules can make (the blocking ones first), and a pipeline 
 not divide the layers is a finding naming the split assumed and what Megatron-Core needs."""
 
 import json
-import os
 from pathlib import Path
 
 from click.testing import CliRunner
-from helpers import says
+from helpers import run, says
 
 from perfmodel.cli import main
 from perfmodel.engine.split import flags_split, megatron_needs, pp_dividing
 
 REPRO = Path(__file__).parent / "data" / "repro"
-
-
-def run(case: str, *args: str):
-    old = os.getcwd()
-    os.chdir(REPRO / case)
-    try:
-        return CliRunner().invoke(main, list(args))
-    finally:
-        os.chdir(old)
 
 
 def findings(case: str) -> list[dict]:

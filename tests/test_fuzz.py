@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfmodel.cli import main
+from perfmodel.engine.answer import LAYOUT_KNOBS
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 
@@ -110,19 +111,7 @@ FIELDS = {
         "flash_attention",
         "optimizer",
     ],
-    "parallel": [
-        "tp",
-        "pp",
-        "dp",
-        "cp",
-        "ep",
-        "vp",
-        "micro_batch_size",
-        "sequence_parallel",
-        "recompute",
-        "zero_stage",
-        "schedule",
-    ],
+    "parallel": list(LAYOUT_KNOBS),
 }
 mutation = st.tuples(st.sampled_from(sorted(FIELDS)), st.data())
 

@@ -2,35 +2,15 @@
 shared set with their README.txt), each run in its folder as tests/test_reproducers.py runs them."""
 
 import json
-import os
 import warnings
 from pathlib import Path
 
 from click.testing import CliRunner
-from helpers import says
+from helpers import one_line_error, run, says
 
 from perfmodel.cli import main
 
 REPRO = Path(__file__).parent / "data" / "repro"
-
-
-def run(case: str, *args: str):
-    """The command of a reproducer, in its folder."""
-    old = os.getcwd()
-    os.chdir(REPRO / case)
-    try:
-        return CliRunner().invoke(main, list(args))
-    finally:
-        os.chdir(old)
-
-
-def one_line_error(result, *needles: str) -> None:
-    """A user error: exit code 1 or 2, one 'Error:' line, no traceback, the needles in it."""
-    assert result.exit_code in (1, 2), result.output
-    assert "Traceback" not in result.output and "internal error" not in result.output
-    assert result.output.count("Error:") == 1, result.output
-    for n in needles:
-        assert says(result.output, n), result.output
 
 
 def test_gpu_reserved_bytes_beyond_hbm_is_refused_by_name():

@@ -10,6 +10,21 @@ from perfmodel.engine.split import assumed_text, uneven
 from perfmodel.specs import Config, Plan
 from perfmodel.specs.framework import defaults
 
+# what an FP4 run is taken to quantize (the output says it)
+FP4_RECIPES = {
+    "nvfp4": (
+        "nvfp4: every decoder linear layer in NVFP4, the logits, router and attention in BF16"
+        " (Megatron-Bridge's performance recipes keep no BF16 layers); the Hadamard transform"
+        " of the weight-gradient inputs rides in their cast"
+    ),
+    # AMD ROCm blog, "Technical Dive into AMD's MLPerf Training v6.0 Submission" (2026): the linear
+    # layers in E2M1 with E8M0 block scales and a deterministic 16-point Hadamard rotation
+    "mxfp4": (
+        "mxfp4: every decoder linear layer in MXFP4 (E2M1, one E8M0 scale per 32 elements,"
+        " OCP Microscaling v1.0), the logits, router and attention in BF16"
+    ),
+}
+
 
 def assumptions(plan: Plan) -> list[str]:
     """What a result rests on that the plan did not state and no measurement checked: the framework
@@ -32,21 +47,13 @@ def assumptions(plan: Plan) -> list[str]:
             "fp8 blockwise (1x128 activation, 128x128 weight tiles): FP32 scales in every cast and"
             " saved input; the GEMMs at the per-tensor FP8 fraction (no blockwise run is fitted)"
         )
-    if tr.dtype == "nvfp4":
+    if tr.dtype in FP4_RECIPES:
         if gpu.fp4_gemm_efficiency is None:
-            out.append(f"{gpu.name}: NVFP4 GEMM efficiency taken as the FP8 one (not measured)")
-        out.append(
-            "nvfp4: every decoder linear layer in NVFP4, the logits, router and attention in BF16"
-            " (Megatron-Bridge's performance recipes keep no BF16 layers); the Hadamard transform"
-            " of the weight-gradient inputs rides in their cast"
-        )
-    if tr.dtype == "mxfp4":
-        if gpu.fp4_gemm_efficiency is None:
-            out.append(f"{gpu.name}: MXFP4 GEMM efficiency taken as the FP8 one (not measured)")
-        out.append(
-            "mxfp4: every decoder linear layer in MXFP4 (E2M1, one E8M0 scale per 32 elements,"
-            " OCP Microscaling v1.0), the logits, router and attention in BF16"
-        )
+            out.append(
+                f"{gpu.name}: {tr.dtype.upper()} GEMM efficiency taken as the FP8 one (not"
+                " measured)"
+            )
+        out.append(FP4_RECIPES[tr.dtype])
     if tr.cpu_offloading_num_layers:
         link = s.host_link
         out.append(
