@@ -31,7 +31,7 @@ FAR_MEMORY = 1.5
 
 LOO = "leave-one-run-out error"
 TRANSFER = "one-run transfer error on published stacks"
-OWN = "runs' own error, at least the one-run transfer's,"
+OWN = "runs' own error, no less than the one-run transfer's"
 
 
 def with_bands(
