@@ -247,3 +247,17 @@ def test_output_never_names_a_microbenchmark_input(plan, tmp_path):
     )
     assert r.exit_code == 1 and says(r.output, "gemm_sweep[0], an input of this calibration")
     assert (tmp_path / "gemm.csv").read_text() == before
+
+
+def test_micro_plan_is_taken_beside_micro_yaml_never_from_the_cwd(tmp_path, monkeypatch):
+    """plan: p.yaml names the file beside MICRO.yaml or a bundled plan; a p.yaml in the working
+    directory is not read in its place (reproducer cal_plan_path_falls_back_to_cwd, for
+    RUNS.yaml, holds the same rule)."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    shutil.copy(PUBLISHED, sub / "all_reduce_perf.txt")
+    (sub / "micro.yaml").write_text("plan: p.yaml\nnccl_tests: [all_reduce_perf.txt]\n")
+    (tmp_path / "p.yaml").write_text("model: llama3-8b\nsystem: {gpu: h100-sxm, num_gpus: 16}\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PerfModelError, match="plan: no sub/p.yaml"):
+        cm.load("sub/micro.yaml")

@@ -59,8 +59,9 @@ def _nested(group: str) -> tuple[str, ...]:
 
 
 def resolve(base: Path, value: Any, label: str, bundled: bool) -> str:
-    """A run's plan: or trace: as a path beside RUNS.yaml (``base`` its folder), or, for a plan,
-    a bundled plan's name (no folder, no suffix); never the working directory's file."""
+    """A run's plan: or trace: (or a MICRO.yaml's plan:) as a path beside the file that names it
+    (``base`` its folder), or, for a plan, a bundled plan's name (no folder, no suffix); never the
+    working directory's file."""
     text = str(value)
     local = base / text
     if local.exists():
@@ -69,7 +70,7 @@ def resolve(base: Path, value: Any, label: str, bundled: bool) -> str:
     if bundled and not name.suffix and len(name.parts) == 1:
         return text
     raise PerfModelError(
-        f"{label}: no {local} (a path in RUNS.yaml is taken from the folder RUNS.yaml is in)"
+        f"{label}: no {local} (a path in the file is taken from the folder the file is in)"
     )
 
 

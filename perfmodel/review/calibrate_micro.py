@@ -40,6 +40,7 @@ from perfmodel.cost.roofline import gemm_bytes, gemm_efficiency, is_memory_bound
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import gemm_sweep, nccl_tests, presets
 from perfmodel.inputs.nccl_tests import NcclTest, bus_factor
+from perfmodel.review.calibrate_checks import resolve
 from perfmodel.specs import Plan
 from perfmodel.specs.calibration import Calibration
 from perfmodel.specs.precision import DTYPE_BYTES
@@ -92,8 +93,7 @@ def load(path: str) -> tuple[Plan, list[NcclTest], list[gemm_sweep.GemmPoint]]:
     if not isinstance(data.get("plan"), str):
         raise PerfModelError(f"{path}: plan: the cluster's plan file (or a bundled plan)")
     folder = Path(path).parent
-    local = folder / data["plan"]
-    plan = inputs.load(str(local) if local.exists() else data["plan"]).plan
+    plan = inputs.load(resolve(folder, data["plan"], f"{path}: plan", True)).plan
     tests = []
     for e in _entries(data.get("nccl_tests", []), f"{path}: nccl_tests"):
         extra = set(e) - {"file", "collective", "ranks", "nodes", "_where"}
