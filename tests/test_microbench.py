@@ -259,5 +259,5 @@ def test_micro_plan_is_taken_beside_micro_yaml_never_from_the_cwd(tmp_path, monk
     (sub / "micro.yaml").write_text("plan: p.yaml\nnccl_tests: [all_reduce_perf.txt]\n")
     (tmp_path / "p.yaml").write_text("model: llama3-8b\nsystem: {gpu: h100-sxm, num_gpus: 16}\n")
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(PerfModelError, match="plan: no sub/p.yaml"):
+    with pytest.raises(PerfModelError, match=r"plan: no sub/p\.yaml"):
         cm.load("sub/micro.yaml")
