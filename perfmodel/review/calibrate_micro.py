@@ -185,14 +185,15 @@ def _fit_link(plan: Plan, t: NcclTest) -> dict[str, Any]:
 
 def _gemm_model(plan: Plan, pts: list[gemm_sweep.GemmPoint], k_scale: float) -> np.ndarray:
     """Modelled seconds of each measured GEMM, with the K overhead scaled by ``k_scale``."""
-    gpu = plan.system.gpu
-    out = []
-    for p in pts:
-        hw = Hardware.from_gpu(gpu, p.dtype)
-        eff = gemm_efficiency(p.M, p.N, p.K, hw.num_sms, hw.gemm_eff, hw.k_overhead * k_scale)
-        nbytes = gemm_bytes(p.M, p.K, p.N, DTYPE_BYTES[p.dtype])
-        out.append(float(kernel_time(p.flops, nbytes, hw.peak, hw.hbm_bw, eff, hw.hbm_eff, 0.0)))
-    return np.array(out)
+    out = np.empty(len(pts))
+    for dtype in {p.dtype for p in pts}:  # one Hardware a format, its GEMMs as arrays
+        hw = Hardware.from_gpu(plan.system.gpu, dtype)
+        rows = [i for i, p in enumerate(pts) if p.dtype == dtype]
+        M, N, K = (np.array([getattr(pts[i], d) for i in rows], dtype=float) for d in "MNK")
+        eff = gemm_efficiency(M, N, K, hw.num_sms, hw.gemm_eff, hw.k_overhead * k_scale)
+        nbytes = gemm_bytes(M, K, N, DTYPE_BYTES[dtype])
+        out[rows] = kernel_time(2.0 * M * N * K, nbytes, hw.peak, hw.hbm_bw, eff, hw.hbm_eff, 0.0)
+    return out
 
 
 def _fit_gemms(plan: Plan, pts: list[gemm_sweep.GemmPoint]) -> dict[str, Any]:
