@@ -261,3 +261,21 @@ def test_micro_plan_is_taken_beside_micro_yaml_never_from_the_cwd(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     with pytest.raises(PerfModelError, match=r"plan: no sub/p\.yaml"):
         cm.load("sub/micro.yaml")
+
+
+@pytest.mark.parametrize(
+    "entry, needle",
+    [
+        ("nccl_tests: [{file: a.txt, ranks: abc}]", "nccl_tests[0].ranks: a whole number"),
+        ("nccl_tests: [{file: a.txt, ranks: 0}]", "nccl_tests[0].ranks: a whole number"),
+        ("nccl_tests: [{file: a.txt, nodes: x}]", "nccl_tests[0].nodes: a whole number"),
+        ("nccl_tests: [{file: a.txt, collective: 5}]", "nccl_tests[0].collective: a name"),
+        ("gemm_sweep: {file: g.csv, dtype: 5}", "gemm_sweep.dtype: a name"),
+        ("gemm_sweep: {file: g.csv, dtyp: bf16}", "unknown key 'dtyp'; allowed: file, dtype"),
+    ],
+)
+def test_micro_yaml_entries_are_checked_by_name(tmp_path, entry, needle):
+    (tmp_path / "m.yaml").write_text(f"plan: llama3-8b-h100\n{entry}\n")
+    r = CliRunner().invoke(main, ["calibrate", str(tmp_path / "m.yaml"), "-o", str(tmp_path / "c")])
+    assert r.exit_code == 1 and "internal error" not in r.output
+    assert says(r.output, needle), r.output

@@ -64,7 +64,16 @@ def is_micro(data: Any) -> bool:
     return isinstance(data, dict) and ("nccl_tests" in data or "gemm_sweep" in data)
 
 
-def _entries(value: Any, where: str) -> list[dict[str, Any]]:
+# what an entry of each list may say beside file:, and of what kind
+ENTRY_KEYS: dict[str, dict[str, type]] = {
+    "nccl_tests": {"collective": str, "ranks": int, "nodes": int},
+    "gemm_sweep": {"dtype": str},
+}
+
+
+def _entries(value: Any, where: str, kind: str) -> list[dict[str, Any]]:
+    """The entries of MICRO.yaml's ``kind`` list (a file name, or a mapping with file: and the
+    keys of ENTRY_KEYS), each key checked: a name is text, a count a whole number of 1 or more."""
     items = value if isinstance(value, list) else [value]
     out = []
     for i, item in enumerate(items):
@@ -73,6 +82,15 @@ def _entries(value: Any, where: str) -> list[dict[str, Any]]:
             item = {"file": item}
         if not isinstance(item, dict) or not isinstance(item.get("file"), str):
             raise PerfModelError(f"{at}: a file name, or a mapping with file:")
+        allowed = ENTRY_KEYS[kind]
+        for key, v in item.items():
+            if key != "file" and key not in allowed:
+                keys = ", ".join(["file", *allowed])
+                raise PerfModelError(f"{at}: unknown key {key!r}; allowed: {keys}")
+            if allowed.get(key) is str and not isinstance(v, str):
+                raise PerfModelError(f"{at}.{key}: a name, got {v!r}")
+            if allowed.get(key) is int and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise PerfModelError(f"{at}.{key}: a whole number of 1 or more, got {v!r}")
         out.append({**item, "_where": at})
     return out
 
@@ -95,10 +113,7 @@ def load(path: str) -> tuple[Plan, list[NcclTest], list[gemm_sweep.GemmPoint]]:
     folder = Path(path).parent
     plan = inputs.load(resolve(folder, data["plan"], f"{path}: plan", True)).plan
     tests = []
-    for e in _entries(data.get("nccl_tests", []), f"{path}: nccl_tests"):
-        extra = set(e) - {"file", "collective", "ranks", "nodes", "_where"}
-        if extra:
-            raise PerfModelError(f"{e['_where']}: unknown key {sorted(extra)[0]!r}")
+    for e in _entries(data.get("nccl_tests", []), f"{path}: nccl_tests", "nccl_tests"):
         t = nccl_tests.read(folder / e["file"], e.get("collective"), e.get("ranks"), e["file"])
         if e.get("nodes"):
             t = NcclTest(**{**t.__dict__, "nodes": int(e["nodes"])})
@@ -106,7 +121,7 @@ def load(path: str) -> tuple[Plan, list[NcclTest], list[gemm_sweep.GemmPoint]]:
             t = NcclTest(**{**t.__dict__, "nodes": math.ceil(t.ranks / plan.system.gpus_per_node)})
         tests.append(t)
     gemms = []
-    for e in _entries(data.get("gemm_sweep", []), f"{path}: gemm_sweep"):
+    for e in _entries(data.get("gemm_sweep", []), f"{path}: gemm_sweep", "gemm_sweep"):
         gemms += gemm_sweep.read(folder / e["file"], e.get("dtype"), e["file"])
     return plan, tests, gemms
 
