@@ -7,7 +7,7 @@ step)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -202,12 +202,47 @@ def block_ops(
 _ONE: dict[tuple[int, tuple[int, ...]], tuple[Plan, dict[str, BlockCost]]] = {}
 
 
+# the costs of every distinct split the last few multi-configuration calls priced, by what the
+# blocks read of the plan (_signature): the search prices the memory switch sets' rows (a subset
+# of its own, engine/search._with_switches) on plans whose blocks are the same
+_MANY: dict[str, tuple[dict[tuple[int, ...], int], dict[str, BlockCost]]] = {}
+
+
+def _signature(st: Setting) -> str:
+    """What the blocks' costs read of a setting: the plan but for its parallel section and the
+    optimizer's and gradients' dtypes (which reach the blocks through the options, if at all),
+    the options, and the precision but for the optimizer's and gradients' bytes."""
+    switched = ("exp_avg_dtype", "exp_avg_sq_dtype", "grad_accum_fp32", "fp8_param_gather")
+    plan = st.plan.model_dump_json(exclude={"parallel": True, "training": set(switched)})
+    prec = replace(st.precision, optimizer_bytes=0, gradient_bytes=0, reduce_wire_bytes=0)
+    return f"{plan}|{st.options!r}|{prec!r}|{st.moe_pattern}"
+
+
+def _cached_many(st: Setting, k: Knobs) -> dict[str, BlockCost]:
+    """_block_costs, reusing the last call's costs where it priced every split of ``k`` on a
+    setting of the same signature (or pricing each distinct split once and keeping them)."""
+    cols = [np.asarray(getattr(k, name), dtype=np.int64) for name in _KEY]
+    _, first, inverse = np.unique(row_codes(cols), return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    splits = [tuple(r) for r in np.stack([c[first] for c in cols], axis=1).tolist()]
+    sig = _signature(st)
+    hit = _MANY.get(sig)
+    if hit is not None and all(x in hit[0] for x in splits):
+        at = np.asarray([hit[0][x] for x in splits], dtype=np.int64)[inverse]
+        return {name: c.take(at) for name, c in hit[1].items()}
+    unique = _block_costs(st, k.take(first))
+    if len(_MANY) >= 4:
+        _MANY.pop(next(iter(_MANY)))
+    _MANY[sig] = ({x: i for i, x in enumerate(splits)}, unique)
+    return {name: c.take(inverse) for name, c in unique.items()}
+
+
 def block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
     """Dense layer, MoE layer, LM head and embedding costs per micro-batch. They depend on the split
     of a micro-batch only (tp, b, sp, cp, ep, etp, CP's exchange), so each is computed once per
     distinct split and broadcast back to every configuration."""
     if len(k) != 1:
-        return _block_costs(st, k)
+        return _cached_many(st, k)
     key = (id(st.plan), tuple(int(np.asarray(getattr(k, n))[0]) for n in _KEY))
     hit = _ONE.get(key)
     if hit is not None and hit[0] is st.plan:
