@@ -24,9 +24,9 @@ FIXED = ["--tp", "4", "--pp", "4", "--vp", "4", "--cp", "1", "--mbs", "1", "--sp
 FIXED += ["--zero", "1", "--dp", "32"]
 
 
-def run(*args: str):
+def run(*args: str, where: Path = EDGE):
     old = os.getcwd()
-    os.chdir(EDGE)
+    os.chdir(where)
     try:
         return CliRunner().invoke(main, list(args))
     finally:
@@ -97,21 +97,38 @@ def test_does_not_fit_beyond_the_band():
     assert "does not fit" in r.output
 
 
-def test_a_tight_answer_faster_beyond_the_step_band_ranks_first_with_the_safe_one_named():
-    """Recompute free at NVIDIA-like layout: none needs 82.5 of 81.2 GB (tight), full fits and is
-    33% slower, beyond the step band: none ranks first, marked tight, full named beside it; no
-    tight configuration is dropped."""
-    j = json.loads(run("plan", "plan.yaml", *FIXED, "--json").output)
+def _pinned(tmp_path: Path) -> Path:
+    """The repro plan with the memory switches' fields stated at their defaults: a plan that says
+    so leaves them out of the search (engine/memory_switches.py)."""
+    text = (
+        (EDGE / "plan.yaml")
+        .read_text()
+        .replace(
+            "  framework: megatron-core",
+            "  framework: megatron-core\n  grad_accum_fp32: true\n  exp_avg_dtype: fp32\n"
+            "  exp_avg_sq_dtype: fp32",
+        )
+    )
+    (tmp_path / "plan.yaml").write_text(text)
+    return tmp_path
+
+
+def test_a_tight_answer_faster_beyond_the_step_band_ranks_first_with_the_safe_one_named(tmp_path):
+    """Recompute free at NVIDIA-like layout, the optimizer's precision stated: none needs 82.5 of
+    81.2 GB (tight), full fits and is 33% slower, beyond the step band: none ranks first, marked
+    tight, full named beside it; no tight configuration is dropped."""
+    where = _pinned(tmp_path)
+    j = json.loads(run("plan", "plan.yaml", *FIXED, "--json", where=where).output)
     first = j["results"][0]
     assert first["memory"]["verdict"] == "tight" and first["config"]["recompute"] != "full"
     safe = j["fastest_that_fits"]
     assert safe["memory"]["verdict"] == "fits" and safe["config"]["recompute"] == "full"
     assert safe["step_time_s"] > first["expected_error"]["step_time_range_s"][1]
-    text = run("plan", "plan.yaml", *FIXED).output
+    text = run("plan", "plan.yaml", *FIXED, where=where).output
     assert "fastest that fits with margin: recompute full" in " ".join(text.split())
     assert "tight (82.5 of 81.2 GB, +-10.2%)" in " ".join(text.split())
     # estimate resolves the free recompute as plan does, and names the safe one too
-    est = json.loads(run("estimate", "plan.yaml", *FIXED, "--json").output)
+    est = json.loads(run("estimate", "plan.yaml", *FIXED, "--json", where=where).output)
     assert est["config"] == first["config"]
     assert any("fastest that fits with margin: recompute full" in w for w in est["warnings"])
 

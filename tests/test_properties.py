@@ -148,5 +148,6 @@ def _totals_over_tp(pp, mbs, sp_on, rc, schedule):
         last_stage_layers=zero,
         moe_token_dispatcher_type=zero,
         moe_a2a_overlap=np.zeros(n, bool),
+        memory_switch=zero,
     )
     return evaluate(plan, k)["total_bytes"]

@@ -102,12 +102,16 @@ def plan_cmd(
         else:
             click.echo(toml_text(plan, best), nl=False)
     elif emit and result.results:
+        from perfmodel.engine.memory_switches import applied
         from perfmodel.inputs.megatron_emit import launch_json, launch_text
 
+        # the plan with the memory switches the answer turns on, whose flags the script carries
+        first = result.results[0]
+        switched = applied(plan, first.config.memory_switch)
         if as_json:
-            console.emit_json(launch_json(plan, result.results[0]))
+            console.emit_json(launch_json(switched, first))
         else:
-            click.echo(launch_text(plan, result.results[0]))
+            click.echo(launch_text(switched, first))
     elif as_json:
         console.emit_json(result.to_json())
     elif emit:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfmodel.cost import pipeline as pipe
+from perfmodel.engine import memory_switches
 from perfmodel.engine.assumptions import assumptions, config_assumptions
 from perfmodel.engine.conventions import flop_convention as flop_convention
 from perfmodel.engine.evaluate import BREAKDOWN_KEYS, evaluate
@@ -227,7 +228,7 @@ class Estimate:
 def estimate(plan: Plan, cfg: Config, simulate: bool = True) -> Estimate:
     """Evaluate one configuration through the vectorized path; with ``simulate`` (and pp > 1) the
     pipeline's bubble and exposed point-to-point time come from the schedule simulator."""
-    validate_config(plan, cfg)
+    validate_config(memory_switches.applied(plan, cfg.memory_switch), cfg)
     return estimates(plan, [cfg], simulate)[0]
 
 
@@ -245,18 +246,29 @@ class Batch:
     simulations past that point never run."""
 
     def __init__(self, plan: Plan, cfgs: list[Config], simulate: bool = True) -> None:
-        self.plan, self.cfgs, self.simulate = plan, cfgs, simulate
-        self.raw = evaluate(plan, Knobs.from_configs(cfgs)) if cfgs else {}
-        self.stages = self.raw.pop("stages", None)
-        self.assumed = assumptions(plan)
+        self.cfgs, self.simulate = cfgs, simulate
+        # one evaluation per memory switch set among the configurations (most batches have one):
+        # (the plan with the set applied, evaluate's arrays, its stages, what it assumed)
+        self.parts: list[tuple[Plan, dict[str, Any], Any, list[str]]] = []
+        self.where: list[tuple[int, int]] = [(0, 0)] * len(cfgs)
+        by_set: dict[str, list[int]] = {}
+        for i, c in enumerate(cfgs):
+            by_set.setdefault(c.memory_switch, []).append(i)
+        for name, rows in by_set.items():
+            raw = evaluate(plan, Knobs.from_configs([cfgs[i] for i in rows]))
+            stages = raw.pop("stages", None)
+            switched = memory_switches.applied(plan, name)
+            for j, i in enumerate(rows):
+                self.where[i] = (len(self.parts), j)
+            self.parts.append((switched, raw, stages, assumptions(switched)))
 
     def __len__(self) -> int:
         return len(self.cfgs)
 
     def __getitem__(self, row: int) -> Estimate:
-        return _one(
-            self.plan, self.cfgs[row], self.raw, self.stages, row, self.simulate, self.assumed
-        )
+        part, j = self.where[row]
+        plan, raw, stages, assumed = self.parts[part]
+        return _one(plan, self.cfgs[row], raw, stages, j, self.simulate, assumed)
 
 
 def _one(

@@ -27,7 +27,7 @@ from perfmodel.cost import flops as fl
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import step as stp
 from perfmodel.cost.stages import Stages, build_stages, split_layers
-from perfmodel.engine import dualpipe
+from perfmodel.engine import dualpipe, memory_switches
 from perfmodel.engine.block_cost import BlockCost
 from perfmodel.engine.blocks import Setting, block_costs
 from perfmodel.engine.data_parallel import Priced, _data_parallel
@@ -188,7 +188,9 @@ def throughput(st: Setting, k: Knobs, step: Array) -> dict[str, Any]:
 
 
 def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
-    """Step time, breakdown and memory of every configuration in ``k`` (arrays in, arrays out)."""
+    """Step time, breakdown and memory of every configuration in ``k`` (arrays in, arrays out); the
+    rows carry one memory switch set (engine/memory_switches.py), priced on the plan with it."""
+    plan = memory_switches.uniform_plan(plan, k.memory_switch)
     st = Setting.of(plan)
     tr, gpu = plan.training, plan.system.gpu
     tp, pp, dp, vp, b, cp = (
@@ -346,6 +348,12 @@ def _stage_figures(
     )
     return dict(
         step_time_s=step,
+        # what the memory switches change of the step (engine/memory_switches.py): the
+        # data-parallel traffic, the optimizer's pass and the weight cast; the search bounds a
+        # switched step by it (engine/switch_rows.py)
+        switchable_s=np.broadcast_to(
+            out["dp_comm"] + out["zero_comm"] + out["optimizer"], step.shape
+        ),
         num_micro_batches=m,
         slowest_stage_is_first=slow == 0,
         slowest_stage_class=slow,
@@ -385,7 +393,7 @@ def _stage_figures(
 CHUNK = 65536
 
 
-KEEP = ("step_time_s", "total_bytes", "fits", "simulated_step_lower_bound_s")
+KEEP = ("step_time_s", "total_bytes", "fits", "simulated_step_lower_bound_s", "switchable_s")
 
 
 def evaluate_chunked(
@@ -395,11 +403,20 @@ def evaluate_chunked(
     search ranks with (KEEP)."""
     n = len(knobs)
     out = {k: np.empty(n, dtype=bool if k == "fits" else float) for k in KEEP}
-    for start in range(0, n, chunk):
-        idx = slice(start, min(n, start + chunk))
-        res = evaluate(plan, knobs.take(idx))
-        for k in KEEP:
-            out[k][idx] = res[k]
-        if progress:
-            progress(min(n, start + chunk), n)
+    done = 0
+    sets = memory_switches.groups(knobs.memory_switch)
+    for _, rows in sets:
+        for start in range(0, rows.size, chunk):
+            # one set (the search's space): contiguous slices, no copy of the row indices
+            idx: Any = (
+                slice(start, min(n, start + chunk))
+                if len(sets) == 1
+                else rows[start : start + chunk]
+            )
+            res = evaluate(plan, knobs.take(idx))
+            for k in KEEP:
+                out[k][idx] = res[k]
+            done += len(res["fits"])
+            if progress:
+                progress(done, n)
     return out

@@ -14,6 +14,7 @@ import numpy as np
 from perfmodel.cost import Array
 from perfmodel.cost.memory import RECOMPUTE_CODES
 from perfmodel.cost.pipeline import SCHEDULE_CODES
+from perfmodel.engine.memory_switches import SET_CODES, SETS
 from perfmodel.specs import Config
 
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
@@ -27,12 +28,14 @@ CODES = {
     "schedule": SCHEDULE_CODES,
     "cp_comm_type": CP_COMM_CODES,
     "moe_token_dispatcher_type": DISPATCHER_CODES,
+    "memory_switch": SET_CODES,
 }
 NAMES = {
     "recompute": RECOMPUTE_NAMES,
     "schedule": SCHEDULE_NAMES,
     "cp_comm_type": CP_COMM_NAMES,
     "moe_token_dispatcher_type": DISPATCHER_NAMES,
+    "memory_switch": dict(enumerate(SETS)),
 }
 BOOLS = ("sequence_parallel", "moe_a2a_overlap")
 
@@ -60,6 +63,7 @@ class Knobs:
     last_stage_layers: np.ndarray
     moe_token_dispatcher_type: np.ndarray
     moe_a2a_overlap: np.ndarray
+    memory_switch: np.ndarray
 
     @classmethod
     def from_configs(cls, cfgs: list[Config]) -> Knobs:

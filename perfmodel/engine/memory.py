@@ -14,6 +14,7 @@ from perfmodel.cost import pipeline as pipe
 from perfmodel.cost.ops import Gemm, Pointwise
 from perfmodel.cost.stages import Stages
 from perfmodel.cost.transformer import Options, decoder_layer
+from perfmodel.engine import memory_switches
 from perfmodel.engine.block_cost import BlockCost
 from perfmodel.engine.blocks import Setting
 from perfmodel.engine.knobs import Knobs
@@ -201,7 +202,9 @@ def states_lower_bound(plan: Plan, k: Knobs) -> Array:
     """A lower bound on every configuration's memory per GPU, bytes, from the model states alone:
     their mean over the stages (_mean_states), which the most loaded stage's states reach at
     least, and its total (states, buffers, activations) more so. The search drops what it proves
-    cannot fit before pricing it (engine/search.py); no block is timed here."""
+    cannot fit before pricing it (engine/search.py); no block is timed here. The rows carry one
+    memory switch set (engine/memory_switches.py)."""
+    plan = memory_switches.uniform_plan(plan, k.memory_switch)
     st = Setting.of(plan)
     sh = st.shape
     n_moe = st.moe_layers + (st.mtp if st.mtp_kind else 0)

@@ -4,11 +4,11 @@ never saw. Among them the one nearest validated practice comes first: the best o
 estimates is biased toward optimism (Smith and Winkler 2006, "The Optimizer's Curse"), and the
 further a pick lies from what published runs did, the less its prediction has been checked.
 
-Nearest practice, in this order: no combination that no published run of the framework made (the
-band's `unvalidated`); no context parallelism at a short sequence (CP splits sequences of 16k tokens
-and more in the published long-context runs; below that it only pays where memory needs it, and
-then every equivalent has it); fewer parallel dimensions; fewer model chunks per stage; then the
-predicted step time.
+Nearest practice, in this order: fewer memory switches (engine/memory_switches.py); no combination
+that no published run of the framework made (the band's `unvalidated`); no context parallelism at a
+short sequence (CP splits sequences of 16k tokens and more in the published long-context runs; below
+that it only pays where memory needs it, and then every equivalent has it); fewer parallel
+dimensions; fewer model chunks per stage; then the predicted step time.
 """
 
 from __future__ import annotations
@@ -26,11 +26,14 @@ def dimensions(config: Any) -> list[str]:
     return dims + (["sharded"] if config.zero_stage >= 2 else [])
 
 
-def key(plan: Plan, est: Any) -> tuple[int, bool, int, int, float]:
+def key(plan: Plan, est: Any) -> tuple[int, int, bool, int, int, float]:
     c = est.config
     unvalidated = len(est.band.unvalidated) if est.band is not None else 0
     short_cp = c.cp > 1 and plan.seq_length < SHORT_SEQUENCE
-    return (unvalidated, short_cp, len(dimensions(c)), c.vp, est.values["step_time_s"])
+    # fewer memory switches first: each trades the optimizer's numerics, which the band cannot
+    # price, for memory (engine/memory_switches.py)
+    switches = len([s for s in c.memory_switch.split("+") if s])
+    return (switches, unvalidated, short_cp, len(dimensions(c)), c.vp, est.values["step_time_s"])
 
 
 def rank(plan: Plan, results: list[Any]) -> list[Any]:
@@ -58,6 +61,11 @@ def traits(plan: Plan, est: Any) -> dict[str, str]:
             else "no CP at a short sequence"
         ),
         "validated": "unvalidated: " + "; ".join(bad) if bad else "a validated combination",
+        "switches": (
+            "memory switches " + c.memory_switch.replace("+", ", ")
+            if c.memory_switch
+            else "no memory switch"
+        ),
     }
 
 
@@ -67,7 +75,12 @@ def separates(plan: Plan, same: list[Any]) -> tuple[list[str], list[str]]:
     and the traits in which they differ."""
     every = [traits(plan, e) for e in same]
     differ = [k for k in every[0] if len({t[k] for t in every}) > 1]
-    shared = [every[0][k] for k in every[0] if k not in differ]
+    # "no memory switch" goes unsaid where none of them has one
+    shared = [
+        every[0][k]
+        for k in every[0]
+        if k not in differ and (k != "switches" or every[0][k] != "no memory switch")
+    ]
     lines = [
         ", ".join(
             [

@@ -27,6 +27,7 @@ from perfmodel.engine.memory import reserve_bytes, states_lower_bound
 from perfmodel.engine.memory_verdict import fits_mask, tight_mask
 from perfmodel.engine.rules import Reason
 from perfmodel.engine.space import CP_FLOOR_TOKENS, CP_MIN_TOKENS, enumerate_space
+from perfmodel.engine.switch_rows import with_switches
 from perfmodel.errors import PerfModelError
 from perfmodel.specs import Plan
 
@@ -50,6 +51,7 @@ def _evaluate_what_can_fit(
         "total_bytes": bound.astype(float),
         "fits": np.zeros(n, dtype=bool),
         "simulated_step_lower_bound_s": np.full(n, np.inf),
+        "switchable_s": np.zeros(n),
     }
     for key in KEEP:
         out[key][keep] = part[key]
@@ -72,6 +74,9 @@ class SearchResult:
     safest: Estimate | None = None
     # where every result is tight, that one as the search found it (annotate ranks it with them)
     fastest_safe: Estimate | None = None
+    # where the results turn memory switches on and none fits with margin without them: the
+    # fastest that does (annotate ranks it with them, fewer switches first among equivalents)
+    plain_safe: Estimate | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -195,6 +200,8 @@ def _search(
             "every configuration's estimate overflows: check the link bandwidths and latencies, the"
             " GPU's peak and HBM figures and the batch for values off by orders of magnitude"
         )
+    knobs, res = with_switches(plan, knobs, res)
+    finite = np.isfinite(res["step_time_s"]) & np.isfinite(res["total_bytes"])
     fits = res["fits"] & finite
     n_fail = int((~fits).sum())
     if n_fail:
@@ -211,12 +218,14 @@ def _search(
         )
     gbs = plan.training.global_batch_size
     safe: list[Estimate] = []
+    plain: list[Estimate] = []
     if sort == "memory":  # memory does not depend on the simulation
         order = idx[np.argsort(res["total_bytes"][idx], kind="stable")[: pool.size]]
         results = [estimate(plan, knobs.config(int(i), gbs)) for i in order]
     else:
         results = _exact_top(plan, knobs, res, idx, pool)
         safe = _safest(plan, knobs, res, idx, results)
+        plain = _plain_safe(plan, knobs, res, idx, results)
     points = (
         {"step_time_s": res["step_time_s"][idx], "total_bytes": res["total_bytes"][idx]}
         if keep_points
@@ -226,6 +235,7 @@ def _search(
         len(knobs), int(idx.size), rejected, time.perf_counter() - t0, results, "", points
     )
     out.fastest_safe = safe[0] if safe else None
+    out.plain_safe = plain[0] if plain else None
     return out
 
 
@@ -271,6 +281,21 @@ def _safest(
     usable = plan.system.gpu.hbm_capacity_bytes - reserve_bytes(plan.system)
     safe = idx[~tight_mask(res["total_bytes"][idx], usable)]
     return _exact_top(plan, knobs, res, safe, Pool(1, 1)) if safe.size else []
+
+
+def _plain_safe(
+    plan: Plan, knobs: Knobs, res: dict[str, Any], idx: np.ndarray, found: list[Estimate]
+) -> list[Estimate]:
+    """The fastest configuration that fits with margin with no memory switch, where some result
+    turns one on and none fits so without: the switched variants may fill the pool, yet a
+    configuration without them inside the band comes first (engine/practice.py)."""
+    if not any(e.config.memory_switch for e in found):
+        return []
+    if any(not e.config.memory_switch and not e.values["tight"] for e in found):
+        return []
+    usable = plan.system.gpu.hbm_capacity_bytes - reserve_bytes(plan.system)
+    mask = (knobs.memory_switch[idx] == 0) & ~tight_mask(res["total_bytes"][idx], usable)
+    return _exact_top(plan, knobs, res, idx[mask], Pool(1, 1)) if mask.any() else []
 
 
 def _in_bound_order(bound: np.ndarray, closed: np.ndarray, head: int) -> Iterator[np.ndarray]:
@@ -328,9 +353,9 @@ def annotate(
     )
     if rank:
         result.results += _nearer_practice(plan, result.results)
-        safe = result.fastest_safe
-        if safe is not None and all(e.config != safe.config for e in result.results):
-            result.results.append(safe)
+        for safe in (result.fastest_safe, result.plain_safe):
+            if safe is not None and all(e.config != safe.config for e in result.results):
+                result.results.append(safe)
     for e in result.results:
         e.band = uncertainty.of_estimate(plan, bands, e)
     # the fastest listed (with --sort memory the first row is the leanest, not the fastest)
@@ -342,6 +367,7 @@ def annotate(
     result.equivalents = sum(bool(e.equivalent_to_best) for e in result.results)
     if rank:
         result.results = practice.rank(plan, result.results)
+        _plain_first(plan, bands, result)
         margin = [e for e in result.results if not e.values["tight"]]
         if result.results[0].values["tight"] and margin:
             # a tight answer faster than every fitting one beyond the band: name the safe one
@@ -349,6 +375,20 @@ def annotate(
     result.results = result.results[:keep]
     for e in result.results:
         e.slower_link_step_s = estimate(slower, e.config).values["step_time_s"]
+
+
+def _plain_first(plan: Plan, bands: dict[str, Any], result: SearchResult) -> None:
+    """A switched answer gives way to the fastest configuration that fits with margin without a
+    memory switch where that one lies inside its band: as a tight answer must beat every fitting
+    one by more than the band to come first, a switched one must beat every plain one so (the
+    switches trade the optimizer's numerics, which the band cannot price, for memory)."""
+    first, plain = result.results[0], result.plain_safe
+    if plain is None or not first.config.memory_switch or first.values["tight"]:
+        return
+    if plain.values["step_time_s"] <= band_edge(plan, bands)(first):
+        plain.equivalent_to_best = True
+        result.results = [plain] + [e for e in result.results if e.config != plain.config]
+        result.equivalents = sum(bool(e.equivalent_to_best) for e in result.results)
 
 
 PRACTICE_TOP = 5  # the best of each search without a dimension the fastest departs with

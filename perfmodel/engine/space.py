@@ -111,6 +111,8 @@ def enumerate_space(
     knobs = moe_switches.choose(
         plan, knobs, np.array(list(SCHEDULE_CODES))[knobs["schedule"]], b.counts
     )
+    # the memory-saving switches are tried by the search where memory asks (memory_switches.py)
+    knobs["memory_switch"] = np.zeros(knobs["tp"].size, dtype=np.int64)
     return Space(Knobs(**knobs), Counter(b.counts), b.batch_text)
 
 

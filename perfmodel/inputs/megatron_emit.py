@@ -284,9 +284,14 @@ def _training_args(plan, c: dict) -> list[str]:
         # TransformerConfig.cpu_offloading with cpu_offloading_num_layers (arguments.py)
         a += ["--cpu-offloading", f"--cpu-offloading-num-layers {t.cpu_offloading_num_layers}"]
     moments = {"--exp-avg-dtype": t.exp_avg_dtype, "--exp-avg-sq-dtype": t.exp_avg_sq_dtype}
-    if any(v != "fp32" for v in moments.values()):
+    # BF16 main gradients under a 16-bit or low-precision dtype, whose default is fp32
+    # (Megatron-LM's --main-grads-dtype, with the precision-aware optimizer)
+    bf16_grads = dtype not in ("fp16", "fp32") and not t.grad_accum_fp32
+    if any(v != "fp32" for v in moments.values()) or bf16_grads:
         a.append("--use-precision-aware-optimizer")
-        a += [f"{flag} {v}" for flag, v in moments.items()]
+        a += [f"{flag} {v}" for flag, v in moments.items() if v != "fp32"]
+    if bf16_grads:
+        a.append("--main-grads-dtype bf16")
     return a
 
 

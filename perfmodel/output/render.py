@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from perfmodel.engine import memory_switches
 from perfmodel.output.console import _console, is_terminal, kv, line, pct, table, tflops
 from perfmodel.units import fmt_bytes, fmt_time
 
@@ -288,6 +289,8 @@ def config_text(c: dict, stage_layers: list | None = None) -> str:
         f"m={c['num_micro_batches']} gbs={c['global_batch_size']} sp={c['sequence_parallel']} "
         f"recompute={c['recompute']} zero={c['zero_stage']} schedule={c['schedule']}"
     )
+    if c.get("memory_switch"):
+        out += " memory_switches=" + c["memory_switch"]
     if stage_layers and len(set(stage_layers)) > 1:
         out += " layers/stage=" + "|".join(f"{x:g}" for x in stage_layers)
     return out
@@ -326,7 +329,8 @@ def schedule(sim, gantt_rows: list[str], axis_rows: list[str], legend: str, titl
 
 
 def config_short(c: dict) -> str:
-    """One configuration in a few columns: "tp8 pp8 dp8 vp3 b1 sp sel z1" (cp, ep where used)."""
+    """One configuration in a few columns: "tp8 pp8 dp8 vp3 b1 sp sel z1" (cp, ep where used; the
+    memory switches' marks last, engine/memory_switches.py)."""
     extra = "".join(f" {k}{c[k]}" for k in ("cp", "ep") if c.get(k, 1) != 1)
     dp = f"dp{c['dp']}"
     if c.get("dp_shard"):  # HSDP: dp_replicate x dp_shard
@@ -341,4 +345,5 @@ def config_short(c: dict) -> str:
         + (" sp" if c["sequence_parallel"] else "")
         + rc
         + f" z{c['zero_stage']}"
+        + memory_switches.short(c.get("memory_switch", ""))
     )

@@ -4,6 +4,7 @@ before any table."""
 
 from __future__ import annotations
 
+from perfmodel.engine import memory_switches
 from perfmodel.output.console import line, pct
 from perfmodel.output.render import config_short
 from perfmodel.output.render_run import days, hours_text, money, span
@@ -11,7 +12,8 @@ from perfmodel.units import fmt_bytes, fmt_time
 
 
 def answer_lines(j: dict, framework: str) -> list[str]:
-    """The answer of one estimate (its `to_json()`), in at most four lines of plain words."""
+    """The answer of one estimate (its `to_json()`), in at most four lines of plain words (and one
+    more naming the memory switches it turns on)."""
     c = j["config"]
     schedule = c.get("schedule", "1f1b")
     sched = "" if schedule in ("1f1b", "interleaved") else f" {schedule}"
@@ -21,6 +23,8 @@ def answer_lines(j: dict, framework: str) -> list[str]:
             " a2a-overlap" if c.get("moe_a2a_overlap") else ""
         )
     out = [f"answer: {config_short(c)}{sched}{moe} under {framework}"]
+    if c.get("memory_switch"):  # what the answer turns on beyond the plan (issue 37)
+        out.append("with " + memory_switches.describe(c["memory_switch"]))
     band = j.get("expected_error")
     step = f"step {fmt_time(j['step_time_s'])}"
     if band and band.get("step_time_range_s"):

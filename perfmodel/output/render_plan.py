@@ -3,6 +3,7 @@ and memory of one estimate."""
 
 from __future__ import annotations
 
+from perfmodel.engine import memory_switches
 from perfmodel.output import render_run
 from perfmodel.output.console import kv, line, pct, table
 from perfmodel.output.render import config_short, config_text, memory
@@ -217,6 +218,11 @@ def plan(plan_obj, result, verbose: bool = False) -> None:
                     f"\n!: tight, the peak within the memory band (+-{100 * tight[0]['band']:.1f}%)"
                     " of the usable memory"
                     if tight
+                    else ""
+                )
+                + (
+                    "\n" + memory_switches.LEGEND
+                    if any(e.config.memory_switch for e in result.results)
                     else ""
                 )
             ),

@@ -231,6 +231,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         # Megatron-LMs, Megatron-DeepSpeed's activation path, torchtitan (2024-12) and FSDP1's
         # Composer have no activation offloading to the host
         "activation_offloading": True,
+        # the memory-saving switches the search may turn on (engine/memory_switches.py):
+        # OptimizerConfig's precision-aware optimizer (Megatron-Core 0.11+, Transformer Engine's
+        # FusedAdam) and --fp8-param-gather, each with the distributed optimizer
+        "memory_switches": ("bf16-moments", "bf16-main-grads", "fp8-param-gather"),
         "recompute_regathers": True,
         "zero3_prefetch_params": None,  # one layer (unit) ahead
         "zero3_reduce_bucket_params": 0.0,  # each unit reduce-scatters on its own
@@ -238,6 +242,9 @@ PROFILES: dict[str, dict[str, Any]] = {
     **ZERO_PROFILES,  # deepspeed, fsdp, fsdp1 (specs/framework_zero.py)
 }
 PROFILES.update(extra_profiles(PROFILES))
+for _profile in PROFILES.values():
+    # a framework runs no memory switch the search may turn on unless its profile lists it
+    _profile.setdefault("memory_switches", ())
 for _name, _p in PROFILES.items():
     # the optimizer's sharding group as a knob (ZeRO-1 with dp_shard < dp): Megatron-Core's
     # --num-distributed-optimizer-instances (Megatron-Core 0.10+), InternEvo's zero1 size
@@ -298,6 +305,7 @@ FACTS = (
     "sharded_pipeline",
     "hsdp",
     "activation_offloading",
+    "memory_switches",
     "recompute_regathers",
     "zero3_prefetch_params",
     "zero3_reduce_bucket_params",

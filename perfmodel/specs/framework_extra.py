@@ -13,6 +13,9 @@ def _hai_llm(PROFILES: dict[str, dict[str, Any]]) -> dict[str, Any]:
     # whose code is not public; a flag the report does not settle takes Megatron-Core's value
     return {
         **PROFILES["megatron-core"],
+        # DeepSeek's own optimizer, not Megatron-Core's: its BF16 moments (Sec. 3.3.3) are a plan's
+        # exp_avg_dtype, not a Megatron flag the search may turn on
+        "memory_switches": (),
         # the expert GEMMs are one grouped kernel (DeepGEMM), no host loop over the experts; not
         # stated, so Megatron-Core's: the weight cache, the host overheads a step and a micro-batch
         "expert_call_overhead_s": 0.0,
@@ -146,6 +149,8 @@ def extra_profiles(PROFILES: dict[str, dict[str, Any]]) -> dict[str, dict[str, A
         "grad_bucket_params": 512 * 1024 * 1024,  # reduce_bucket_size=512 * 1024 * 1024 elements
         "grad_bucket_params_per_dp_rank": 0.0,  # a fixed bucket, whatever the DP size
         "zero_stages": (0, 1),  # zero1 (fsdp=True is a separate mode, not modelled)
+        # HybridZeroOptimizer keeps fp32 masters and moments; no FP8 gather
+        "memory_switches": (),
         "uneven_stages": False,
         "context_parallel": False,
         "cp_comm_types": (),

@@ -170,6 +170,9 @@ class Config:
     # whether Megatron-Core's combined 1F1B hides the all-to-alls under another micro-batch
     moe_token_dispatcher_type: str = "alltoall"
     moe_a2a_overlap: bool = False
+    # the memory-saving switches the configuration runs with beyond the plan's training settings
+    # ('+'-joined names of engine/memory_switches.py; '' none): searched where memory asks
+    memory_switch: str = ""
 
     @property
     def num_micro_batches(self) -> int:

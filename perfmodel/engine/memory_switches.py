@@ -1,0 +1,163 @@
+"""The memory-saving switches as searched knobs (issue 37): settings of the optimizer and of the
+weights' all-gather that shrink a configuration's memory at a cost, or a saving, in time that the
+model prices through the same formulas as any plan that sets them.
+
+A switch set is a column of the configuration arrays (Knobs.memory_switch, codes into SETS) and a
+field of Config; a row with a set is evaluated on the plan with the set's training fields applied
+(``applied``), so the step time and memory of a switched configuration are exactly what `estimate`
+gives for a plan that states those fields. The search tries them only where memory asks for them:
+on the configurations that are tight or do not fit without them (engine/search.py), for the
+switches trade the numerics of the optimizer, which the model cannot price, for memory. Each is
+gated by the framework profile (its ``memory_switches``) and by what the plan states: a field the
+plan sets is taken as given and never searched.
+
+The switches, each from Megatron-Core (megatron/training/arguments.py, megatron/core/optimizer):
+- bf16-moments: Adam's two moments in BF16 (--use-precision-aware-optimizer --exp-avg-dtype bf16
+  --exp-avg-sq-dtype bf16), 4 B a parameter instead of 8, as DeepSeek-V3 trained (report Sec.
+  3.3.3); the optimizer's memory-bound pass reads and writes the fewer bytes (cost/step.py).
+- bf16-main-grads: the main gradients and their reduction in BF16 (--main-grads-dtype bf16 with the
+  precision-aware optimizer): the gradient buffer 2 B a parameter instead of 4, and the
+  data-parallel reduction moves half the bytes.
+- fp8-param-gather: the weights kept and all-gathered in FP8 only (--fp8-param-gather), with no
+  16-bit copy; the cast runs once a step with the gather (specs/flags.py).
+All three need the distributed optimizer (ZeRO-1 and up here): Megatron-Core asserts it for the
+precision-aware optimizer (OptimizerConfig.__post_init__, megatron/core/optimizer/
+optimizer_config.py: "--use-precision-aware-optimizer only supported with distributed optimizer")
+and Megatron-LM for the FP8 gather (arguments.py validate_args: "--fp8-param-gather only
+supported with distributed optimizer").
+Not searched: activation offloading (Megatron-Core runs it with pp 1 and no recompute only; a plan
+sets cpu_offloading_num_layers), the optimizer's CPU offload (not modelled), the MoE recompute
+modules and FSDP's reshard_after_forward (a plan sets recompute_modules and
+reshard_after_forward; both are priced when set).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:  # the outputs read the names and marks here without loading the specs
+    from perfmodel.specs import Plan
+
+
+@dataclass(frozen=True)
+class Switch:
+    """One memory-saving switch: the training fields it sets and how the outputs name it."""
+
+    fields: dict[str, Any]
+    words: str  # the switch in a sentence's words
+    flags: str  # the framework's own launch flags
+    short: str  # its mark in a configuration's few columns (output/render.config_short)
+
+
+SWITCHES: dict[str, Switch] = {
+    "bf16-moments": Switch(
+        {"exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"},
+        "Adam's moments in BF16",
+        "--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16",
+        "m16",
+    ),
+    "bf16-main-grads": Switch(
+        {"grad_accum_fp32": False},
+        "main gradients in BF16",
+        "--use-precision-aware-optimizer --main-grads-dtype bf16",
+        "g16",
+    ),
+    "fp8-param-gather": Switch(
+        {"fp8_param_gather": True},
+        "weights kept and gathered in FP8",
+        "--fp8-param-gather",
+        "w8",
+    ),
+}
+# the switch sets a configuration may carry, codes 0.. (0: none); each a '+'-joined list: the
+# optimizer's precision (its main gradients, its moments, or both), each with or without the FP8
+# gather
+SETS: tuple[str, ...] = (
+    "",
+    "fp8-param-gather",
+    "bf16-main-grads",
+    "bf16-main-grads+fp8-param-gather",
+    "bf16-moments",
+    "bf16-moments+fp8-param-gather",
+    "bf16-moments+bf16-main-grads",
+    "bf16-moments+bf16-main-grads+fp8-param-gather",
+)
+LEGEND = (
+    ", ".join(s.short for s in SWITCHES.values())
+    + ": memory switches (BF16 moments, BF16 main grads, FP8 weights)"
+)
+SET_CODES = {name: code for code, name in enumerate(SETS)}
+
+
+def names(switch_set: str) -> list[str]:
+    """The switches of a set, in order ('' has none)."""
+    return [s for s in switch_set.split("+") if s]
+
+
+def applied(plan: Plan, switch_set: str) -> Plan:
+    """The plan with a switch set's training fields set (the plan itself for none)."""
+    if not switch_set:
+        return plan
+    changes: dict[str, Any] = {}
+    for s in names(switch_set):
+        changes.update(SWITCHES[s].fields)
+    return plan.with_training(**changes)
+
+
+def _allowed(plan: Plan, switch: str) -> bool:
+    """Whether the plan's framework runs ``switch`` and the plan leaves its fields to the search
+    (and, for the BF16 main gradients and the FP8 gather, whether its dtype has them to change)."""
+    from perfmodel.specs.framework import PROFILES
+    from perfmodel.specs.precision import LOW_PRECISION
+
+    tr = plan.training
+    if switch not in PROFILES[tr.framework].get("memory_switches", ()):
+        return False
+    if any(f in tr.given() for f in SWITCHES[switch].fields):
+        return False
+    if switch == "bf16-moments":
+        return tr.optimizer == "adam"
+    if switch == "bf16-main-grads":
+        return bool(tr.grad_accum_fp32)
+    return tr.dtype in LOW_PRECISION and not tr.fp8_param_gather
+
+
+def usable_sets(plan: Plan) -> list[str]:
+    """The switch sets (beyond none) the plan's framework runs and the plan leaves free."""
+    return [s for s in SETS[1:] if all(_allowed(plan, x) for x in names(s))]
+
+
+def runs_with(zero_stage: np.ndarray) -> np.ndarray:
+    """The rows a switch set can be tried on: the distributed optimizer (ZeRO 1 and up), which
+    Megatron-LM asserts for each switch."""
+    return np.asarray(zero_stage >= 1, dtype=bool)
+
+
+def short(switch_set: str) -> str:
+    """A switch set's marks, each after a space ('' for none)."""
+    return "".join(f" {SWITCHES[s].short}" for s in names(switch_set))
+
+
+def describe(switch_set: str) -> str:
+    """A switch set in words, with its launch flags: what an output says the answer uses."""
+    return "; ".join(f"{SWITCHES[s].words} ({SWITCHES[s].flags})" for s in names(switch_set))
+
+
+def groups(codes: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """The rows of each switch set among ``codes`` (Knobs.memory_switch): (set, row indices), the
+    sets in code order; one evaluation prices each (engine/evaluate.py)."""
+    return [(SETS[int(c)], np.flatnonzero(codes == c)) for c in np.unique(codes)]
+
+
+def uniform_plan(plan: Plan, codes: np.ndarray) -> Plan:
+    """The plan a block of rows of one switch set is priced on (the plan for none); rows of
+    different sets are priced a set at a time (``groups``)."""
+    if codes.size == 0 or not codes.any():
+        return plan
+    first = int(codes[0])
+    if (codes != first).any():
+        raise ValueError("rows of different memory switch sets are evaluated a set at a time")
+    return applied(plan, SETS[first])

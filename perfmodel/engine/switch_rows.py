@@ -1,0 +1,68 @@
+"""The memory switch sets tried on the configurations that need them (issue 37; the sets and their
+gates: engine/memory_switches.py): the search's step between pricing the plain configurations and
+ranking them (engine/search.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perfmodel.engine import memory_switches
+from perfmodel.engine.evaluate import KEEP, evaluate_chunked
+from perfmodel.engine.knobs import Knobs
+from perfmodel.engine.memory import reserve_bytes, states_lower_bound
+from perfmodel.engine.memory_verdict import fits_mask, tight_mask
+from perfmodel.specs import Plan
+
+# where a plan turns the gradient accumulation's fusion off, the switches' BF16 main gradients
+# also shorten the backward's accumulation passes: a switched step is then bounded as this much
+# faster than the plain one at most (elsewhere, by what they change: switchable_s)
+SWITCH_MARGIN = 0.10
+
+
+def with_switches(
+    plan: Plan, knobs: Knobs, res: dict[str, np.ndarray]
+) -> tuple[Knobs, dict[str, np.ndarray]]:
+    """The configurations and their figures, with the memory switch sets the plan's framework runs
+    (engine/memory_switches.py) where memory asks for them: a row that is tight or does not fit
+    without them, runs the distributed optimizer and fits with margin with some set, faster than
+    the fastest plain configuration that fits so, takes the first such set (fewest switches
+    first) in place of its plain figures (a slower one could not come first: annotate). The sets
+    are priced in order as arrays, each on the rows no earlier set rescued and where its model
+    states leave room (engine/memory.states_lower_bound); the rescued rows' step time and memory
+    are what `estimate` gives for the plan with the set's fields. A row no set rescues keeps its
+    plain figures."""
+    sets = memory_switches.usable_sets(plan)
+    usable = plan.system.gpu.hbm_capacity_bytes - reserve_bytes(plan.system)
+    step = res["step_time_s"]
+    safe = res["fits"] & ~tight_mask(res["total_bytes"], usable) & np.isfinite(step)
+    best = float(step[safe].min()) if safe.any() else np.inf
+    # a switched step is no faster than the plain one less what the switches change; one that
+    # cannot be faster than the fastest plain configuration that fits with margin cannot come
+    # first (annotate gives that one the answer unless beaten by more than its band)
+    if plan.training.grad_accumulation_fusion:
+        floor = step - res["switchable_s"]
+    else:
+        floor = step * (1 - SWITCH_MARGIN)
+    near = (floor < best) | ~np.isfinite(step)
+    rows = np.flatnonzero(~safe & near & memory_switches.runs_with(knobs.zero_stage))
+    if not sets or rows.size == 0:
+        return knobs, res
+    knobs = knobs.take(slice(None))
+    knobs.memory_switch = knobs.memory_switch.copy()
+    res = {key: v.copy() for key, v in res.items()}
+    for name in sets:
+        k = knobs.take(rows)
+        k.memory_switch = np.full(rows.size, memory_switches.SET_CODES[name])
+        room = np.flatnonzero(fits_mask(states_lower_bound(plan, k), usable))
+        got = evaluate_chunked(plan, k.take(room))
+        done = got["fits"] & ~tight_mask(got["total_bytes"], usable)
+        # only where it could come first: faster than the fastest plain one that fits so
+        win = done & (got["step_time_s"] < best)
+        rescued = rows[room[win]]
+        knobs.memory_switch[rescued] = memory_switches.SET_CODES[name]
+        for key in KEEP:
+            res[key][rescued] = got[key][win]
+        rows = np.setdiff1d(rows, rows[room[done]], assume_unique=True)
+        if rows.size == 0:
+            break
+    return knobs, res

@@ -1,0 +1,174 @@
+"""The memory-saving switches as searched knobs (issue 37 item 3, engine/memory_switches.py): a
+switched configuration is priced exactly as a plan that states the switch's fields; the search
+tries the switches only where memory asks and the framework runs them; the answer says which it
+turns on, and the launch script it emits carries their flags."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from perfmodel.cli import main
+from perfmodel.engine import memory_switches as ms
+from perfmodel.engine.estimate import Knobs, estimate, resolve_config
+from perfmodel.engine.evaluate import KEEP, evaluate_chunked
+from perfmodel.engine.search import search
+from perfmodel.inputs import load_plan
+
+EDGE = Path(__file__).parent / "data" / "repro" / "pick_at_memory_edge"
+# NVIDIA-like layout of Llama 3.1 70B on 512 H100: 82.5 GB of 81.2 GB without recompute (tight)
+LAYOUT = dict(tp=4, pp=4, vp=4, cp=1, micro_batch_size=1, sequence_parallel=True, zero_stage=1)
+LAYOUT_ARGS = ["--tp", "4", "--pp", "4", "--vp", "4", "--cp", "1", "--mbs", "1", "--sp"]
+LAYOUT_ARGS += ["--zero", "1", "--dp", "32"]
+
+
+@pytest.fixture(scope="module")
+def edge():
+    return load_plan(str(EDGE / "plan.yaml"))
+
+
+def run(*args: str):
+    old = os.getcwd()
+    os.chdir(EDGE)
+    try:
+        return CliRunner().invoke(main, list(args))
+    finally:
+        os.chdir(old)
+
+
+@pytest.mark.parametrize("switch_set", ms.SETS[1:])
+def test_a_switched_configuration_is_priced_as_the_plan_that_states_it(switch_set):
+    """Every set, on an FP8 plan (where the FP8 gather applies): the configuration carrying the set
+    and the plain configuration of the plan with the set's fields give the same step and memory."""
+    plan = load_plan("llama3.1-405b-h100.yaml").with_training(dtype="fp8")
+    cfg = resolve_config(plan, tp=8, pp=8, vp=4, zero_stage=1, sequence_parallel=True)
+    switched = estimate(plan, replace(cfg, memory_switch=switch_set)).values
+    stated = estimate(ms.applied(plan, switch_set), cfg).values
+    for key in ("step_time_s", "total_bytes", "optimizer_bytes", "gradients_bytes", "dp_comm"):
+        assert switched[key] == pytest.approx(stated[key], rel=1e-12), key
+
+
+def test_each_switch_saves_memory_and_costs_no_time():
+    """Moments in BF16 halve the optimizer's moments, BF16 main gradients halve the gradient
+    buffer, FP8 weights drop the 16-bit copy; none makes the step slower (they move fewer bytes)."""
+    plan = load_plan("llama3.1-405b-h100.yaml").with_training(dtype="fp8")
+    cfg = resolve_config(plan, tp=8, pp=8, vp=4, zero_stage=1, sequence_parallel=True)
+    base = estimate(plan, cfg).values
+    for name in ms.SWITCHES:
+        v = estimate(plan, replace(cfg, memory_switch=name)).values
+        assert v["total_bytes"] < base["total_bytes"], name
+        assert v["step_time_s"] <= base["step_time_s"] * (1 + 1e-12), name
+    grads = estimate(plan, replace(cfg, memory_switch="bf16-main-grads")).values
+    assert grads["gradients_bytes"] == pytest.approx(base["gradients_bytes"] / 2)
+
+
+def test_evaluation_of_mixed_sets_equals_each_set_alone(edge):
+    """evaluate_chunked prices rows of several sets a set at a time, each row as it would be with
+    its set alone (arrays, no loop per configuration)."""
+    cfgs = [
+        replace(resolve_config(edge, recompute=r, **LAYOUT), memory_switch=s)
+        for r in ("none", "selective", "full")
+        for s in ("", "bf16-main-grads", "bf16-moments+bf16-main-grads")
+    ]
+    mixed = evaluate_chunked(edge, Knobs.from_configs(cfgs))
+    for i, c in enumerate(cfgs):
+        alone = evaluate_chunked(edge, Knobs.from_configs([c]))
+        for key in KEEP:
+            assert mixed[key][i] == pytest.approx(alone[key][0], rel=1e-12), (key, c)
+
+
+def test_profiles_gate_the_switches(edge):
+    """Megatron-Core's profile runs the precision-aware optimizer (no FP8 gather for BF16); FSDP,
+    DeepSpeed, InternEvo and HAI-LLM run none; a field the plan states is not searched."""
+    assert ms.usable_sets(edge) == [
+        "bf16-main-grads",
+        "bf16-moments",
+        "bf16-moments+bf16-main-grads",
+    ]
+    assert "fp8-param-gather" in ms.usable_sets(edge.with_training(dtype="fp8"))
+    for framework in ("fsdp", "deepspeed", "internevo", "hai-llm", "megatron-2022"):
+        assert ms.usable_sets(edge.with_training(framework=framework)) == [], framework
+    stated = edge.with_training(exp_avg_dtype="fp32")
+    assert ms.usable_sets(stated) == ["bf16-main-grads"]
+    assert ms.usable_sets(edge.with_training(optimizer="sgd")) == ["bf16-main-grads"]
+
+
+def test_the_search_switches_only_what_memory_asks_for(edge):
+    """At the tight layout with recompute free, the answer runs no recompute and fits with margin
+    with the fewest switches that make it so, about as fast as the tight plain one; every switched
+    configuration listed is one that is tight or does not fit without its switches."""
+    plan = edge.with_parallel(**LAYOUT, dp=32)
+    r = search(plan, top=3)
+    first = r.results[0]
+    assert first.config.recompute == "none" and not first.values["tight"]
+    assert first.config.memory_switch == "bf16-main-grads"
+    tight = estimate(plan, resolve_config(plan, recompute="none")).values
+    assert tight["tight"]
+    assert first.values["step_time_s"] <= tight["step_time_s"] * (1 + 1e-9)
+    # every switched configuration the search lists needs its switches: tight or over without
+    small = load_plan("llama3-8b-h100.yaml")
+    for p, results in ((small, search(small, top=20).results), (plan, r.results)):
+        for e in results:
+            if e.config.memory_switch:
+                plain = estimate(p, replace(e.config, memory_switch="")).values
+                assert plain["tight"] or not plain["fits"], e.config
+    # ZeRO 0 runs no distributed optimizer, which Megatron asserts for each switch
+    z0 = search(edge.with_parallel(**{**LAYOUT, "zero_stage": 0}, dp=32), top=5)
+    assert not any(e.config.memory_switch for e in z0.results)
+
+
+def test_a_plain_configuration_inside_the_band_comes_before_a_switched_one():
+    """GPT-3 175B on 512 A100: switched layouts are up to 3.5% faster, inside the band of the
+    plain one that fits with margin, which stays the answer; the switched ones are listed."""
+    j = json.loads(
+        CliRunner().invoke(main, ["plan", "gpt3-175b.yaml", "--gpus", "512", "--json"]).output
+    )
+    first = j["results"][0]
+    assert first["config"]["memory_switch"] == "" and first["memory"]["verdict"] == "fits"
+    switched = [e for e in j["results"] if e["config"]["memory_switch"]]
+    assert switched and all(e["equivalent_to_best"] for e in switched)
+    hi = first["expected_error"]["step_time_range_s"][1]
+    assert all(
+        e["step_time_s"] * hi / first["step_time_s"] >= first["step_time_s"] for e in switched
+    )
+
+
+def test_the_answer_names_its_switches_and_the_script_carries_them():
+    """Text, --json and the emitted launch script say what the answer turns on; the script read
+    back gives the same step and memory."""
+    j = json.loads(run("plan", "plan.yaml", *LAYOUT_ARGS, "--json").output)
+    assert j["results"][0]["config"]["memory_switch"] == "bf16-main-grads"
+    text = " ".join(run("plan", "plan.yaml", *LAYOUT_ARGS).output.split())
+    assert (
+        "with main gradients in BF16 (--use-precision-aware-optimizer --main-grads-dtype bf16)"
+        in text
+    )
+    assert ms.LEGEND in text
+    est = json.loads(run("estimate", "plan.yaml", *LAYOUT_ARGS, "--json").output)
+    assert est["config"] == j["results"][0]["config"]
+    script = run("plan", "plan.yaml", *LAYOUT_ARGS, "--emit", "megatron").output
+    assert "--use-precision-aware-optimizer" in script and "--main-grads-dtype bf16" in script
+    lines = [ln.rstrip(" \\") for ln in script.splitlines() if ln.startswith("--")]
+    from perfmodel.inputs.megatron_emit import read_back
+
+    back = read_back(load_plan(str(EDGE / "plan.yaml")), lines)
+    assert back.training.grad_accum_fp32 is False
+    got = estimate(back, resolve_config(back)).values
+    want = j["results"][0]
+    assert got["step_time_s"] == pytest.approx(want["step_time_s"], rel=2e-3)
+    assert got["total_bytes"] == pytest.approx(want["memory"]["total_bytes"], rel=1e-9)
+
+
+def test_switch_codes_round_trip_through_the_arrays():
+    cfgs = [
+        replace(resolve_config(load_plan("llama3-8b-h100.yaml")), memory_switch=s) for s in ms.SETS
+    ]
+    k = Knobs.from_configs(cfgs)
+    assert list(k.memory_switch) == list(np.arange(len(ms.SETS)))
+    assert [k.config(i, cfgs[0].global_batch_size) for i in range(len(cfgs))] == cfgs
