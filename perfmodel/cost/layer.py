@@ -165,11 +165,12 @@ class Link:
         imbalance: float = 1.0,
     ) -> Num:
         """Time of one collective of ``message`` bytes over n ranks (SPEC 3). ``dedup_k``: the
-        message is k copies of each token, and a copy bound for a node the token already goes to
-        stays off the NIC (DeepEP's node-level dispatch); ``route``: group-limited routing caps
-        the nodes a token reaches (collectives.node_dedup). ``imbalance``: the busiest rank's
-        load over the mean, already in ``message``; with DeepEP a NIC carries a node's load
-        instead (collectives.node_imbalance)."""
+        message is k copies of each token, which DeepEP and HybridEP send once per remote node
+        over the NIC and once per rank over NVLink, at their own NVLink rate
+        (collectives.forwarded_all_to_all_time, ``ep_intra_bandwidth``); ``route``: group-limited
+        routing caps the nodes a token reaches (collectives.node_dedup). ``imbalance``: the
+        busiest rank's load over the mean, already in ``message``; with DeepEP a NIC carries a
+        node's load instead (collectives.node_imbalance)."""
         rpn, intra_bw, intra_alpha = self.ranks_per_node, self.intra_bandwidth, self.intra_latency
         if (
             kind == "all-to-all"
