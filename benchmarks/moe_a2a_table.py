@@ -176,7 +176,7 @@ def main(argv: list[str]) -> None:
         f"{len(rows)} figures: mean |log error| {100 * err.mean():.1f}%, max {100 * err.max():.1f}%"
     )
     print("GB/s as each library counts them; NCCL: the model's all-to-all of all k copies")
-    print("(Megatron's alltoall dispatcher) counted alike, no published figure to hold it to")
+    print("(Megatron's alltoall dispatcher) counted alike; no published figure to check")
 
 
 if __name__ == "__main__":
