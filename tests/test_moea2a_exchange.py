@@ -3,6 +3,7 @@ remote node and NVLink once per rank it lands on, at the kernels' own measured N
 (cost/collectives.forwarded_all_to_all_time, links.yaml ep_efficiency), against the throughputs
 the libraries publish (benchmarks/moe_a2a_table.py)."""
 
+import json
 import sys
 from itertools import pairwise
 from pathlib import Path
@@ -103,3 +104,16 @@ def test_the_kernels_rate_applies_to_deepep_and_hybridep_only():
     assert float(link.ep_intra_bandwidth) == pytest.approx(0.68 * 200 * GB)
     plain = s.model_copy(update={"intra_node_link": presets.link("nvlink3")})
     assert Mesh(tp=1, pp=1, dp=8, system=plain, ep=8).link("ep").ep_intra_bandwidth is None
+
+
+def test_the_table_prints_within_80_columns_and_as_json(capsys):
+    """benchmarks/moe_a2a_table.py: the text table fits 80 columns; --json gives every row with the
+    NCCL all-to-all's figure, which sends all k copies and so never beats DeepEP's inside a node."""
+    tab.main([])
+    text = capsys.readouterr().out
+    assert all(len(line) <= 80 for line in text.splitlines())
+    tab.main(["--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 26
+    intra = [r for r in rows if r["where"] != "inter"]
+    assert all(r["nccl_model_gb_s"] < r["model_gb_s"] for r in intra if r["ep"] == 8)
