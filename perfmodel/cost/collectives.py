@@ -172,3 +172,55 @@ def node_imbalance(imbalance: float, n: Num, ranks_per_node: Num) -> Num:
     sqrt(r) (the central limit theorem): 1 + (imbalance - 1) / sqrt(r), dimensionless."""
     r = np.clip(np.asarray(ranks_per_node, dtype=float), 1.0, np.maximum(np.asarray(n), 1.0))
     return np.asarray(1.0 + (imbalance - 1.0) / np.sqrt(r))
+
+
+def reached_ranks(n: Num, ranks_per_node: Num, k: int, groups: int = 0, group_topk: int = 0) -> Num:
+    """Expected distinct EP ranks a token's k expert copies land on: c (1 - (1 - 1/c)^k) for k
+    uniform picks of c ranks, c the EP group's n, or the ranks of the nodes group-limited routing
+    lets a token reach (node_dedup: group_topk x max(1, N / G) of the N nodes, DeepSeek-V3 report
+    Sec. 2.1.2), dimensionless."""
+    n = np.maximum(np.asarray(n, dtype=float), 1.0)
+    r = np.clip(np.asarray(ranks_per_node, dtype=float), 1.0, n)
+    pool = n
+    if groups and group_topk:
+        pool = np.minimum(n, r * group_topk * np.maximum(1.0, n / r / groups))
+    return np.asarray(pool * (1 - (1 - 1 / pool) ** k))
+
+
+def forwarded_all_to_all_time(
+    size_bytes: Num,
+    n: Num,
+    ranks_per_node: Num,
+    k: int,
+    links: tuple[Num, Num, Num, Num],
+    route: tuple[int, int] = (0, 0),
+    nic_scale: Num = 1.0,
+) -> Num:
+    """Seconds of DeepEP's (and HybridEP's) dispatch or combine of ``size_bytes`` per rank, the
+    rank's k copies of each of its tokens, over n ranks ``ranks_per_node`` to an NVLink domain;
+    ``links``: (intra bytes/s, intra alpha s, inter bytes/s, inter alpha s). These kernels send a
+    token once per rank and once per node, never once per expert (DeepEP csrc/kernels intranode.cu
+    and internode.cu: ``is_token_in_rank``; deepseek-ai/DeepEP docs/legacy.md; HybridEP,
+    docs/README_Hybrid-EP.md, the same scheme per NVLink domain):
+
+    - across nodes a token crosses the NIC once to each remote node it reaches, to the GPU of its
+      own in-node index (node_dedup x k nodes, (N - 1) / N of them remote), one RDMA message per
+      remote node: (N - 1) alpha_inter;
+    - that GPU forwards it over NVLink to each GPU of its node that holds one of its experts: of
+      the reached_ranks a token lands on, all but the (1 / r) that are the receiving GPU itself
+      cross NVLink, (r - 1) alpha_intra. Inside one domain (N = 1) this is the whole exchange.
+
+    The two legs run at once (DeepEP's RDMA and NVLink channels pipeline), so the slower sets the
+    time. ``nic_scale`` scales the NIC leg's bytes (the busiest node's load over the busiest
+    rank's, node_imbalance). On DeepEP's published H800 figures the NVLink leg is what bounds EP 16
+    (2 nodes: 43 GB/s "RDMA", half of it the own node's) and the NIC leg EP 32 and 64
+    (benchmarks/moe_a2a_table.py)."""
+    intra_bw, intra_alpha, inter_bw, inter_alpha = links
+    n = np.maximum(np.asarray(n, dtype=float), 1.0)
+    r = np.clip(np.asarray(ranks_per_node, dtype=float), 1.0, n)
+    nodes = np.maximum(n / r, 1.0)
+    token = np.asarray(size_bytes, dtype=float) / k  # one copy of each token, bytes
+    nvlink = (r - 1) * (intra_alpha + token * reached_ranks(n, r, k, *route) / r / intra_bw)
+    remote = node_dedup(n, r, k, *route) * k * (nodes - 1) / nodes
+    nic = (nodes - 1) * inter_alpha + token * remote * nic_scale / inter_bw
+    return np.asarray(np.maximum(nvlink, nic))

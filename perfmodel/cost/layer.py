@@ -128,6 +128,8 @@ class Link:
     # engine/mesh.py: NCCL's tuned latencies across nodes would otherwise undercut SPEC 3's
     # intra-node alpha-beta ring at small messages)
     intra_floor: bool = False
+    # bytes/s DeepEP's and HybridEP's kernels move over the intra-node link (None: intra_bandwidth)
+    ep_intra_bandwidth: Num | None = None
 
     @property
     def ring_bandwidth(self) -> Num:
@@ -163,11 +165,12 @@ class Link:
         imbalance: float = 1.0,
     ) -> Num:
         """Time of one collective of ``message`` bytes over n ranks (SPEC 3). ``dedup_k``: the
-        message is k copies of each token, and a copy bound for a node the token already goes to
-        stays off the NIC (DeepEP's node-level dispatch); ``route``: group-limited routing caps
-        the nodes a token reaches (collectives.node_dedup). ``imbalance``: the busiest rank's
-        load over the mean, already in ``message``; with DeepEP a NIC carries a node's load
-        instead (collectives.node_imbalance)."""
+        message is k copies of each token, which DeepEP and HybridEP send once per remote node
+        over the NIC and once per rank over NVLink, at their own NVLink rate
+        (collectives.forwarded_all_to_all_time, ``ep_intra_bandwidth``); ``route``: group-limited
+        routing caps the nodes a token reaches (collectives.node_dedup). ``imbalance``: the
+        busiest rank's load over the mean, already in ``message``; with DeepEP a NIC carries a
+        node's load instead (collectives.node_imbalance)."""
         rpn, intra_bw, intra_alpha = self.ranks_per_node, self.intra_bandwidth, self.intra_latency
         if (
             kind == "all-to-all"
@@ -175,22 +178,24 @@ class Link:
             and intra_bw is not None
             and intra_alpha is not None
         ):
-            scale = (
-                coll.node_dedup(n, rpn, dedup_k, *route)
-                * coll.node_imbalance(imbalance, n, rpn)
-                / imbalance
-                if dedup_k
-                else 1.0
-            )
+            if dedup_k:
+                # DeepEP and HybridEP: once per node over the NIC, once per rank over NVLink
+                return coll.forwarded_all_to_all_time(
+                    message,
+                    n,
+                    rpn,
+                    dedup_k,
+                    (
+                        intra_bw if self.ep_intra_bandwidth is None else self.ep_intra_bandwidth,
+                        intra_alpha,
+                        self.bandwidth,
+                        self.latency,
+                    ),
+                    route,
+                    coll.node_imbalance(imbalance, n, rpn) / imbalance,
+                )
             return coll.all_to_all_time(
-                message,
-                n,
-                rpn,
-                intra_bw,
-                intra_alpha,
-                self.bandwidth,
-                self.latency,
-                scale,
+                message, n, rpn, intra_bw, intra_alpha, self.bandwidth, self.latency
             )
         lat, bw = coll.collective_time(kind, message, n, self.ring_bandwidth, self.latency)
         if kind in nccl.KINDS and self.multi_rail and self.spans is not None and rpn is not None:

@@ -75,10 +75,12 @@ def _ep_exchange(
 ) -> tuple[Collective, Collective]:
     """Dispatch and combine over the EP group, by Megatron-Core dispatcher: with ``allgather``
     every rank gathers the group's tokens (``gathered`` bytes) and keeps its experts' share;
-    otherwise an all-to-all of the rank's token copies (``sent`` bytes), each token sent once per
-    node with DeepEP and HybridEP. With Megatron-Core's EP overlap each all-to-all hides under the
-    expert GEMMs of the micro-batch it is interleaved with, forward under a forward, backward under
-    a backward. ``imbalance``: the busiest rank's load over the mean, in both byte counts."""
+    otherwise an all-to-all of the rank's token copies (``sent`` bytes); DeepEP and HybridEP send a
+    token once per remote node over the NIC and once per rank over NVLink, not once per expert
+    (collectives.forwarded_all_to_all_time). With Megatron-Core's EP overlap each all-to-all hides
+    under the expert GEMMs of the micro-batch it is interleaved with, forward under a forward,
+    backward under a backward. ``imbalance``: the busiest rank's load over the mean, in both byte
+    counts."""
     if o.dispatcher == "allgather":
         gather, scatter = (Transfer("all-gather"),), (Transfer("reduce-scatter"),)
         return (

@@ -141,7 +141,10 @@ class Mesh:
         bw_out = link_rate(s.inter_node_link, s.gpu, "inter", efficiency)
         per_node = np.where(spans, np.maximum(s.domain // np.maximum(stride, 1), 1), n)
         # on a full mesh (Infinity Fabric) the group's r ranks of a node use r - 1 of its links
-        mesh_bw = bw_in * coll.mesh_share(s.intra_node_link.mesh_links or 0, per_node)
+        share = coll.mesh_share(s.intra_node_link.mesh_links or 0, per_node)
+        mesh_bw = bw_in * share
+        ep_eff = s.intra_node_link.ep_efficiency if efficiency else None
+        ep_bw = None if ep_eff is None else s.intra_node_link.bandwidth_bytes_per_s * ep_eff * share
         return Link(
             np.where(spans, bw_out, mesh_bw),
             np.where(spans, s.inter_node_link.latency_s, s.intra_node_link.latency_s),
@@ -151,6 +154,7 @@ class Mesh:
             spans,
             intra_hw=s.intra_node_link.nccl_hw,
             algos=tuple(s.nccl_algo or ()),
+            ep_intra_bandwidth=ep_bw,
         )
 
     def link_spec(self, dim: str) -> LinkSpec:

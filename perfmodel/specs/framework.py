@@ -169,7 +169,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fp8_weight_cache": True,
         # TEGroupedMLP issues each local expert's GEMM from a host loop over the token counts
         # it synchronized for; fitted on the ten MoE runs (benchmarks/calibrate_overheads.py
-        # --moe; without it, then fitted: mean |error| 16.9% -> 7.0%, leave-one-out 7.5%; with the
+        # --moe; without it, then fitted: mean |error| 17.9% -> 6.0%, leave-one-out 6.3%; with the
         # Hopper BF16 fraction it shares a ridge with, docs/validation.md), the 26.04 H100 runs at
         # their recipe's forced balance, Megatron-Core's MoE kernels priced: cost/moe_kernels.py)
         "expert_call_overhead_s": 40e-6,

@@ -243,6 +243,14 @@ class Link(Spec):
             " PCIe switch); it sets the intra-node steps of a collective across nodes."
         ),
     )
+    ep_efficiency: Fraction | None = Field(
+        None,
+        description=(
+            "Fraction of the bandwidth the expert dispatch and combine kernels (DeepEP, HybridEP)"
+            " reach inside the NVLink domain, in bytes on the wire: their own measured figures,"
+            " less the tokens a rank keeps (benchmarks/moe_a2a_table.py). None: efficiency."
+        ),
+    )
     source: str = Field("", description="Where the figures come from (data sheet, measurement).")
 
 
