@@ -66,9 +66,11 @@ def test_each_pair_adds_the_partials_sum_and_the_local_shard_copy(titan):
         assert _f(staged.bytes) == pytest.approx(M * h / t * 2 * width)
 
 
-def test_no_pass_without_sp_and_none_under_userbuffers(titan):
+def test_no_pass_without_sp_or_tp_and_none_under_userbuffers(titan):
     no_sp = _layer(titan, sp=False)
     assert _f(no_sp["TP partial sums, MLP"].fwd_s) == 0.0
+    one = _layer(titan, tp=1)
+    assert _f(one["TP shard staging, MLP"].fwd_s) == 0.0
     megatron = _layer(_with(titan, "megatron-core"))
     assert not any(name.startswith("TP partial sums") for name in megatron)
 

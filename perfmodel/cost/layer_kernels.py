@@ -88,11 +88,11 @@ def symm_mem_passes(o: Options, where: str, x: Split, h: int) -> list[Pointwise]
       the first shard_consumer"): read and write M h / t elements of the gathered width
       (gathered_bytes).
     M: the micro-batch's tokens, h: hidden size, t: TP degree. ``where``: the block, for the ops'
-    names. Zero elements (no kernel) without SP; no op without the overlap."""
+    names. Zero elements (no kernel) without SP or at t = 1; no op without the overlap."""
     if not (o.tp_overlap_ub and o.tp_overlap_symm):
         return []
     act, t = o.act_bytes, x.t
-    shard = np.where(x.sp, x.tokens * h / t, 0.0)
+    shard = np.where(x.sp & (t > 1), x.tokens * h / t, 0.0)
     staged = 2.0 * act * gathered_bytes(o)
     return [
         Pointwise(f"TP partial sums, {where}", shard * (t + 1), act, act, 1, "tokens"),
