@@ -13,7 +13,15 @@ import numpy as np
 
 from perfmodel.cost import Num
 
-from .layer_kernels import hidden_norm, residual_add, residual_gradient_add, rope, tp_collective
+from .layer_kernels import (
+    hidden_norm,
+    residual_add,
+    residual_gradient_add,
+    rope,
+    symm_mem_passes,
+    symm_mem_window,
+    tp_collective,
+)
 from .moe_kernels import mla_assembly
 from .ops import Collective, FusedAttention, Gemm, OpDesc, Pointwise, Shard, Transfer, tag
 from .shapes import LayerShape, Options, Split, gathered_bytes, layernorm_backward_bytes
@@ -57,8 +65,10 @@ def attention_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
             "output projection",
             o.tp_overlap_ub,
             gathered_bytes(o),
+            symm_mem_window(o, t),
         )
     )
+    ops += symm_mem_passes(o, "attention", x, h)
     if m.sandwich:  # Gemma 2: the attention output is normed before the residual add
         ops.append(hidden_norm(m, o, "post-attention norm", M * h / tok))
     ops.append(residual_add(m, o, "1", M * h / tok))

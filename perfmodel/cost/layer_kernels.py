@@ -6,10 +6,12 @@ of s tokens, numpy arrays over configurations; bytes per element are stated at e
 
 from __future__ import annotations
 
+import numpy as np
+
 from perfmodel.cost import Num
 
 from .ops import Collective, Gemm, OpDesc, Pointwise, Transfer
-from .shapes import LayerShape, Options, Split, layernorm_backward_bytes
+from .shapes import LayerShape, Options, Split, gathered_bytes, layernorm_backward_bytes
 
 
 def tp_collective(
@@ -19,6 +21,7 @@ def tp_collective(
     row_gemm: str = "",
     ub: bool = False,
     gathered: float = 1.0,
+    window: Num = 1.0,
 ) -> Collective:
     """Forward g after a row-parallel GEMM, backward f at the column-parallel input, overlapped with
     that GEMM's weight gradient (Megatron's asynchronous TP all-reduce; Korthikanti 2022, Sec. 6.2).
@@ -32,27 +35,69 @@ def tp_collective(
     reduce-scatter run as tp chunk copies over NVLink, each behind the GEMM of the chunk before, in
     the forward and in the compiled backward; it needs no asynchronous all-reduce, so ``ub``
     overlaps even where that is off (engine/blocks.py). Measured: torchtitan's Llama 3.1 70B on 256
-    H100, 5.6% (2024-12, FP8) and 9.2% (2025-06, BF16) faster with it.
-    ``gathered``: the all-gathers' bytes an element over the message's (gathered_bytes)."""
+    H100, 5.6% (2024-12, FP8) and 9.2% (2025-06, BF16) faster with it; what that pipeline costs
+    besides is symm_mem_window and symm_mem_passes.
+    ``gathered``: the all-gathers' bytes an element over the message's (gathered_bytes);
+    ``window``: the share of each GEMM pass a collective can hide behind (symm_mem_window)."""
     under_row = (row_gemm, "fwd") if ub and row_gemm else None
     under_col = (column_gemm, "fwd") if ub else None
     under_dgrad = (row_gemm, "dgrad") if ub and row_gemm else None
+    w = window
     return Collective(
         name,
         "tp",
         message,
         fwd=(
-            Transfer("all-reduce", "no_sp", under_row),
-            Transfer("reduce-scatter", "sp", under_row),
-            Transfer("all-gather", "sp", under_col, scale=gathered),
+            Transfer("all-reduce", "no_sp", under_row, share=w),
+            Transfer("reduce-scatter", "sp", under_row, share=w),
+            Transfer("all-gather", "sp", under_col, share=w, scale=gathered),
         ),
         bwd=(
-            Transfer("all-reduce", "no_sp", (column_gemm, "wgrad")),
-            Transfer("all-gather", "sp", under_dgrad, scale=gathered),
-            Transfer("all-gather", "sp", (column_gemm, "dgrad"), scale=gathered),
-            Transfer("reduce-scatter", "sp", (column_gemm, "wgrad")),
+            Transfer("all-reduce", "no_sp", (column_gemm, "wgrad"), share=w),
+            Transfer("all-gather", "sp", under_dgrad, share=w, scale=gathered),
+            Transfer("all-gather", "sp", (column_gemm, "dgrad"), share=w, scale=gathered),
+            Transfer("reduce-scatter", "sp", (column_gemm, "wgrad"), share=w),
         ),
     )
+
+
+def symm_mem_window(o: Options, t: Num) -> Num:
+    """The share of a GEMM a micro-pipelined TP collective hides behind: (t - 1) / t under torch's
+    symmetric-memory async TP (``o.tp_overlap_symm``), else 1. Its all-gather-matmul consumes the
+    local shard while the first remote shard is copied and the last shard's matmul has no copy
+    left to hide; its matmul-reduce-scatter computes the first chunk before any copy can start
+    (torch/distributed/_symmetric_memory/__init__.py, _pipelined_multi_all_gather_and_consume and
+    _pipelined_produce_and_all2all): t - 1 chunk copies behind t - 1 of the t chunk GEMMs.
+    Dimensionless."""
+    t = np.asarray(t, dtype=float)
+    return (t - 1) / t if o.tp_overlap_ub and o.tp_overlap_symm else np.ones(t.shape)
+
+
+def symm_mem_passes(o: Options, where: str, x: Split, h: int) -> list[Pointwise]:
+    """The memory-bound passes torch's symmetric-memory async TP adds to each micro-pipelined pair
+    (a matmul-reduce-scatter and an all-gather-matmul) in each pass: forward, the row-parallel
+    output reduce-scattered and the column-parallel input gathered; backward, the column-parallel
+    input gradient reduce-scattered and the row-parallel output gradient gathered
+    (torch/distributed/_symmetric_memory/__init__.py):
+    - _fused_matmul_reduce_scatter_impl writes each chunk's partial sums for the peers to copy,
+      then reduce_partials sums this rank's t partials in a kernel of its own after the pipeline
+      (NCCL's ring reduces as it goes): read t shards, write one, in the 16-bit GEMM output (act
+      bytes an element): M h (1 + 1/t) elements;
+    - _pipelined_multi_all_gather_and_consume copies the local shard into its symmetric buffer
+      and barriers before the first matmul ("we are giving up the chance to overlap mv and b with
+      the first shard_consumer"): read and write M h / t elements of the gathered width
+      (gathered_bytes).
+    M: the micro-batch's tokens, h: hidden size, t: TP degree. ``where``: the block, for the ops'
+    names. Zero elements (no kernel) without SP or at t = 1; no op without the overlap."""
+    if not (o.tp_overlap_ub and o.tp_overlap_symm):
+        return []
+    act, t = o.act_bytes, x.t
+    shard = np.where(x.sp & (t > 1), x.tokens * h / t, 0.0)
+    staged = 2.0 * act * gathered_bytes(o)
+    return [
+        Pointwise(f"TP partial sums, {where}", shard * (t + 1), act, act, 1, "tokens"),
+        Pointwise(f"TP shard staging, {where}", shard, staged, staged, 0, "tokens"),
+    ]
 
 
 def residual_add(m: LayerShape, o: Options, which: str, elements: Num) -> Pointwise:

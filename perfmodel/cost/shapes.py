@@ -174,6 +174,9 @@ class Options:
     # the column-wise (transposed) FP8 copy made in a pass of its own from the row-wise one
     fp8_transpose_pass: bool = False
     tp_overlap_ub: bool = False  # every TP collective under its GEMM (TE userbuffers)
+    # that overlap as torch's symmetric-memory async TP runs it (torchtitan): a (t - 1) / t window
+    # and passes of its own (cost/layer_kernels.symm_mem_window, symm_mem_passes)
+    tp_overlap_symm: bool = False
     # FP8 weights cast once per step, not per micro-batch (FP8 parameter gather, or TE's weight
     # cache across a step's micro-batches)
     fp8_param_gather: bool = False

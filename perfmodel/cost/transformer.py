@@ -33,6 +33,8 @@ from .layer_kernels import (
     hidden_norm,
     residual_add,
     residual_gradient_add,
+    symm_mem_passes,
+    symm_mem_window,
     tp_collective,
 )
 from .moe_layer import moe_ops
@@ -144,8 +146,15 @@ def mlp_ops(m: LayerShape, o: Options, x: Split) -> list[OpDesc]:
             "MLP down", M, f / t, h, 1, "row", f * h + (h if m.bias else 0), saved=act * M * f / t
         ),
         tp_collective(
-            "TP comm after MLP", M * h * act, up, "MLP down", o.tp_overlap_ub, gathered_bytes(o)
+            "TP comm after MLP",
+            M * h * act,
+            up,
+            "MLP down",
+            o.tp_overlap_ub,
+            gathered_bytes(o),
+            symm_mem_window(o, t),
         ),
+        *symm_mem_passes(o, "MLP", x, h),
     ]
 
 

@@ -91,6 +91,7 @@ class Setting:
             yarn_rope_fused=bool(PROFILES[tr.framework]["yarn_rope_fused"]),
             fp8_current=tr.dtype == "fp8" and tr.fp8_recipe == "tensorwise",
             tp_overlap_ub=tr.tp_comm_overlap_ub,
+            tp_overlap_symm=bool(PROFILES[tr.framework]["tp_overlap_symm_mem"]),
             fp8_param_gather=tr.fp8_param_gather or tr.fp8_weight_cache,
             expert_call_s=tr.expert_call_overhead_s,
             pointwise="compiled" if tr.torch_compile else tr.pointwise_kernels,

@@ -266,6 +266,11 @@ for _name, _p in PROFILES.items():
     # cast (its quantize_transpose kernels); a profile that makes the transposed copy in a pass of
     # its own says so (hai-llm: DeepSeek-V3 report Sec. 3.3.4)
     _p.setdefault("fp8_transpose_pass", False)
+    # how tp_comm_overlap_ub pipelines the TP collectives: Transformer Engine's userbuffers, or
+    # torch's symmetric-memory ops (fused_all_gather_matmul, fused_matmul_reduce_scatter) that
+    # Inductor's micro_pipeline_tp pass puts in under torchtitan's enable_async_tensor_parallel
+    # (cost/layer_kernels.symm_mem_window, symm_mem_passes): the fsdp profile sets it
+    _p.setdefault("tp_overlap_symm_mem", False)
     _p.setdefault("megatron_moe_kernels", False)
     _p.setdefault("yarn_rope_fused", True)
     # FSDP1's flat-parameter gradient, concatenated, cast and pre-divided every micro-batch
@@ -315,6 +320,7 @@ FACTS = (
     "params_are_master",
     "fp8_swiglu_cache",
     "fp8_transpose_pass",
+    "tp_overlap_symm_mem",
     "megatron_moe_kernels",
     "yarn_rope_fused",
     "sp_gathered_head_input",

@@ -92,6 +92,7 @@ ZERO_PROFILES: dict[str, dict[str, Any]] = {
         # (--parallelism.enable_async_tensor_parallel): set tp_comm_overlap_ub for it
         "tp_comm_overlap": False,
         "tp_comm_overlap_ub": False,
+        "tp_overlap_symm_mem": True,  # that opt-in async TP is torch's symmetric-memory one
         # each micro-batch's gradients are reduce-scattered into the sharded fp32 gradient: no
         # separate unsharded accumulation pass
         "grad_accumulation_fusion": True,
