@@ -186,7 +186,12 @@ def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
     normed input is written in 16 bits with its amax by the norm and cast after it
     (csrc/extensions/normalization.cpp, FUSED_NORM_AMAX_FP8). Megatron-Core's grouped experts are
     quantized expert by expert (split_quantize: one fused kernel for all of them under delayed
-    scaling only, cast.cpp multi_tensor_quantize_impl), each expert a launch of its own."""
+    scaling only, cast.cpp multi_tensor_quantize_impl), each expert a launch of its own.
+
+    MXFP4 (``o.quant_unfused``): TE quantizes every input in a kernel of its own, the norm's output
+    too (precision.UNFUSED_NORM_QUANT). Its 16-point Hadamard rotation rides in the cast: as a fast
+    Walsh-Hadamard transform 4 add stages an element a copy, about 8 FLOP against the 3 B moved,
+    far below the MI355X's vector-to-HBM ridge (157 TFLOP/s / 8 TB/s, about 20 FLOP/B)."""
     weights = [g for g in ops if isinstance(g, Gemm) and g.params and not g.sixteen_bit]
     if not weights:
         return []
@@ -195,7 +200,8 @@ def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
     # fuses the amax and the cast into the op that writes the tensor, as TE does
     eager = o.pointwise == "eager"
     current = o.fp8_current and o.pointwise == "fused"
-    fused = () if eager else _FP8_FUSED_INPUTS
+    # TE's CustomRecipe quantizers (MXFP4 on ROCm) are never fused into the norm or activation
+    fused = () if eager or o.quant_unfused else _FP8_FUSED_INPUTS
     # read the 16-bit tensor, write it quantized row-wise and column-wise (the backward GEMMs read
     # the transpose), each with its block scales: FP8 2 + 2 x 1 = 4 B an element, MXFP8 4.06,
     # NVFP4 3.125 (its per-tensor amax rides in the same pass, as TE's delayed scaling's does)

@@ -49,6 +49,13 @@ BLOCKWISE_SCALE_BYTES, BLOCKWISE_WEIGHT_SCALE_BYTES = 4 / 128, 4 / (128 * 128)
 LOW_PRECISION = ("fp8", "mxfp8", "nvfp4", "mxfp4")
 # the 4-bit ones: their GEMMs take the GPU's FP4 fraction (GPU.fp4_gemm_efficiency)
 FP4 = ("nvfp4", "mxfp4")
+# the formats whose quantizers Transformer Engine builds through a CustomRecipe (ROCm TE's
+# MXFP4BlockScaling: a qfactory of MXFP4Quantizer, rowwise and columnwise, each from the 16-bit
+# input, a fixed 16-point Hadamard fused in the cast). TE's LayerNormLinear and LayerNormMLP then
+# write the norm's output in 16 bits and quantize it after (layernorm_linear.py, layernorm_mlp.py:
+# with_quantized_norm = fp8 and ... and not custom), so no GEMM input is cast inside the op
+# before it (layer_kernels.fp8_casts)
+UNFUSED_NORM_QUANT = ("mxfp4",)
 # Dtypes a training run can compute in (tf32 is a GEMM mode of fp32, not a training dtype).
 TrainingDtype = Literal["bf16", "fp16", "fp32", "fp8", "mxfp8", "nvfp4", "mxfp4"]
 TRAINING_DTYPES: tuple[str, ...] = get_args(TrainingDtype)

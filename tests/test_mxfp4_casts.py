@@ -1,0 +1,48 @@
+"""MXFP4's quantizing kernels (issue 40): ROCm Transformer Engine's MXFP4BlockScaling is a
+CustomRecipe, and TE writes the norm's output in 16 bits before a CustomRecipe quantizer casts it
+(layernorm_linear.py, layernorm_mlp.py: ``with_quantized_norm = fp8 and ... and not custom``), so
+every GEMM input of an MXFP4 layer is cast in a kernel of its own; FP8 keeps its norm-fused casts.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from perfmodel.cli import main
+from perfmodel.inputs import presets
+from perfmodel.specs.precision import DTYPE_BYTES, SCALE_BYTES
+
+MLPERF60 = Path(__file__).parent / "data" / "mlperf60" / "amd-8b-mi355x-mxfp4.yaml"
+CAST = "FP8 cast of GEMM inputs"
+
+
+def per_layer(path: Path) -> dict[str, dict]:
+    r = CliRunner().invoke(main, ["estimate", str(path), "--per-layer", "--json"])
+    assert r.exit_code == 0, r.output
+    return {op["name"]: op for op in json.loads(r.stdout)["per_layer"]}
+
+
+def _plan(tmp_path: Path, dtype: str) -> Path:
+    f = tmp_path / f"{dtype}.yaml"
+    f.write_text(MLPERF60.read_text().replace("dtype: mxfp4", f"dtype: {dtype}"))
+    return f
+
+
+def test_mxfp4_casts_every_gemm_input_fp8_only_the_unfused_ones(tmp_path):
+    """Bytes of the input casts of one layer (one rank, one micro-batch of b x s tokens): read
+    16 bits, write row-wise and column-wise copies with their block scales. MXFP4: the inputs of
+    QKV, the output projection, the MLP's gate+up and down (h, h, h, ffn wide); FP8 (per-tensor
+    scales): the output projection's alone, the others written by the norm or activation."""
+    m = presets.model("llama3-8b")
+    tokens = 2 * 8192  # micro-batch 2 at sequence 8192, tp 1
+    h, ffn = m.hidden_size, m.ffn
+    mx_el = 2 + 2 * (DTYPE_BYTES["mxfp4"] + SCALE_BYTES["mxfp4"])
+    fp8_el = 2 + 2 * DTYPE_BYTES["fp8"]
+    mx = per_layer(MLPERF60)[CAST]
+    f8 = per_layer(_plan(tmp_path, "fp8"))[CAST]
+    assert mx["bytes"] == pytest.approx(tokens * (3 * h + ffn) * mx_el, rel=1e-6)
+    assert f8["bytes"] == pytest.approx(tokens * h * fp8_el, rel=1e-6)
+    # memory-bound: the time follows the bytes at one bandwidth
+    assert mx["forward_s"] / f8["forward_s"] == pytest.approx(mx["bytes"] / f8["bytes"], rel=0.05)
