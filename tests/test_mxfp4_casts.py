@@ -46,3 +46,15 @@ def test_mxfp4_casts_every_gemm_input_fp8_only_the_unfused_ones(tmp_path):
     assert f8["bytes"] == pytest.approx(tokens * h * fp8_el, rel=1e-6)
     # memory-bound: the time follows the bytes at one bandwidth
     assert mx["forward_s"] / f8["forward_s"] == pytest.approx(mx["bytes"] / f8["bytes"], rel=0.05)
+
+
+def test_the_mlperf60_plan_is_the_submissions_configuration():
+    """config_MI355X_1x8x1.sh and its conf yaml (training_results_v6.0): MBS 2, GBS 32, TP/PP/CP
+    1, BF16 gradients (accumulate_allreduce_grads_in_fp32 false), no FP8/FP4 parameter gather."""
+    r = CliRunner().invoke(main, ["estimate", str(MLPERF60), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    c = d["config"]
+    assert (c["tp"], c["pp"], c["cp"], c["dp"], c["micro_batch_size"]) == (1, 1, 1, 8, 2)
+    # ZeRO-1 keeps every gradient: 2 B a parameter in BF16 (4 B with fp32 accumulation)
+    assert d["memory"]["gradients_bytes"] == pytest.approx(2 * d["memory"]["params_per_gpu"])
