@@ -170,6 +170,12 @@ _FP8_FUSED_INPUTS = {
 }
 
 
+def _cast(name: str, elements: Num, fwd: float, bwd: float, kernels: Num = 1.0) -> Pointwise:
+    """A quantizing kernel: bytes an element read and written forward and backward, 1 FLOP an
+    element, split with the GEMM's columns."""
+    return Pointwise(name, elements, fwd, bwd, 1, "column", kernels=kernels, cast=True)
+
+
 def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
     """The memory-bound casts FP8 (and MXFP8, NVFP4) GEMMs need (Micikevicius et al. 2022;
     Transformer Engine): each GEMM input not already written in FP8 by the op before it is read
@@ -223,25 +229,13 @@ def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
     grads = sum((g.M * g.N * g.batch for g in weights), 0.0 * x.b)
     params = sum((g.K * g.N * g.batch for g in weights), 0.0 * x.b)
     out: list[OpDesc] = [
-        Pointwise(
-            "FP8 cast of GEMM inputs", inputs, each, 0.0, 1, "column", kernels=tensors(unfused)
-        ),
-        Pointwise(
-            "FP8 cast of output gradients", grads, 0.0, each, 1, "column", kernels=tensors(weights)
-        ),
+        _cast("FP8 cast of GEMM inputs", inputs, each, 0.0, tensors(unfused)),
+        _cast("FP8 cast of output gradients", grads, 0.0, each, tensors(weights)),
     ]
     if normed:
-        out.append(
-            Pointwise(
-                "FP8 cast of normed GEMM inputs (current scaling)",
-                sum((g.M * g.K * g.batch for g in normed), 0.0 * x.b),
-                cast,
-                0.0,
-                1,
-                "column",
-                kernels=2.0 * len(normed),
-            )
-        )
+        name = "FP8 cast of normed GEMM inputs (current scaling)"
+        normed_el = sum((g.M * g.K * g.batch for g in normed), 0.0 * x.b)
+        out.append(_cast(name, normed_el, cast, 0.0, 2.0 * len(normed)))
     if not o.fp8_param_gather:
-        out.append(Pointwise("FP8 cast of weights", params, each, 0.0, 1, "column"))
+        out.append(_cast("FP8 cast of weights", params, each, 0.0))
     return out

@@ -56,6 +56,9 @@ FP4 = ("nvfp4", "mxfp4")
 # with_quantized_norm = fp8 and ... and not custom), so no GEMM input is cast inside the op
 # before it (layer_kernels.fp8_casts)
 UNFUSED_NORM_QUANT = ("mxfp4",)
+# the formats with OCP Microscaling's E8M0 block scales, whose quantizing kernels run at the
+# GPU's mx_cast_efficiency
+E8M0_SCALED = ("mxfp8", "mxfp4")
 # Dtypes a training run can compute in (tf32 is a GEMM mode of fp32, not a training dtype).
 TrainingDtype = Literal["bf16", "fp16", "fp32", "fp8", "mxfp8", "nvfp4", "mxfp4"]
 TRAINING_DTYPES: tuple[str, ...] = get_args(TrainingDtype)
