@@ -1,8 +1,9 @@
-"""MXFP4's quantizing kernels (issue 40): ROCm Transformer Engine's MXFP4BlockScaling is a
-CustomRecipe, and TE writes the norm's output in 16 bits before a CustomRecipe quantizer casts it
-(layernorm_linear.py, layernorm_mlp.py: ``with_quantized_norm = fp8 and ... and not custom``), so
-every GEMM input of an MXFP4 layer is cast in a kernel of its own; FP8 keeps its norm-fused casts.
-"""
+"""MXFP4's quantizing kernels (issue 40): ROCm Transformer Engine writes the norm's output in 16
+bits before it quantizes it to MXFP4 ("For MXFP4, we need ln_out in high precision",
+layernorm_linear.py; the CustomRecipe form through ``with_quantized_norm = ... and not custom``),
+so every GEMM input of an MXFP4 layer is cast in a kernel of its own; FP8 keeps its norm-fused
+casts. MX quantizing kernels run at the GPU's measured share of HBM bandwidth
+(mx_cast_efficiency)."""
 
 import json
 from pathlib import Path

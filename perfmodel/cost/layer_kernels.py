@@ -206,7 +206,7 @@ def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
     # fuses the amax and the cast into the op that writes the tensor, as TE does
     eager = o.pointwise == "eager"
     current = o.fp8_current and o.pointwise == "fused"
-    # TE's CustomRecipe quantizers (MXFP4 on ROCm) are never fused into the norm or activation
+    # ROCm TE's MXFP4 quantizers are never fused into the norm or activation
     fused = () if eager or o.quant_unfused else _FP8_FUSED_INPUTS
     # read the 16-bit tensor, write it quantized row-wise and column-wise (the backward GEMMs read
     # the transpose), each with its block scales: FP8 2 + 2 x 1 = 4 B an element, MXFP8 4.06,

@@ -174,7 +174,7 @@ class Options:
     # the column-wise (transposed) FP8 copy made in a pass of its own from the row-wise one
     fp8_transpose_pass: bool = False
     # every GEMM input quantized in a kernel of its own: the norm and the activation write 16 bits
-    # (TE's CustomRecipe quantizers, MXFP4 on ROCm: precision.UNFUSED_NORM_QUANT)
+    # (MXFP4 in ROCm TE: precision.UNFUSED_NORM_QUANT)
     quant_unfused: bool = False
     tp_overlap_ub: bool = False  # every TP collective under its GEMM (TE userbuffers)
     # FP8 weights cast once per step, not per micro-batch (FP8 parameter gather, or TE's weight

@@ -19,12 +19,11 @@ FP4_RECIPES = {
     ),
     # AMD ROCm blog, "Technical Dive into AMD's MLPerf Training v6.0 Submission" (2026): the linear
     # layers in E2M1 with E8M0 block scales and a deterministic 16-point Hadamard rotation; ROCm
-    # TE's MXFP4BlockScaling is a CustomRecipe, whose inputs TE quantizes after the norm
-    # (precision.UNFUSED_NORM_QUANT)
+    # TE quantizes MXFP4 inputs after the norm (precision.UNFUSED_NORM_QUANT)
     "mxfp4": (
         "mxfp4: every decoder linear layer in MXFP4 (E2M1, one E8M0 scale per 32 elements,"
         " OCP Microscaling v1.0), the logits, router and attention in BF16; every GEMM input"
-        " quantized in a kernel of its own (TE's CustomRecipe: no norm-fused cast), the"
+        " quantized in a kernel of its own (ROCm TE: no norm-fused MXFP4 cast), the"
         " Hadamard rotation in that cast"
     ),
 }
