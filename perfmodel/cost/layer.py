@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfmodel.cost import Num
-from perfmodel.specs.precision import LOW_PRECISION
+from perfmodel.specs.precision import E8M0_SCALED, LOW_PRECISION
 
 from . import collectives as coll
 from . import nccl
@@ -70,6 +70,8 @@ class Hardware:
     flops_ceiling: float = math.inf
     attn_flops_ceiling: float = math.inf
     hbm_ceiling: float = math.inf
+    # fraction of HBM bandwidth the format's quantizing kernels reach (0: hbm_eff)
+    cast_eff: float = 0.0
 
     @classmethod
     def from_gpu(cls, gpu: GPU, dtype: str, attention_backend: str = "fused") -> Hardware:
@@ -101,6 +103,7 @@ class Hardware:
             flops_ceiling=gpu.flops_ceiling(dtype),
             attn_flops_ceiling=gpu.flops_ceiling(attn_dtype),
             hbm_ceiling=gpu.hbm_ceiling(),
+            cast_eff=(gpu.mx_cast_efficiency or 0.0) if dtype in E8M0_SCALED else 0.0,
         )
 
 
@@ -266,10 +269,13 @@ def _time_gemm(hw: Hardware, g: Gemm, dt: float) -> tuple[Op, Num, Num]:
 
 
 def _time_pointwise(hw: Hardware, p: Pointwise) -> Op:
-    """Memory-bound: bytes / (HBM BW x efficiency) + the overhead of each of its kernels. A pass
+    """Memory-bound: bytes / (HBM BW x efficiency) + the overhead of each of its kernels (a
+    quantizing kernel at the format's cast efficiency where the GPU gives one). A pass
     that moves no bytes (a backward-only kernel) launches nothing there."""
     el = np.asarray(p.elements, dtype=float)
     hbm_eff = hw.hbm_eff * (hw.core_eff if p.attention_core else 1.0)
+    if p.cast and hw.cast_eff:
+        hbm_eff = hw.cast_eff
 
     def run(bytes_per_el: Num) -> Num:
         if not bytes_per_el:

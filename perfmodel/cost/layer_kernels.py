@@ -215,6 +215,12 @@ _FP8_FUSED_INPUTS = {
 }
 
 
+def _cast(name: str, elements: Num, fwd: float, bwd: float, kernels: Num = 1.0) -> Pointwise:
+    """A quantizing kernel: bytes an element read and written forward and backward, 1 FLOP an
+    element, split with the GEMM's columns."""
+    return Pointwise(name, elements, fwd, bwd, 1, "column", kernels=kernels, cast=True)
+
+
 def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
     """The memory-bound casts FP8 (and MXFP8, NVFP4) GEMMs need (Micikevicius et al. 2022;
     Transformer Engine): each GEMM input not already written in FP8 by the op before it is read
@@ -231,7 +237,12 @@ def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
     normed input is written in 16 bits with its amax by the norm and cast after it
     (csrc/extensions/normalization.cpp, FUSED_NORM_AMAX_FP8). Megatron-Core's grouped experts are
     quantized expert by expert (split_quantize: one fused kernel for all of them under delayed
-    scaling only, cast.cpp multi_tensor_quantize_impl), each expert a launch of its own."""
+    scaling only, cast.cpp multi_tensor_quantize_impl), each expert a launch of its own.
+
+    MXFP4 (``o.quant_unfused``): TE quantizes every input in a kernel of its own, the norm's output
+    too (precision.UNFUSED_NORM_QUANT). Its 16-point Hadamard rotation rides in the cast: as a fast
+    Walsh-Hadamard transform 4 add stages an element a copy, about 8 FLOP against the 3 B moved,
+    far below the MI355X's vector-to-HBM ridge (157 TFLOP/s / 8 TB/s, about 20 FLOP/B)."""
     weights = [g for g in ops if isinstance(g, Gemm) and g.params and not g.sixteen_bit]
     if not weights:
         return []
@@ -240,7 +251,8 @@ def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
     # fuses the amax and the cast into the op that writes the tensor, as TE does
     eager = o.pointwise == "eager"
     current = o.fp8_current and o.pointwise == "fused"
-    fused = () if eager else _FP8_FUSED_INPUTS
+    # ROCm TE's MXFP4 quantizers are never fused into the norm or activation
+    fused = () if eager or o.quant_unfused else _FP8_FUSED_INPUTS
     # read the 16-bit tensor, write it quantized row-wise and column-wise (the backward GEMMs read
     # the transpose), each with its block scales: FP8 2 + 2 x 1 = 4 B an element, MXFP8 4.06,
     # NVFP4 3.125 (its per-tensor amax rides in the same pass, as TE's delayed scaling's does)
@@ -262,25 +274,13 @@ def fp8_casts(ops: list[OpDesc], o: Options, x: Split) -> list[OpDesc]:
     grads = sum((g.M * g.N * g.batch for g in weights), 0.0 * x.b)
     params = sum((g.K * g.N * g.batch for g in weights), 0.0 * x.b)
     out: list[OpDesc] = [
-        Pointwise(
-            "FP8 cast of GEMM inputs", inputs, each, 0.0, 1, "column", kernels=tensors(unfused)
-        ),
-        Pointwise(
-            "FP8 cast of output gradients", grads, 0.0, each, 1, "column", kernels=tensors(weights)
-        ),
+        _cast("FP8 cast of GEMM inputs", inputs, each, 0.0, tensors(unfused)),
+        _cast("FP8 cast of output gradients", grads, 0.0, each, tensors(weights)),
     ]
     if normed:
-        out.append(
-            Pointwise(
-                "FP8 cast of normed GEMM inputs (current scaling)",
-                sum((g.M * g.K * g.batch for g in normed), 0.0 * x.b),
-                cast,
-                0.0,
-                1,
-                "column",
-                kernels=2.0 * len(normed),
-            )
-        )
+        name = "FP8 cast of normed GEMM inputs (current scaling)"
+        normed_el = sum((g.M * g.K * g.batch for g in normed), 0.0 * x.b)
+        out.append(_cast(name, normed_el, cast, 0.0, 2.0 * len(normed)))
     if not o.fp8_param_gather:
-        out.append(Pointwise("FP8 cast of weights", params, each, 0.0, 1, "column"))
+        out.append(_cast("FP8 cast of weights", params, each, 0.0))
     return out

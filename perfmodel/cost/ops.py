@@ -122,6 +122,7 @@ class Pointwise:
     saved_core: Num = 0.0
     modules: tuple[str, ...] = ()
     kernels: Num = 1.0
+    cast: bool = False  # a quantizing kernel (its bandwidth: Hardware.cast_eff where set)
 
 
 @dataclass(frozen=True)

@@ -173,6 +173,9 @@ class Options:
     attn_out_bytes: float = 0.0
     # the column-wise (transposed) FP8 copy made in a pass of its own from the row-wise one
     fp8_transpose_pass: bool = False
+    # every GEMM input quantized in a kernel of its own: the norm and the activation write 16 bits
+    # (MXFP4 in ROCm TE: precision.UNFUSED_NORM_QUANT)
+    quant_unfused: bool = False
     tp_overlap_ub: bool = False  # every TP collective under its GEMM (TE userbuffers)
     # that overlap as torch's symmetric-memory async TP runs it (torchtitan): a (t - 1) / t window
     # and passes of its own (cost/layer_kernels.symm_mem_window, symm_mem_passes)

@@ -18,10 +18,13 @@ FP4_RECIPES = {
         " of the weight-gradient inputs rides in their cast"
     ),
     # AMD ROCm blog, "Technical Dive into AMD's MLPerf Training v6.0 Submission" (2026): the linear
-    # layers in E2M1 with E8M0 block scales and a deterministic 16-point Hadamard rotation
+    # layers in E2M1 with E8M0 block scales and a deterministic 16-point Hadamard rotation; ROCm
+    # TE quantizes MXFP4 inputs after the norm (precision.UNFUSED_NORM_QUANT)
     "mxfp4": (
         "mxfp4: every decoder linear layer in MXFP4 (E2M1, one E8M0 scale per 32 elements,"
-        " OCP Microscaling v1.0), the logits, router and attention in BF16"
+        " OCP Microscaling v1.0), the logits, router and attention in BF16; every GEMM input"
+        " quantized in a kernel of its own (ROCm TE: no norm-fused MXFP4 cast), the"
+        " Hadamard rotation in that cast"
     ),
 }
 

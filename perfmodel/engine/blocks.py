@@ -30,7 +30,7 @@ from perfmodel.engine.knobs import CP_COMM_NAMES, DISPATCHER_NAMES, Knobs
 from perfmodel.engine.mesh import Mesh
 from perfmodel.specs import Plan, Precision
 from perfmodel.specs.framework import PROFILES
-from perfmodel.specs.precision import LOW_PRECISION
+from perfmodel.specs.precision import LOW_PRECISION, UNFUSED_NORM_QUANT
 
 _KEY = (
     "tp",
@@ -87,6 +87,7 @@ class Setting:
             fp8_swiglu_cache=bool(PROFILES[tr.framework]["fp8_swiglu_cache"]) and p.gemm_bytes < 2,
             attn_out_bytes=float(PROFILES[tr.framework]["attn_out_cache_bytes"]),
             fp8_transpose_pass=bool(PROFILES[tr.framework]["fp8_transpose_pass"]),
+            quant_unfused=tr.dtype in UNFUSED_NORM_QUANT,
             megatron_moe=bool(PROFILES[tr.framework]["megatron_moe_kernels"]),
             yarn_rope_fused=bool(PROFILES[tr.framework]["yarn_rope_fused"]),
             fp8_current=tr.dtype == "fp8" and tr.fp8_recipe == "tensorwise",

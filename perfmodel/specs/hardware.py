@@ -79,6 +79,14 @@ class GPU(Spec):
     hbm_efficiency: Fraction = Field(
         0.85, description="Fraction of HBM bandwidth a streaming kernel reaches."
     )
+    mx_cast_efficiency: Fraction | None = Field(
+        None,
+        description=(
+            "Fraction of HBM bandwidth the kernels that quantize to an E8M0-scaled (MX) format"
+            " reach (MXFP8, MXFP4: row-wise and column-wise copies with their block scales, each"
+            " from the 16-bit input); None: hbm_efficiency."
+        ),
+    )
     attention_efficiency: Fraction = Field(
         0.60, description="Fraction of peak a fused (flash) attention kernel reaches."
     )

@@ -49,6 +49,17 @@ BLOCKWISE_SCALE_BYTES, BLOCKWISE_WEIGHT_SCALE_BYTES = 4 / 128, 4 / (128 * 128)
 LOW_PRECISION = ("fp8", "mxfp8", "nvfp4", "mxfp4")
 # the 4-bit ones: their GEMMs take the GPU's FP4 fraction (GPU.fp4_gemm_efficiency)
 FP4 = ("nvfp4", "mxfp4")
+# the formats whose GEMM inputs Transformer Engine never quantizes inside the norm: ROCm TE's
+# MXFP4 writes the norm's output in 16 bits and casts it after, row-wise and column-wise from the
+# 16-bit input with the 16-point Hadamard in the cast (its cast_transpose_mxfp4_fused_shuffle,
+# ROCm/TransformerEngine PR 537, the "Full MXFP4 Training Recipe" of FP4_RECIPE=mxfp4). Its
+# layernorm_linear.py: "For MXFP4, we need ln_out in high precision" (with_quantized_norm = False,
+# its FP4=true path at commit 02b2654); the later CustomRecipe MXFP4BlockScaling the same way via
+# upstream's with_quantized_norm = ... and not custom (layer_kernels.fp8_casts)
+UNFUSED_NORM_QUANT = ("mxfp4",)
+# the formats with OCP Microscaling's E8M0 block scales, whose quantizing kernels run at the
+# GPU's mx_cast_efficiency
+E8M0_SCALED = ("mxfp8", "mxfp4")
 # Dtypes a training run can compute in (tf32 is a GEMM mode of fp32, not a training dtype).
 TrainingDtype = Literal["bf16", "fp16", "fp32", "fp8", "mxfp8", "nvfp4", "mxfp4"]
 TRAINING_DTYPES: tuple[str, ...] = get_args(TrainingDtype)
