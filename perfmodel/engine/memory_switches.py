@@ -25,10 +25,14 @@ precision-aware optimizer (OptimizerConfig.__post_init__, megatron/core/optimize
 optimizer_config.py: "--use-precision-aware-optimizer only supported with distributed optimizer")
 and Megatron-LM for the FP8 gather (arguments.py validate_args: "--fp8-param-gather only
 supported with distributed optimizer").
+- mla-up-proj, mla-up-proj-mlp: selective recompute of MLA's up-projections (and of the dense
+  MLPs) in place of the attention core, as Megatron-Bridge's DeepSeek-V3 performance recipes set
+  --recompute-modules; tried on the selective rows of an MLA model, after the optimizer's
+  switches, for they cost recompute FLOPs (cost/sac.py prices them).
 Not searched: activation offloading (Megatron-Core runs it with pp 1 and no recompute only; a plan
-sets cpu_offloading_num_layers), the optimizer's CPU offload (not modelled), the MoE recompute
-modules and FSDP's reshard_after_forward (a plan sets recompute_modules and
-reshard_after_forward; both are priced when set).
+sets cpu_offloading_num_layers), the optimizer's CPU offload (not modelled), the other recompute
+modules (moe_act, layernorm, moe: a plan sets recompute_modules) and FSDP's
+reshard_after_forward (a plan sets it); each is priced when set.
 """
 
 from __future__ import annotations
@@ -71,7 +75,24 @@ SWITCHES: dict[str, Switch] = {
         "--fp8-param-gather",
         "w8",
     ),
+    # selective recompute of MLA's up-projections (and of the dense MLPs), as Megatron-Bridge's
+    # DeepSeek-V3 performance recipes set it: recompute_modules ["mla_up_proj"] on B200 and GB200,
+    # ["mla_up_proj", "mlp"] on H100 (scripts/performance, deepseek_v3 *_config, 2025-2026)
+    "mla-up-proj": Switch(
+        {"recompute_modules": ["mla_up_proj"]},
+        "MLA's up-projections recomputed",
+        "--recompute-granularity selective --recompute-modules mla_up_proj",
+        "up",
+    ),
+    "mla-up-proj-mlp": Switch(
+        {"recompute_modules": ["mla_up_proj", "mlp"]},
+        "MLA's up-projections and the dense MLPs recomputed",
+        "--recompute-granularity selective --recompute-modules mla_up_proj mlp",
+        "upm",
+    ),
 }
+# the switches that change what selective recompute repeats: tried on selective rows only
+RECOMPUTE_SWITCHES = ("mla-up-proj", "mla-up-proj-mlp")
 # the switch sets a configuration may carry, codes 0.. (0: none); each a '+'-joined list: the
 # optimizer's precision (its main gradients, its moments, or both), each with or without the FP8
 # gather
@@ -84,10 +105,13 @@ SETS: tuple[str, ...] = (
     "bf16-moments+fp8-param-gather",
     "bf16-moments+bf16-main-grads",
     "bf16-moments+bf16-main-grads+fp8-param-gather",
+    # after the optimizer's: they cost recompute FLOPs
+    "mla-up-proj",
+    "mla-up-proj-mlp",
 )
 LEGEND = (
-    ", ".join(s.short for s in SWITCHES.values())
-    + ": memory switches (BF16 moments, BF16 main grads, FP8 weights)"
+    "m16, g16, w8, up, upm: memory switches (BF16 moments, BF16 main grads, FP8\n"
+    "weights; MLA up-projections, and dense MLPs, recomputed)"
 )
 SET_CODES = {name: code for code, name in enumerate(SETS)}
 
@@ -118,6 +142,8 @@ def _allowed(plan: Plan, switch: str) -> bool:
         return False
     if any(f in tr.given() for f in SWITCHES[switch].fields):
         return False
+    if switch in RECOMPUTE_SWITCHES:
+        return plan.model.is_mla and (switch == "mla-up-proj" or _has_dense_layers(plan))
     if switch == "bf16-moments":
         return tr.optimizer == "adam"
     if switch == "bf16-main-grads":
@@ -130,9 +156,17 @@ def usable_sets(plan: Plan) -> list[str]:
     return [s for s in SETS[1:] if all(_allowed(plan, x) for x in names(s))]
 
 
-def runs_with(zero_stage: np.ndarray) -> np.ndarray:
-    """The rows a switch set can be tried on: the distributed optimizer (ZeRO 1 and up), which
-    Megatron-LM asserts for each switch."""
+def _has_dense_layers(plan: Plan) -> bool:
+    """Whether the model has dense MLP layers beside its MoE ones (what "mlp" recomputes)."""
+    return not all(plan.model.moe_pattern())
+
+
+def runs_with(switch_set: str, zero_stage: np.ndarray, recompute: np.ndarray) -> np.ndarray:
+    """The rows a switch set can be tried on: for the optimizer's and the gather's switches the
+    distributed optimizer (ZeRO 1 and up), which Megatron-LM asserts for each; for the recompute
+    modules, selective recompute (RECOMPUTE_CODES: 1)."""
+    if names(switch_set)[0] in RECOMPUTE_SWITCHES:
+        return np.asarray(recompute == 1, dtype=bool)
     return np.asarray(zero_stage >= 1, dtype=bool)
 
 

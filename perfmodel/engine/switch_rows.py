@@ -23,14 +23,14 @@ def with_switches(
     plan: Plan, knobs: Knobs, res: dict[str, np.ndarray]
 ) -> tuple[Knobs, dict[str, np.ndarray]]:
     """The configurations and their figures, with the memory switch sets the plan's framework runs
-    (engine/memory_switches.py) where memory asks for them: a row that is tight or does not fit
-    without them, runs the distributed optimizer and fits with margin with some set, faster than
-    the fastest plain configuration that fits so, takes the first such set (fewest switches
-    first) in place of its plain figures (a slower one could not come first: annotate). The sets
-    are priced in order as arrays, each on the rows no earlier set rescued and where its model
-    states leave room (engine/memory.states_lower_bound); the rescued rows' step time and memory
-    are what `estimate` gives for the plan with the set's fields. A row no set rescues keeps its
-    plain figures."""
+    (engine/memory_switches.py) where memory asks for them. A row that is tight or does not fit
+    without them, can run a set (memory_switches.runs_with), fits with margin with it and is then
+    faster than the fastest plain configuration that fits so takes the first such set (fewest
+    switches first) in place of its plain figures; a slower one could not come first (annotate).
+    The sets are priced in order as arrays, each on the rows no earlier set rescued and where its
+    model states leave room (engine/memory.states_lower_bound); the rescued rows' step time and
+    memory are what `estimate` gives for the plan with the set's fields. A row no set rescues
+    keeps its plain figures."""
     sets = memory_switches.usable_sets(plan)
     usable = plan.system.gpu.hbm_capacity_bytes - reserve_bytes(plan.system)
     step = res["step_time_s"]
@@ -44,7 +44,7 @@ def with_switches(
     else:
         floor = step * (1 - SWITCH_MARGIN)
     near = (floor < best) | ~np.isfinite(step)
-    rows = np.flatnonzero(~safe & near & memory_switches.runs_with(knobs.zero_stage))
+    rows = np.flatnonzero(~safe & near)
     if not sets or rows.size == 0:
         return knobs, res
     knobs = knobs.take(slice(None))
@@ -52,17 +52,20 @@ def with_switches(
     res = {key: v.copy() for key, v in res.items()}
     for name in sets:
         k = knobs.take(rows)
-        k.memory_switch = np.full(rows.size, memory_switches.SET_CODES[name])
+        ok = memory_switches.runs_with(name, k.zero_stage, k.recompute)
+        k = k.take(np.flatnonzero(ok))
+        k.memory_switch = np.full(len(k), memory_switches.SET_CODES[name])
         room = np.flatnonzero(fits_mask(states_lower_bound(plan, k), usable))
         got = evaluate_chunked(plan, k.take(room))
         done = got["fits"] & ~tight_mask(got["total_bytes"], usable)
         # only where it could come first: faster than the fastest plain one that fits so
         win = done & (got["step_time_s"] < best)
-        rescued = rows[room[win]]
+        tried = rows[ok]
+        rescued = tried[room[win]]
         knobs.memory_switch[rescued] = memory_switches.SET_CODES[name]
         for key in KEEP:
             res[key][rescued] = got[key][win]
-        rows = np.setdiff1d(rows, rows[room[done]], assume_unique=True)
+        rows = np.setdiff1d(rows, tried[room[done]], assume_unique=True)
         if rows.size == 0:
             break
     return knobs, res

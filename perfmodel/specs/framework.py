@@ -233,8 +233,15 @@ PROFILES: dict[str, dict[str, Any]] = {
         "activation_offloading": True,
         # the memory-saving switches the search may turn on (engine/memory_switches.py):
         # OptimizerConfig's precision-aware optimizer (Megatron-Core 0.11+, Transformer Engine's
-        # FusedAdam) and --fp8-param-gather, each with the distributed optimizer
-        "memory_switches": ("bf16-moments", "bf16-main-grads", "fp8-param-gather"),
+        # FusedAdam) and --fp8-param-gather, each with the distributed optimizer; and
+        # --recompute-modules mla_up_proj (mlp) as Megatron-Bridge's DeepSeek-V3 recipes set it
+        "memory_switches": (
+            "bf16-moments",
+            "bf16-main-grads",
+            "fp8-param-gather",
+            "mla-up-proj",
+            "mla-up-proj-mlp",
+        ),
         "recompute_regathers": True,
         "zero3_prefetch_params": None,  # one layer (unit) ahead
         "zero3_reduce_bucket_params": 0.0,  # each unit reduce-scatters on its own
