@@ -335,13 +335,7 @@ def test_pm207_expert_all_to_all_across_nodes():
     assert f.figures["share"] > 0.25 and "spans 4 nodes" in f.message
     assert "DeepEP" in f.fix and "moe_a2a_overlap" in f.fix
     # a plan that already dispatches with DeepEP and overlaps is not told to (issue 19)
-    both = across.model_copy(
-        update={
-            "training": across.training.model_copy(
-                update={"moe_token_dispatcher_type": "deepep", "moe_a2a_overlap": True}
-            )
-        }
-    )
+    both = across.with_training(moe_token_dispatcher_type="deepep", moe_a2a_overlap=True)
     told = [f for f in check(both) if f.rule == "PM207"]  # (below the share with both, or:)
     assert all(f.fix == "keep ep x etp <= 8 (one NVLink domain)" for f in told)
     inside = across.with_parallel(ep=8, pp=8, dp=16)

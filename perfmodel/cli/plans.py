@@ -154,14 +154,14 @@ def estimate(
     """
     from perfmodel.engine import estimate as est_mod
     from perfmodel.engine import uncertainty
-    from perfmodel.engine.answer import CHOSEN_AS_PLAN, estimate_or_search
+    from perfmodel.engine.answer import CHOSEN_AS_PLAN, estimate_or_search, fixed
     from perfmodel.inputs import presets
     from perfmodel.output import console, render_plan
 
     plan = load_plan(plan_file, kw)
     est, chosen = estimate_or_search(plan, presets.error_bands())
     est.band = uncertainty.of_estimate(plan, presets.error_bands(), est)
-    ops = est_mod.per_layer_ops(plan, est.config) if per_layer else None
+    ops = est_mod.per_layer_ops(fixed(plan, chosen), est.config) if per_layer else None
     if as_json:
         out = est.to_json()
         out["searched"] = chosen

@@ -14,6 +14,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+from perfmodel.engine import memory_switches
 from perfmodel.engine.estimate import Estimate, estimate, resolve_config
 from perfmodel.engine.search import RANK_POOL, SearchResult, annotate, band_edge, search
 from perfmodel.errors import PerfModelError
@@ -107,7 +108,18 @@ def estimate_or_search(plan: Plan, bands: dict[str, Any]) -> tuple[Estimate, dic
     best = result.results[0]
     if result.safest is not None:  # a tight answer names the safe one, as plan's does
         best.warnings.append(tight_pick_text(best, result.safest))
-    return best, {k: getattr(best.config, k) for k in relevant}
+    chosen = {k: getattr(best.config, k) for k in relevant}
+    if best.config.memory_switch:  # the memory switches plan's answer turns on (issue 37)
+        chosen["memory_switch"] = best.config.memory_switch
+    return best, chosen
+
+
+def fixed(plan: Plan, chosen: dict[str, Any]) -> Plan:
+    """The plan with the knobs estimate_or_search chose fixed, and the memory switches its answer
+    turns on set in its training section: the plan a review of that answer reads."""
+    parallel = {k: v for k, v in chosen.items() if k != "memory_switch"}
+    out = plan.with_parallel(**parallel) if parallel else plan
+    return memory_switches.applied(out, chosen.get("memory_switch", ""))
 
 
 # the knobs of a layout, as the outputs list them (what separates two answers, what compare and

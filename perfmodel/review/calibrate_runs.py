@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from perfmodel import inputs
-from perfmodel.engine.answer import estimate_or_search
+from perfmodel.engine.answer import estimate_or_search, fixed
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets, trace
 from perfmodel.review import calibrate_checks as checks
@@ -111,7 +111,7 @@ def load_runs(path: str) -> tuple[list[MeasuredRun], list[str] | None]:
         _est, chosen = estimate_or_search(plan, presets.error_bands())
         notes = list(loaded.notes)
         if chosen:
-            plan = plan.with_parallel(**chosen)
+            plan = fixed(plan, chosen)
             notes.append(
                 f"{source}: free knobs chosen as `perfmodel plan` chooses them: "
                 + ", ".join(f"{k}={v}" for k, v in chosen.items())

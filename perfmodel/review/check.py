@@ -13,7 +13,7 @@ from typing import Any
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import sp as spc
 from perfmodel.cost.transformer import LayerShape
-from perfmodel.engine.answer import estimate_or_search
+from perfmodel.engine.answer import estimate_or_search, fixed
 from perfmodel.engine.calculators import roofline_report
 from perfmodel.engine.estimate import (
     Estimate,
@@ -304,7 +304,7 @@ def resolve_free_knobs(plan: Plan) -> tuple[Plan, dict[str, Any]]:
         return plan, {}
     if not chosen:
         return plan, {}
-    return plan.with_parallel(**chosen), chosen
+    return fixed(plan, chosen), chosen
 
 
 def check_resolved(

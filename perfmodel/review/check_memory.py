@@ -8,7 +8,9 @@ from dataclasses import replace
 import numpy as np
 
 from perfmodel.cost import memory as mem
+from perfmodel.cost.memory import RECOMPUTE_CODES as RC
 from perfmodel.cost.transformer import LayerShape
+from perfmodel.engine import memory_switches
 from perfmodel.engine.blocks import Setting
 from perfmodel.engine.estimate import (
     Estimate,
@@ -39,9 +41,14 @@ def _evaluate_variants(plan: Plan, cfgs: list[Config]) -> list[dict]:
     valid = [c for c in cfgs if not config_problems(plan, c)]
     if not valid:
         return []
-    raw = evaluate(plan, Knobs.from_configs(valid))
-    raw.pop("stages")
-    return [{"config": c, **{k: v[i] for k, v in raw.items()}} for i, c in enumerate(valid)]
+    k = Knobs.from_configs(valid)
+    out: list[dict] = [{} for _ in valid]
+    for _, rows in memory_switches.groups(k.memory_switch):  # evaluate prices a set at a time
+        raw = evaluate(plan, k.take(rows))
+        raw.pop("stages")
+        for j, i in enumerate(rows):
+            out[i] = {"config": valid[i], **{key: v[j] for key, v in raw.items()}}
+    return out
 
 
 def _fits_fixes(plan: Plan, cfg: Config) -> list[tuple[str, Config]]:
@@ -70,6 +77,12 @@ def _fits_fixes(plan: Plan, cfg: Config) -> list[tuple[str, Config]]:
             out.append((f"zero_stage: {z}", replace(cfg, zero_stage=z)))
     if cfg.schedule == "gpipe":
         out.append(("schedule: 1f1b", replace(cfg, schedule="1f1b")))
+    # each memory switch the framework runs and the plan leaves free, one at a time (a single
+    # change; engine/memory_switches.py)
+    singles = [s for s in memory_switches.usable_sets(plan) if "+" not in s]
+    for name in singles if not cfg.memory_switch else []:
+        if memory_switches.runs_with(name, np.array(cfg.zero_stage), np.array(RC[cfg.recompute])):
+            out.append((memory_switches.describe(name), replace(cfg, memory_switch=name)))
     if cfg.micro_batch_size > 1:
         out.append(
             (
@@ -107,10 +120,14 @@ def rule_memory(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
     options = _fits_fixes(plan, cfg)
     results = _evaluate_variants(plan, [c for _, c in options])
     labels = {id(c): label for label, c in options}
-    fitting = sorted((r for r in results if r["fits"]), key=lambda r: r["step_time_s"])
+    # a change that leaves it tight is no fix: fits with margin (issue 37)
+    fitting = sorted(
+        (r for r in results if r["fits"] and not r["tight"]), key=lambda r: r["step_time_s"]
+    )
     if fitting:
         best = fitting[0]
-        delta = 100 * (best["step_time_s"] / v["step_time_s"] - 1)
+        # the variants' closed-form steps against the plan's own (not its simulated one)
+        delta = 100 * (best["step_time_s"] / v["closed_form_step_time_s"] - 1)
         fix = (
             f"{labels[id(best['config'])]}: {fmt_bytes(best['total_bytes'])} per GPU, step time "
             f"{delta:+.1f}% (the fastest single change that fits)"

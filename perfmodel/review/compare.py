@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from perfmodel.engine import uncertainty
-from perfmodel.engine.answer import LAYOUT_KNOBS, estimate_or_search
+from perfmodel.engine.answer import LAYOUT_KNOBS, estimate_or_search, fixed
 from perfmodel.engine.estimate import Estimate
 from perfmodel.engine.evaluate import BREAKDOWN_KEYS
 from perfmodel.errors import PerfModelError
@@ -126,9 +126,9 @@ def compare(named: list[tuple[str, Plan]]) -> Comparison:
             est, chosen = estimate_or_search(plan, presets.error_bands())
         except PerfModelError as e:
             raise PerfModelError(f"{label}: {e}") from None
-        fixed = plan.with_parallel(**chosen) if chosen else plan
+        fixed_plan = fixed(plan, chosen)
         est.band = uncertainty.of_estimate(plan, presets.error_bands(), est)
-        sides.append(Side(label, plan, est, chosen, check(fixed)))
+        sides.append(Side(label, plan, est, chosen, check(fixed_plan)))
     return Comparison(sides, [verdict(sides[0], s) for s in sides[1:]], different_jobs(sides))
 
 
