@@ -206,3 +206,15 @@ def test_switch_codes_round_trip_through_the_arrays():
     k = Knobs.from_configs(cfgs)
     assert list(k.memory_switch) == list(np.arange(len(ms.SETS)))
     assert [k.config(i, cfgs[0].global_batch_size) for i in range(len(cfgs))] == cfgs
+
+
+def test_a_switched_answer_passes_check_and_check_offers_the_switch_as_a_fix():
+    """`check` reviews the answer plan gives (its switches applied): no memory error; with the
+    layout stated in full and no switch, PM101 names the switch as the fastest change that fits
+    with margin."""
+    r = run("check", "plan.yaml", *LAYOUT_ARGS)
+    assert r.exit_code == 0 and "PM101" not in r.output
+    assert "memory_switch=bf16-main-grads" in " ".join(r.output.split())
+    fixed = run("check", "plan.yaml", *LAYOUT_ARGS, "--recompute", "none", "--json")
+    pm101 = next(f for f in json.loads(fixed.output) if f["rule"] == "PM101")
+    assert pm101["fix"].startswith("main gradients in BF16 (--use-precision-aware-optimizer")
