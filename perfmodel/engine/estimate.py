@@ -27,6 +27,7 @@ from perfmodel.engine.per_layer import ops_json as ops_json
 from perfmodel.engine.per_layer import per_layer_ops
 from perfmodel.engine.rules import config_problems
 from perfmodel.engine.run import run_range, training_run
+from perfmodel.engine.schedule import max_chunk_passes
 from perfmodel.engine.uncertainty import Band
 from perfmodel.errors import PerfModelError
 from perfmodel.specs import Config, Plan
@@ -249,6 +250,7 @@ class Batch:
         self.raw = evaluate(plan, Knobs.from_configs(cfgs)) if cfgs else {}
         self.stages = self.raw.pop("stages", None)
         self.assumed = assumptions(plan)
+        self.finite: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.cfgs)
@@ -257,6 +259,25 @@ class Batch:
         return _one(
             self.plan, self.cfgs[row], self.raw, self.stages, row, self.simulate, self.assumed
         )
+
+    def closed_step(self, row: int) -> float | None:
+        """Row ``row``'s step time as its Estimate gives it where no simulation changes it (the
+        closed form's); None where one does, or where the Estimate refuses an overflow."""
+        cfg = self.cfgs[row]
+        if self.simulate and _pipelined(cfg) and _walkable(cfg):
+            return None
+        if self.finite is None:  # every figure of each row finite (what _check_finite asks)
+            floats = [v for v in self.raw.values() if v.dtype != bool]
+            self.finite = np.logical_and.reduce([np.isfinite(v) for v in floats])
+        return float(self.raw["step_time_s"][row]) if self.finite[row] else None
+
+
+def _pipelined(cfg: Config) -> bool:  # the simulator runs it: pp > 1, no DualPipe (closed form)
+    return cfg.pp > 1 and cfg.schedule not in ("dualpipe", "dualpipev")
+
+
+def _walkable(cfg: Config) -> bool:  # small enough to walk block by block
+    return cfg.pp * cfg.num_micro_batches * cfg.vp <= max_chunk_passes(cfg.schedule)
 
 
 def _one(
@@ -276,10 +297,8 @@ def _one(
     values["bubble_simulated_over_step"] = values["bubble_over_step"]
     tf, tb = stages.per_stage(row)
     notes = []
-    if simulate and cfg.pp > 1 and cfg.schedule not in ("dualpipe", "dualpipev"):
-        from perfmodel.engine.schedule import max_chunk_passes
-
-        if cfg.pp * cfg.num_micro_batches * cfg.vp <= max_chunk_passes(cfg.schedule):
+    if simulate and _pipelined(cfg):
+        if _walkable(cfg):
             tw = stages.wgrad_per_stage(row)
             _refine_with_simulation(cfg, values, tf, tb, not plan.training.p2p_overlap, tw)
         else:
