@@ -94,3 +94,19 @@ def test_a_walk_is_shared_by_steps_of_one_shape():
     simulate(4, 8, 1, "1f1b", 1.0, 2.0, keep_blocks=False)
     info = schedule._walk.cache_info()
     assert (info.misses, info.hits) == (2, 1)
+
+
+@pytest.mark.parametrize("name,v", [("1f1b", 1), ("interleaved", 2), ("zb-h1", 1), ("zbv", 2)])
+@pytest.mark.parametrize("blocking", [False, True])
+def test_a_pair_is_the_two_steps(name, v, blocking):
+    """simulate_pair: the step without the latency and with it, each simulate()'s."""
+    p, m = 4, 8
+    tf, tb = [1.0, 1.2, 0.9, 1.4], [2.0, 2.5, 1.8, 3.0]
+    for lat in (0.0, 0.05, 0.6):
+        alone, real = schedule.simulate_pair(p, m, v, name, tf, tb, lat, blocking, t_w=0.5)
+        ref = simulate(p, m, v, name, tf, tb, 0.0, False, t_w=0.5)
+        assert alone.step_time == ref.step_time
+        assert list(alone.busy) == pytest.approx(list(ref.busy), rel=1e-12)
+        ref = simulate(p, m, v, name, tf, tb, lat, False, blocking, t_w=0.5)
+        assert real.step_time == ref.step_time
+        assert real.step_time >= alone.step_time or name.startswith("zb")

@@ -386,23 +386,11 @@ def _refine_with_simulation(
 ) -> None:
     """Replace the closed-form bubble and p2p terms by a simulated step of the schedule (``tw``:
     the weight-gradient part of ``tb``, which the zero-bubble schedules run apart)."""
-    from perfmodel.engine.schedule import simulate as run
+    from perfmodel.engine.schedule import simulate_pair
 
     m = cfg.num_micro_batches
     tw = tw if tw is not None else [0.0] * len(tb)
-    ideal = run(cfg.pp, m, cfg.vp, cfg.schedule, tf, tb, 0.0, keep_blocks=False, t_w=tw)
-    real = run(
-        cfg.pp,
-        m,
-        cfg.vp,
-        cfg.schedule,
-        tf,
-        tb,
-        v["p2p_s"],
-        keep_blocks=False,
-        blocking=blocking,
-        t_w=tw,
-    )
+    ideal, real = simulate_pair(cfg.pp, m, cfg.vp, cfg.schedule, tf, tb, v["p2p_s"], blocking, tw)
     old = v["bubble"] + v["pp_comm"]
     # the step is the real walk's; the p2p's share is what it adds to the walk without it (never
     # below 0: the zero-bubble walk's greedy choices may find a shorter step with the latency)

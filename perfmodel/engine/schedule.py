@@ -227,7 +227,30 @@ def simulate(
     tf = tuple(_per_virtual(t_f, p, v, "t_f").tolist())
     tb = tuple(_per_virtual(t_b, p, v, "t_b").tolist())
     if keep_blocks:
-        return _run(p, m, v, schedule, tf, tb, latency, blocking, True)
+        return _run(p, m, v, schedule, tf, tb, latency, blocking, True)[1]
+    return _run_cached(p, m, v, schedule, tf, tb, latency, blocking)[1]
+
+
+def simulate_pair(
+    p: int,
+    m: int,
+    v: int,
+    schedule: str,
+    t_f: Num | Sequence[float],
+    t_b: Num | Sequence[float],
+    latency: float,
+    blocking: bool,
+    t_w: Num | Sequence[float] = 0.0,
+) -> tuple[Simulation, Simulation]:
+    """simulate() without blocks, without the p2p latency and with it: what the pipeline takes on
+    its own and what the p2p adds to it (an estimate's two steps). One replay of the schedule's
+    walk gives both; the zero-bubble walk, which chooses among ready blocks, runs twice."""
+    if schedule in ZERO_BUBBLE:
+        alone = simulate(p, m, v, schedule, t_f, t_b, 0.0, False, t_w=t_w)
+        return alone, simulate(p, m, v, schedule, t_f, t_b, latency, False, blocking, t_w)
+    _check_arguments(p, m, v, schedule, latency)
+    tf = tuple(_per_virtual(t_f, p, v, "t_f").tolist())
+    tb = tuple(_per_virtual(t_b, p, v, "t_b").tolist())
     return _run_cached(p, m, v, schedule, tf, tb, latency, blocking)
 
 
@@ -264,8 +287,8 @@ def _run_zero_bubble(
 def _run_cached(
     p: int, m: int, v: int, schedule: str, tf: tuple[float, ...], tb: tuple[float, ...],
     latency: float, blocking: bool,
-) -> Simulation:  # fmt: skip
-    """A step without its blocks, once per input: estimates of one plan (the search's exact top, the
+) -> tuple[Simulation, Simulation]:  # fmt: skip
+    """_run without blocks, once per input: estimates of one plan (the search's exact top, the
     slower-link check, the report) simulate the same pipeline again and again. Read-only."""
     return _run(p, m, v, schedule, tf, tb, latency, blocking, False)
 
@@ -344,11 +367,11 @@ def _walk(p: int, m: int, v: int, schedule: str) -> _Walk:
 def _run(
     p: int, m: int, v: int, schedule: str, tf: tuple[float, ...], tb: tuple[float, ...],
     latency: float, blocking: bool, keep_blocks: bool,
-) -> Simulation:  # fmt: skip
-    """One step: the schedule's walk (_walk) replayed with these times. An operation starts when
-    its stage is free and its inputs have arrived, and ends its duration later (plus the send,
-    when blocking). State in plain lists and locals: a numpy scalar, a call or an attribute costs
-    more than a block."""
+) -> tuple[Simulation, Simulation]:  # fmt: skip
+    """Two steps, one replay of the schedule's walk (_walk): without the p2p latency and with it
+    (its blocks kept with ``keep_blocks``). A block starts when its stage is free and its inputs
+    have arrived, and ends its duration later (plus the send, when blocking). State in plain lists
+    and locals: a numpy scalar, a call or an attribute costs more than a block."""
     walk = _walk(p, m, v, schedule)
     n = p * v
     # blocking: the sender holds its stage for the transfer; the receiver sees it when it ends
@@ -357,21 +380,29 @@ def _run(
     # the send a block holds its stage for: none for F of the last and B of the first virtual stage
     sent = [send] * (2 * n)
     sent[n - 1] = sent[n] = 0.0
-    ends = [0.0] * (2 * n * m) + [-np.inf]
-    clock, busy = [0.0] * p, [0.0] * p
+    alone = [0.0] * (2 * n * m) + [-np.inf]  # each block's end without the latency
+    ends = alone.copy()  # and with it
+    clock0, clock, busy = [0.0] * p, [0.0] * p, [0.0] * p
     for s, run in walk.visits:
-        t, spent = clock[s], 0.0
+        t0, t, spent = clock0[s], clock[s], 0.0
         for a, b, d, out in run:
+            x = dur[d]
+            ready = alone[a]
+            if alone[b] > ready:
+                ready = alone[b]
+            if ready > t0:
+                t0 = ready
+            t0 += x
+            alone[out] = t0
             ready = ends[a] + lat
-            own = ends[b]
-            if own > ready:
-                ready = own
+            if ends[b] > ready:
+                ready = ends[b]
             if ready > t:
                 t = ready
-            t = t + dur[d] + sent[d]
+            t = t + x + sent[d]
             ends[out] = t
-            spent += dur[d]
-        clock[s] = t
+            spent += x
+        clock0[s], clock[s] = t0, t
         busy[s] += spent
     blocks = []
     if keep_blocks:
@@ -382,4 +413,7 @@ def _run(
                 start = ends[dk * m + i] - dur[dk] - sent[dk]
                 blocks.append(Block(s, "B" if back else "F", i, c, start, start + dur[dk]))
     peak = np.array(walk.peak, dtype=float) / v
-    return Simulation(p, m, v, schedule, max(clock), np.array(busy), peak, blocks)
+    return (
+        Simulation(p, m, v, schedule, max(clock0), np.array(busy), peak),
+        Simulation(p, m, v, schedule, max(clock), np.array(busy), peak.copy(), blocks),
+    )
