@@ -8,7 +8,7 @@ Side by side (issue 41): the CPU time (user + sys, best of --repeat) of `perfmod
 .venv/bin/python where it has one), run in turn so that both see the same load:
 
     git worktree add ../prev 27594da   (and a venv there: pip install -e .)
-    python benchmarks/search_speed.py --against ../prev [--against ../other] [--repeat 5]
+    python benchmarks/search_speed.py --against ../prev [--against ../other] [--repeat 5] [PLAN]
 
 CPU time, not wall: on a shared machine the wall clock counts the others' work. The budgets are
 issue 41's, for the wall on a quiet 2-core machine, where the two agree (the search runs on one
@@ -122,10 +122,11 @@ def cpu_seconds(tree: Path, args: list[str]) -> float:
     return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
-def side_by_side(trees: list[Path], repeat: int) -> None:
-    """Per bundled plan, best-of-``repeat`` CPU seconds of `plan PLAN --json` in each tree."""
-    plans = sorted(p.name for p in (ROOT / "configs" / "plans").glob("*.yaml"))
-    cases = [["--help"]] + [["plan", name, "--json"] for name in plans]
+def side_by_side(trees: list[Path], repeat: int, only: list[str]) -> None:
+    """Per bundled plan (or those named), best-of-``repeat`` CPU seconds of `plan PLAN --json` in
+    each tree."""
+    plans = only or sorted(p.name for p in (ROOT / "configs" / "plans").glob("*.yaml"))
+    cases = ([] if only else [["--help"]]) + [["plan", name, "--json"] for name in plans]
     names = [t.name if t != ROOT else "this" for t in trees]
     print(f"CPU s (user + sys), best of {repeat}")
     print(f"{'command':<30}" + "".join(f"{n[:11]:>11}" for n in names) + f"{'budget':>8}")
@@ -145,8 +146,9 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--against", action="append", type=Path, default=[], metavar="TREE")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("plans", nargs="*", help="bundled plans to time (default: all, and --help)")
     opts = ap.parse_args()
     if opts.against:
-        side_by_side([ROOT, *(t.resolve() for t in opts.against)], opts.repeat)
+        side_by_side([ROOT, *(t.resolve() for t in opts.against)], opts.repeat, opts.plans)
     else:
         main()
