@@ -2,13 +2,28 @@
 speed-up of the vectorized path over evaluating the same configurations one by one.
 
 Run: python benchmarks/search_speed.py   (prints figures; asserts nothing: machines are noisy)
+
+Side by side (issue 41): the CPU time (user + sys, best of --repeat) of `perfmodel plan PLAN
+--json` for every bundled plan, in this tree and in each earlier checkout given (its own
+.venv/bin/python where it has one), run in turn so that both see the same load:
+
+    git worktree add ../prev 27594da   (and a venv there: pip install -e .)
+    python benchmarks/search_speed.py --against ../prev [--against ../other] [--repeat 5] [PLAN]
+
+CPU time, not wall: on a shared machine the wall clock counts the others' work. The budgets are
+issue 41's, for the wall on a quiet 2-core machine, where the two agree (the search runs on one
+core): 2 s a bundled plan, 3 s the GB200 NVL72 racks and DeepSeek-V3 on 1,024 H100.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -83,5 +98,57 @@ def main() -> None:
     )
 
 
+ROOT = Path(__file__).resolve().parent.parent
+# issue 41's budgets (s): the largest MoE and rack plans 3 s, every other bundled plan 2 s
+BUDGET = {"deepseek-v3-gb200.yaml": 3.0, "llama3.1-405b-gb200.yaml": 3.0}
+BUDGET["deepseek-v3-h100.yaml"] = 3.0
+# bytecode cached (a first run writes it) and then read, as an installed package's is
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def _python(tree: Path) -> str:
+    own = tree / ".venv" / "bin" / "python"
+    return str(own) if own.exists() else sys.executable
+
+
+def cpu_seconds(tree: Path, args: list[str]) -> float:
+    """User + sys seconds of one `python -m perfmodel ARGS` run in ``tree`` (its package, not this
+    one's: the working directory comes first on the module path)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(
+        [_python(tree), "-m", "perfmodel", *args], cwd=tree, env=ENV, capture_output=True
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def side_by_side(trees: list[Path], repeat: int, only: list[str]) -> None:
+    """Per bundled plan (or those named), best-of-``repeat`` CPU seconds of `plan PLAN --json` in
+    each tree."""
+    plans = only or sorted(p.name for p in (ROOT / "configs" / "plans").glob("*.yaml"))
+    cases = ([] if only else [["--help"]]) + [["plan", name, "--json"] for name in plans]
+    names = [t.name if t != ROOT else "this" for t in trees]
+    print(f"CPU s (user + sys), best of {repeat}")
+    print(f"{'command':<30}" + "".join(f"{n[:11]:>11}" for n in names) + f"{'budget':>8}")
+    for args in cases:
+        for tree in trees:  # bytecode written, bundled files read once
+            cpu_seconds(tree, args)
+        best = [float("inf")] * len(trees)
+        for _ in range(repeat):
+            for i, tree in enumerate(trees):  # in turn: the same load for each
+                best[i] = min(best[i], cpu_seconds(tree, args))
+        budget = 0.25 if args == ["--help"] else BUDGET.get(args[1], 2.0)
+        label = " ".join(args[:2]).replace(".yaml", "")
+        print(f"{label:<30}" + "".join(f"{b:>11.3f}" for b in best) + f"{budget:>8.2f}")
+
+
 if __name__ == "__main__":
-    main()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--against", action="append", type=Path, default=[], metavar="TREE")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("plans", nargs="*", help="bundled plans to time (default: all, and --help)")
+    opts = ap.parse_args()
+    if opts.against:
+        side_by_side([ROOT, *(t.resolve() for t in opts.against)], opts.repeat, opts.plans)
+    else:
+        main()

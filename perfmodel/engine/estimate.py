@@ -28,6 +28,7 @@ from perfmodel.engine.per_layer import ops_json as ops_json
 from perfmodel.engine.per_layer import per_layer_ops
 from perfmodel.engine.rules import config_problems
 from perfmodel.engine.run import run_range, training_run
+from perfmodel.engine.schedule import max_chunk_passes
 from perfmodel.engine.uncertainty import Band
 from perfmodel.errors import PerfModelError
 from perfmodel.specs import Config, Plan
@@ -261,6 +262,7 @@ class Batch:
             for j, i in enumerate(rows):
                 self.where[i] = (len(self.parts), j)
             self.parts.append((switched, raw, stages, assumptions(switched)))
+        self.finite: dict[int, np.ndarray] = {}  # per part: each row's figures all finite
 
     def __len__(self) -> int:
         return len(self.cfgs)
@@ -269,6 +271,26 @@ class Batch:
         part, j = self.where[row]
         plan, raw, stages, assumed = self.parts[part]
         return _one(plan, self.cfgs[row], raw, stages, j, self.simulate, assumed)
+
+    def closed_step(self, row: int) -> float | None:
+        """Row ``row``'s step where its Estimate's is the closed form (none simulated), or None."""
+        cfg = self.cfgs[row]
+        if self.simulate and _pipelined(cfg) and _walkable(cfg):
+            return None
+        part, j = self.where[row]
+        raw = self.parts[part][1]
+        if part not in self.finite:  # every figure finite, or _one refuses it (_check_finite)
+            floats = [v for v in raw.values() if v.dtype != bool]
+            self.finite[part] = np.logical_and.reduce([np.isfinite(v) for v in floats])
+        return float(raw["step_time_s"][j]) if self.finite[part][j] else None
+
+
+def _pipelined(cfg: Config) -> bool:  # the simulator runs it: pp > 1, no DualPipe (closed form)
+    return cfg.pp > 1 and cfg.schedule not in ("dualpipe", "dualpipev")
+
+
+def _walkable(cfg: Config) -> bool:  # small enough to walk block by block
+    return cfg.pp * cfg.num_micro_batches * cfg.vp <= max_chunk_passes(cfg.schedule)
 
 
 def _one(
@@ -288,10 +310,8 @@ def _one(
     values["bubble_simulated_over_step"] = values["bubble_over_step"]
     tf, tb = stages.per_stage(row)
     notes = []
-    if simulate and cfg.pp > 1 and cfg.schedule not in ("dualpipe", "dualpipev"):
-        from perfmodel.engine.schedule import max_chunk_passes
-
-        if cfg.pp * cfg.num_micro_batches * cfg.vp <= max_chunk_passes(cfg.schedule):
+    if simulate and _pipelined(cfg):
+        if _walkable(cfg):
             tw = stages.wgrad_per_stage(row)
             _refine_with_simulation(cfg, values, tf, tb, not plan.training.p2p_overlap, tw)
         else:
@@ -379,23 +399,11 @@ def _refine_with_simulation(
 ) -> None:
     """Replace the closed-form bubble and p2p terms by a simulated step of the schedule (``tw``:
     the weight-gradient part of ``tb``, which the zero-bubble schedules run apart)."""
-    from perfmodel.engine.schedule import simulate as run
+    from perfmodel.engine.schedule import simulate_pair
 
     m = cfg.num_micro_batches
     tw = tw if tw is not None else [0.0] * len(tb)
-    ideal = run(cfg.pp, m, cfg.vp, cfg.schedule, tf, tb, 0.0, keep_blocks=False, t_w=tw)
-    real = run(
-        cfg.pp,
-        m,
-        cfg.vp,
-        cfg.schedule,
-        tf,
-        tb,
-        v["p2p_s"],
-        keep_blocks=False,
-        blocking=blocking,
-        t_w=tw,
-    )
+    ideal, real = simulate_pair(cfg.pp, m, cfg.vp, cfg.schedule, tf, tb, v["p2p_s"], blocking, tw)
     old = v["bubble"] + v["pp_comm"]
     # the step is the real walk's; the p2p's share is what it adds to the walk without it (never
     # below 0: the zero-bubble walk's greedy choices may find a shorter step with the latency)

@@ -13,6 +13,7 @@ seconds (or any unit): the simulator only adds and compares them.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -77,38 +78,38 @@ class Simulation:
         }
 
 
-@lru_cache(maxsize=64)
-def _orders(p: int, m: int, v: int, schedule: str) -> tuple[tuple[tuple[str, int, int], ...], ...]:
-    """Per stage, the (kind, micro-batch, chunk) sequence of the schedule (computed once per p, m, v
-    and schedule; read-only)."""
-    orders = []
+# a stage's order: per block, backward?, its micro-batch and its chunk (numpy arrays)
+Order = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _orders(p: int, m: int, v: int, schedule: str) -> list[Order]:
+    """Per stage, the sequence of its blocks in the schedule's order: ``warm`` forwards, then one
+    forward and one backward in turn, then the last ``warm`` backwards; the k-th forward and the
+    k-th backward name their micro-batch and chunk as Megatron's schedules do (schedules.py:
+    forward_backward_pipelining_without_interleaving and _with_interleaving)."""
+    total = m * v
+    out = []
     for s in range(p):
         if schedule == "gpipe":
-            seq = [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in reversed(range(m))]
+            warm = m
         elif schedule == "1f1b":
             warm = min(p - s - 1, m)
-            seq = [("F", i, 0) for i in range(warm)]
-            for i in range(m - warm):
-                seq += [("F", warm + i, 0), ("B", i, 0)]
-            seq += [("B", i, 0) for i in range(m - warm, m)]
-        # interleaved 1F1B, Megatron's order (schedules.py,
-        # forward_backward_pipelining_with_interleaving)
-        else:
-            total = m * v
+        else:  # interleaved 1F1B
             warm = min((p - s - 1) * 2 + (v - 1) * p, total)
-
-            def fwd(k: int) -> tuple[str, int, int]:
-                return ("F", (k // (p * v)) * p + k % p, (k // p) % v)
-
-            def bwd(k: int) -> tuple[str, int, int]:
-                return ("B", (k // (p * v)) * p + k % p, v - 1 - (k // p) % v)
-
-            seq = [fwd(k) for k in range(warm)]
-            for k in range(total - warm):
-                seq += [fwd(warm + k), bwd(k)]
-            seq += [bwd(k) for k in range(total - warm, total)]
-        orders.append(tuple(seq))
-    return tuple(orders)
+        backward = np.concatenate(
+            [np.zeros(warm, bool), np.tile([False, True], total - warm), np.ones(warm, bool)]
+        )
+        k = np.empty(2 * total, dtype=np.int64)
+        k[~backward] = np.arange(total)
+        # GPipe runs its backwards last micro-batch first
+        k[backward] = np.arange(total)[:: -1 if schedule == "gpipe" else 1]
+        if schedule == "interleaved":
+            micro, chunk = (k // (p * v)) * p + k % p, (k // p) % v
+            chunk[backward] = v - 1 - chunk[backward]
+        else:
+            micro, chunk = k, np.zeros_like(k)
+        out.append((backward, micro, chunk))
+    return out
 
 
 def _per_virtual(x: Num | Sequence[float], p: int, v: int, name: str) -> Array:
@@ -226,7 +227,30 @@ def simulate(
     tf = tuple(_per_virtual(t_f, p, v, "t_f").tolist())
     tb = tuple(_per_virtual(t_b, p, v, "t_b").tolist())
     if keep_blocks:
-        return _run(p, m, v, schedule, tf, tb, latency, blocking, True)
+        return _run(p, m, v, schedule, tf, tb, latency, blocking, True)[1]
+    return _run_cached(p, m, v, schedule, tf, tb, latency, blocking)[1]
+
+
+def simulate_pair(
+    p: int,
+    m: int,
+    v: int,
+    schedule: str,
+    t_f: Num | Sequence[float],
+    t_b: Num | Sequence[float],
+    latency: float,
+    blocking: bool,
+    t_w: Num | Sequence[float] = 0.0,
+) -> tuple[Simulation, Simulation]:
+    """simulate() without blocks, without the p2p latency and with it: what the pipeline takes on
+    its own and what the p2p adds to it (an estimate's two steps). One replay of the schedule's
+    walk gives both; the zero-bubble walk, which chooses among ready blocks, runs twice."""
+    if schedule in ZERO_BUBBLE:
+        alone = simulate(p, m, v, schedule, t_f, t_b, 0.0, False, t_w=t_w)
+        return alone, simulate(p, m, v, schedule, t_f, t_b, latency, False, blocking, t_w)
+    _check_arguments(p, m, v, schedule, latency)
+    tf = tuple(_per_virtual(t_f, p, v, "t_f").tolist())
+    tb = tuple(_per_virtual(t_b, p, v, "t_b").tolist())
     return _run_cached(p, m, v, schedule, tf, tb, latency, blocking)
 
 
@@ -263,88 +287,133 @@ def _run_zero_bubble(
 def _run_cached(
     p: int, m: int, v: int, schedule: str, tf: tuple[float, ...], tb: tuple[float, ...],
     latency: float, blocking: bool,
-) -> Simulation:  # fmt: skip
-    """A step without its blocks, once per input: estimates of one plan (the search's exact top, the
+) -> tuple[Simulation, Simulation]:  # fmt: skip
+    """_run without blocks, once per input: estimates of one plan (the search's exact top, the
     slower-link check, the report) simulate the same pipeline again and again. Read-only."""
     return _run(p, m, v, schedule, tf, tb, latency, blocking, False)
+
+
+Step = tuple[int, int, int, int]
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """A schedule's walk with its times left out (_walk): what depends only on p, m, v and the
+    schedule. ``visits``: per visit, its stage and its blocks in order, each (the block whose end
+    plus the p2p latency it waits for, the block whose end it waits for as is, its duration's
+    index, its own slot) (slots of a list of ends whose last stands for no block; durations are
+    indexed u for F(u) and p v + u for B(u)). ``orders``: per stage, its order (_orders).
+    ``peak``: per stage, the most micro-batches whose activations it holds at once."""
+
+    visits: tuple[tuple[int, list[Step]], ...]
+    orders: tuple[Order, ...]
+    peak: tuple[int, ...]
+
+
+def _steps(p: int, m: int, v: int, s: int, order: Order) -> list[Step]:
+    """Stage s's blocks as _Walk's steps: F(u, i) (virtual stage u = chunk x p + s) waits for
+    F(u - 1, i) and the latency; B(u, i) for B(u + 1, i) and the latency, and for its own F(u, i).
+    F(u, i) ends in slot u m + i, B(u, i) in slot (n + u) m + i (n = p v virtual stages)."""
+    backward, i, chunk = order
+    n, none = p * v, 2 * p * v * m
+    u = chunk * p + s
+    d = np.where(backward, n + u, u)
+    after = np.where(u < n - 1, (n + u + 1) * m + i, none)
+    before = np.where(u > 0, (u - 1) * m + i, none)
+    a = np.where(backward, after, before)
+    b = np.where(backward, u * m + i, none)
+    return list(zip(a.tolist(), b.tolist(), d.tolist(), (d * m + i).tolist()))
+
+
+@lru_cache(maxsize=64)
+def _walk(p: int, m: int, v: int, schedule: str) -> _Walk:
+    """Walk the schedule once without times: a stage runs until a block waits on one of a
+    neighbour's, and runs again when that one is done; the order of visits changes no end (each
+    block's end is fixed by its own dependencies). Which block waits on which, and so this walk,
+    does not depend on the times, so every step with the same p, m, v and schedule replays it
+    (_run)."""
+    orders = _orders(p, m, v, schedule)
+    steps = [_steps(p, m, v, s, order) for s, order in enumerate(orders)]
+    none = 2 * p * v * m
+    done = [False] * none + [True]  # the last slot: no such block
+    waits = [none] * p  # the slot of the block each stage waits for
+    pos, visits, todo, queued = [0] * p, [], list(range(p)), [True] * p
+    while todo:
+        s = todo.pop()
+        queued[s] = False
+        mine, k0 = steps[s], pos[s]
+        k = k0
+        for a, b, _, out in itertools.islice(mine, k0, None):
+            if not (done[a] and done[b]):
+                waits[s] = b if done[a] else a
+                break
+            done[out] = True
+            k += 1
+        if k > k0:
+            pos[s] = k
+            visits.append((s, mine[k0:k]))
+            # a stage waits only for its neighbours' blocks (u - 1 and u + 1) or its own
+            for nb in ((s - 1) % p, (s + 1) % p):
+                if not queued[nb] and done[waits[nb]] and pos[nb] < len(steps[nb]):
+                    queued[nb] = True
+                    todo.append(nb)
+    if not all(done):  # cannot happen for the orders above; guards against a bad order
+        raise PerfModelError("the schedule deadlocked")
+    # held: +1 at each F, -1 at each B, in the stage's order
+    peak = [max(0, int(np.cumsum(np.where(o[0], -1, 1)).max())) for o in orders]
+    return _Walk(tuple(visits), tuple(orders), tuple(peak))
 
 
 def _run(
     p: int, m: int, v: int, schedule: str, tf: tuple[float, ...], tb: tuple[float, ...],
     latency: float, blocking: bool, keep_blocks: bool,
-) -> Simulation:  # fmt: skip
-    """Walk the schedule. A stage runs until a block waits on another stage; only a neighbour's
-    progress can release it, so only the neighbours of a stage that ran are visited again, and the
-    order of visits changes no number (each block's end is fixed by its own dependencies). State
-    in plain lists and locals: a numpy scalar, a call or an attribute costs more than a block."""
-    # each stage's order as (backward?, micro-batch, virtual stage u = chunk x p + stage)
-    orders = [
-        [(kind == "B", i, c * p + s) for kind, i, c in order]
-        for s, order in enumerate(_orders(p, m, v, schedule))
-    ]
+) -> tuple[Simulation, Simulation]:  # fmt: skip
+    """Two steps, one replay of the schedule's walk (_walk): without the p2p latency and with it
+    (its blocks kept with ``keep_blocks``). A block starts when its stage is free and its inputs
+    have arrived, and ends its duration later (plus the send, when blocking). State in plain lists
+    and locals: a numpy scalar, a call or an attribute costs more than a block."""
+    walk = _walk(p, m, v, schedule)
+    n = p * v
     # blocking: the sender holds its stage for the transfer; the receiver sees it when it ends
     send, lat = (latency, 0.0) if blocking else (0.0, latency)
-    last = p * v - 1
-    done_f: list[list[float | None]] = [[None] * m for _ in range(p * v)]
-    done_b: list[list[float | None]] = [[None] * m for _ in range(p * v)]
-    pos, clock, busy, held, peak = [0] * p, [0.0] * p, [0.0] * p, [0] * p, [0] * p
-    blocks: list[Block] = []
-    remaining = sum(len(o) for o in orders)
-    todo, queued = list(range(p)), [True] * p
-    while todo:
-        s = todo.pop()
-        queued[s] = False
-        order, k = orders[s], pos[s]
-        k0, t, h, pk, spent = k, clock[s], held[s], peak[s], 0.0
-        while k < len(order):
-            backward, i, u = order[k]
-            if not backward:
-                if u == 0:
-                    ready = 0.0
-                else:
-                    prev = done_f[u - 1][i]
-                    if prev is None:
-                        break
-                    ready = prev + lat
-                dur, sent = tf[u], (send if u != last else 0.0)
-                end = (t if t >= ready else ready) + dur + sent
-                done_f[u][i] = end
-                h += 1
-                if h > pk:
-                    pk = h
-            else:
-                own = done_f[u][i]
-                if own is None:
-                    break
-                if u == last:
-                    ready = own
-                else:
-                    nxt = done_b[u + 1][i]
-                    if nxt is None:
-                        break
-                    ready = nxt + lat
-                    if own > ready:
-                        ready = own
-                dur, sent = tb[u], (send if u != 0 else 0.0)
-                end = (t if t >= ready else ready) + dur + sent
-                done_b[u][i] = end
-                h -= 1
-            if keep_blocks:
-                start = end - dur - sent
-                blocks.append(Block(s, "B" if backward else "F", i, u // p, start, start + dur))
-            spent += dur
-            t = end
-            k += 1
-        pos[s], clock[s], held[s], peak[s] = k, t, h, pk
+    dur = list(tf) + list(tb)
+    # the send a block holds its stage for: none for F of the last and B of the first virtual stage
+    sent = [send] * (2 * n)
+    sent[n - 1] = sent[n] = 0.0
+    alone = [0.0] * (2 * n * m) + [-np.inf]  # each block's end without the latency
+    ends = alone.copy()  # and with it
+    clock0, clock, busy = [0.0] * p, [0.0] * p, [0.0] * p
+    for s, run in walk.visits:
+        t0, t, spent = clock0[s], clock[s], 0.0
+        for a, b, d, out in run:
+            x = dur[d]
+            ready = alone[a]
+            if alone[b] > ready:
+                ready = alone[b]
+            if ready > t0:
+                t0 = ready
+            t0 += x
+            alone[out] = t0
+            ready = ends[a] + lat
+            if ends[b] > ready:
+                ready = ends[b]
+            if ready > t:
+                t = ready
+            t = t + x + sent[d]
+            ends[out] = t
+            spent += x
+        clock0[s], clock[s] = t0, t
         busy[s] += spent
-        if k > k0:
-            remaining -= k - k0
-            for n in ((s - 1) % p, (s + 1) % p):
-                if not queued[n]:
-                    queued[n] = True
-                    todo.append(n)
-    if remaining:  # cannot happen for the orders above; guards against a bad order
-        raise PerfModelError("the schedule deadlocked")
-    return Simulation(
-        p, m, v, schedule, max(clock), np.array(busy), np.array(peak, dtype=float) / v, blocks
+    blocks = []
+    if keep_blocks:
+        for s, (backward, micro, chunk) in enumerate(walk.orders):  # stage by stage, in order
+            u = chunk * p + s
+            index = np.where(backward, n + u, u)
+            for back, i, c, dk in zip(*(x.tolist() for x in (backward, micro, chunk, index))):
+                start = ends[dk * m + i] - dur[dk] - sent[dk]
+                blocks.append(Block(s, "B" if back else "F", i, c, start, start + dur[dk]))
+    peak = np.array(walk.peak, dtype=float) / v
+    return (
+        Simulation(p, m, v, schedule, max(clock0), np.array(busy), peak),
+        Simulation(p, m, v, schedule, max(clock), np.array(busy), peak.copy(), blocks),
     )

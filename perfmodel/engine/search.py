@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from perfmodel.engine import hints, practice, uncertainty
-from perfmodel.engine.estimate import Batch, Estimate, estimate
+from perfmodel.engine.estimate import Batch, Estimate, estimate, estimates
 from perfmodel.engine.evaluate import KEEP, evaluate_chunked
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import reserve_bytes, states_lower_bound
@@ -143,6 +143,22 @@ def search(
     return wider
 
 
+@dataclass
+class Candidate:
+    """A configuration the search's walk reached: its step time, and its Estimate, made only when
+    asked for (one whose pipeline is not simulated has its closed form's step: most need none)."""
+
+    step: float
+    batch: Batch
+    row: int
+    est: Estimate | None = None
+
+    def estimate(self) -> Estimate:
+        if self.est is None:
+            self.est = self.batch[self.row]
+        return self.est
+
+
 @dataclass(frozen=True)
 class Pool:
     """What search() returns: ``size`` results at most, the first ``exact`` the exact fastest, the
@@ -152,29 +168,27 @@ class Pool:
     exact: int
     horizon: Callable[[Estimate], float] | None = None
 
-    def limit(self, found: list[Estimate]) -> float:
+    def limit(self, found: list[Candidate]) -> float:
         """The step time past which no configuration can join the pool, given those ``found``
         (sorted by step time): the size-th best; with a horizon, the larger of the exact-th best
         and the horizon of the fastest, if that is less."""
 
         def nth(n: int) -> float:
-            return found[n - 1].values["step_time_s"] if len(found) >= n else np.inf
+            return found[n - 1].step if len(found) >= n else np.inf
 
         if self.horizon is None or not found:
             return nth(self.size)
-        return min(nth(self.size), max(nth(self.exact), self.horizon(found[0])))
+        return min(nth(self.size), max(nth(self.exact), self.horizon(found[0].estimate())))
 
-    def trim(self, found: list[Estimate]) -> list[Estimate]:
+    def trim(self, found: list[Candidate]) -> list[Estimate]:
         """The pool out of ``found`` (sorted by step time, the walk done): the first ``size``; with
         a horizon, of those past the first ``exact`` only the ones within it (the walk may have
         simulated others on its way, which are not the next fastest)."""
         found = found[: self.size]
-        if self.horizon is None or not found:
-            return found
-        edge = self.horizon(found[0])
-        return found[: self.exact] + [
-            e for e in found[self.exact :] if e.values["step_time_s"] <= edge
-        ]
+        if self.horizon is not None and found:
+            edge = self.horizon(found[0].estimate())
+            found = found[: self.exact] + [c for c in found[self.exact :] if c.step <= edge]
+        return [c.estimate() for c in found]
 
 
 def _search(
@@ -253,7 +267,7 @@ def _exact_top(
     gbs = plan.training.global_batch_size
     bound = res["simulated_step_lower_bound_s"][idx]
     closed = res["step_time_s"][idx]
-    found: list[Estimate] = []
+    found: list[Candidate] = []
     # candidates are estimated a batch at a time (one vectorized evaluate per batch); they are
     # taken in the same order and the walk stops at the same one as one at a time
     batch = max(2 * top, 32)
@@ -264,8 +278,13 @@ def _exact_top(
             for row, j in enumerate(part):
                 if bound[j] > pool.limit(found) * (1 + 1e-12):
                     return pool.trim(found)
-                found.append(done[row])
-                found.sort(key=lambda e: e.values["step_time_s"])
+                step = done.closed_step(row)
+                if step is None:  # simulated: the Estimate now
+                    est = done[row]
+                    found.append(Candidate(est.values["step_time_s"], done, row, est))
+                else:
+                    found.append(Candidate(step, done, row))
+                found.sort(key=lambda c: c.step)
                 del found[max(top, 1) * 4 :]  # keep a margin; only the first `top` are returned
     return pool.trim(found)
 
@@ -373,8 +392,9 @@ def annotate(
             # a tight answer faster than every fitting one beyond the band: name the safe one
             result.safest = min(margin, key=lambda e: e.values["step_time_s"])
     result.results = result.results[:keep]
-    for e in result.results:
-        e.slower_link_step_s = estimate(slower, e.config).values["step_time_s"]
+    # one evaluation for all (estimates: each row is what estimate gives for it alone)
+    for e, s in zip(result.results, estimates(slower, [e.config for e in result.results])):
+        e.slower_link_step_s = s.values["step_time_s"]
 
 
 def _plain_first(plan: Plan, bands: dict[str, Any], result: SearchResult) -> None:

@@ -10,6 +10,7 @@ split (megatron/core/transformer/transformer_config.py, pipeline_parallel_layout
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 
 def uneven(num_layers: int, pp: int, first: int | None, last: int | None) -> bool:
@@ -27,8 +28,15 @@ def flags_split(num_layers: int, pp: int, vp: int, near: Sequence[float]) -> lis
     """The split nearest ``near`` that --decoder-first/last-pipeline-num-layers can launch: the
     middle stages share the rest evenly and vp divides every stage (ends kept light on a tie: they
     hold the embedding and the loss); None when none exists."""
-    f0, l0 = int(near[0]), int(near[-1])
-    best: tuple[tuple[int, ...], list[int]] | None = None
+    split = _flags_split(num_layers, pp, vp, int(near[0]), int(near[-1]))
+    return None if split is None else list(split)
+
+
+@lru_cache(maxsize=1024)
+def _flags_split(num_layers: int, pp: int, vp: int, f0: int, l0: int) -> tuple[int, ...] | None:
+    """flags_split given the ends of ``near`` (all it reads), once per input: a search asks it of
+    every configuration it details, and many share a pipeline."""
+    best: tuple[tuple[int, ...], tuple[int, ...]] | None = None
     mid_n = pp - 2
     w = 2 * pp * vp  # the ends move at most this far to make the middle divide
     for f in range(max(1, f0 - w), min(num_layers, f0 + w + 1)):
@@ -36,17 +44,17 @@ def flags_split(num_layers: int, pp: int, vp: int, near: Sequence[float]) -> lis
             rest = num_layers - f - last
             if (mid_n == 0 and rest) or (mid_n and (rest < mid_n or rest % mid_n)):
                 continue
-            split = [f, *([rest // mid_n] * mid_n if mid_n else []), last]
-            if any(x % vp for x in split):
+            mid = rest // mid_n if mid_n else f  # every middle stage's layers
+            if f % vp or last % vp or mid % vp:
                 continue
             key = (
                 abs(f - f0) + abs(last - l0),
-                max(split),
+                max(f, mid, last),
                 max(abs(f - f0), abs(last - l0)),
                 f + last,
             )
             if best is None or key < best[0]:
-                best = (key, split)
+                best = (key, (f, *([mid] * mid_n), last))
     return None if best is None else best[1]
 
 
