@@ -393,7 +393,14 @@ def _stage_figures(
 CHUNK = 65536
 
 
-KEEP = ("step_time_s", "total_bytes", "fits", "simulated_step_lower_bound_s", "switchable_s")
+KEEP = (
+    "step_time_s",
+    "total_bytes",
+    "fits",
+    "simulated_step_lower_bound_s",
+    "switchable_s",
+    "activations_bytes",
+)
 
 
 def evaluate_chunked(

@@ -52,6 +52,7 @@ def _evaluate_what_can_fit(
         "fits": np.zeros(n, dtype=bool),
         "simulated_step_lower_bound_s": np.full(n, np.inf),
         "switchable_s": np.zeros(n),
+        "activations_bytes": np.zeros(n),
     }
     for key in KEEP:
         out[key][keep] = part[key]

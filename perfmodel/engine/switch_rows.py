@@ -33,39 +33,53 @@ def with_switches(
     keeps its plain figures."""
     sets = memory_switches.usable_sets(plan)
     usable = plan.system.gpu.hbm_capacity_bytes - reserve_bytes(plan.system)
+
+    def safe(x: np.ndarray) -> np.ndarray:
+        return np.asarray(fits_mask(x, usable) & ~tight_mask(x, usable), dtype=bool)
+
     step = res["step_time_s"]
-    safe = res["fits"] & ~tight_mask(res["total_bytes"], usable) & np.isfinite(step)
-    best = float(step[safe].min()) if safe.any() else np.inf
+    good = safe(res["total_bytes"]) & res["fits"] & np.isfinite(step)
+    best = float(step[good].min()) if good.any() else np.inf
     # a switched step is no faster than the plain one less what the switches change; one that
     # cannot be faster than the fastest plain configuration that fits with margin cannot come
-    # first (annotate gives that one the answer unless beaten by more than its band)
+    # first (annotate gives that one the answer unless beaten by more than its band). Unpriced
+    # rows (their states alone did not fit) are bounded once a set prices them.
     if plan.training.grad_accumulation_fusion:
         floor = step - res["switchable_s"]
     else:
         floor = step * (1 - SWITCH_MARGIN)
-    near = (floor < best) | ~np.isfinite(step)
-    rows = np.flatnonzero(~safe & near)
+    floor = np.where(np.isfinite(step), floor, -np.inf)
+    # the optimizer's switches leave the activations as they are: a row whose activations alone
+    # do not fit with margin is left to the recompute modules (0: not priced, not known)
+    acts = res["activations_bytes"].copy()
+    rows = np.flatnonzero(~good & (floor < best))
     if not sets or rows.size == 0:
         return knobs, res
     knobs = knobs.take(slice(None))
     knobs.memory_switch = knobs.memory_switch.copy()
     res = {key: v.copy() for key, v in res.items()}
     for name in sets:
-        k = knobs.take(rows)
-        ok = memory_switches.runs_with(name, k.zero_stage, k.recompute)
-        k = k.take(np.flatnonzero(ok))
+        recompute = memory_switches.names(name)[0] in memory_switches.RECOMPUTE_SWITCHES
+        ok = memory_switches.runs_with(name, knobs.zero_stage[rows], knobs.recompute[rows])
+        ok &= floor[rows] < best
+        if not recompute:
+            ok &= safe(acts[rows])
+        tried = rows[ok]
+        k = knobs.take(tried)
         k.memory_switch = np.full(len(k), memory_switches.SET_CODES[name])
         room = np.flatnonzero(fits_mask(states_lower_bound(plan, k), usable))
         got = evaluate_chunked(plan, k.take(room))
-        done = got["fits"] & ~tight_mask(got["total_bytes"], usable)
+        priced = tried[room]
+        done = safe(got["total_bytes"]) & got["fits"]
         # only where it could come first: faster than the fastest plain one that fits so
         win = done & (got["step_time_s"] < best)
-        tried = rows[ok]
-        rescued = tried[room[win]]
-        knobs.memory_switch[rescued] = memory_switches.SET_CODES[name]
+        knobs.memory_switch[priced[win]] = memory_switches.SET_CODES[name]
         for key in KEEP:
-            res[key][rescued] = got[key][win]
-        rows = np.setdiff1d(rows, tried[room[done]], assume_unique=True)
+            res[key][priced[win]] = got[key][win]
+        if not recompute:
+            acts[priced] = got["activations_bytes"]
+            floor[priced] = got["step_time_s"] - got["switchable_s"]
+        rows = np.setdiff1d(rows, priced[done], assume_unique=True)
         if rows.size == 0:
             break
     return knobs, res
