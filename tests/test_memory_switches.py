@@ -82,9 +82,9 @@ def test_each_switch_saves_memory_at_its_cost_in_time(switch):
     base = estimate(plan, cfg).values
     v = estimate(plan, replace(cfg, memory_switch=switch)).values
     assert v["total_bytes"] < base["total_bytes"]
-    if switch in ms.RECOMPUTE_SWITCHES:
+    if switch in ms.RECOMPUTE_SWITCHES:  # in place of the attention core's recompute
         assert v["activations_bytes"] < base["activations_bytes"]
-        assert v["recompute"] > base["recompute"]
+        assert v["recompute"] > 0
         return
     assert v["step_time_s"] <= base["step_time_s"] * (1 + 1e-12)
     assert v["closed_form_step_time_s"] >= base["closed_form_step_time_s"] - base["switchable_s"]

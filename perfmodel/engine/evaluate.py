@@ -400,6 +400,7 @@ KEEP = (
     "simulated_step_lower_bound_s",
     "switchable_s",
     "activations_bytes",
+    "recompute",
 )
 
 

@@ -25,14 +25,16 @@ precision-aware optimizer (OptimizerConfig.__post_init__, megatron/core/optimize
 optimizer_config.py: "--use-precision-aware-optimizer only supported with distributed optimizer")
 and Megatron-LM for the FP8 gather (arguments.py validate_args: "--fp8-param-gather only
 supported with distributed optimizer").
-- mla-up-proj, mla-up-proj-mlp: selective recompute of MLA's up-projections (and of the dense
-  MLPs) in place of the attention core, as Megatron-Bridge's DeepSeek-V3 performance recipes set
-  --recompute-modules; tried on the selective rows of an MLA model, after the optimizer's
-  switches, for they cost recompute FLOPs (cost/sac.py prices them).
-Not searched: activation offloading (Megatron-Core runs it with pp 1 and no recompute only; a plan
-sets cpu_offloading_num_layers), the optimizer's CPU offload (not modelled), the other recompute
-modules (moe_act, layernorm, moe: a plan sets recompute_modules) and FSDP's
-reshard_after_forward (a plan sets it); each is priced when set.
+- mla-up-proj, mla-up-proj-mlp, moe-act, moe-act-layernorm: selective recompute of MLA's
+  up-projections (and of the dense MLPs), or of the experts' activation (and the layernorms), in
+  place of the attention core, as Megatron-Bridge's performance recipes set --recompute-modules;
+  tried on the selective rows of an MLA or MoE model, after the optimizer's switches, for they
+  cost recompute FLOPs (cost/sac.py prices them).
+FSDP's reshard_after_forward is the ZeRO stage the search already tries under the fsdp profiles
+(2: SHARD_GRAD_OP, kept gathered; 3: resharded). Not searched: activation offloading
+(Megatron-Core runs it with pp 1 and no recompute only; a plan sets cpu_offloading_num_layers),
+the optimizer's CPU offload (not modelled) and the other recompute modules (moe, shared_experts:
+a plan sets recompute_modules); each is priced when set.
 """
 
 from __future__ import annotations
@@ -90,9 +92,24 @@ SWITCHES: dict[str, Switch] = {
         "--recompute-granularity selective --recompute-modules mla_up_proj mlp",
         "upm",
     ),
+    # selective recompute of the MoE layers' activation function (and the layernorms), as
+    # Megatron-Bridge's MoE performance recipes set it: ["moe_act"] (DeepSeek-V3 at pp 4 vp 4
+    # ep 64), ["moe_act", "layernorm"] (Nemotron 3 Super) (scripts/performance, 2025-2026)
+    "moe-act": Switch(
+        {"recompute_modules": ["moe_act"]},
+        "the experts' activation recomputed",
+        "--recompute-granularity selective --recompute-modules moe_act",
+        "ma",
+    ),
+    "moe-act-layernorm": Switch(
+        {"recompute_modules": ["moe_act", "layernorm"]},
+        "the experts' activation and the layernorms recomputed",
+        "--recompute-granularity selective --recompute-modules moe_act layernorm",
+        "mal",
+    ),
 }
 # the switches that change what selective recompute repeats: tried on selective rows only
-RECOMPUTE_SWITCHES = ("mla-up-proj", "mla-up-proj-mlp")
+RECOMPUTE_SWITCHES = ("mla-up-proj", "mla-up-proj-mlp", "moe-act", "moe-act-layernorm")
 # the switch sets a configuration may carry, codes 0.. (0: none); each a '+'-joined list: the
 # optimizer's precision (its main gradients, its moments, or both), each with or without the FP8
 # gather
@@ -108,10 +125,12 @@ SETS: tuple[str, ...] = (
     # after the optimizer's: they cost recompute FLOPs
     "mla-up-proj",
     "mla-up-proj-mlp",
+    "moe-act",
+    "moe-act-layernorm",
 )
 LEGEND = (
-    "m16, g16, w8, up, upm: memory switches (BF16 moments, BF16 main grads, FP8\n"
-    "weights; MLA up-projections, and dense MLPs, recomputed)"
+    "m16, g16, w8: memory switches (BF16 moments, BF16 main grads, FP8 weights);\n"
+    "up, upm, ma, mal: recomputed (MLA up-proj, +dense MLP, MoE act, +layernorm)"
 )
 SET_CODES = {name: code for code, name in enumerate(SETS)}
 
@@ -142,6 +161,8 @@ def _allowed(plan: Plan, switch: str) -> bool:
         return False
     if any(f in tr.given() for f in SWITCHES[switch].fields):
         return False
+    if switch in ("moe-act", "moe-act-layernorm"):
+        return plan.model.is_moe
     if switch in RECOMPUTE_SWITCHES:
         return plan.model.is_mla and (switch == "mla-up-proj" or _has_dense_layers(plan))
     if switch == "bf16-moments":

@@ -53,6 +53,7 @@ def _evaluate_what_can_fit(
         "simulated_step_lower_bound_s": np.full(n, np.inf),
         "switchable_s": np.zeros(n),
         "activations_bytes": np.zeros(n),
+        "recompute": np.zeros(n),
     }
     for key in KEEP:
         out[key][keep] = part[key]

@@ -52,7 +52,12 @@ def with_switches(
     # the optimizer's switches leave the activations as they are: a row whose activations alone
     # do not fit with margin is left to the recompute modules (0: not priced, not known)
     acts = res["activations_bytes"].copy()
-    rows = np.flatnonzero(~good & (floor < best))
+    # the recompute modules replace the attention core's recompute: a selective step with them
+    # is no faster than the plain one without any recompute
+    unrecomputed = np.where(np.isfinite(step), step - res["recompute"], -np.inf)
+    modules = any(memory_switches.names(n)[0] in memory_switches.RECOMPUTE_SWITCHES for n in sets)
+    selective = (knobs.recompute == 1) & modules & (unrecomputed < best)
+    rows = np.flatnonzero(~good & ((floor < best) | selective))
     if not sets or rows.size == 0:
         return knobs, res
     knobs = knobs.take(slice(None))
@@ -61,9 +66,10 @@ def with_switches(
     for name in sets:
         recompute = memory_switches.names(name)[0] in memory_switches.RECOMPUTE_SWITCHES
         ok = memory_switches.runs_with(name, knobs.zero_stage[rows], knobs.recompute[rows])
-        ok &= floor[rows] < best
-        if not recompute:
-            ok &= safe(acts[rows])
+        if recompute:
+            ok &= unrecomputed[rows] < best
+        else:
+            ok &= (floor[rows] < best) & safe(acts[rows])
         tried = rows[ok]
         k = knobs.take(tried)
         k.memory_switch = np.full(len(k), memory_switches.SET_CODES[name])

@@ -234,13 +234,16 @@ PROFILES: dict[str, dict[str, Any]] = {
         # the memory-saving switches the search may turn on (engine/memory_switches.py):
         # OptimizerConfig's precision-aware optimizer (Megatron-Core 0.11+, Transformer Engine's
         # FusedAdam) and --fp8-param-gather, each with the distributed optimizer; and
-        # --recompute-modules mla_up_proj (mlp) as Megatron-Bridge's DeepSeek-V3 recipes set it
+        # --recompute-modules as Megatron-Bridge's MoE recipes set it (mla_up_proj, mlp, moe_act,
+        # layernorm)
         "memory_switches": (
             "bf16-moments",
             "bf16-main-grads",
             "fp8-param-gather",
             "mla-up-proj",
             "mla-up-proj-mlp",
+            "moe-act",
+            "moe-act-layernorm",
         ),
         "recompute_regathers": True,
         "zero3_prefetch_params": None,  # one layer (unit) ahead
