@@ -6,10 +6,10 @@ turns on, and the launch script it emits carries their flags."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import replace
 from pathlib import Path
 
+import helpers
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -34,12 +34,8 @@ def edge():
 
 
 def run(*args: str):
-    old = os.getcwd()
-    os.chdir(EDGE)
-    try:
-        return CliRunner().invoke(main, list(args))
-    finally:
-        os.chdir(old)
+    """A command in the pick_at_memory_edge reproducer's folder (tests/helpers.run)."""
+    return helpers.run("pick_at_memory_edge", *args)
 
 
 def _case(switch_set: str):
