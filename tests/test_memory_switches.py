@@ -214,3 +214,19 @@ def test_a_switched_answer_passes_check_and_check_offers_the_switch_as_a_fix():
     fixed = run("check", "plan.yaml", *LAYOUT_ARGS, "--recompute", "none", "--json")
     pm101 = next(f for f in json.loads(fixed.output) if f["rule"] == "PM101")
     assert pm101["fix"].startswith("main gradients in BF16 (--use-precision-aware-optimizer")
+
+
+def test_recompute_modules_reach_the_launch_script_and_back():
+    """A recompute-module switch is written as --recompute-modules and read back the same, with
+    the same step."""
+    from perfmodel.inputs.megatron_emit import launch_text, read_back
+
+    plan, cfg = _case("mla-up-proj")
+    cfg = replace(cfg, memory_switch="mla-up-proj")
+    est = estimate(plan, cfg)
+    text = launch_text(ms.applied(plan, cfg.memory_switch), est)
+    assert "--recompute-modules mla_up_proj" in text
+    back = read_back(plan, [ln.rstrip(" \\") for ln in text.splitlines() if ln.startswith("--")])
+    assert back.training.recompute_modules == ["mla_up_proj"]
+    got = estimate(back, resolve_config(back)).values["step_time_s"]
+    assert got == pytest.approx(est.values["step_time_s"], rel=1e-9)

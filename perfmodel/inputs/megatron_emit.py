@@ -280,6 +280,9 @@ def _training_args(plan, c: dict) -> list[str]:
     }.get(dtype, [])
     if dtype == "fp8" and t.fp8_recipe:
         a.append(f"--fp8-recipe {t.fp8_recipe}")
+    if c["recompute"] == "selective" and tuple(t.recompute_modules) != ("core_attn",):
+        # what selective recompute repeats, where it is not Megatron-LM's default (core_attn)
+        a.append("--recompute-modules " + " ".join(t.recompute_modules))
     if t.cpu_offloading_num_layers:
         # TransformerConfig.cpu_offloading with cpu_offloading_num_layers (arguments.py)
         a += ["--cpu-offloading", f"--cpu-offloading-num-layers {t.cpu_offloading_num_layers}"]
