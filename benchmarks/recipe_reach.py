@@ -17,6 +17,7 @@ from perfmodel.engine.memory_verdict import verdict
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.inputs.preset_files import error_bands
+from perfmodel.review.validate import measured_step_time
 from perfmodel.specs import Plan
 
 
@@ -44,10 +45,10 @@ def main() -> None:
     print(f"{'case':44s} {'measured':>8s}  before: step err verdict  |  after: step err verdict")
     errs: dict[str, list[float]] = {"before": [], "after": []}
     for case in presets.validation_cases():
-        measured = (case.get("measured") or {}).get("iteration_time_s")
-        if case.get("per_layer_ms") or not measured:
+        if case.get("per_layer_ms") or not case.get("measured"):
             continue
         plan = case["plan"]
+        measured = measured_step_time(plan, case["measured"])
         v = estimate(plan, resolve_config(plan)).values
         if verdict(v["total_bytes"], v["usable_bytes"]) == "fits":
             continue
