@@ -186,6 +186,7 @@ def sweep(
     reason.
     ``progress(done, total)`` is called after each value (`plan`'s search each: about 0.1-1 s)."""
     points = []
+    answers: dict[str, tuple[Estimate | None, str]] = {}  # by the changed plan: computed once
     for i, v in enumerate(values):
         if progress is not None:
             progress(i, len(values))
@@ -195,18 +196,31 @@ def sweep(
             raise PerfModelError(
                 f"--vary {path}={v}: {e}".replace(f": --vary {path}: ", ": ")
             ) from None
-        try:
-            if fixed:
-                est = estimate_or_search(p, presets.error_bands())[0]
-            else:
-                # the configuration `plan` recommends (engine/answer.py: one answer, issue 37)
-                result = plan_search(p, presets.error_bands(), top=1)
-                if not result.results:
-                    raise PerfModelError(result.hint or "no configuration fits")
-                est = result.results[0]
-            # each row's band: the out-of-sample error of the runs of its class (issue 28)
-            est.band = uncertainty.of_estimate(p, presets.error_bands(), est)
-            points.append(Point(v, p.system.num_gpus, est))
-        except PerfModelError as e:
-            points.append(Point(v, p.system.num_gpus, None, str(e)))
+        # two values that give the same plan ("25GB/s" and "25 GB/s", 8 and 8.0) get one answer
+        key = p.model_dump_json()
+        if key not in answers:
+            answers[key] = _answer(p, fixed)
+        est, error = answers[key]
+        points.append(Point(v, p.system.num_gpus, est, error))
     return Sweep(path, fixed, points)
+
+
+def _answer(p: Plan, fixed: bool) -> tuple[Estimate | None, str]:
+    """The changed plan's answer as `plan` (or, ``fixed``, `estimate`) gives it, with its band; or
+    why there is none."""
+    try:
+        if fixed:
+            est = estimate_or_search(p, presets.error_bands())[0]
+        else:
+            # the configuration `plan` recommends (engine/answer.py: one answer, issue 37)
+            result = plan_search(p, presets.error_bands(), top=1)
+            if not result.results:
+                raise PerfModelError(result.hint or "no configuration fits")
+            est = result.results[0]
+        # each row's band: the out-of-sample error of the runs of its class (issue 28); plan's
+        # answer has it already (search.annotate)
+        if est.band is None:
+            est.band = uncertainty.of_estimate(p, presets.error_bands(), est)
+        return est, ""
+    except PerfModelError as e:
+        return None, str(e)
