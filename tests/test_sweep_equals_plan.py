@@ -26,35 +26,43 @@ def invoke(*args: str) -> dict:
 LINKS = yaml.safe_load((PLANS.parent / "hardware" / "links.yaml").read_text())
 
 
-def plan_file(tmp_path: Path, section: str, key: str, value) -> str:
-    """Llama 3 8B on 4 nodes of 8 H100 (the bundled one-node plan, so that the inter-node link
-    matters) with ``section.key`` set to ``value``, as a file of its own."""
+def plan_file(tmp_path: Path, section: str, key: str, value, gpus: int = 32) -> str:
+    """Llama 3 8B on ``gpus`` H100 (the bundled one-node plan on 4 nodes unless told, so that the
+    inter-node link matters) with ``section.key`` set to ``value``, as a file of its own."""
     data = yaml.safe_load((PLANS / "llama3-8b-h100.yaml").read_text())
-    data["system"]["num_gpus"] = 32
+    data["system"]["num_gpus"] = gpus
     if key == "bandwidth_bytes_per_s":  # the plan's own link, at this bandwidth
         data["system"]["inter_node_link"] = {**LINKS["ib-ndr"], key: value}
     elif key:
         data[section][key] = value
-    out = tmp_path / f"{key}-{value}.yaml".replace(" ", "").replace("/", "")
+    out = tmp_path / f"{gpus}-{key}-{value}.yaml".replace(" ", "").replace("/", "")
     out.write_text(yaml.safe_dump(data))
     return str(out)
 
 
-# (field as --vary names it, its place in a plan file, sampled values: they change the answer)
+# (field as --vary names it, its place in a plan file, sampled values, GPUs: on one node the
+# inter-node link is never used, and the sweep answers every value at once)
 CASES = [
-    ("gbs", "training", "global_batch_size", [16, 64, 1000]),
-    ("inter_node_bandwidth", "system", "bandwidth_bytes_per_s", ["2 GB/s", "25 GB/s", "400 GB/s"]),
+    ("gbs", "training", "global_batch_size", [16, 64, 1000], 32),
+    (
+        "inter_node_bandwidth",
+        "system",
+        "bandwidth_bytes_per_s",
+        ["2 GB/s", "25 GB/s", "400 GB/s"],
+        32,
+    ),
+    ("inter_node_bandwidth", "system", "bandwidth_bytes_per_s", ["1 GB/s", "400 GB/s"], 8),
 ]
 
 
-@pytest.mark.parametrize("field,section,key,values", CASES)
-def test_each_row_is_plans_answer(tmp_path, field, section, key, values):
+@pytest.mark.parametrize("field,section,key,values,gpus", CASES)
+def test_each_row_is_plans_answer(tmp_path, field, section, key, values, gpus):
     vary = ",".join(str(v) for v in values)
-    base = plan_file(tmp_path, section, "", None)
+    base = plan_file(tmp_path, section, "", None, gpus)
     rows = invoke("sweep", base, "--vary", f"{field}={vary}", "--json")["points"]
     assert [r["value"] for r in rows] == [str(v) for v in values]
     for row, value in zip(rows, values, strict=True):
-        given = plan_file(tmp_path, section, key, value)
+        given = plan_file(tmp_path, section, key, value, gpus)
         best = invoke("plan", given, "--top", "1", "--json")["results"][0]
         assert row["config"] == best["config"], value
         assert row["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-12)
@@ -71,3 +79,16 @@ def test_values_that_give_the_same_plan_give_the_same_row():
     assert {k: v for k, v in rows[0].items() if k != "value"} == {
         k: v for k, v in rows[1].items() if k != "value"
     }
+
+
+@pytest.mark.parametrize("gpus,same", [(8, True), (32, False)])
+def test_inter_node_figures_give_one_answer_inside_one_node(gpus, same):
+    """One node: the inter-node link is priced nowhere, so its bandwidths are one answer (the
+    sweep computes it once); across nodes each bandwidth is an answer of its own."""
+    from perfmodel.inputs import load_plan
+    from perfmodel.review.sweep import changed, same_answer_key
+
+    plan = load_plan("llama3-8b-h100.yaml").with_system(num_gpus=gpus)
+    path = "system.inter_node_link.bandwidth_bytes_per_s"
+    keys = {same_answer_key(changed(plan, path, v)) for v in ("1 GB/s", "400 GB/s")}
+    assert (len(keys) == 1) is same

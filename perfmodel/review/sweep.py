@@ -10,6 +10,7 @@ on the changed plan (engine/answer.py).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -196,13 +197,24 @@ def sweep(
             raise PerfModelError(
                 f"--vary {path}={v}: {e}".replace(f": --vary {path}: ", ": ")
             ) from None
-        # two values that give the same plan ("25GB/s" and "25 GB/s", 8 and 8.0) get one answer
-        key = p.model_dump_json()
+        key = same_answer_key(p)
         if key not in answers:
             answers[key] = _answer(p, fixed)
         est, error = answers[key]
         points.append(Point(v, p.system.num_gpus, est, error))
     return Sweep(path, fixed, points)
+
+
+def same_answer_key(p: Plan) -> str:
+    """Equal for two plans that get one answer: equal plans ("25GB/s" and "25 GB/s", 8 and 8.0),
+    and plans that differ only in figures the model never reads. Those: the inter-node link of a
+    plan inside one NVLink domain (no group spans nodes, and engine/mesh.py prices a group on the
+    inter-node link only where it does; the slower-link probe changes only that link), so a sweep
+    of its bandwidth is one answer (tests/test_sweep_equals_plan.py holds each row to `plan`'s)."""
+    data = p.model_dump(mode="json")
+    if p.system.num_gpus <= p.system.domain:
+        data["system"].pop("inter_node_link")
+    return json.dumps(data, sort_keys=True)
 
 
 def _answer(p: Plan, fixed: bool) -> tuple[Estimate | None, str]:
