@@ -5,7 +5,7 @@ A field is a dotted path into the plan (``system.inter_node_link.bandwidth_bytes
 the short names below. Each value is validated as the plan file's would be, so "25 GB/s", a GPU
 preset's name or a framework profile are accepted where the field takes them, and a bad one is an
 error naming the field. Nothing here computes a cost: each point is `plan`'s search or `estimate`
-on the changed plan (engine/answer.py).
+on the changed plan (engine/answer.py), once for the values that give one plan (same_answer_key).
 """
 
 from __future__ import annotations
