@@ -154,6 +154,9 @@ class Runs:
 
     def __init__(self, runs: dict[str, dict[str, Any]]) -> None:
         self.runs = {n: _full(r) for n, r in runs.items() if "oos_log_error" in r}
+        # band() of each configuration kind seen: a search asks for the bands of its pool of 50,
+        # a sweep for each value's, and they share a handful of kinds (Band is frozen)
+        self._bands: dict[tuple[tuple[str, Any], ...], Band] = {}
 
     def without(self, table: str) -> Runs:
         return Runs({n: r for n, r in self.runs.items() if r["table"] != table})
@@ -251,6 +254,13 @@ class Runs:
         return runs, name, math.sqrt(square), missing
 
     def band(self, f: dict[str, Any]) -> Band:
+        """The band of a configuration ``f`` (features()), once per kind of configuration."""
+        key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(f.items()))
+        if key not in self._bands:
+            self._bands[key] = self._band(f)
+        return self._bands[key]
+
+    def _band(self, f: dict[str, Any]) -> Band:
         f = _full(f)
         runs, name, typical, missing = self._widened(f)
         sources = len({r["table"] for r in runs})

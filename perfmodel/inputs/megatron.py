@@ -17,6 +17,7 @@ import re
 
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import megatron_moe, megatron_optimizer
+from perfmodel.inputs import primus_zb as zb
 from perfmodel.inputs.megatron_args import (
     CANNOT,
     MODEL,
@@ -162,13 +163,14 @@ def _to_plan(args: dict, gpu: str, num_gpus: int | None, vocab_size: int | None)
             if switch:
                 section, key, value = switch
                 out.plan[section][key] = value
-        elif flag in (*OTHER_VALUES, *megatron_moe.FLAGS, *megatron_optimizer.FLAGS):
+        elif flag in (*OTHER_VALUES, *megatron_moe.FLAGS, *megatron_optimizer.FLAGS, *zb.FLAGS):
             continue
         elif NO_COST.match(flag):
             out.ignored.append(flag)
         else:
             out.unrecognized.append(flag)
     _special(args, out)
+    zb.read_schedule(args, parallel, out.assumed)  # Primus's zero-bubble keys, after vp's rule
     megatron_moe.read_moe(args, out)
     megatron_optimizer.read_optimizer(args, out)
     _system_and_vocab(args, out, num_gpus, vocab_size)

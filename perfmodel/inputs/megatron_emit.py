@@ -4,6 +4,7 @@ megatron`), and an imported plan as YAML with what was ignored or assumed as com
 from __future__ import annotations
 
 from perfmodel.errors import PerfModelError
+from perfmodel.inputs import primus_zb
 from perfmodel.inputs.emit_check import trip_note
 from perfmodel.inputs.megatron_args import Imported
 from perfmodel.inputs.megatron_layout import FLAG, layout_text
@@ -47,12 +48,11 @@ def to_args(plan, config: dict, layers: list[float] | None = None) -> list[str]:
             f"{plan.model.name}: Megatron-LM has no argument for {', '.join(lacking)}; "
             "write its arguments by hand"
         )
-    if c.get("schedule") not in (None, "gpipe", "1f1b", "interleaved"):
-        raise PerfModelError(
-            f"the configuration runs {SCHEDULE_TITLES.get(c['schedule'], c['schedule'])}, which"
-            " Megatron-LM has no schedule for (docs/schedules.md says which frameworks run it):"
-            " plan with --schedule 1f1b or interleaved to emit Megatron-LM arguments"
-        )
+    framework = plan.training.framework
+    zb = framework == "primus" and primus_zb.emits(c.get("schedule"))
+    if c.get("schedule") not in (None, "gpipe", "1f1b", "interleaved") and not zb:
+        title = SCHEDULE_TITLES.get(c["schedule"], c["schedule"])
+        raise PerfModelError(primus_zb.refusal(c["schedule"], title, framework))
     if plan.training.framework == "deepspeed" and m.is_moe:
         raise PerfModelError(
             "framework deepspeed: --emit megatron writes Megatron-DeepSpeed's arguments for dense"
@@ -67,6 +67,7 @@ def to_args(plan, config: dict, layers: list[float] | None = None) -> list[str]:
         + _instances_args(c)
         + _split_args(c, _decoder_layers(plan, layers or []), plan.model.mtp_num_layers)
         + _training_args(plan, c)
+        + (primus_zb.primus_args(c) if zb else [])
     )
 
 
@@ -319,6 +320,12 @@ def profile_note(plan, args: list[str], predicted_s: float) -> str | None:
     framework = plan.training.framework
     if not marker_line(framework):
         return None
+    if any(a.startswith("--patch_zero_bubble") for a in args):
+        return (
+            f"the prediction ({predicted_s:.3g} s) is for framework {framework}: the"
+            " --patch_zero_bubble keys are Primus's (zero_bubble.yaml); launch with Primus, as"
+            " upstream Megatron-LM does not take them"
+        )
     from perfmodel.engine.estimate import estimate, resolve_config
 
     back = read_back(plan, args)

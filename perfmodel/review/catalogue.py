@@ -156,7 +156,8 @@ RULES = {
             "Megatron-Core splits the layers evenly unless its first/last stage flags or a"
             " pipeline layout say otherwise (TransformerConfig asserts that the middle stages share"
             " the rest evenly); the estimate assumes the balanced uneven split (cost/stages.py),"
-            " which the launch must then name.",
+            " which the launch must then name. Information only where the search chose pp (the"
+            " plan leaves it free): the split is then the answer's, and the finding its flags.",
         ),
         Rule(
             "PM301",

@@ -333,7 +333,7 @@ def check_resolved(
         findings += _rule_tp_ratio(plan, cfg)
         findings += rule_ep_across_nodes(plan, cfg, est)
         findings += rule_cp_exposed(plan, cfg, est)
-        findings += rule_uneven_split(plan, cfg, est)
+        findings += rule_uneven_split(plan, cfg, est, searched="pp" in chosen)
     elif cfg is not None:
         findings += _unestimated_rules(plan, cfg)
     rank = {ERROR: 0, WARNING: 1, INFO: 2}

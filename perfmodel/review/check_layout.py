@@ -12,10 +12,14 @@ from perfmodel.specs import Config, Plan
 from perfmodel.specs.framework import PROFILES
 
 
-def rule_uneven_split(plan: Plan, cfg: Config, est: Estimate | None) -> list[Finding]:
+def rule_uneven_split(
+    plan: Plan, cfg: Config, est: Estimate | None, searched: bool = False
+) -> list[Finding]:
     """PM209: pp does not divide the layers and the plan gives neither end's layers. With an
     estimate, the split it assumed; Megatron-Core's flags for one it can launch, or a pp that
-    divides. A framework that splits evenly only is PM110's (an error) instead."""
+    divides. A framework that splits evenly only is PM110's (an error) instead. ``searched``: pp
+    is the search's choice (the plan leaves it free), so the split is the fastest configuration's
+    own, not the plan's oversight: information (the flags to launch it with), not a warning."""
     L, p = plan.model.num_layers, cfg.pp
     if not uneven(L, p, cfg.first_stage_layers, cfg.last_stage_layers):
         return []
@@ -27,13 +31,19 @@ def rule_uneven_split(plan: Plan, cfg: Config, est: Estimate | None) -> list[Fin
         if layers
         else f"{L} = {p} x {L // p} + {L % p}: the stages cannot hold equal layers"
     )
+    chose = (
+        "; pp is the search's choice (the plan leaves it free): launch it with the split below"
+        if searched
+        else ""
+    )
     return [
         Finding(
             "PM209",
             f"pp({p}) does not divide num_layers({L}): {assumed}, a split Megatron-Core does not"
-            " make unless told (it splits evenly by default)",
+            f" make unless told (it splits evenly by default){chose}",
             megatron_needs(L, p, cfg.vp, layers, plan.system.num_gpus // (cfg.tp * cfg.cp)),
-            {"stage_layers": layers or []},
+            {"stage_layers": layers or [], "pp_searched": searched},
+            demoted=searched,
         )
     ]
 

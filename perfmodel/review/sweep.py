@@ -5,11 +5,12 @@ A field is a dotted path into the plan (``system.inter_node_link.bandwidth_bytes
 the short names below. Each value is validated as the plan file's would be, so "25 GB/s", a GPU
 preset's name or a framework profile are accepted where the field takes them, and a bad one is an
 error naming the field. Nothing here computes a cost: each point is `plan`'s search or `estimate`
-on the changed plan (engine/answer.py).
+on the changed plan (engine/answer.py), once for the values that give one plan (same_answer_key).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -186,6 +187,7 @@ def sweep(
     reason.
     ``progress(done, total)`` is called after each value (`plan`'s search each: about 0.1-1 s)."""
     points = []
+    answers: dict[str, tuple[Estimate | None, str]] = {}  # by the changed plan: computed once
     for i, v in enumerate(values):
         if progress is not None:
             progress(i, len(values))
@@ -195,18 +197,42 @@ def sweep(
             raise PerfModelError(
                 f"--vary {path}={v}: {e}".replace(f": --vary {path}: ", ": ")
             ) from None
-        try:
-            if fixed:
-                est = estimate_or_search(p, presets.error_bands())[0]
-            else:
-                # the configuration `plan` recommends (engine/answer.py: one answer, issue 37)
-                result = plan_search(p, presets.error_bands(), top=1)
-                if not result.results:
-                    raise PerfModelError(result.hint or "no configuration fits")
-                est = result.results[0]
-            # each row's band: the out-of-sample error of the runs of its class (issue 28)
-            est.band = uncertainty.of_estimate(p, presets.error_bands(), est)
-            points.append(Point(v, p.system.num_gpus, est))
-        except PerfModelError as e:
-            points.append(Point(v, p.system.num_gpus, None, str(e)))
+        key = same_answer_key(p)
+        if key not in answers:
+            answers[key] = _answer(p, fixed)
+        est, error = answers[key]
+        points.append(Point(v, p.system.num_gpus, est, error))
     return Sweep(path, fixed, points)
+
+
+def same_answer_key(p: Plan) -> str:
+    """Equal for two plans that get one answer: equal plans ("25GB/s" and "25 GB/s", 8 and 8.0),
+    and plans that differ only in figures the model never reads. Those: the inter-node link of a
+    plan inside one NVLink domain (no group spans nodes, and engine/mesh.py prices a group on the
+    inter-node link only where it does; the slower-link probe changes only that link), so a sweep
+    of its bandwidth is one answer (tests/test_sweep_equals_plan.py holds each row to `plan`'s)."""
+    data = p.model_dump(mode="json")
+    if p.system.num_gpus <= p.system.domain:
+        data["system"].pop("inter_node_link")
+    return json.dumps(data, sort_keys=True)
+
+
+def _answer(p: Plan, fixed: bool) -> tuple[Estimate | None, str]:
+    """The changed plan's answer as `plan` (or, ``fixed``, `estimate`) gives it, with its band; or
+    why there is none."""
+    try:
+        if fixed:
+            est = estimate_or_search(p, presets.error_bands())[0]
+        else:
+            # the configuration `plan` recommends (engine/answer.py: one answer, issue 37)
+            result = plan_search(p, presets.error_bands(), top=1)
+            if not result.results:
+                raise PerfModelError(result.hint or "no configuration fits")
+            est = result.results[0]
+        # each row's band: the out-of-sample error of the runs of its class (issue 28); plan's
+        # answer has it already (search.annotate)
+        if est.band is None:
+            est.band = uncertainty.of_estimate(p, presets.error_bands(), est)
+        return est, ""
+    except PerfModelError as e:
+        return None, str(e)
