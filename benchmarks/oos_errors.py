@@ -28,9 +28,11 @@ value the model would carry had the source never been transcribed:
                                                                                run: the other's
   InternEvo's RoCE efficiency                internevo-1024-a100               a link's default
     (calibrate_internevo_network)                                                efficiency
-  DeepSpeed 2021's host time per rank of a   narayanan2021-table2              0 s (no host
-    ZeRO-3 collective (calibrate_zero3_2021)                                     loop)
   aux_free_bias router load (moe_imbalance)  deepseek-v3-report                aux_loss's load
+
+Not fitted at all: DeepSpeed 2021's host time per rank of a ZeRO-3 collective and its staging
+passes (specs/framework_extra.py, cost/sharded.py ZERO3_HBM_PASSES), counted from its code and
+priced at published per-call costs; Narayanan 2021 Table 2 is out of sample as shipped.
 
 Not refitted: the A100 efficiencies, fitted on Korthikanti 2022 Table 4's per-layer times (table
 korthikanti2022-table4, which has no step-time run: every step time is out of its sample, though
@@ -199,14 +201,6 @@ def _network_prior(c: Case) -> Case:
     return {**c, "plan": plan.model_copy(update={"system": system})}
 
 
-def _no_host_loop(c: Case) -> Case:
-    """No Table 2 run: DeepSpeed 2021's ZeRO-3 collectives without the host's per-rank loop
-    (deepspeed-2021 collective_rank_host_s 0, which benchmarks/calibrate_zero3_2021.py fits)."""
-    if _framework(c) != "deepspeed-2021":
-        return c
-    return {**c, "plan": c["plan"].with_training(collective_rank_host_s=0.0)}
-
-
 # --- the aux_free_bias router family's load ---------------------------------------------------
 def _router_prior(c: Case) -> Case:
     """No run of DeepSeek-V3's auxiliary-loss-free routing: its family at the aux_loss figure, what
@@ -265,13 +259,6 @@ FITS = (
     ),
     Fit("expert-call-overhead", co.MOE_TABLES, _expert, None),
     Fit("cdna-fractions", cc.TABLES, _cdna, _cdna_prior, "H100's BF16 fraction"),
-    Fit(
-        "zero3-2021-host",
-        ("narayanan2021-table2",),
-        None,
-        _no_host_loop,
-        "no host loop",
-    ),
     Fit("aux-free-bias-load", ("deepseek-v3-report",), None, _router_prior, "aux_loss's load"),
     Fit(
         "internevo-network",

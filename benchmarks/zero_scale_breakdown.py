@@ -3,16 +3,17 @@ Narayanan et al. 2021 Table 2's DeepSpeed ZeRO-3 runs and InternEvo's 1,024-A100
 measured step beside what the model's physics gives for each part.
 
 ZeRO-3 (deepspeed-2021): each run as shipped and with the host's per-rank loop off
-(training.collective_rank_host_s 0, the out-of-sample prior), so that what NCCL's own model
-prices (cost/nccl.py: algorithm, protocol, latency and bus bandwidth of every collective) stands
-apart from what is fitted. Columns, seconds a step:
+(training.collective_rank_host_s 0), so that what NCCL's own model prices (cost/nccl.py:
+algorithm, protocol, latency and bus bandwidth of every collective) stands apart from the host's
+loop (counted from DeepSpeed's code, specs/framework_extra.py). Columns, seconds a step:
 - compute: forward + backward + recompute of the slowest stage;
-- nccl: the exposed ZeRO-3 traffic with no host loop (NCCL's tuner model only);
-- host: what the fitted host loop adds (as shipped minus the run without it);
+- nccl: the exposed ZeRO-3 traffic with no host loop (NCCL's tuner model, and the list API's
+  HBM staging passes, cost/sharded.py ZERO3_HBM_PASSES);
+- host: what the counted host loop adds (as shipped minus the run without it);
 - gap: measured - compute - nccl - the other parts of the step, the time the physics without the
-  host loop leaves unexplained, and per collective (gap / collectives a step: a GPT layer's four
-  weight tensors, gathered for the forward, the recompute and the backward, reduce-scattered once)
-  and per rank of the group.
+  host loop leaves unexplained (the counted loop explains the host column of it), and per
+  collective (gap / collectives a step: a GPT layer's four weight tensors, gathered for the
+  forward, the recompute and the backward, reduce-scattered once) and per rank of the group.
 Then the least-squares line a + b n through each model's gap a collective, a finding printed for
 the reader (the model uses no such term), with a per GB of the layer's mean weight tensor; and,
 per weight tensor of the 175B runs, the pair NCCL picks and its time against the pure

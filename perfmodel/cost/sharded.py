@@ -68,6 +68,29 @@ class Sharding:
     # allgather, reduce_scatter); each fetch then torch.cuda.synchronize()s, so the GPU waits for
     # the host. 0: the flat-buffer collectives of later frameworks
     rank_host_s: float = 0.0
+    # HBM bytes moved outside NCCL per byte of a gathered tensor, (before, beside) the collective:
+    # "before" on the compute stream ahead of a host synchronize, so nothing hides it; "beside" on
+    # the communication stream, hidden with the collective (ZERO3_HBM_PASSES); and per byte of a
+    # reduce-scattered gradient the same pair. 0: NCCL reads and writes the buffers in place
+    gather_hbm_passes: tuple[float, float] = (0.0, 0.0)
+    reduce_hbm_passes: tuple[float, float] = (0.0, 0.0)
+    # the GPU's achievable HBM bandwidth those passes run at (bytes/s)
+    hbm_bytes_per_s: float = float("inf")
+
+
+# DeepSpeed ZeRO-3 v0.3.16 on PyTorch 1.8's list API, HBM passes per byte of the tensor:
+# - a gather (partition_parameters.py _allgather_param): torch.zeros of the whole gathered tensor
+#   (1 write) on the compute stream, then torch.cuda.synchronize(); after ncclAllGather into a flat
+#   buffer, ProcessGroupNCCL::allgather copies each rank's slice out to the list's tensors (a read
+#   and a write) on the NCCL stream; once gathered, stage3.py fetch_sub_module formats a debug
+#   line for every parameter, print_rank_0(f"... norm {param.norm()}") (built whether printed or
+#   not): a norm of the gathered tensor (1 read), which the f-string's .item() waits for;
+# - a gradient (stage3.py reduce_independent_p_g_buckets_and_remove_grads with
+#   contiguous_gradients): copied into the reduce bucket (a read and a write) by the backward hook
+#   on the compute stream; average_tensor's div_ by the world size (a read and a write) and
+#   ProcessGroupNCCL::reduce_scatter's copy of each slice into its flat input (a read and a write),
+#   both on the reduction stream ahead of ncclReduceScatter
+ZERO3_HBM_PASSES = {"gather": (2.0, 2.0), "reduce": (2.0, 4.0)}
 
 
 @dataclass(frozen=True)
@@ -186,17 +209,27 @@ def sharded_step(
     live parameters stopped its prefetch) waits in the open."""
     k = np.where(sh.per_tensor, np.maximum(np.asarray(tensors, dtype=float), 1.0), 1.0)
     ag, rs = unit_traffic(g, layers, p, sh.fp8_gather, k)
+    # the HBM passes outside NCCL (Sharding.*_hbm_passes): seconds a byte of a layer's unit
+    unit = np.asarray(g.params, dtype=float) / np.maximum(layers, 1.0)
+    wire = 1 if sh.fp8_gather and p.fp8_weight_bytes else p.weight_bytes
+    ag_pass = unit * wire / sh.hbm_bytes_per_s
+    rs_pass = unit * p.reduce_bytes / sh.hbm_bytes_per_s
+    ag = ag + sh.gather_hbm_passes[1] * ag_pass
+    rs = rs + sh.reduce_hbm_passes[1] * rs_pass
     regathers = np.where(np.asarray(gather_twice, dtype=bool), 1.0, 0.0)
     if sh.recompute_regathers:
         regathers = regathers + np.where(np.asarray(recompute) == 2, 1.0, 0.0)
     again = regathers * ag
-    # the host's per-rank loop of one collective of the group (s)
+    # the host's per-rank loop of one collective of the group, and what runs before the host
+    # synchronizes (s): nothing hides either
     host = k * sh.rank_host_s * np.asarray(g.n, dtype=float)
+    host_ag = host + sh.gather_hbm_passes[0] * ag_pass
+    host_rs = host + sh.reduce_hbm_passes[0] * rs_pass
     fwd, bwd = window
     u = np.asarray(unprefetched, dtype=float)
     gathers = coll.overlapped_time((1 - u) * ag, fwd, penalty) + u * (ag + again)
-    gathers = gathers + (1.0 + regathers) * host
-    with_rs = gathers + coll.overlapped_time((1 - u) * again + rs, bwd, penalty) + host
+    gathers = gathers + (1.0 + regathers) * host_ag
+    with_rs = gathers + coll.overlapped_time((1 - u) * again + rs, bwd, penalty) + host_rs
     without_rs = gathers + coll.overlapped_time((1 - u) * again, bwd, penalty)
     reducing = m if sh.reduce_every_microbatch else np.minimum(m, 1.0)
     per_layer = reducing * with_rs + (m - reducing) * without_rs

@@ -12,7 +12,7 @@ import numpy as np
 from perfmodel.cost import Array
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import step as stp
-from perfmodel.cost.sharded import Group, Sharding
+from perfmodel.cost.sharded import ZERO3_HBM_PASSES, Group, Sharding
 from perfmodel.cost.stages import Stages
 from perfmodel.engine.block_cost import BlockCost
 from perfmodel.engine.blocks import Setting
@@ -61,6 +61,8 @@ def _overlap(st: Setting, n: Array) -> stp.Overlap:
     the ranks, the larger (Megatron-Core: max(40M, 1M x dp)), and the overlap flags."""
     tr = st.plan.training
     profile = PROFILES[tr.framework]
+    gpu = st.plan.system.gpu
+    staged = bool(profile["zero3_hbm_passes"])
     bucket = np.maximum(
         profile["grad_bucket_params"], profile["grad_bucket_params_per_dp_rank"] * n
     )
@@ -81,6 +83,9 @@ def _overlap(st: Setting, n: Array) -> stp.Overlap:
             zero1_param_sync=profile["zero1_param_sync"],
             per_tensor=profile["zero3_per_tensor"],
             rank_host_s=tr.collective_rank_host_s,
+            gather_hbm_passes=ZERO3_HBM_PASSES["gather"] if staged else (0.0, 0.0),
+            reduce_hbm_passes=ZERO3_HBM_PASSES["reduce"] if staged else (0.0, 0.0),
+            hbm_bytes_per_s=gpu.hbm_bandwidth_bytes_per_s * gpu.hbm_efficiency,
         ),
     )
 

@@ -59,7 +59,8 @@ FLAGS = {
     "cuda_graphs": "CUDA graphs replay each layer's kernels: no host time per kernel",
     "collective_rank_host_s": (
         "host time per rank of the group for each ZeRO-3 collective, on the critical path: the"
-        " per-rank loop of a list-based all-gather or reduce-scatter (s, fitted; 0: flat buffers)"
+        " per-rank loop of a list-based all-gather or reduce-scatter (s, counted from the"
+        " framework's code; 0: flat buffers)"
     ),
     "microbatch_overhead_s": "fixed host time per micro-batch on the critical path (s, fitted)",
     "hop_overhead_s": "fixed time per pipeline chunk pass, forward or backward (s, fitted)",

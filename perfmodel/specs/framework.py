@@ -266,6 +266,8 @@ for _name, _p in PROFILES.items():
     # unit's flat buffer in one collective
     _p.setdefault("zero3_per_tensor", False)
     _p.setdefault("collective_rank_host_s", 0.0)
+    # the HBM passes of a list-based collective outside NCCL (cost/sharded.py ZERO3_HBM_PASSES)
+    _p.setdefault("zero3_hbm_passes", False)
     # the host's time per kernel launch and CUDA graphs (cost/host.py); none unless fitted
     _p.setdefault("kernel_host_s", 0.0)
     _p.setdefault("cuda_graphs", False)
@@ -340,6 +342,7 @@ FACTS = (
     "zero1_param_sync",
     "zero3_per_tensor",
     "zero3_max_live_params",
+    "zero3_hbm_passes",
     "flat_gradient_passes",
     "sequence_parallelism",
     "selective_recompute",

@@ -59,6 +59,19 @@ def _hai_llm(PROFILES: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+# The host's seconds per rank of the group for each ZeRO-3 collective as DeepSpeed v0.3.16 ran it
+# on PyTorch 1.8, counted from the code, not fitted: its Python loop makes one view a rank
+# (partition_parameters.py: flat_tensor.narrow in _allgather_param, param.grad.view(-1).narrow in
+# _reduce_scatter_gradient), an eager view op of 3.3 us on a CUDA tensor (PyTorch's operator
+# micro-benchmark of split on CUDA, pytorch/pytorch#32194, 2020); then ProcessGroupNCCL::allgather
+# copy_s each rank's slice out of the flat buffer and ::reduce_scatter each into it, a same-dtype
+# contiguous device copy that ATen issues as one cudaMemcpyAsync (aten/src/ATen/native/cuda/
+# Copy.cu, copy_device_to_device when memcpy_eligible), 5-7 us of host time a call (Wu et al.
+# 2026, DualPath, arXiv 2602.21548 Sec. 5.2): 6 us
+PY_VIEW_OP_S = 3.3e-6
+MEMCPY_ASYNC_S = 6.0e-6
+
+
 def _deepspeed_2021(PROFILES: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """deepspeed-2021, from the deepspeed profile with Megatron-LM 2021's kernels."""
     # Narayanan et al. 2021 (SC21) Sec. 5.2: "We integrated ZeRO into our codebase using the
@@ -93,9 +106,12 @@ def _deepspeed_2021(PROFILES: dict[str, dict[str, Any]]) -> dict[str, Any]:
         # Megatron-LM 2021's layers are issued by its own code, not Megatron-DeepSpeed's: the
         # host time per kernel is megatron-2021's (none fitted there), not the deepspeed profile's
         "kernel_host_s": mega.get("kernel_host_s", 0.0),
-        # the host's per-rank loop of each collective (cost/sharded.py Sharding.rank_host_s),
-        # fitted on Narayanan 2021 Table 2 (benchmarks/calibrate_zero3_2021.py)
-        "collective_rank_host_s": 27e-6,
+        # the host's per-rank loop of each collective (cost/sharded.py Sharding.rank_host_s): a
+        # view and a cudaMemcpyAsync a rank (PY_VIEW_OP_S, MEMCPY_ASYNC_S), not fitted
+        "collective_rank_host_s": PY_VIEW_OP_S + MEMCPY_ASYNC_S,
+        # the list API's staging copies and the zeroed gather buffer (cost/sharded.py
+        # ZERO3_HBM_PASSES)
+        "zero3_hbm_passes": True,
         # Megatron-LM 2021 has neither context nor expert parallelism, nor uneven stages
         "context_parallel": False,
         "cp_comm_types": (),
