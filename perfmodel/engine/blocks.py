@@ -207,36 +207,48 @@ _ONE: dict[tuple[int, tuple[int, ...]], tuple[Plan, dict[str, BlockCost]]] = {}
 # the costs of every distinct split the last few multi-configuration calls priced, by what the
 # blocks read of the plan (_signature): the search prices the memory switch sets' rows (a subset
 # of its own, engine/search._with_switches) on plans whose blocks are the same
-_MANY: dict[str, tuple[dict[tuple[int, ...], int], dict[str, BlockCost]]] = {}
+# (the splits' index, their timed ops, their costs by what selective recompute repeats)
+_MANY: dict[str, tuple[dict[tuple[int, ...], int], dict[str, list[Part]], dict[Any, Any]]] = {}
 
 
 def _signature(st: Setting) -> str:
-    """What the blocks' costs read of a setting: the plan but for its parallel section and the
-    optimizer's and gradients' dtypes (which reach the blocks through the options, if at all),
-    the options, and the precision but for the optimizer's and gradients' bytes."""
+    """What the blocks' timed ops read of a setting: the plan but for its parallel section, the
+    optimizer's and gradients' dtypes (which reach the blocks through the options, if at all) and
+    what selective recompute repeats (applied after the ops are timed), the options, and the
+    precision but for the optimizer's and gradients' bytes."""
     switched = ("exp_avg_dtype", "exp_avg_sq_dtype", "grad_accum_fp32", "fp8_param_gather")
-    plan = st.plan.model_dump_json(exclude={"parallel": True, "training": set(switched)})
+    later = ("recompute_modules", "checkpoint_every_n_layers")
+    plan = st.plan.model_dump_json(exclude={"parallel": True, "training": {*switched, *later}})
     prec = replace(st.precision, optimizer_bytes=0, gradient_bytes=0, reduce_wire_bytes=0)
     return f"{plan}|{st.options!r}|{prec!r}|{st.moe_pattern}"
 
 
 def _cached_many(st: Setting, k: Knobs) -> dict[str, BlockCost]:
-    """_block_costs, reusing the last call's costs where it priced every split of ``k`` on a
-    setting of the same signature (or pricing each distinct split once and keeping them)."""
+    """_block_costs, reusing the timed ops of the splits recent calls priced on a setting of the
+    same signature (timing only the splits not seen yet, once each), and their costs where
+    selective recompute repeats the same modules."""
     cols = [np.asarray(getattr(k, name), dtype=np.int64) for name in _KEY]
     _, first, inverse = np.unique(row_codes(cols), return_index=True, return_inverse=True)
     inverse = inverse.ravel()
     splits = [tuple(r) for r in np.stack([c[first] for c in cols], axis=1).tolist()]
     sig = _signature(st)
-    hit = _MANY.get(sig)
-    if hit is not None and all(x in hit[0] for x in splits):
-        at = np.asarray([hit[0][x] for x in splits], dtype=np.int64)[inverse]
-        return {name: c.take(at) for name, c in hit[1].items()}
-    unique = _block_costs(st, k.take(first))
-    if len(_MANY) >= 4:
-        _MANY.pop(next(iter(_MANY)))
-    _MANY[sig] = ({x: i for i, x in enumerate(splits)}, unique)
-    return {name: c.take(inverse) for name, c in unique.items()}
+    if sig not in _MANY:
+        if len(_MANY) >= 4:
+            _MANY.pop(next(iter(_MANY)))
+        _MANY[sig] = ({}, {}, {})
+    index, parts, assembled = _MANY[sig]
+    new = [j for j, x in enumerate(splits) if x not in index]
+    if new:  # time the splits not seen yet, numbered after the others
+        for name, groups in _block_parts(st, k.take(first[new])).items():
+            parts.setdefault(name, []).extend((g[0] + len(index), *g[1:]) for g in groups)
+        index.update({splits[j]: len(index) + i for i, j in enumerate(new)})
+        assembled.clear()
+    tr = st.plan.training
+    modules = (tuple(tr.recompute_modules), tr.checkpoint_every_n_layers)
+    if modules not in assembled:
+        assembled[modules] = _assemble(st, len(index), parts)
+    at = np.asarray([index[x] for x in splits], dtype=np.int64)[inverse]
+    return {name: c.take(at) for name, c in assembled[modules].items()}
 
 
 def block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
@@ -285,8 +297,20 @@ def _block_costs(
     default)."""
     key = row_codes([np.asarray(getattr(k, name), dtype=np.int64) for name in _KEY])
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
-    u = {name: np.asarray(getattr(k, name), dtype=np.int64)[first] for name in _KEY}
+    unique = _assemble(st, len(first), _block_parts(st, k.take(first), kinds))
+    return {name: c.take(inverse.ravel()) for name, c in unique.items()}
+
+
+# one block's ops for a group of distinct splits: (their rows, ops, block, tp, ep, etp)
+Part = tuple[np.ndarray, Any, Block, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _block_parts(
+    st: Setting, k: Knobs, kinds: tuple[str, ...] | None = None
+) -> dict[str, list[Part]]:
+    """The timed ops of every block for configurations of distinct splits (the costly part of
+    block_costs; what recompute repeats is applied after, in _assemble)."""
+    u = {name: np.asarray(getattr(k, name), dtype=np.int64) for name in _KEY}
     builders: list[tuple[str, Callable[..., Block], dict[str, Any]]] = [
         ("embedding", embedding, {}),
         ("head", lm_head, {}),
@@ -296,7 +320,7 @@ def _block_costs(
     builders += [(kind, decoder_layer, {"moe": kind == "moe"}) for kind in st.kinds()]
     if kinds is not None:
         builders = [b for b in builders if b[0] in kinds]
-    out: dict[str, BlockCost] = {}
+    out: dict[str, list[Part]] = {}
     for name, builder, kw in builders:
         # one op list per distinct option the block is built with: CP's exchange, and for the MoE
         # layer the dispatcher and the overlap too (the other blocks have no experts)
@@ -308,7 +332,7 @@ def _block_costs(
             (u["cp_comm_type"][j], u["moe_token_dispatcher_type"][j], u["moe_a2a_overlap"][j])
             for j in at
         ]
-        parts = []
+        out[name] = []
         for i, (code, disp, overlap) in enumerate(combos):
             rows = np.flatnonzero(which == i)
             f = {n: u[n][rows].astype(float) for n in ("tp", "micro_batch_size", "cp", "ep", "etp")}
@@ -327,25 +351,36 @@ def _block_costs(
                 bool(overlap),
                 **kw,
             )
-            parts.append(
-                (
-                    rows,
-                    BlockCost.of(
-                        ops,
-                        block,
-                        f["tp"],
-                        f["ep"],
-                        f["etp"],
-                        tuple(st.plan.training.recompute_modules),
-                        st.shape,
-                        st.precision.activation_bytes,
-                        st.plan.training.checkpoint_every_n_layers,
-                        PROFILES[st.plan.training.framework]["zero3_max_live_params"],
-                        host_seconds(st.plan.training),
-                    ),
-                )
+            out[name].append((rows, ops, block, f["tp"], f["ep"], f["etp"]))
+    return out
+
+
+def _assemble(st: Setting, n: int, parts: dict[str, list[Part]]) -> dict[str, BlockCost]:
+    """The blocks' costs of ``n`` distinct splits from their timed ops, with what the plan's
+    selective recompute repeats (recompute_modules, checkpoint_every_n_layers)."""
+    tr = st.plan.training
+    out: dict[str, BlockCost] = {}
+    for name, groups in parts.items():
+        costs = [
+            (
+                rows,
+                BlockCost.of(
+                    ops,
+                    block,
+                    tp,
+                    ep,
+                    etp,
+                    tuple(tr.recompute_modules),
+                    st.shape,
+                    st.precision.activation_bytes,
+                    tr.checkpoint_every_n_layers,
+                    PROFILES[tr.framework]["zero3_max_live_params"],
+                    host_seconds(tr),
+                ),
             )
-        out[name] = BlockCost.merge(parts, len(first)).take(inverse)
+            for rows, ops, block, tp, ep, etp in groups
+        ]
+        out[name] = BlockCost.merge(costs, n)
     if st.mtp and "head" in out:
         # each MTP layer's projection, norms and pass through the shared output head run on the
         # last stage after the main head (its transformer layer is one of that stage's layers)
