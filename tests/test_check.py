@@ -388,3 +388,13 @@ def test_check_resolves_free_knobs_as_estimate_does():
     est, searched = estimate_or_search(plan_, presets.error_bands())
     assert chosen == searched and chosen["tp"] == est.config.tp
     assert "PM101" not in [f.rule for f in found] and "PM302" not in [f.rule for f in found]
+
+
+def test_pm207_counts_nvlink_domains_on_a_rack():
+    """On GB200 NVL72 racks an EP group of 128 spans two 72-GPU NVLink domains (it said "1 nodes":
+    128 // 72)."""
+    from perfmodel.inputs import load_plan
+
+    rack = load_plan("deepseek-v3-gb200.yaml")
+    f = next(f for f in check(rack) if f.rule == "PM207")
+    assert "ep(128) * etp(1) spans 2 NVLink domains" in f.message

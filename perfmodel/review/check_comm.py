@@ -55,10 +55,13 @@ def rule_ep_across_nodes(plan: Plan, cfg: Config, est: Estimate) -> list[Finding
         if cfg.moe_a2a_overlap or cfg.schedule == "dualpipe"
         else ["overlap the all-to-all (moe_a2a_overlap)"]
     )
+    # the NVLink domains the group spans: nodes, or racks where one domain holds several nodes
+    spans = -(-cfg.ep * cfg.etp // gpn)
+    unit = "nodes" if gpn == plan.system.gpus_per_node else "NVLink domains"
     return [
         Finding(
             "PM207",
-            f"ep({cfg.ep}) * etp({cfg.etp}) spans {cfg.ep * cfg.etp // gpn} nodes: {what} on"
+            f"ep({cfg.ep}) * etp({cfg.etp}) spans {spans} {unit}: {what} on"
             f" {plan.system.inter_node_link.name}",
             ", or ".join([", ".join(fixes[:-1]), fixes[-1]] if len(fixes) > 1 else fixes),
             {"a2a_s": a2a, "share": share},
