@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from perfmodel.cost.memory import RECOMPUTE_CODES
 from perfmodel.engine import memory_switches
 from perfmodel.engine.evaluate import KEEP, evaluate_chunked
 from perfmodel.engine.knobs import Knobs
@@ -17,6 +18,7 @@ from perfmodel.specs import Plan
 # also shorten the backward's accumulation passes: a switched step is then bounded as this much
 # faster than the plain one at most (elsewhere, by what they change: switchable_s)
 SWITCH_MARGIN = 0.10
+SELECTIVE = RECOMPUTE_CODES["selective"]
 
 
 def with_switches(
@@ -56,7 +58,7 @@ def with_switches(
     # is no faster than the plain one without any recompute
     unrecomputed = np.where(np.isfinite(step), step - res["recompute"], -np.inf)
     modules = any(memory_switches.names(n)[0] in memory_switches.RECOMPUTE_SWITCHES for n in sets)
-    selective = (knobs.recompute == 1) & modules & (unrecomputed < best)
+    selective = (knobs.recompute == SELECTIVE) & modules & (unrecomputed < best)
     rows = np.flatnonzero(~good & ((floor < best) | selective))
     if not sets or rows.size == 0:
         return knobs, res
