@@ -252,11 +252,9 @@ class Batch:
         # (the plan with the set applied, evaluate's arrays, its stages, what it assumed)
         self.parts: list[tuple[Plan, dict[str, Any], Any, list[str]]] = []
         self.where: list[tuple[int, int]] = [(0, 0)] * len(cfgs)
-        by_set: dict[str, list[int]] = {}
-        for i, c in enumerate(cfgs):
-            by_set.setdefault(c.memory_switch, []).append(i)
-        for name, rows in by_set.items():
-            raw = evaluate(plan, Knobs.from_configs([cfgs[i] for i in rows]))
+        k = Knobs.from_configs(cfgs)
+        for name, rows in memory_switches.groups(k.memory_switch):
+            raw = evaluate(plan, k.take(rows))
             stages = raw.pop("stages", None)
             switched = memory_switches.applied(plan, name)
             for j, i in enumerate(rows):

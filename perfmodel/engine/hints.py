@@ -11,7 +11,7 @@ import numpy as np
 
 from perfmodel.engine.evaluate import evaluate_chunked
 from perfmodel.engine.knobs import Knobs
-from perfmodel.engine.memory import reserve_bytes
+from perfmodel.engine.reserve import reserve_bytes
 from perfmodel.engine.space import enumerate_space
 from perfmodel.errors import PerfModelError
 from perfmodel.specs import Plan

@@ -177,6 +177,12 @@ def usable_sets(plan: Plan) -> list[str]:
     return [s for s in SETS[1:] if all(_allowed(plan, x) for x in names(s))]
 
 
+def is_recompute(switch_set: str) -> bool:
+    """Whether a set changes what selective recompute repeats (else the optimizer's or the
+    gather's switches: a set holds one kind)."""
+    return names(switch_set)[0] in RECOMPUTE_SWITCHES
+
+
 def _has_dense_layers(plan: Plan) -> bool:
     """Whether the model has dense MLP layers beside its MoE ones (what "mlp" recomputes)."""
     return not all(plan.model.moe_pattern())
@@ -186,7 +192,7 @@ def runs_with(switch_set: str, zero_stage: np.ndarray, recompute: np.ndarray) ->
     """The rows a switch set can be tried on: for the optimizer's and the gather's switches the
     distributed optimizer (ZeRO 1 and up), which Megatron-LM asserts for each; for the recompute
     modules, selective recompute (RECOMPUTE_CODES: 1)."""
-    if names(switch_set)[0] in RECOMPUTE_SWITCHES:
+    if is_recompute(switch_set):
         return np.asarray(recompute == 1, dtype=bool)
     return np.asarray(zero_stage >= 1, dtype=bool)
 

@@ -29,6 +29,12 @@ def tight_mask(total: Any, usable: Any) -> Any:
     return (t * (1 - MEMORY_BAND) <= usable) & (t * (1 + MEMORY_BAND) > usable)
 
 
+def margin_mask(total: Any, usable: Any) -> Any:
+    """Fits with margin (the verdict "fits"): the band's upper edge of the predicted peak is under
+    the usable line, so neither "tight" nor "does not fit"."""
+    return np.asarray(total) * (1 + MEMORY_BAND) <= usable
+
+
 def verdict(total: float, usable: float) -> str:
     """fits (the band's upper edge under the usable line), tight, or does not fit."""
     if not bool(fits_mask(total, usable)):

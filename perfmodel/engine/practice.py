@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from perfmodel.engine import memory_switches
 from perfmodel.specs import Plan
 
 SHORT_SEQUENCE = 16384  # tokens: below this, CP is a departure from the published layouts
@@ -32,7 +33,7 @@ def key(plan: Plan, est: Any) -> tuple[int, int, bool, int, int, float]:
     short_cp = c.cp > 1 and plan.seq_length < SHORT_SEQUENCE
     # fewer memory switches first: each trades the optimizer's numerics, which the band cannot
     # price, for memory (engine/memory_switches.py)
-    switches = len([s for s in c.memory_switch.split("+") if s])
+    switches = len(memory_switches.names(c.memory_switch))
     return (switches, unvalidated, short_cp, len(dimensions(c)), c.vp, est.values["step_time_s"])
 
 
@@ -62,7 +63,7 @@ def traits(plan: Plan, est: Any) -> dict[str, str]:
         ),
         "validated": "unvalidated: " + "; ".join(bad) if bad else "a validated combination",
         "switches": (
-            "memory switches " + c.memory_switch.replace("+", ", ")
+            "memory switches " + ", ".join(memory_switches.names(c.memory_switch))
             if c.memory_switch
             else "no memory switch"
         ),

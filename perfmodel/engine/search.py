@@ -23,8 +23,9 @@ from perfmodel.engine import hints, practice, uncertainty
 from perfmodel.engine.estimate import Batch, Estimate, estimate, estimates
 from perfmodel.engine.evaluate import KEEP, evaluate_chunked
 from perfmodel.engine.knobs import Knobs
-from perfmodel.engine.memory import reserve_bytes, states_lower_bound
-from perfmodel.engine.memory_verdict import fits_mask, tight_mask
+from perfmodel.engine.memory import states_lower_bound
+from perfmodel.engine.memory_verdict import fits_mask, margin_mask
+from perfmodel.engine.reserve import usable_bytes
 from perfmodel.engine.rules import Reason
 from perfmodel.engine.space import CP_FLOOR_TOKENS, CP_MIN_TOKENS, enumerate_space
 from perfmodel.engine.switch_rows import with_switches
@@ -39,7 +40,7 @@ def _evaluate_what_can_fit(
     (engine/memory.states_lower_bound, a bound every priced total reaches); the rest are recorded
     as not fitting, at that bound, and not priced. When the bound leaves nothing, everything is
     priced, so what is reported about the leanest configuration is its real memory."""
-    usable = plan.system.gpu.hbm_capacity_bytes - reserve_bytes(plan.system)
+    usable = usable_bytes(plan.system)
     bound = states_lower_bound(plan, knobs)
     keep = np.flatnonzero(fits_mask(bound, usable))
     if keep.size in (0, len(knobs)):
@@ -299,9 +300,7 @@ def _safest(
     alternative a tight answer names, found by the same walk over that mask."""
     if not found or not all(e.values["tight"] for e in found):
         return []
-    usable = plan.system.gpu.hbm_capacity_bytes - reserve_bytes(plan.system)
-    safe = idx[~tight_mask(res["total_bytes"][idx], usable)]
-    return _exact_top(plan, knobs, res, safe, Pool(1, 1)) if safe.size else []
+    return _fastest_with_margin(plan, knobs, res, idx)
 
 
 def _plain_safe(
@@ -314,9 +313,15 @@ def _plain_safe(
         return []
     if any(not e.config.memory_switch and not e.values["tight"] for e in found):
         return []
-    usable = plan.system.gpu.hbm_capacity_bytes - reserve_bytes(plan.system)
-    mask = (knobs.memory_switch[idx] == 0) & ~tight_mask(res["total_bytes"][idx], usable)
-    return _exact_top(plan, knobs, res, idx[mask], Pool(1, 1)) if mask.any() else []
+    return _fastest_with_margin(plan, knobs, res, idx[knobs.memory_switch[idx] == 0])
+
+
+def _fastest_with_margin(
+    plan: Plan, knobs: Knobs, res: dict[str, Any], rows: np.ndarray
+) -> list[Estimate]:
+    """The fastest of ``rows`` whose memory fits with margin, by the exact walk (one result)."""
+    keep = rows[margin_mask(res["total_bytes"][rows], usable_bytes(plan.system))]
+    return _exact_top(plan, knobs, res, keep, Pool(1, 1)) if keep.size else []
 
 
 def _in_bound_order(bound: np.ndarray, closed: np.ndarray, head: int) -> Iterator[np.ndarray]:

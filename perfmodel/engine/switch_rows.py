@@ -10,8 +10,9 @@ from perfmodel.cost.memory import RECOMPUTE_CODES
 from perfmodel.engine import memory_switches
 from perfmodel.engine.evaluate import KEEP, evaluate_chunked
 from perfmodel.engine.knobs import Knobs
-from perfmodel.engine.memory import reserve_bytes, states_lower_bound
-from perfmodel.engine.memory_verdict import fits_mask, tight_mask
+from perfmodel.engine.memory import states_lower_bound
+from perfmodel.engine.memory_verdict import fits_mask, margin_mask
+from perfmodel.engine.reserve import usable_bytes
 from perfmodel.specs import Plan
 
 # where a plan turns the gradient accumulation's fusion off, the switches' BF16 main gradients
@@ -34,10 +35,10 @@ def with_switches(
     memory are what `estimate` gives for the plan with the set's fields. A row no set rescues
     keeps its plain figures."""
     sets = memory_switches.usable_sets(plan)
-    usable = plan.system.gpu.hbm_capacity_bytes - reserve_bytes(plan.system)
+    usable = usable_bytes(plan.system)
 
     def safe(x: np.ndarray) -> np.ndarray:
-        return np.asarray(fits_mask(x, usable) & ~tight_mask(x, usable), dtype=bool)
+        return np.asarray(margin_mask(x, usable), dtype=bool)
 
     step = res["step_time_s"]
     good = safe(res["total_bytes"]) & res["fits"] & np.isfinite(step)
@@ -57,7 +58,7 @@ def with_switches(
     # the recompute modules replace the attention core's recompute: a selective step with them
     # is no faster than the plain one without any recompute
     unrecomputed = np.where(np.isfinite(step), step - res["recompute"], -np.inf)
-    modules = any(memory_switches.names(n)[0] in memory_switches.RECOMPUTE_SWITCHES for n in sets)
+    modules = any(memory_switches.is_recompute(n) for n in sets)
     selective = (knobs.recompute == SELECTIVE) & modules & (unrecomputed < best)
     rows = np.flatnonzero(~good & ((floor < best) | selective))
     if not sets or rows.size == 0:
@@ -66,7 +67,7 @@ def with_switches(
     knobs.memory_switch = knobs.memory_switch.copy()
     res = {key: v.copy() for key, v in res.items()}
     for name in sets:
-        recompute = memory_switches.names(name)[0] in memory_switches.RECOMPUTE_SWITCHES
+        recompute = memory_switches.is_recompute(name)
         ok = memory_switches.runs_with(name, knobs.zero_stage[rows], knobs.recompute[rows])
         if recompute:
             ok &= unrecomputed[rows] < best
