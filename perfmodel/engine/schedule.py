@@ -13,7 +13,6 @@ seconds (or any unit): the simulator only adds and compares them.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -342,8 +341,9 @@ def _walk(p: int, m: int, v: int, schedule: str) -> _Walk:
         s = todo.pop()
         queued[s] = False
         mine, k0 = steps[s], pos[s]
-        k = k0
-        for a, b, _, out in itertools.islice(mine, k0, None):
+        k, end = k0, len(mine)
+        while k < end:  # by index: islice(mine, k0) would step over the k0 done ones each visit
+            a, b, _, out = mine[k]
             if not (done[a] and done[b]):
                 waits[s] = b if done[a] else a
                 break
