@@ -64,6 +64,14 @@ def assumptions(plan: Plan) -> list[str]:
             f" memory over {link.name if link else 'the host link'}, hidden"
             " behind each pass where the copy fits; pp 1 and no recompute (Megatron-Core)"
         )
+    if tr.optimizer_cpu_offload and s.host_memory_bandwidth_bytes_per_s:
+        out.append(
+            f"optimizer CPU offload: {tr.optimizer_cpu_offload:.0%} of the optimizer's states and"
+            f" step in host memory, stepped at {s.host_memory_bandwidth_bytes_per_s / 1e9:.1f} GB/s"
+            " a GPU (its share of the host's DRAM peak; torch's AdamW moves 80 B a parameter)."
+            " That needs CPU threads for each rank (OMP_NUM_THREADS; torchrun's default of 1"
+            " reaches one core's bandwidth, several times less)"
+        )
     if s.placement_note():
         out.append(f"placement: {s.placement_note()}")
     if s.nccl_algo and "ring" not in s.nccl_algo:

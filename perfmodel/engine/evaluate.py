@@ -33,6 +33,7 @@ from perfmodel.engine.blocks import Setting, block_costs
 from perfmodel.engine.data_parallel import Priced, _data_parallel
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import kept_per_layer, memory_terms
+from perfmodel.engine.optimizer_step import optimizer_seconds
 from perfmodel.specs import Plan
 
 BREAKDOWN_KEYS = (
@@ -248,13 +249,7 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
         "dp_comm": dp_comm,
         "zero_comm": zero3,
         "optimizer": (
-            stp.optimizer_time(
-                local,
-                st.precision,
-                gpu.hbm_bandwidth_bytes_per_s,
-                gpu.hbm_efficiency,
-                tr.fp8_param_gather,
-            )
+            optimizer_seconds(st, local)
             + _weight_cache(st, stages, [costs.get(kind) for kind in ("dense", "moe")], slow)
         ),
         "overhead": stp.fixed_overheads(

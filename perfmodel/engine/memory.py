@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfmodel.cost import Array, offload
+from perfmodel.cost import Array, offload, optimizer_offload
 from perfmodel.cost import memory as mem
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost.ops import Gemm, Pointwise
@@ -136,7 +136,8 @@ def _state_bytes(st: Setting, params: Any, over: Any, zero: Any) -> tuple[Array,
     )
     if master:
         w = np.where(np.asarray(zero) >= 3, 0.0, w)
-    return np.asarray(w), g, o
+    # the optimizer's CPU offload keeps its fraction of the states in host memory
+    return np.asarray(w), g, optimizer_offload.gpu_state_bytes(o, tr.optimizer_cpu_offload)
 
 
 def sharding_buffers(st: Setting, k: Knobs, stages: Stages, params: Array, m: Array) -> Array:

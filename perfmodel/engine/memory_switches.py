@@ -32,9 +32,14 @@ supported with distributed optimizer").
   cost recompute FLOPs (cost/sac.py prices them).
 FSDP's reshard_after_forward is the ZeRO stage the search already tries under the fsdp profiles
 (2: SHARD_GRAD_OP, kept gathered; 3: resharded). Not searched: activation offloading
-(Megatron-Core runs it with pp 1 and no recompute only; a plan sets cpu_offloading_num_layers),
-the optimizer's CPU offload (not modelled) and the other recompute modules (moe, shared_experts:
-a plan sets recompute_modules); each is priced when set.
+(Megatron-Core runs it with pp 1 and no recompute only; a plan sets cpu_offloading_num_layers)
+and the other recompute modules (moe, shared_experts: a plan sets recompute_modules); each is
+priced when set.
+- optimizer-cpu-offload: the optimizer's states and its step on the host's CPUs
+  (--optimizer-cpu-offload, Megatron-Core's HybridDeviceOptimizer; cost/optimizer_offload.py), with
+  the precision-aware optimizer Megatron-LM asserts for it, and so the distributed optimizer; tried
+  last, for the host's step is the slowest way to save memory here. Not on ROCm (specs/
+  framework_extra.py).
 """
 
 from __future__ import annotations
@@ -107,6 +112,17 @@ SWITCHES: dict[str, Switch] = {
         "--recompute-granularity selective --recompute-modules moe_act layernorm",
         "mal",
     ),
+    # the optimizer's states and step in host memory, all of them (--optimizer-offload-fraction's
+    # default, 1.0), its copies overlapped as the recipes that offload set it (slime's and
+    # Megatron-LM's RL examples: --optimizer-cpu-offload --overlap-cpu-optimizer-d2h-h2d
+    # --use-precision-aware-optimizer); cost/optimizer_offload.py prices it
+    "optimizer-cpu-offload": Switch(
+        {"optimizer_cpu_offload": 1.0, "optimizer_offload_overlap": True},
+        "the optimizer's states and step on the host's CPUs",
+        "--use-precision-aware-optimizer --optimizer-cpu-offload --optimizer-offload-fraction 1.0"
+        " --overlap-cpu-optimizer-d2h-h2d",
+        "oc",
+    ),
 }
 # the switches that change what selective recompute repeats: tried on selective rows only
 RECOMPUTE_SWITCHES = ("mla-up-proj", "mla-up-proj-mlp", "moe-act", "moe-act-layernorm")
@@ -127,9 +143,11 @@ SETS: tuple[str, ...] = (
     "mla-up-proj-mlp",
     "moe-act",
     "moe-act-layernorm",
+    # last: it moves the optimizer's step to the host's CPUs, which are slower than any of the above
+    "optimizer-cpu-offload",
 )
 LEGEND = (
-    "m16, g16, w8: memory switches (BF16 moments, BF16 main grads, FP8 weights);\n"
+    "m16, g16: BF16 moments, BF16 main grads; w8: FP8 weights; oc: CPU optimizer;\n"
     "up, upm, ma, mal: recomputed (MLA up-proj, +dense MLP, MoE act, +layernorm)"
 )
 SET_CODES = {name: code for code, name in enumerate(SETS)}
@@ -169,6 +187,11 @@ def _allowed(plan: Plan, switch: str) -> bool:
         return tr.optimizer == "adam"
     if switch == "bf16-main-grads":
         return bool(tr.grad_accum_fp32)
+    if switch == "optimizer-cpu-offload":
+        sys = plan.system
+        host = sys.host_link is not None and sys.host_memory_bandwidth_bytes_per_s is not None
+        # Megatron-LM asserts the delayed recipe where FP8 weights are gathered in FP8
+        return host and not (tr.fp8_param_gather and tr.fp8_recipe not in (None, "delayed"))
     return tr.dtype in LOW_PRECISION and not tr.fp8_param_gather
 
 

@@ -173,6 +173,7 @@ def _to_plan(args: dict, gpu: str, num_gpus: int | None, vocab_size: int | None)
     zb.read_schedule(args, parallel, out.assumed)  # Primus's zero-bubble keys, after vp's rule
     megatron_moe.read_moe(args, out)
     megatron_optimizer.read_optimizer(args, out)
+    megatron_optimizer.read_offload(args, out)
     _system_and_vocab(args, out, num_gpus, vocab_size)
     megatron_optimizer.read_instances(args, out)
     if "--global-batch-size" not in args or "--micro-batch-size" not in args:

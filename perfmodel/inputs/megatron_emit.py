@@ -296,6 +296,14 @@ def _training_args(plan, c: dict) -> list[str]:
         a += [f"{flag} {v}" for flag, v in moments.items() if v != "fp32"]
     if bf16_grads:
         a.append("--main-grads-dtype bf16")
+    if t.optimizer_cpu_offload:
+        # HybridDeviceOptimizer: the precision-aware optimizer's code path (arguments.py asserts it)
+        if "--use-precision-aware-optimizer" not in a:
+            a.append("--use-precision-aware-optimizer")
+        fraction = f"--optimizer-offload-fraction {t.optimizer_cpu_offload:g}"
+        a += ["--optimizer-cpu-offload", fraction]
+        if t.optimizer_offload_overlap:
+            a.append("--overlap-cpu-optimizer-d2h-h2d")
     return a
 
 

@@ -12,7 +12,14 @@ from perfmodel.inputs.megatron_args import Imported, one_value
 MOMENTS = {"--exp-avg-dtype": "exp_avg_dtype", "--exp-avg-sq-dtype": "exp_avg_sq_dtype"}
 MAINS = ("--main-params-dtype", "--main-grads-dtype")
 INSTANCES = "--num-distributed-optimizer-instances"
-FLAGS = ("--use-precision-aware-optimizer", *MOMENTS, *MAINS, INSTANCES)
+# the optimizer's CPU offload (Megatron-Core 0.11+, HybridDeviceOptimizer): a switch, the fraction
+# of the states offloaded (default 1.0) and the copies' overlap with the CPU's step (default off)
+OFFLOAD, FRACTION, OVERLAP = (
+    "--optimizer-cpu-offload",
+    "--optimizer-offload-fraction",
+    "--overlap-cpu-optimizer-d2h-h2d",
+)
+FLAGS = ("--use-precision-aware-optimizer", *MOMENTS, *MAINS, INSTANCES, OFFLOAD, FRACTION, OVERLAP)
 
 
 # Megatron-LM's choices for the master weights (fp32, fp16) and the main gradients (fp32, bf16)
@@ -47,6 +54,32 @@ def read_optimizer(args: dict, out: Imported) -> None:
             # bf16 main gradients: Megatron-LM then leaves accumulate_allreduce_grads_in_fp32 off
             # (arguments.py, the bf16 branch of validate_args)
             training["grad_accum_fp32"] = False
+
+
+def read_offload(args: dict, out: Imported) -> None:
+    """--optimizer-cpu-offload as training.optimizer_cpu_offload, the fraction
+    --optimizer-offload-fraction gives (Megatron-LM's default 1.0), and
+    --overlap-cpu-optimizer-d2h-h2d as optimizer_offload_overlap (its default off); the offload
+    needs --use-precision-aware-optimizer (Megatron-LM asserts it)."""
+    for flag in (OFFLOAD, OVERLAP):
+        if args.get(flag):
+            got = " ".join(args[flag])
+            raise PerfModelError(f"{flag} is a switch and takes no value (got {got})")
+    if OFFLOAD not in args:
+        if FRACTION in args:
+            out.assumed.append(f"{FRACTION} without {OFFLOAD}: no offload, as Megatron-LM reads it")
+        return
+    _needs_aware(OFFLOAD, "on", "--use-precision-aware-optimizer" in args)
+    fraction = one_value(args, FRACTION) if FRACTION in args else "1.0"
+    try:
+        f = float(fraction)
+    except ValueError:
+        f = -1.0
+    if not 0.0 <= f <= 1.0:
+        raise PerfModelError(f"{FRACTION} {fraction}: give a fraction from 0 to 1, e.g. 0.5")
+    training = out.plan["training"]
+    training["optimizer_cpu_offload"] = f
+    training["optimizer_offload_overlap"] = OVERLAP in args
 
 
 def _needs_aware(flag: str, dtype: str, aware: bool) -> None:

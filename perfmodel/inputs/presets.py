@@ -31,7 +31,12 @@ from perfmodel.inputs.preset_files import memory_peaks as memory_peaks
 from perfmodel.inputs.preset_files import parse_yaml as parse_yaml
 from perfmodel.inputs.preset_files import read_text as read_text
 from perfmodel.inputs.usual_links import RACK_DOMAIN as RACK_DOMAIN
-from perfmodel.inputs.usual_links import _usual_links, default_links, host_link_of
+from perfmodel.inputs.usual_links import (
+    _usual_links,
+    default_links,
+    host_link_of,
+    host_memory_of,
+)
 from perfmodel.specs import GPU, Link, Model, Parallel, Plan, System, Training
 from perfmodel.specs.base import format_validation_error
 from perfmodel.specs.framework import FRAMEWORK_ALIASES
@@ -174,6 +179,8 @@ def _system(data: Any, label: str, notes: list[str] | None = None) -> System:
             )
     if "host_link" not in data and isinstance(gpu_name, str):
         data["host_link"] = host_link_of(gpu_name)
+    if "host_memory_bandwidth_bytes_per_s" not in data and isinstance(gpu_name, str):
+        data["host_memory_bandwidth_bytes_per_s"] = host_memory_of(gpu_name)
     for key, resolver in (
         ("gpu", gpu),
         ("intra_node_link", link),

@@ -43,6 +43,33 @@ def host_link_of(gpu_name: str) -> str:
     return "pcie-gen4" if key.startswith(("a100", "v100")) else "pcie-gen5"
 
 
+# A GPU's share of its usual host's memory bandwidth, bytes/s: the sockets' DRAM channels at their
+# data-sheet peak (channels x transfers/s x 8 B) over the node's GPUs. DGX-1 (V100): 2 Xeon
+# E5-2698 v4, 4 x DDR4-2400 each; DGX A100: 2 EPYC 7742, 8 x DDR4-3200 each; DGX H100 / H200:
+# 2 Xeon Platinum 8480C, 8 x DDR5-4800 each; DGX B200: 2 Xeon Platinum 8570, 8 x DDR5-5600 each
+# (NVIDIA DGX data sheets; the CPUs' product pages for their channels); GB200 / GB300: one Grace
+# for two GPUs, LPDDR5X at up to 512 GB/s (NVIDIA GB200 NVL72 data sheet); MI300X / MI325X
+# platforms: 2 EPYC 9654, 12 x DDR5-4800 each; MI350X / MI355X: 2 EPYC 9005, 12 x DDR5-6400 each
+# (AMD Instinct platform briefs), each over 8 GPUs.
+_HOST_MEMORY_GB_S = {
+    "v100": 2 * 4 * 2.4 * 8 / 8,
+    "a100": 2 * 8 * 3.2 * 8 / 8,
+    "h": 2 * 8 * 4.8 * 8 / 8,  # h100, h200, h800
+    "b": 2 * 8 * 5.6 * 8 / 8,  # b200, b300
+    "gb": 512 / 2,
+    "mi30": 2 * 12 * 4.8 * 8 / 8,  # mi300x, mi325x
+    "mi35": 2 * 12 * 6.4 * 8 / 8,  # mi350x, mi355x
+}
+
+
+def host_memory_of(gpu_name: str) -> float | None:
+    """The GPU's share of its usual host's memory bandwidth, bytes/s (None for a GPU this table
+    lacks)."""
+    key = _gpu_key(gpu_name)
+    found = [k for k in _HOST_MEMORY_GB_S if key.startswith(k)]
+    return round(_HOST_MEMORY_GB_S[max(found, key=len)], 1) * 1e9 if found else None
+
+
 def _usual_links(gpu_name: str) -> dict[str, str] | None:
     """The links a GPU preset's generation ships with, or None for a GPU this table lacks."""
     key = _gpu_key(gpu_name)

@@ -244,6 +244,8 @@ PROFILES: dict[str, dict[str, Any]] = {
             "mla-up-proj-mlp",
             "moe-act",
             "moe-act-layernorm",
+            # --optimizer-cpu-offload (HybridDeviceOptimizer, Megatron-Core 0.11+)
+            "optimizer-cpu-offload",
         ),
         "recompute_regathers": True,
         "zero3_prefetch_params": None,  # one layer (unit) ahead

@@ -187,6 +187,12 @@ def extra_profiles(PROFILES: dict[str, dict[str, Any]]) -> dict[str, dict[str, A
     # schedules and buckets as Megatron-Core; TE's fused attention is CK's (fused), GEMMs
     # hipBLASLt (the GPU's fractions say how fast)
     out["megatron-rocm"] = {**PROFILES["megatron-core"]}
+    # the optimizer's CPU offload is not tried on ROCm: no ROCm recipe offloads the optimizer, and
+    # the RL frameworks that run Megatron-Core there refuse it (HybridDeviceOptimizer failed in its
+    # gradient synchronisation on their ROCm path)
+    for name in ("primus", "megatron-rocm"):
+        switches = out[name]["memory_switches"]
+        out[name]["memory_switches"] = tuple(s for s in switches if s != "optimizer-cpu-offload")
     # torchtitan on ROCm: the fsdp profile's behaviour; SDPA's flash backend on ROCm is AOTriton's
     # FlashAttention-2 kernels (the GPU's fa2 fraction)
     out["torchtitan-rocm"] = {**PROFILES["fsdp"]}

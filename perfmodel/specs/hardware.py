@@ -296,6 +296,14 @@ class System(Spec):
             " systems (GB200, GB300), PCIe elsewhere. Default: the GPU generation's usual one."
         ),
     )
+    host_memory_bandwidth_bytes_per_s: BytesPerSecond | None = Field(
+        None,
+        description=(
+            "A GPU's share of its host's memory bandwidth, bytes/s (the CPU sockets' DRAM"
+            " channels at their data-sheet peak, divided among the node's GPUs), which the"
+            " optimizer's CPU offload steps at. Default: the GPU generation's usual host."
+        ),
+    )
     placement: Literal["tp-dp-pp", "tp-pp-dp"] = Field(
         "tp-dp-pp",
         description=(

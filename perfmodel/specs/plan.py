@@ -119,6 +119,39 @@ class Plan(Spec):
             )
         return self
 
+    @model_validator(mode="after")
+    def _optimizer_offload(self) -> Plan:
+        """The optimizer's CPU offload as Megatron-LM takes it (arguments.py validate_args): with
+        the precision-aware optimizer, itself only with the distributed optimizer; FP8 weights
+        gathered in FP8 only with the delayed recipe; and a host to step on."""
+        f = self.training.optimizer_cpu_offload
+        if not f:
+            return self
+        tr, name = self.training, f"training.optimizer_cpu_offload({f:g})"
+        if "optimizer-cpu-offload" not in PROFILES[tr.framework]["memory_switches"]:
+            raise ValueError(
+                f"{name}: {tr.framework} has no optimizer CPU offload (it is Megatron-Core's"
+                " --optimizer-cpu-offload); use framework: megatron-core or drop it"
+            )
+        if (self.parallel.zero_stage or 0) < 1:
+            raise ValueError(
+                f"{name} needs the distributed optimizer: set parallel.zero_stage to 1 (Megatron-LM"
+                " asserts --use-precision-aware-optimizer for the offload, and the distributed"
+                " optimizer for that)"
+            )
+        if tr.fp8_param_gather and tr.fp8_recipe not in (None, "delayed"):
+            raise ValueError(
+                f"{name} with fp8_param_gather needs fp8_recipe delayed (Megatron-LM asserts it);"
+                " drop fp8_param_gather or the offload"
+            )
+        sys = self.system
+        if sys.host_link is None or sys.host_memory_bandwidth_bytes_per_s is None:
+            raise ValueError(
+                f"{name} needs system.host_link and system.host_memory_bandwidth_bytes_per_s (the"
+                " GPU's share of its host's memory bandwidth, e.g. 76.8 GB/s on a DGX H100)"
+            )
+        return self
+
     def _with(self, section: str, changes: dict[str, Any]) -> Plan:
         """A copy with fields of one section replaced, validated like a loaded plan: a bad value
         raises PerfModelError naming ``section.field`` and the fix."""

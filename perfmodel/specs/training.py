@@ -52,6 +52,25 @@ class Training(Spec):
         "fp32", description=MOMENT_TEXT.format("second", "avg-sq")
     )
     main_params_dtype: MainParamsDtype = Field("fp32", description=MAIN_PARAMS_TEXT)
+    optimizer_cpu_offload: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description=(
+            "The fraction of the optimizer's states kept and stepped in host memory (Megatron-Core"
+            " --optimizer-cpu-offload --optimizer-offload-fraction, with the precision-aware"
+            " optimizer and the distributed optimizer); 0: none. Needs system.host_link and"
+            " system.host_memory_bandwidth_bytes_per_s."
+        ),
+    )
+    optimizer_offload_overlap: bool = Field(
+        True,
+        description=(
+            "The offloaded step's copies overlap the CPU's update (Megatron-Core"
+            " --overlap-cpu-optimizer-d2h-h2d, as the recipes that offload set it; Megatron-LM's"
+            " own default is off)."
+        ),
+    )
     fp8_recipe: Literal["tensorwise", "delayed", "blockwise"] | None = Field(
         None,
         description=(
