@@ -187,15 +187,20 @@ def optimizer_step_bytes(p: Precision, fp8_param_gather: bool = False) -> float:
     parameter.
     """
     grad = float(p.gradient_bytes)
-    dp_scale = 2 * grad
     copy_in = 6.0 if grad == 2 else 0.0
     unscale = 8.0 if p.loss_scaling else 0.0
     master_out = 4.0 + p.weight_bytes if p.master_weights else 0.0
     states = 2 * p.optimizer_bytes  # read and write every fp32 state
     # one cast a step
     fp8 = 2.0 + p.fp8_weight_bytes if p.fp8_weight_bytes and fp8_param_gather else 0.0
-    # grad: zeroing the gradient buffer
-    return dp_scale + states + copy_in + unscale + 4.0 + 4.0 + master_out + grad + fp8
+    return gradient_buffer_bytes(p) + states + copy_in + unscale + 4.0 + 4.0 + master_out + fp8
+
+
+def gradient_buffer_bytes(p: Precision) -> float:
+    """HBM bytes per parameter of the passes over the whole gradient buffer each step, whichever
+    optimizer updates the parameter (optimizer_step_bytes): the division by the DP size, read and
+    write at the buffer's width, and the zeroing, a write."""
+    return 3.0 * p.gradient_bytes
 
 
 def optimizer_time(

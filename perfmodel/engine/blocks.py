@@ -27,6 +27,7 @@ from perfmodel.cost.transformer import (
 )
 from perfmodel.engine.block_cost import BlockCost
 from perfmodel.engine.knobs import CP_COMM_NAMES, DISPATCHER_NAMES, Knobs
+from perfmodel.engine.memory_switches import SWITCHES
 from perfmodel.engine.mesh import Mesh
 from perfmodel.specs import Plan, Precision
 from perfmodel.specs.framework import PROFILES
@@ -216,10 +217,7 @@ def _signature(st: Setting) -> str:
     optimizer's and gradients' dtypes (which reach the blocks through the options, if at all) and
     what selective recompute repeats (applied after the ops are timed), the options, and the
     precision but for the optimizer's and gradients' bytes."""
-    switched = (
-        "exp_avg_dtype", "exp_avg_sq_dtype", "grad_accum_fp32", "fp8_param_gather",
-        "optimizer_cpu_offload", "optimizer_offload_overlap",
-    )  # fmt: skip
+    switched = {f for s in SWITCHES.values() for f in s.fields}  # recompute_modules among them
     later = ("recompute_modules", "checkpoint_every_n_layers")
     plan = st.plan.model_dump_json(exclude={"parallel": True, "training": {*switched, *later}})
     prec = replace(st.precision, optimizer_bytes=0, gradient_bytes=0, reduce_wire_bytes=0)

@@ -30,16 +30,16 @@ supported with distributed optimizer").
   place of the attention core, as Megatron-Bridge's performance recipes set --recompute-modules;
   tried on the selective rows of an MLA or MoE model, after the optimizer's switches, for they
   cost recompute FLOPs (cost/sac.py prices them).
-FSDP's reshard_after_forward is the ZeRO stage the search already tries under the fsdp profiles
-(2: SHARD_GRAD_OP, kept gathered; 3: resharded). Not searched: activation offloading
-(Megatron-Core runs it with pp 1 and no recompute only; a plan sets cpu_offloading_num_layers)
-and the other recompute modules (moe, shared_experts: a plan sets recompute_modules); each is
-priced when set.
 - optimizer-cpu-offload: the optimizer's states and its step on the host's CPUs
   (--optimizer-cpu-offload, Megatron-Core's HybridDeviceOptimizer; cost/optimizer_offload.py), with
   the precision-aware optimizer Megatron-LM asserts for it, and so the distributed optimizer; tried
   last, for the host's step is the slowest way to save memory here. Not on ROCm (specs/
   framework_extra.py).
+FSDP's reshard_after_forward is the ZeRO stage the search already tries under the fsdp profiles
+(2: SHARD_GRAD_OP, kept gathered; 3: resharded). Not searched: activation offloading
+(Megatron-Core runs it with pp 1 and no recompute only; a plan sets cpu_offloading_num_layers)
+and the other recompute modules (moe, shared_experts: a plan sets recompute_modules); each is
+priced when set.
 """
 
 from __future__ import annotations
@@ -188,10 +188,9 @@ def _allowed(plan: Plan, switch: str) -> bool:
     if switch == "bf16-main-grads":
         return bool(tr.grad_accum_fp32)
     if switch == "optimizer-cpu-offload":
-        sys = plan.system
-        host = sys.host_link is not None and sys.host_memory_bandwidth_bytes_per_s is not None
-        # Megatron-LM asserts the delayed recipe where FP8 weights are gathered in FP8
-        return host and not (tr.fp8_param_gather and tr.fp8_recipe not in (None, "delayed"))
+        from perfmodel.specs.plan import offload_unmet
+
+        return offload_unmet(tr, plan.system) is None
     return tr.dtype in LOW_PRECISION and not tr.fp8_param_gather
 
 

@@ -14,7 +14,6 @@ from perfmodel.engine.blocks import Setting
 def optimizer_seconds(st: Setting, local: Num) -> Num:
     """One optimizer step over ``local`` parameters (the rank's optimizer shard), seconds."""
     tr, gpu, p = st.plan.training, st.plan.system.gpu, st.precision
-    hbm = gpu.hbm_bandwidth_bytes_per_s * gpu.hbm_efficiency
     f = tr.optimizer_cpu_offload
     on_gpu = stp.optimizer_time(
         local * (1.0 - f), p, gpu.hbm_bandwidth_bytes_per_s, gpu.hbm_efficiency,
@@ -27,8 +26,8 @@ def optimizer_seconds(st: Setting, local: Num) -> Num:
     if link is None or host is None:  # the plan's validation asks for both (specs/plan.py)
         raise ValueError("the optimizer's CPU offload needs a host link and host memory")
     # the offloaded parameters' gradient buffer is still divided by dp and zeroed on the GPU
-    # (cost/step.optimizer_step_bytes: 2 + 1 passes at the buffer's width)
-    buffer = local * f * 3 * p.gradient_bytes / hbm
+    hbm = gpu.hbm_bandwidth_bytes_per_s * gpu.hbm_efficiency
+    buffer = local * f * stp.gradient_buffer_bytes(p) / hbm
     host_step = oo.step_seconds(
         local, f, p.gradient_bytes, tr.optimizer,
         link.bandwidth_bytes_per_s * link.efficiency, host, tr.optimizer_offload_overlap,

@@ -69,7 +69,7 @@ def read_offload(args: dict, out: Imported) -> None:
         if FRACTION in args:
             out.assumed.append(f"{FRACTION} without {OFFLOAD}: no offload, as Megatron-LM reads it")
         return
-    _needs_aware(OFFLOAD, "on", "--use-precision-aware-optimizer" in args)
+    _aware_or_refuse(OFFLOAD, "--use-precision-aware-optimizer" in args)
     fraction = one_value(args, FRACTION) if FRACTION in args else "1.0"
     try:
         f = float(fraction)
@@ -83,9 +83,16 @@ def read_offload(args: dict, out: Imported) -> None:
 
 
 def _needs_aware(flag: str, dtype: str, aware: bool) -> None:
-    if dtype != "fp32" and not aware:
+    if dtype != "fp32":
+        _aware_or_refuse(f"{flag} {dtype}", aware)
+
+
+def _aware_or_refuse(what: str, aware: bool) -> None:
+    """Megatron-LM's assert: ``what`` (the arguments as written) needs the precision-aware
+    optimizer."""
+    if not aware:
         raise PerfModelError(
-            f"{flag} {dtype} needs --use-precision-aware-optimizer (Megatron-LM asserts it)"
+            f"{what} needs --use-precision-aware-optimizer (Megatron-LM asserts it)"
         )
 
 

@@ -22,6 +22,24 @@ from .run import Run
 from .training import Training
 
 
+def offload_unmet(tr: Training, sys: System) -> str | None:
+    """What the optimizer's CPU offload needs beyond its framework and the distributed optimizer,
+    unmet, in words (None: nothing): the delayed recipe where FP8 weights are gathered in FP8
+    (Megatron-LM's validate_args asserts it) and a host to step on. The plan's validation and the
+    search's gate (engine/memory_switches) ask the same."""
+    if tr.fp8_param_gather and tr.fp8_recipe not in (None, "delayed"):
+        return (
+            "with fp8_param_gather needs fp8_recipe delayed (Megatron-LM asserts it); drop"
+            " fp8_param_gather or the offload"
+        )
+    if sys.host_link is None or sys.host_memory_bandwidth_bytes_per_s is None:
+        return (
+            "needs system.host_link and system.host_memory_bandwidth_bytes_per_s (the GPU's"
+            " share of its host's memory bandwidth, e.g. 76.8 GB/s on a DGX H100)"
+        )
+    return None
+
+
 class Plan(Spec):
     """What a plan file holds once presets are resolved."""
 
@@ -139,17 +157,9 @@ class Plan(Spec):
                 " asserts --use-precision-aware-optimizer for the offload, and the distributed"
                 " optimizer for that)"
             )
-        if tr.fp8_param_gather and tr.fp8_recipe not in (None, "delayed"):
-            raise ValueError(
-                f"{name} with fp8_param_gather needs fp8_recipe delayed (Megatron-LM asserts it);"
-                " drop fp8_param_gather or the offload"
-            )
-        sys = self.system
-        if sys.host_link is None or sys.host_memory_bandwidth_bytes_per_s is None:
-            raise ValueError(
-                f"{name} needs system.host_link and system.host_memory_bandwidth_bytes_per_s (the"
-                " GPU's share of its host's memory bandwidth, e.g. 76.8 GB/s on a DGX H100)"
-            )
+        unmet = offload_unmet(tr, self.system)
+        if unmet:
+            raise ValueError(f"{name} {unmet}")
         return self
 
     def _with(self, section: str, changes: dict[str, Any]) -> Plan:
