@@ -5,7 +5,7 @@ by `validate` (benchmarks/transcribe_fit_runs.py writes them)."""
 
 from __future__ import annotations
 
-from perfmodel.inputs.preset_files import _bundled, preset_names
+from perfmodel.inputs.preset_files import _bundled
 from perfmodel.inputs.presets import plan_from_mapping
 
 RUN_KEYS = ("source", "notes")
@@ -15,10 +15,11 @@ def memory_runs(names: list[str] | None = None) -> list[dict]:
     """The runs of configs/memory_runs (those whose name contains one of ``names``, or all):
     name, plan, description, source."""
     out = []
-    for name in preset_names("memory_runs"):
+    table = _bundled("memory_runs")
+    for name in sorted(table):
         if names and not any(n.lower() in name for n in names):
             continue
-        raw = dict(_bundled("memory_runs")[name])
+        raw = dict(table[name])
         meta = {k: raw.pop(k) for k in RUN_KEYS if k in raw}
         out.append(
             {

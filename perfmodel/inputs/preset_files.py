@@ -71,31 +71,50 @@ def _load_bundled(path, label: str) -> Any:
     return parse_yaml(_read_text(path, label), label, bundled=True)
 
 
+def _file_kind(kind: str) -> bool:
+    """'gpus' and 'links' live in one file each (configs/hardware/); the other kinds, a file a
+    preset in configs/KIND/."""
+    return kind in ("gpus", "links")
+
+
 @cache
-def _bundled(kind: str) -> dict[str, dict]:
-    """name -> raw mapping for 'gpus', 'links', 'models', 'plans'."""
+def _hardware(kind: str) -> dict[str, dict]:
+    """name -> raw mapping of configs/hardware/KIND.yaml ('gpus' with each preset's physical
+    ceilings from the file beside it)."""
     root = _configs_root()
-    out: dict[str, dict] = {}
-    if kind in ("gpus", "links"):
-        f = root.joinpath("hardware", f"{kind}.yaml")
-        data = _load_bundled(f, f"configs/hardware/{kind}.yaml")
-        if kind == "gpus":  # each preset's physical ceilings, from the file beside it
-            c = root.joinpath("hardware", "ceilings.yaml")
-            ceilings = _load_bundled(c, "configs/hardware/ceilings.yaml")
-            data = {
-                k: {**v, "ceilings": ceilings[k]} if k in ceilings else v for k, v in data.items()
-            }
-        return {_norm(k): v for k, v in data.items()}
-    folder = root.joinpath(kind)
-    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
-        if entry.name.endswith(".yaml"):
-            label = f"configs/{kind}/{entry.name}"
-            out[_norm(entry.name[:-5])] = _load_bundled(entry, label)
-    return out
+    data = _load_bundled(root.joinpath("hardware", f"{kind}.yaml"), f"configs/hardware/{kind}.yaml")
+    if kind == "gpus":
+        c = root.joinpath("hardware", "ceilings.yaml")
+        ceilings = _load_bundled(c, "configs/hardware/ceilings.yaml")
+        data = {k: {**v, "ceilings": ceilings[k]} if k in ceilings else v for k, v in data.items()}
+    return {_norm(k): v for k, v in data.items()}
+
+
+@cache
+def _entries(kind: str) -> dict[str, Any]:
+    """name -> file of a folder kind ('models', 'plans', 'validation', 'memory_runs'), unread:
+    a lookup parses only the file it needs (every start used to parse all 40)."""
+    folder = _configs_root().joinpath(kind)
+    files = sorted(folder.iterdir(), key=lambda p: p.name)
+    return {_norm(e.name[:-5]): e for e in files if e.name.endswith(".yaml")}
+
+
+@cache
+def _preset(kind: str, key: str) -> dict:
+    """The raw mapping of one preset of a folder kind, parsed on first use."""
+    entry = _entries(kind)[key]
+    return _load_bundled(entry, f"configs/{kind}/{entry.name}")
+
+
+def _bundled(kind: str) -> dict[str, dict]:
+    """name -> raw mapping for 'gpus', 'links', 'models', 'plans', 'validation', 'memory_runs'."""
+    if _file_kind(kind):
+        return _hardware(kind)
+    return {key: _preset(kind, key) for key in _entries(kind)}
 
 
 def preset_names(kind: str) -> list[str]:
-    return sorted(_bundled(kind))
+    return sorted(_hardware(kind) if _file_kind(kind) else _entries(kind))
 
 
 SINGULAR = {"gpus": "GPU", "links": "link", "models": "model", "plans": "plan"}
@@ -104,13 +123,13 @@ SINGULAR = {"gpus": "GPU", "links": "link", "models": "model", "plans": "plan"}
 def _lookup(kind: str, name: str, notes: list[str] | None = None) -> dict:
     """The raw mapping of a bundled preset by its name or an alias (names.py; the alias is noted in
     ``notes``); an unknown name suggests the closest presets, closest first."""
-    table = _bundled(kind)
-    key, note = names.canonical(kind, name, list(table))
+    known = preset_names(kind)
+    key, note = names.canonical(kind, name, known)
     if key is not None:
         if note is not None and notes is not None:
             notes.append(f"{SINGULAR[kind]} {note}")
-        return table[key]
-    close = names.suggest(name, list(table), kind)
+        return _hardware(kind)[key] if _file_kind(kind) else _preset(kind, key)
+    close = names.suggest(name, known, kind)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise PerfModelError(
         f"unknown {SINGULAR[kind]} preset {name!r}{hint} (see `perfmodel presets`)"

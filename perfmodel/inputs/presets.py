@@ -418,8 +418,9 @@ def validation_cases() -> list[dict]:
     """The bundled published runs (configs/validation): plan, measured values, source,
     convention."""
     out = []
-    for name in preset_names("validation"):
-        raw = dict(_bundled("validation")[name])
+    table = _bundled("validation")
+    for name in sorted(table):
+        raw = dict(table[name])
         meta = {k: raw.pop(k) for k in VALIDATION_KEYS if k in raw}
         label = f"configs/validation/{name}.yaml"
         out.append(
