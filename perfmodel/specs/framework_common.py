@@ -14,6 +14,17 @@ NO_EXPERTS: dict[str, Any] = {
     "moe_dispatchers": (),
     "moe_a2a_overlaps": (False,),
 }
+# one all-to-all dispatch per MoE layer, with no overlap, no FP8 dispatch and no per-expert host
+# time: DeepSpeed-MoE (deepspeed/moe/sharded_moe.py) and torchtitan's ExpertParallel
+# (all_to_all_single over the ep mesh)
+ONE_ALLTOALL: dict[str, Any] = {
+    "expert_call_overhead_s": 0.0,
+    "moe_fp8_dispatch": False,
+    "moe_token_dispatcher_type": "alltoall",
+    "moe_a2a_overlap": False,
+    "moe_dispatchers": ("alltoall",),
+    "moe_a2a_overlaps": (False,),
+}
 # Megatron-LM before Megatron-Core (2021-2022): 1F1B and interleaved 1F1B
 # (forward_backward_pipelining_with(out)_interleaving; no GPipe schedule; Narayanan et al. 2021,
 # Sec. 2.2.2), TP and PP, no CP nor EP (they came with Megatron-Core, 2023), no sharded parameters

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .framework_common import NO_EXPERTS
+from .framework_common import NO_EXPERTS, ONE_ALLTOALL
 
 ZERO_PROFILES: dict[str, dict[str, Any]] = {
     "deepspeed": {
@@ -23,13 +23,7 @@ ZERO_PROFILES: dict[str, dict[str, Any]] = {
         "fused_cross_entropy": False,
         "fp8_param_gather": False,
         "fp8_weight_cache": False,
-        "expert_call_overhead_s": 0.0,
-        "moe_fp8_dispatch": False,
-        # DeepSpeed-MoE: one all-to-all dispatch (deepspeed/moe/sharded_moe.py), no overlap
-        "moe_token_dispatcher_type": "alltoall",
-        "moe_a2a_overlap": False,
-        "moe_dispatchers": ("alltoall",),
-        "moe_a2a_overlaps": (False,),
+        **ONE_ALLTOALL,  # DeepSpeed-MoE: one all-to-all dispatch, no overlap
         # the FlashAttention-2 that Megatron-DeepSpeed and transformers call
         "attention_backend": "fa2",
         "pointwise_kernels": "fused",  # Megatron-DeepSpeed keeps Megatron's fused kernels
@@ -107,13 +101,7 @@ ZERO_PROFILES: dict[str, dict[str, Any]] = {
         # torchao's enable_fsdp_float8_all_gather is off by default (torchtitan float8 config)
         "fp8_param_gather": False,
         "fp8_weight_cache": False,
-        "expert_call_overhead_s": 0.0,
-        "moe_fp8_dispatch": False,
-        # torchtitan's MoE (ExpertParallel): one all-to-all dispatcher, no overlap
-        "moe_token_dispatcher_type": "alltoall",
-        "moe_a2a_overlap": False,
-        "moe_dispatchers": ("alltoall",),  # ExpertParallel: all_to_all_single over the ep mesh
-        "moe_a2a_overlaps": (False,),
+        **ONE_ALLTOALL,  # torchtitan's MoE (ExpertParallel): one all-to-all, no overlap
         # MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): torchtitan's
         # training.mixed_precision_reduce default is float32
         "reduce_dtype": "fp32",
