@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from perfmodel.cost import Array, Num
+from perfmodel.engine import schedule_steady
 from perfmodel.engine.schedule_zb import LOOPED, ZERO_BUBBLE, chunks, rank_of
 from perfmodel.errors import PerfModelError
 
@@ -288,8 +289,14 @@ def _run_cached(
     latency: float, blocking: bool,
 ) -> tuple[Simulation, Simulation]:  # fmt: skip
     """_run without blocks, once per input: estimates of one plan (the search's exact top, the
-    slower-link check, the report) simulate the same pipeline again and again. Read-only."""
-    return _run(p, m, v, schedule, tf, tb, latency, blocking, False)
+    slower-link check, the report) simulate the same pipeline again and again. A long one is
+    extrapolated from short ones once its pattern has settled (schedule_steady). Read-only."""
+
+    def short(k: int, ends: list[Any]) -> tuple[Simulation, Simulation]:
+        return _run(p, k, v, schedule, tf, tb, latency, blocking, False, ends)
+
+    long = schedule_steady.extrapolate(short, p, m, v, schedule)
+    return long or _run(p, m, v, schedule, tf, tb, latency, blocking, False)
 
 
 Step = tuple[int, int, int, int]
@@ -366,12 +373,13 @@ def _walk(p: int, m: int, v: int, schedule: str) -> _Walk:
 
 def _run(
     p: int, m: int, v: int, schedule: str, tf: tuple[float, ...], tb: tuple[float, ...],
-    latency: float, blocking: bool, keep_blocks: bool,
+    latency: float, blocking: bool, keep_blocks: bool, ends_out: list[Any] | None = None,
 ) -> tuple[Simulation, Simulation]:  # fmt: skip
     """Two steps, one replay of the schedule's walk (_walk): without the p2p latency and with it
     (its blocks kept with ``keep_blocks``). A block starts when its stage is free and its inputs
     have arrived, and ends its duration later (plus the send, when blocking). State in plain lists
-    and locals: a numpy scalar, a call or an attribute costs more than a block."""
+    and locals: a numpy scalar, a call or an attribute costs more than a block. ``ends_out``, where
+    given, receives every block's end without and with the latency (slots as _Walk's)."""
     walk = _walk(p, m, v, schedule)
     n = p * v
     # blocking: the sender holds its stage for the transfer; the receiver sees it when it ends
@@ -412,6 +420,8 @@ def _run(
             for back, i, c, dk in zip(*(x.tolist() for x in (backward, micro, chunk, index))):
                 start = ends[dk * m + i] - dur[dk] - sent[dk]
                 blocks.append(Block(s, "B" if back else "F", i, c, start, start + dur[dk]))
+    if ends_out is not None:
+        ends_out.extend((alone, ends))
     peak = np.array(walk.peak, dtype=float) / v
     return (
         Simulation(p, m, v, schedule, max(clock0), np.array(busy), peak),
