@@ -74,6 +74,28 @@ def test_an_estimate_with_the_offload(llama70b):
     )
     half = estimate(plan.with_training(optimizer_cpu_offload=0.5), cfg).values
     assert half["optimizer_bytes"] == pytest.approx(base["optimizer_bytes"] / 2)
+    # what leaves HBM is in host memory, said apart from the GPU's total
+    assert base["optimizer_host_bytes"] == 0.0
+    assert off["optimizer_host_bytes"] == pytest.approx(base["optimizer_bytes"])
+    assert half["optimizer_host_bytes"] == pytest.approx(base["optimizer_bytes"] / 2)
+
+
+def test_memory_says_where_the_offloaded_states_are(tmp_path):
+    """`memory` prints the host's share on its own line (it used to print only 'optimizer
+    states 0 B'), and --json carries it as optimizer_host_bytes."""
+    path = tmp_path / "plan.yaml"
+    path.write_text(
+        "model: llama2-70b\nsystem: {gpu: h100-sxm, num_gpus: 64}\n"
+        "training: {global_batch_size: 64, optimizer_cpu_offload: 1.0}\n"
+        "parallel: {tp: 8, pp: 2, zero_stage: 1}\n"
+    )
+    text = CliRunner().invoke(main, ["memory", str(path)])
+    assert text.exit_code == 0, text.output
+    line = next(x for x in text.output.splitlines() if "host memory" in x)
+    data = json.loads(CliRunner().invoke(main, ["memory", str(path), "--json"]).output)
+    assert data["optimizer_bytes"] == 0.0
+    assert data["optimizer_host_bytes"] > 1e9
+    assert f"{data['optimizer_host_bytes'] / 1e9:.3g} GB (offload)" in line
 
 
 @pytest.mark.parametrize(

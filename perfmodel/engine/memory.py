@@ -30,6 +30,7 @@ MEMORY_KEYS = (
     "weights_bytes",
     "gradients_bytes",
     "optimizer_bytes",
+    "optimizer_host_bytes",
     "activations_bytes",
     "reserve_bytes",
     "usable_bytes",
@@ -77,17 +78,23 @@ def memory_terms(
     # ZeRO shards over dp x cp, or under HSDP over dp_shard x cp
     sharded_over = np.where(k.dp_shard > 0, k.dp_shard, k.dp) * k.cp * copies
     moe_cost = layers[1]
+    experts = np.zeros_like(params)
     if st.moe_layers and moe_cost is not None:
         experts = stages.dualpipe(
             stages.total([None, moe_cost.expert_params], 0.0, 0.0), dual, "sum"
         )
-        dense = _state_bytes(st, params - experts, sharded_over[:, None], z)
-        e_shard = expert_shard(mesh.edp, k.dp, k.dp_shard, k.zero_stage)
-        expert = _state_bytes(st, experts, (e_shard * copies)[:, None], z)
-        states = [d + e for d, e in zip(dense, expert)]
-    else:
-        experts = np.zeros_like(params)
-        states = list(_state_bytes(st, params, sharded_over[:, None], z))
+    e_shard = expert_shard(mesh.edp, k.dp, k.dp_shard, k.zero_stage)
+
+    def states_of(host: bool) -> list[Array]:
+        """Weights, gradients, optimizer: the dense part sharded over dp x cp, the experts'
+        over their expert-data-parallel ranks; ``host``: the optimizer's offloaded share."""
+        if not (st.moe_layers and moe_cost is not None):
+            return list(_state_bytes(st, params, sharded_over[:, None], z, host))
+        dense = _state_bytes(st, params - experts, sharded_over[:, None], z, host)
+        expert = _state_bytes(st, experts, (e_shard * copies)[:, None], z, host)
+        return [d + e for d, e in zip(dense, expert)]
+
+    states = states_of(False)
     states[0] = states[0] + sharding_buffers(st, k, stages, params, m)
     total = sum(states) + acts
     top = stages.slowest(total)
@@ -103,6 +110,10 @@ def memory_terms(
         "weights_bytes": pick(states[0]),
         "gradients_bytes": pick(states[1]),
         "optimizer_bytes": pick(states[2]),
+        # the optimizer's share in host memory (--optimizer-cpu-offload), not in the total
+        "optimizer_host_bytes": (
+            pick(states_of(True)[2]) if st.plan.training.optimizer_cpu_offload else 0.0 * tp
+        ),
         "activations_bytes": pick(acts),
         "total_bytes": pick(total),
         "capacity_bytes": np.full(tp.shape, gpu.hbm_capacity_bytes),
@@ -123,12 +134,15 @@ def memory_terms(
     }
 
 
-def _state_bytes(st: Setting, params: Any, over: Any, zero: Any) -> tuple[Array, Array, Array]:
+def _state_bytes(
+    st: Setting, params: Any, over: Any, zero: Any, host: bool = False
+) -> tuple[Array, Array, Array]:
     """(weights, gradients, optimizer) bytes of ``params`` parameters sharded over ``over`` ranks
     at ZeRO stage ``zero``, as the run's framework keeps them: FSDP's sharded parameter is the
     optimizer's fp32 master (counted in its states), so under ZeRO-3 the 16-bit weights exist only
     in the gathered units (sharding_buffers); Megatron-Core's fp8_param_gather keeps the weights
-    in FP8 only (FSDP's float8 all-gather leaves its fp32 shard as it is)."""
+    in FP8 only (FSDP's float8 all-gather leaves its fp32 shard as it is). With ``host``, the
+    optimizer's share the CPU offload keeps in host memory instead (optimizer only)."""
     tr = st.plan.training
     master = PROFILES[tr.framework]["params_are_master"]
     w, g, o = mem.model_state_bytes(
@@ -137,7 +151,10 @@ def _state_bytes(st: Setting, params: Any, over: Any, zero: Any) -> tuple[Array,
     if master:
         w = np.where(np.asarray(zero) >= 3, 0.0, w)
     # the optimizer's CPU offload keeps its fraction of the states in host memory
-    return np.asarray(w), g, optimizer_offload.gpu_state_bytes(o, tr.optimizer_cpu_offload)
+    gpu = optimizer_offload.gpu_state_bytes(o, tr.optimizer_cpu_offload)
+    if host:
+        return np.zeros_like(gpu), np.zeros_like(gpu), np.asarray(o, dtype=float) - gpu
+    return np.asarray(w), g, gpu
 
 
 def sharding_buffers(st: Setting, k: Knobs, stages: Stages, params: Array, m: Array) -> Array:

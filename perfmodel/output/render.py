@@ -149,6 +149,16 @@ def memory(m: dict, title: str) -> None:
         ("weights", fmt_bytes(m["weights_bytes"])),
         ("gradients", fmt_bytes(m["gradients_bytes"])),
         ("optimizer states", fmt_bytes(m["optimizer_bytes"])),
+        *(
+            [
+                (
+                    "optimizer states in host memory",
+                    f"{fmt_bytes(m['optimizer_host_bytes'])} (offload)",
+                )
+            ]
+            if m.get("optimizer_host_bytes")
+            else []
+        ),
         ("activations", fmt_bytes(m["activations_bytes"])),
         ("total", fmt_bytes(m["total_bytes"])),
         ("HBM capacity", fmt_bytes(m["capacity_bytes"])),
