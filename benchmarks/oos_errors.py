@@ -11,8 +11,10 @@ value the model would carry had the source never been transcribed:
   H100 BF16 gemm_efficiency (calibrate_gpu)  llm-foundry, dgxc-moe-2505       -
   Hopper FP8 fraction (calibrate_gpu         nemo2407-fp8, moe-2026,           the BF16 fraction
     --gpu h100-sxm-fp8)                        llm-foundry, torchtitan-2506
-  H100-96GB clock (calibrate_gpu)            torchtitan-2412                   1.0 (the data
-                                                                                 sheet's clock)
+  H100-96GB clock (calibrate_gpu)            torchtitan-2412                   (500/700)^(1/3):
+                                                                                 the clock its
+                                                                                 power limit
+                                                                                 leaves (0.89)
   megatron-core overheads                    nemo2407-fp8,                     -
     (calibrate_overheads)                      moezoo-long-context
   megatron-2022 overheads                    korthikanti2022-table5            none (0 s)
@@ -54,6 +56,7 @@ import calibrate_gpu as cg
 import calibrate_overheads as co
 import numpy as np
 
+from perfmodel.cost.clock import power_limited_clock
 from perfmodel.inputs import presets
 from perfmodel.review.validate import run_case
 from perfmodel.specs.router import ROUTER_LOAD
@@ -115,8 +118,14 @@ def _fp8_prior(c: Case) -> Case:
 
 # --- the 500 W H100's clock ------------------------------------------------------------------
 def _clock_prior(c: Case) -> Case:
-    """No run on the part: the data sheet's clock."""
-    return cg.with_value(c, "h100-sxm-96gb", "clock", 1.0) if _gpu_is(c, "h100-sxm-96gb") else c
+    """No run on the part: the clock its 500 W limit leaves on a chip whose peaks are quoted at
+    700 W, (500 / 700)^(1/3) (cost/clock.py: dynamic power as the clock cubed)."""
+    if not _gpu_is(c, "h100-sxm-96gb"):
+        return c
+    gpu = presets.gpu("h100-sxm-96gb")
+    return cg.with_value(
+        c, "h100-sxm-96gb", "clock", power_limited_clock(gpu.tdp_w, gpu.peak_power_w)
+    )
 
 
 # --- megatron-core overheads with the H100 FP8 fraction ----------------------------------------
@@ -234,7 +243,13 @@ FITS = (
         _fp8_prior,
         "the BF16 fraction",
     ),
-    Fit("h100-96gb-clock", cg.FITS["h100-sxm-96gb"][1], None, _clock_prior, "clock 1.0"),
+    Fit(
+        "h100-96gb-clock",
+        cg.FITS["h100-sxm-96gb"][1],
+        None,
+        _clock_prior,
+        "the power limit's clock, 0.89",
+    ),
     Fit("megatron-core-overheads", co.FITS["megatron-core"][0], _mcore, None),
     Fit(
         "megatron-2022-overheads",

@@ -139,6 +139,16 @@ class GPU(Spec):
     tdp_w: float | None = Field(
         None, gt=0, le=1e5, description="Board power limit (TDP), watts: its data sheet's."
     )
+    peak_power_w: float | None = Field(
+        None,
+        gt=0,
+        le=1e5,
+        description=(
+            "Board power its data-sheet peaks are quoted at, watts, where the part runs under a"
+            " lower limit (tdp_w): cost/clock.py gives the clock that limit leaves, the prior for"
+            " sustained_clock before any run. None: the peaks are the part's own."
+        ),
+    )
     system_power_w_per_gpu: float | None = Field(
         None,
         gt=0,
