@@ -14,9 +14,12 @@ Example: Meta's Grand Teton H100 (96 GB HBM2e) under a 500 W limit, with the H10
 
 from __future__ import annotations
 
+import math
+
 
 def power_limited_clock(limit_w: float | None, peak_power_w: float | None) -> float:
     """(limit / peak power)^(1/3), at most 1; 1.0 where either is unknown."""
     if not limit_w or not peak_power_w:
         return 1.0
-    return min(1.0, (limit_w / peak_power_w) ** (1.0 / 3.0))
+    ratio: float = limit_w / peak_power_w
+    return min(1.0, math.pow(ratio, 1.0 / 3.0))
