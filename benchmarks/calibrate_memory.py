@@ -1,4 +1,4 @@
-"""Fit the caching allocator's reserved-over-allocated ratio (engine/memory.py
+"""Fit the caching allocator's reserved-over-allocated ratio (engine/reserve.py
 RESERVED_OVER_ALLOCATED) on the published runs whose source printed a reserved or a device peak,
 and judge it leaving one source out: the ratio refitted without that source's runs, each of them
 predicted with it.
@@ -13,7 +13,7 @@ notes (reserved; the validation cases and the memory runs of its other rows), Tr
 The memory band (engine/memory_verdict.py MEMORY_BAND) is the split-conformal 68% rank of those
 leave-one-source-out errors (engine/uncertainty.conformal, as the step-time bands take theirs): the
 relative half-width that holds about 68% of peaks the ratio was not fitted to. --write stores it
-(engine/memory_verdict.py) and the ratio (engine/memory.py) where the fitted figures live.
+(engine/memory_verdict.py) and the ratio (engine/reserve.py) where the fitted figures live.
 
 Run: python benchmarks/calibrate_memory.py [--write]
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfmodel.engine import memory as engine_memory
+from perfmodel.engine import reserve as engine_reserve
 from perfmodel.engine import memory_verdict
 from perfmodel.engine.uncertainty import TYPICAL, conformal
 from perfmodel.review.validate_memory import MemoryRow, memory_validation
@@ -41,16 +41,16 @@ def source_of(row: MemoryRow) -> str:
 
 def held_bytes(row: MemoryRow) -> float:
     """What of the measured peak the caching allocator held, bytes."""
-    outside = engine_memory.CUBLAS_WORKSPACE_BYTES
+    outside = engine_reserve.CUBLAS_WORKSPACE_BYTES
     if row.quantity == "device":
-        outside += engine_memory.CUDA_CONTEXT_BYTES
+        outside += engine_reserve.CUDA_CONTEXT_BYTES
     return row.measured_bytes - outside
 
 
 def predicted(row: MemoryRow, ratio: float) -> float:
-    out = row.allocated_bytes * ratio + engine_memory.CUBLAS_WORKSPACE_BYTES
+    out = row.allocated_bytes * ratio + engine_reserve.CUBLAS_WORKSPACE_BYTES
     if row.quantity == "device":
-        out += engine_memory.CUDA_CONTEXT_BYTES
+        out += engine_reserve.CUDA_CONTEXT_BYTES
     return out
 
 
@@ -83,9 +83,9 @@ def band(errors_pct: list[float]) -> float:
 
 
 def write(ratio: float, width: float) -> None:
-    """Store the fitted figures in engine/memory.py."""
+    """Store the fitted figures in engine/reserve.py."""
     for module, name, value in (
-        (engine_memory, "RESERVED_OVER_ALLOCATED", f"{ratio:.2f}"),
+        (engine_reserve, "RESERVED_OVER_ALLOCATED", f"{ratio:.2f}"),
         (memory_verdict, "MEMORY_BAND", f"{width:g}"),
     ):
         path = Path(str(module.__file__))

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from perfmodel.cli import main
 from perfmodel.cost import memory as mem
-from perfmodel.engine import memory as engine_memory
+from perfmodel.engine import reserve as engine_reserve
 from perfmodel.inputs import presets
 from perfmodel.review.validate import validate
 from perfmodel.review.validate_memory import (
@@ -44,9 +44,9 @@ def test_reserved_is_allocated_with_fragmentation_and_workspaces():
     assert predicted_for("allocated", a) == a
     reserved = predicted_for("reserved", a)
     assert reserved == pytest.approx(
-        a * engine_memory.RESERVED_OVER_ALLOCATED + engine_memory.CUBLAS_WORKSPACE_BYTES
+        a * engine_reserve.RESERVED_OVER_ALLOCATED + engine_reserve.CUBLAS_WORKSPACE_BYTES
     )
-    assert predicted_for("device", a) == reserved + engine_memory.CUDA_CONTEXT_BYTES
+    assert predicted_for("device", a) == reserved + engine_reserve.CUDA_CONTEXT_BYTES
     with pytest.raises(ValueError, match="unknown memory quantity"):
         predicted_for("peak", a)
 

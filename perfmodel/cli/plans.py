@@ -267,7 +267,7 @@ def memory(
         )
         if chosen["free"]:
             console.line(chosen["how"])
-        from perfmodel.engine.memory import reserve_text
+        from perfmodel.engine.reserve import reserve_text
 
         console.line(reserve_text(plan.system))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from perfmodel.engine.memory import reserve_text
+from perfmodel.engine.reserve import reserve_text
 from perfmodel.engine.split import assumed_text, uneven
 from perfmodel.specs import Config, Plan
 from perfmodel.specs.framework import defaults

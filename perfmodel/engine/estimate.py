@@ -431,7 +431,7 @@ def _warnings(plan: Plan, cfg: Config, v: dict[str, Any]) -> list[str]:
             f" TP collectives run on {plan.system.inter_node_link.name}"
         )
     if not v["fits"]:
-        from perfmodel.engine.memory import usable_text
+        from perfmodel.engine.reserve import usable_text
 
         out.append(
             f"does not fit beyond the memory band (+-{100 * MEMORY_BAND:g}%): "

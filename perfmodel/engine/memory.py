@@ -20,11 +20,11 @@ from perfmodel.engine.blocks import Setting
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory_verdict import fits_mask, tight_mask
 from perfmodel.engine.mesh import Mesh, expert_shard
-from perfmodel.engine.reserve import DEFAULT_RESERVE_SHARE, reserve_bytes
+from perfmodel.engine.reserve import reserve_bytes
 from perfmodel.specs.framework import PROFILES
 
 if TYPE_CHECKING:
-    from perfmodel.specs import Plan, System
+    from perfmodel.specs import Plan
 
 MEMORY_KEYS = (
     "weights_bytes",
@@ -78,23 +78,15 @@ def memory_terms(
     # ZeRO shards over dp x cp, or under HSDP over dp_shard x cp
     sharded_over = np.where(k.dp_shard > 0, k.dp_shard, k.dp) * k.cp * copies
     moe_cost = layers[1]
+    moe = bool(st.moe_layers) and moe_cost is not None
     experts = np.zeros_like(params)
-    if st.moe_layers and moe_cost is not None:
+    if moe and moe_cost is not None:
         experts = stages.dualpipe(
             stages.total([None, moe_cost.expert_params], 0.0, 0.0), dual, "sum"
         )
-    e_shard = expert_shard(mesh.edp, k.dp, k.dp_shard, k.zero_stage)
-
-    def states_of(host: bool) -> list[Array]:
-        """Weights, gradients, optimizer: the dense part sharded over dp x cp, the experts'
-        over their expert-data-parallel ranks; ``host``: the optimizer's offloaded share."""
-        if not (st.moe_layers and moe_cost is not None):
-            return list(_state_bytes(st, params, sharded_over[:, None], z, host))
-        dense = _state_bytes(st, params - experts, sharded_over[:, None], z, host)
-        expert = _state_bytes(st, experts, (e_shard * copies)[:, None], z, host)
-        return [d + e for d, e in zip(dense, expert)]
-
-    states = states_of(False)
+    e_over = (expert_shard(mesh.edp, k.dp, k.dp_shard, k.zero_stage) * copies)[:, None]
+    parts = (params, experts if moe else None, sharded_over[:, None], e_over, z)
+    states = _states(st, *parts)
     states[0] = states[0] + sharding_buffers(st, k, stages, params, m)
     total = sum(states) + acts
     top = stages.slowest(total)
@@ -112,7 +104,9 @@ def memory_terms(
         "optimizer_bytes": pick(states[2]),
         # the optimizer's share in host memory (--optimizer-cpu-offload), not in the total
         "optimizer_host_bytes": (
-            pick(states_of(True)[2]) if st.plan.training.optimizer_cpu_offload else 0.0 * tp
+            pick(_states(st, *parts, host=True)[2])
+            if st.plan.training.optimizer_cpu_offload
+            else 0.0 * tp
         ),
         "activations_bytes": pick(acts),
         "total_bytes": pick(total),
@@ -132,6 +126,25 @@ def memory_terms(
         "_experts_max": stages.present_max(experts),
         "_mesh": mesh,
     }
+
+
+def _states(
+    st: Setting,
+    params: Any,
+    experts: Any,
+    over: Any,
+    expert_over: Any,
+    zero: Any,
+    host: bool = False,
+) -> list[Array]:
+    """Weights, gradients, optimizer (_state_bytes): the dense part sharded over ``over``, the
+    routed experts (None: no MoE layer) over their expert-data-parallel ranks ``expert_over``;
+    ``host``: the optimizer's offloaded share instead."""
+    if experts is None:
+        return list(_state_bytes(st, params, over, zero, host))
+    dense = _state_bytes(st, params - experts, over, zero, host)
+    expert = _state_bytes(st, experts, expert_over, zero, host)
+    return [d + e for d, e in zip(dense, expert)]
 
 
 def _state_bytes(
@@ -387,59 +400,4 @@ def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Ar
         - saved
         + working[:, None]
         + stages.dualpipe(head_term, dual, "sum")
-    )
-
-
-def reserve_text(system: System) -> str:
-    """How the reserve was set, for the assumptions an estimate lists."""
-    size = reserve_bytes(system)
-    capacity = system.gpu.hbm_capacity_bytes
-    if system.memory_reserve_bytes is not None or system.memory_reserve is not None:
-        how = "system.memory_reserve"
-    else:
-        how = f"the default, {100 * DEFAULT_RESERVE_SHARE:g}% of HBM"
-    return (
-        f"memory reserve {size / 1e9:.1f} GB of {capacity / 1e9:.1f} GB ({how}, assumed): CUDA"
-        " context, NCCL and cuBLAS workspaces, allocator fragmentation; fits means the allocated"
-        " peak within the rest (a reserved peak, as torchtitan logs it, is about"
-        f" {RESERVED_OVER_ALLOCATED:g} x allocated: docs/memory.md)"
-    )
-
-
-# PyTorch's caching allocator holds more than its live tensors at the peak: freed blocks stay
-# cached, a block split for a small request cannot serve a large one, and blocks of different
-# segments never merge (PyTorch DevLog, "When does fragmentation occur in the CUDA caching
-# allocator?"; torch.cuda.memory_reserved vs memory_allocated). The ratio of the two peaks,
-# fitted by benchmarks/calibrate_memory.py: the median over the 25 published peaks of three
-# sources (torchtitan's 2024-12 notes and Trainy's 2025-06 run, reserved; Primus-pipeline's blog,
-# the device's) of the measured figure, less what the allocator does not hold, over the
-# predicted allocated one; each source left out of the fit is predicted within 14%, 7% on
-# average (the script prints it; docs/memory.md).
-RESERVED_OVER_ALLOCATED = 1.14
-# cuBLAS keeps a workspace per handle and stream, 32 MiB on Hopper and later (PyTorch's
-# CUBLAS_WORKSPACE_CONFIG default since pull request 120925; 4 MiB before), allocated through the
-# caching allocator; cuBLASLt 1 MiB (CUBLASLT_WORKSPACE_SIZE). Two streams (compute, and the
-# communication stream's reductions) are counted.
-CUBLAS_WORKSPACE_BYTES = 2 * (32 + 1) * 2**20
-
-
-# Outside the caching allocator, seen by nvidia-smi or rocm-smi only: the CUDA context with its
-# loaded kernels, 287 MB with lazy loading (PyTorch's default since 1.13) and 667 MB with every
-# kernel loaded, as PyTorch pull request 86509 measured one process; a training process loads
-# more kernels than that test, fewer than all: taken as 512 MiB, inside the measured range.
-CUDA_CONTEXT_BYTES = 512 * 2**20
-
-
-def reserved_peak_bytes(allocated: Any) -> Any:
-    """The caching allocator's reserved peak (torch.cuda.max_memory_reserved, torchtitan's
-    "memory: X GiB") for an allocated peak, bytes: fragmentation and the cuBLAS workspaces."""
-    return np.asarray(allocated) * RESERVED_OVER_ALLOCATED + CUBLAS_WORKSPACE_BYTES
-
-
-def usable_text(need: float, capacity: float, reserve: float) -> str:
-    """A memory need against the line it is judged by: the HBM less the reserve."""
-    return (
-        f"{need / 1e9:.1f} GB needed, {(capacity - reserve) / 1e9:.1f} GB usable"
-        f" ({capacity / 1e9:.1f} GB HBM less a {reserve / 1e9:.1f} GB reserve;"
-        " --memory-reserve)"
     )

@@ -15,7 +15,7 @@ def estimate(plan, est, ops=None, verbose: bool = False, head: bool = True) -> N
     """The answer (with ``head``), the per-layer table (optional), the per-iteration breakdown,
     throughput and memory of one estimate."""
     from perfmodel.engine.estimate import ops_json
-    from perfmodel.engine.memory import usable_text
+    from perfmodel.engine.reserve import usable_text
 
     j = est.to_json()
     c = j["config"]

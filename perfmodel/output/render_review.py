@@ -292,7 +292,7 @@ def _sweep_bands(result) -> None:
 def sweep(result) -> None:
     """`sweep`: one row per value; throughput and per-GPU throughput relative to the first value
     that ran; a row that does not fit says so (its memory marked NO, and a line beneath)."""
-    from perfmodel.engine.memory import usable_text
+    from perfmodel.engine.reserve import usable_text
 
     # the first value that ran; every row that divides by it has run too
     first: dict[str, Any] = next((p.est.values for p in result.points if p.est is not None), {})

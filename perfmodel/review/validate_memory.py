@@ -5,7 +5,7 @@ A source's peak is one of three counters: what live tensors held (allocated:
 torch.cuda.max_memory_allocated), what PyTorch's caching allocator held (reserved:
 max_memory_reserved, torchtitan's "memory: X GiB" log line), or what the device shows (nvidia-smi:
 reserved plus the CUDA context and NCCL's buffers). Each measured peak is set beside the model's
-prediction of that same counter (engine/memory.py reserved_peak_bytes). A source that does not
+prediction of that same counter (engine/reserve.py reserved_peak_bytes). A source that does not
 say which counter it printed is compared with reserved, and the row says so.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.engine import memory as engine_memory
+from perfmodel.engine import reserve as engine_reserve
 from perfmodel.inputs import presets
 from perfmodel.specs.precision import MOMENT_BYTES, optimizer_state_bytes
 
@@ -64,10 +64,10 @@ def predicted_for(quantity: str, allocated: float) -> float:
         raise ValueError(f"unknown memory quantity {quantity!r}; use one of {QUANTITIES}")
     if quantity == "allocated":
         return float(allocated)
-    reserved = float(engine_memory.reserved_peak_bytes(allocated))
+    reserved = float(engine_reserve.reserved_peak_bytes(allocated))
     if quantity == "device":
         # nvidia-smi adds what the caching allocator does not hold: the CUDA context and NCCL
-        return reserved + engine_memory.CUDA_CONTEXT_BYTES
+        return reserved + engine_reserve.CUDA_CONTEXT_BYTES
     return reserved
 
 
@@ -191,5 +191,5 @@ def summary(rows: list[MemoryRow], results: list) -> dict:
         "runs_not_fitting": len(misfits),
         "not_fitting": misfits,
         "tight": tight,
-        "reserved_over_allocated": engine_memory.RESERVED_OVER_ALLOCATED,
+        "reserved_over_allocated": engine_reserve.RESERVED_OVER_ALLOCATED,
     }
