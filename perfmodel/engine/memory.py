@@ -24,7 +24,7 @@ from perfmodel.engine.reserve import reserve_bytes
 from perfmodel.specs.framework import PROFILES
 
 if TYPE_CHECKING:
-    from perfmodel.specs import Plan
+    from perfmodel.specs import Plan, System
 
 MEMORY_KEYS = (
     "weights_bytes",
@@ -52,7 +52,7 @@ def memory_terms(
     over the expert-data-parallel ranks, the rest over dp x cp (Megatron-Core's distributed
     optimizer)."""
     sh, gpu = st.shape, st.plan.system.gpu
-    tp, pp, cp = k.tp.astype(float), k.pp.astype(float), k.cp.astype(float)
+    tp, pp = k.tp.astype(float), k.pp.astype(float)
     s = st.plan.seq_length
     layers = [c.get(kind) for kind in ("dense", "moe")]
     acts = _activations(st, k, stages, layers, m)
@@ -65,15 +65,7 @@ def memory_terms(
         stages.total([x.params if x else None for x in layers], *ends), dual, "sum"
     )
     params = stages.v_ends(params, ends[1], v_rows(k))
-    mesh = Mesh(
-        tp,
-        pp,
-        k.dp.astype(float),
-        st.plan.system,
-        cp=cp,
-        ep=k.ep.astype(float),
-        etp=k.etp.astype(float),
-    )
+    mesh = _mesh(k, st.plan.system)
     z = k.zero_stage[:, None]
     # ZeRO shards over dp x cp, or under HSDP over dp_shard x cp
     sharded_over = np.where(k.dp_shard > 0, k.dp_shard, k.dp) * k.cp * copies
@@ -126,6 +118,12 @@ def memory_terms(
         "_experts_max": stages.present_max(experts),
         "_mesh": mesh,
     }
+
+
+def _mesh(k: Knobs, system: System) -> Mesh:
+    """The device mesh of the configurations ``k`` (arrays of floats)."""
+    f = {d: getattr(k, d).astype(float) for d in ("tp", "pp", "dp", "cp", "ep", "etp")}
+    return Mesh(f["tp"], f["pp"], f["dp"], system, cp=f["cp"], ep=f["ep"], etp=f["etp"])
 
 
 def _states(
@@ -253,15 +251,14 @@ def states_lower_bound(plan: Plan, k: Knobs) -> Array:
                 if isinstance(op, (Gemm, Pointwise)) and op.shard == "experts"
             )
         )
-    tp, pp, cp = k.tp.astype(float), k.pp.astype(float), k.cp.astype(float)
-    ep, etp = k.ep.astype(float), k.etp.astype(float)
-    mesh = Mesh(tp, pp, k.dp.astype(float), plan.system, cp=cp, ep=ep, etp=etp)
+    tp, pp = k.tp.astype(float), k.pp.astype(float)
+    mesh = _mesh(k, plan.system)
     sharded_over = np.where(k.dp_shard > 0, k.dp_shard, k.dp) * k.cp
     experts_whole = expert_layer * n_moe
     dense = (whole - experts_whole) / (tp * pp)
     total: Array = np.asarray(sum(_state_bytes(st, dense, sharded_over, k.zero_stage)))
     if n_moe:
-        rank = experts_whole / (pp * ep * etp)
+        rank = experts_whole / (pp * k.ep.astype(float) * k.etp.astype(float))
         e_shard = expert_shard(mesh.edp, k.dp, k.dp_shard, k.zero_stage)
         total = total + np.asarray(sum(_state_bytes(st, rank, e_shard, k.zero_stage)))
     return total
