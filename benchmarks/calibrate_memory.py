@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from perfmodel.engine import reserve as engine_reserve
 from perfmodel.engine import memory_verdict
+from perfmodel.engine import reserve as engine_reserve
 from perfmodel.engine.uncertainty import TYPICAL, conformal
 from perfmodel.review.validate_memory import MemoryRow, memory_validation
 

@@ -70,13 +70,17 @@ def test_a_switched_configuration_is_priced_as_the_plan_that_states_it(switch_se
 
 @pytest.mark.parametrize("switch", list(ms.SWITCHES))
 def test_each_switch_saves_memory_at_its_cost_in_time(switch):
-    """Moments in BF16 halve the optimizer's moments, BF16 main gradients halve the gradient
-    buffer, FP8 weights drop the 16-bit copy: none makes the step slower (they move fewer bytes),
+    """Each switch against the first set that holds it without it: moments in BF16 halve the
+    optimizer's moments, in FP8 quarter them, FP16 master weights halve the master copy, BF16 main
+    gradients halve the gradient buffer, FP8 weights drop the 16-bit copy: none makes the step
+    slower (they move fewer bytes),
     and the search bounds a switched step by what they change (switchable_s). The MLA recompute
     modules save activations and cost recompute time."""
-    plan, cfg = _case(switch)
-    base = estimate(plan, cfg).values
-    v = estimate(plan, replace(cfg, memory_switch=switch)).values
+    with_it = next(x for x in ms.SETS if switch in ms.names(x))  # the first set that holds it
+    without = "+".join(n for n in ms.names(with_it) if n != switch)
+    plan, cfg = _case(with_it)
+    base = estimate(plan, replace(cfg, memory_switch=without)).values
+    v = estimate(plan, replace(cfg, memory_switch=with_it)).values
     assert v["total_bytes"] < base["total_bytes"]
     if switch in ms.RECOMPUTE_SWITCHES:  # in place of the attention core's recompute
         assert v["activations_bytes"] < base["activations_bytes"]
@@ -89,6 +93,10 @@ def test_each_switch_saves_memory_at_its_cost_in_time(switch):
     assert v["step_time_s"] <= base["step_time_s"] * (1 + 1e-12)
     if switch == "bf16-main-grads":
         assert v["gradients_bytes"] == pytest.approx(base["gradients_bytes"] / 2)
+    if switch == "fp8-moments":  # 4 B master + 2 x 1 B moments, from 4 + 2 x 4: half
+        assert v["optimizer_bytes"] == pytest.approx(base["optimizer_bytes"] / 2)
+    if switch == "fp16-main-params":  # beside BF16 moments: 2 + 2 x 2 B, from 4 + 2 x 2
+        assert v["optimizer_bytes"] == pytest.approx(base["optimizer_bytes"] * 6 / 8)
 
 
 def test_evaluation_of_mixed_sets_equals_each_set_alone(edge):
@@ -113,12 +121,25 @@ def test_profiles_gate_the_switches(edge):
         "bf16-main-grads",
         "bf16-moments",
         "bf16-moments+bf16-main-grads",
+        "bf16-moments+bf16-main-grads+fp16-main-params",
+        "fp8-moments+bf16-main-grads",
+        "fp8-moments+bf16-main-grads+fp16-main-params",
         "optimizer-cpu-offload",
     ]
-    # the offload: not on ROCm, nor without a host to step on
+    # the offload, FP8 moments and FP16 masters: not on ROCm; the offload not without a host
     for framework in ("primus", "megatron-rocm"):
-        rocm = edge.with_training(framework=framework)
-        assert "optimizer-cpu-offload" not in ms.usable_sets(rocm)
+        rocm = ms.usable_sets(edge.with_training(framework=framework))
+        assert not {n for s in rocm for n in ms.names(s)} & {
+            "optimizer-cpu-offload",
+            "fp8-moments",
+            "fp16-main-params",
+        }
+        assert "bf16-moments+bf16-main-grads" in rocm
+    # a plan that states its moments or master weights is not searched for them
+    stated = ms.usable_sets(edge.with_training(exp_avg_dtype="bf16", exp_avg_sq_dtype="bf16"))
+    assert not any("moments" in s for s in stated)
+    remainders = ms.usable_sets(edge.with_training(main_params_dtype="remainders"))
+    assert not any("fp16-main-params" in s for s in remainders)
     hostless = edge.with_system(host_memory_bandwidth_bytes_per_s=None)
     assert "optimizer-cpu-offload" not in ms.usable_sets(hostless)
     # MLA's up-projections only where the model has MLA; "mlp" only beside dense layers

@@ -167,11 +167,13 @@ def run(*args):
 
 @pytest.fixture(scope="module")
 def squeezed(tmp_path_factory):
-    """Llama-2 70B on 32 H100 at tp 8 pp 2 with micro-batches of 4 and no recompute, all fixed:
-    BF16 moments and gradients do not free enough, the optimizer's offload does."""
+    """Llama-2 70B on 32 H100 at tp 8 pp 2 with micro-batches of 4 and no recompute, all fixed,
+    the optimizer's states kept at BF16 moments and fp32 masters (FP8 moments and FP16 masters,
+    tried before the offload, would fit): BF16 gradients do not free enough, the offload does."""
     path = tmp_path_factory.mktemp("offload") / "plan.yaml"
     path.write_text(
-        "base: llama2-70b-h100\ntraining: {global_batch_size: 64}\n"
+        "base: llama2-70b-h100\ntraining: {global_batch_size: 64, exp_avg_dtype: bf16,"
+        " exp_avg_sq_dtype: bf16, main_params_dtype: fp32}\n"
         "system: {gpu: h100-sxm, num_gpus: 32, intra_node_link: nvlink4, inter_node_link: ib-ndr}\n"
         "parallel: {tp: 8, pp: 2, recompute: none, micro_batch_size: 4}\n"
     )
@@ -199,4 +201,24 @@ def test_the_emitted_offload_reads_back_to_the_same_step(squeezed, tmp_path):
     assert trip.estimate is not None, trip.searched.output
     training = trip.back["training"]
     assert training["optimizer_cpu_offload"] == 1.0 and training["optimizer_offload_overlap"]
+    assert trip.estimate["step_time_s"] == pytest.approx(trip.best["step_time_s"], rel=1e-9)
+
+
+def test_fp8_moments_and_fp16_masters_come_before_the_offload(tmp_path):
+    """The same squeezed run with the optimizer's precision left free: FP8 moments and FP16
+    master weights (Transformer Engine's FusedAdam, no time cost) fit before the host's step is
+    needed; the emitted arguments carry them and read back to the same step."""
+    path = tmp_path / "plan.yaml"
+    path.write_text(
+        "base: llama2-70b-h100\ntraining: {global_batch_size: 64}\n"
+        "system: {gpu: h100-sxm, num_gpus: 32, intra_node_link: nvlink4, inter_node_link: ib-ndr}\n"
+        "parallel: {tp: 8, pp: 2, recompute: none, micro_batch_size: 4}\n"
+    )
+    trip = helpers.emit_round_trip(path, tmp_path)
+    assert trip.best["config"]["memory_switch"] == "fp8-moments+bf16-main-grads+fp16-main-params"
+    for flag in ("--exp-avg-dtype fp8", "--exp-avg-sq-dtype fp8", "--main-params-dtype fp16"):
+        assert flag in trip.emitted.stdout
+    assert trip.estimate is not None, trip.searched.output
+    training = trip.back["training"]
+    assert (training["exp_avg_dtype"], training["main_params_dtype"]) == ("fp8", "fp16")
     assert trip.estimate["step_time_s"] == pytest.approx(trip.best["step_time_s"], rel=1e-9)

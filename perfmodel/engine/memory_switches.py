@@ -18,9 +18,13 @@ The switches, each from Megatron-Core (megatron/training/arguments.py, megatron/
 - bf16-main-grads: the main gradients and their reduction in BF16 (--main-grads-dtype bf16 with the
   precision-aware optimizer): the gradient buffer 2 B a parameter instead of 4, and the
   data-parallel reduction moves half the bytes.
+- fp8-moments, fp16-main-params: Adam's moments in FP8 (1 B each, with a per-tensor scale) and
+  the master weights in FP16 (2 B, scaled), which Transformer Engine's FusedAdam runs behind the
+  same precision-aware optimizer (--exp-avg-dtype fp8, --main-params-dtype fp16); tried after the
+  recompute modules, for they trade more of the optimizer's precision than BF16 does.
 - fp8-param-gather: the weights kept and all-gathered in FP8 only (--fp8-param-gather), with no
   16-bit copy; the cast runs once a step with the gather (specs/flags.py).
-All three need the distributed optimizer (ZeRO-1 and up here): Megatron-Core asserts it for the
+All of these need the distributed optimizer (ZeRO-1 and up here): Megatron-Core asserts it for the
 precision-aware optimizer (OptimizerConfig.__post_init__, megatron/core/optimizer/
 optimizer_config.py: "--use-precision-aware-optimizer only supported with distributed optimizer")
 and Megatron-LM for the FP8 gather (arguments.py validate_args: "--fp8-param-gather only
@@ -112,6 +116,21 @@ SWITCHES: dict[str, Switch] = {
         "--recompute-granularity selective --recompute-modules moe_act layernorm",
         "mal",
     ),
+    # the riskier optimizer precisions Transformer Engine's FusedAdam runs
+    # (transformer_engine/pytorch/optimizers/fused_adam.py: exp_avg and exp_avg_sq in fp32, fp16,
+    # bf16 or fp8 (E4M3 with a per-tensor scale); master weights fp32 or fp16 with a scale)
+    "fp8-moments": Switch(
+        {"exp_avg_dtype": "fp8", "exp_avg_sq_dtype": "fp8"},
+        "Adam's moments in FP8",
+        "--use-precision-aware-optimizer --exp-avg-dtype fp8 --exp-avg-sq-dtype fp8",
+        "m8",
+    ),
+    "fp16-main-params": Switch(
+        {"main_params_dtype": "fp16"},
+        "master weights in FP16",
+        "--use-precision-aware-optimizer --main-params-dtype fp16",
+        "p16",
+    ),
     # the optimizer's states and step in host memory, all of them (--optimizer-offload-fraction's
     # default, 1.0), its copies overlapped as the recipes that offload set it (slime's and
     # Megatron-LM's RL examples: --optimizer-cpu-offload --overlap-cpu-optimizer-d2h-h2d
@@ -143,11 +162,18 @@ SETS: tuple[str, ...] = (
     "mla-up-proj-mlp",
     "moe-act",
     "moe-act-layernorm",
+    # after the recompute modules: FP8 moments and FP16 master weights cost no time but trade
+    # more of the optimizer's precision than BF16 does (no production recipe sets them), so they
+    # come where nothing above fits; each with BF16 main gradients, the lesser trade before them
+    "bf16-moments+bf16-main-grads+fp16-main-params",
+    "fp8-moments+bf16-main-grads",
+    "fp8-moments+bf16-main-grads+fp16-main-params",
     # last: it moves the optimizer's step to the host's CPUs, which are slower than any of the above
     "optimizer-cpu-offload",
 )
 LEGEND = (
-    "m16, g16: BF16 moments, BF16 main grads; w8: FP8 weights; oc: CPU optimizer;\n"
+    "m16, m8, g16, p16: BF16/FP8 moments, BF16 main grads, FP16 master weights;\n"
+    "w8: FP8 weights; oc: CPU optimizer;\n"
     "up, upm, ma, mal: recomputed (MLA up-proj, +dense MLP, MoE act, +layernorm)"
 )
 SET_CODES = {name: code for code, name in enumerate(SETS)}
@@ -183,8 +209,10 @@ def _allowed(plan: Plan, switch: str) -> bool:
         return plan.model.is_moe
     if switch in RECOMPUTE_SWITCHES:
         return plan.model.is_mla and (switch == "mla-up-proj" or _has_dense_layers(plan))
-    if switch == "bf16-moments":
+    if switch in ("bf16-moments", "fp8-moments"):
         return tr.optimizer == "adam"
+    if switch == "fp16-main-params":  # over fp32 masters only (not apex's remainders or none)
+        return tr.optimizer == "adam" and tr.main_params_dtype == "fp32"
     if switch == "bf16-main-grads":
         return bool(tr.grad_accum_fp32)
     if switch == "optimizer-cpu-offload":

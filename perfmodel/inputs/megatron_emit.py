@@ -291,9 +291,14 @@ def _training_args(plan, c: dict) -> list[str]:
     # BF16 main gradients under a 16-bit or low-precision dtype, whose default is fp32
     # (Megatron-LM's --main-grads-dtype, with the precision-aware optimizer)
     bf16_grads = dtype not in ("fp16", "fp32") and not t.grad_accum_fp32
-    if any(v != "fp32" for v in moments.values()) or bf16_grads:
+    # FP16 master weights (--main-params-dtype, fp32 or fp16 in Megatron-LM); apex's remainders
+    # and none have no Megatron-LM flag, and the read-back's check says what differs
+    fp16_main = t.main_params_dtype == "fp16"
+    if any(v != "fp32" for v in moments.values()) or bf16_grads or fp16_main:
         a.append("--use-precision-aware-optimizer")
         a += [f"{flag} {v}" for flag, v in moments.items() if v != "fp32"]
+    if fp16_main:
+        a.append("--main-params-dtype fp16")
     if bf16_grads:
         a.append("--main-grads-dtype bf16")
     if t.optimizer_cpu_offload:

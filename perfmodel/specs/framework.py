@@ -244,6 +244,9 @@ PROFILES: dict[str, dict[str, Any]] = {
             "mla-up-proj-mlp",
             "moe-act",
             "moe-act-layernorm",
+            # TE FusedAdam's FP8 moments and FP16 master weights (the precision-aware optimizer)
+            "fp8-moments",
+            "fp16-main-params",
             # --optimizer-cpu-offload (HybridDeviceOptimizer, Megatron-Core 0.11+)
             "optimizer-cpu-offload",
         ),

@@ -190,9 +190,12 @@ def extra_profiles(PROFILES: dict[str, dict[str, Any]]) -> dict[str, dict[str, A
     # the optimizer's CPU offload is not tried on ROCm: no ROCm recipe offloads the optimizer, and
     # the RL frameworks that run Megatron-Core there refuse it (HybridDeviceOptimizer failed in its
     # gradient synchronisation on their ROCm path)
+    # nor FP8 moments or FP16 master weights: ROCm's recipes keep fp32 or BF16 states, and no
+    # ROCm run checks TE's FP8 optimizer kernels there
+    rocm_off = ("optimizer-cpu-offload", "fp8-moments", "fp16-main-params")
     for name in ("primus", "megatron-rocm"):
         switches = out[name]["memory_switches"]
-        out[name]["memory_switches"] = tuple(s for s in switches if s != "optimizer-cpu-offload")
+        out[name]["memory_switches"] = tuple(s for s in switches if s not in rocm_off)
     # torchtitan on ROCm: the fsdp profile's behaviour; SDPA's flash backend on ROCm is AOTriton's
     # FlashAttention-2 kernels (the GPU's fa2 fraction)
     out["torchtitan-rocm"] = {**PROFILES["fsdp"]}
