@@ -2,8 +2,8 @@
 forced before left free (recompute and the ZeRO stage), reach the recipe's measured step? For every
 validation case whose stated layout is tight or does not fit, `plan`'s answer with recompute and
 ZeRO free, once with the memory switches held at the plan's values (before them) and once searched
-(engine/memory_switches.py): its step, its error against the measured step, its verdict and what
-it turned on.
+(engine/memory_switches.py), the recipe's activation offloading left unstated: its step, its error
+against the measured step, its verdict and what it turned on.
 
 Run: python benchmarks/recipe_reach.py   (prints figures; about a minute)
 """
@@ -25,6 +25,16 @@ def held(plan: Plan) -> Plan:
     """The plan with every switch's fields stated at their current values: nothing to search."""
     fields = {f for s in SWITCHES.values() for f in s.fields}
     return plan.with_training(**{f: getattr(plan.training, f) for f in fields})
+
+
+def unstated(plan: Plan) -> Plan:
+    """The plan with its activation offloading left unstated (a searched switch since issue 37):
+    does the search find the recipe's offloading without being told?"""
+    given = plan.training.given()
+    if not given.get("cpu_offloading_num_layers"):
+        return plan
+    del given["cpu_offloading_num_layers"]
+    return plan.model_copy(update={"training": type(plan.training).model_validate(given)})
 
 
 def answer(plan: Plan) -> tuple[float, str, str] | None:
@@ -53,7 +63,7 @@ def main() -> None:
         if verdict(v["total_bytes"], v["usable_bytes"]) == "fits":
             continue
         row = [f"{case['name']:44s} {measured:8.3g}"]
-        for label, p in (("before", held(plan)), ("after", plan)):
+        for label, p in (("before", held(plan)), ("after", unstated(plan))):
             got = answer(p)
             if got is None:
                 row.append(f"{label}: no answer")

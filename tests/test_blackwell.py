@@ -124,7 +124,7 @@ def test_offloading_runs_as_megatron_core_takes_it():
         _plan(training={"cpu_offloading_num_layers": 4}, parallel={"pp": 2})
     with pytest.raises(PerfModelError, match=r"must be below num_layers\(80\)"):
         _plan(training={"cpu_offloading_num_layers": 80})
-    free = _plan(training={"cpu_offloading_num_layers": 60}).with_parallel(pp=None, recompute=None)
+    free = _plan(training={"cpu_offloading_num_layers": 40}).with_parallel(pp=None, recompute=None)
     from perfmodel.engine.search import search
 
     best = search(free, top=3).results

@@ -20,13 +20,13 @@ import numpy as np
 from perfmodel.cost import Array, Num
 
 
-def moved_bytes(kept_per_layer: Num, layers: Num, offloaded: int) -> Array:
+def moved_bytes(kept_per_layer: Num, layers: Num, offloaded: Num) -> Array:
     """Bytes per micro-batch a rank sends to host memory (and reads back), bytes."""
     return np.asarray(kept_per_layer * np.minimum(offloaded, layers), dtype=float)
 
 
 def transfer_seconds(
-    moved: Num, layers: Num, offloaded: int, bandwidth: float, latency: float, efficiency: float
+    moved: Num, layers: Num, offloaded: Num, bandwidth: float, latency: float, efficiency: float
 ) -> Array:
     """One pass's copy over the host link, seconds: one message per layer."""
     n = np.minimum(offloaded, layers)
@@ -38,7 +38,7 @@ def exposed_seconds(transfer: Num, window: Num) -> Array:
     return np.asarray(np.maximum(np.asarray(transfer) - window, 0.0))
 
 
-def resident_saving(kept_per_layer: Num, layers: Num, offloaded: int, in_flight: Num) -> Array:
+def resident_saving(kept_per_layer: Num, layers: Num, offloaded: Num, in_flight: Num) -> Array:
     """Activation bytes the GPU no longer holds at the peak: the offloaded layers of every
     micro-batch in flight, less the one layer in transit, bytes."""
     n = np.minimum(offloaded, layers) * in_flight

@@ -59,10 +59,21 @@ def assumptions(plan: Plan) -> list[str]:
         out.append(FP4_RECIPES[tr.dtype])
     if tr.cpu_offloading_num_layers:
         link = s.host_link
+        rate = f" at {link.bandwidth_bytes_per_s / 1e9:g} GB/s" if link else ""
         out.append(
             f"activation offloading: {tr.cpu_offloading_num_layers} layers' activations to host"
-            f" memory over {link.name if link else 'the host link'}, hidden"
+            f" memory over {link.name if link else 'the host link'}{rate}, hidden"
             " behind each pass where the copy fits; pp 1 and no recompute (Megatron-Core)"
+        )
+    if (tr.cpu_offloading_num_layers or tr.optimizer_cpu_offload) and s.host_memory_bytes:
+        out.append(
+            f"host memory: {s.host_memory_bytes / 1e9:g} GB a GPU (its share of the node's DRAM)"
+            " holds what is offloaded"
+        )
+    elif tr.cpu_offloading_num_layers or tr.optimizer_cpu_offload:
+        out.append(
+            "host memory: not known for this GPU (system.host_memory_bytes): what is offloaded is"
+            " not checked against it"
         )
     if tr.optimizer_cpu_offload and s.host_memory_bandwidth_bytes_per_s:
         out.append(

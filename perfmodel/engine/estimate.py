@@ -20,7 +20,7 @@ from perfmodel.engine.conventions import flop_convention as flop_convention
 from perfmodel.engine.evaluate import BREAKDOWN_KEYS, evaluate
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import MEMORY_KEYS
-from perfmodel.engine.memory_verdict import MEMORY_BAND, margin_text, verdict
+from perfmodel.engine.memory_verdict import MEMORY_BAND, margin_text, verdict_of
 from perfmodel.engine.mesh import Mesh
 from perfmodel.engine.per_layer import layer_kind as layer_kind
 from perfmodel.engine.per_layer import layer_seconds as layer_seconds
@@ -191,7 +191,7 @@ class Estimate:
                 **{
                     key: bool(v[key]) if key in ("fits", "tight") else v[key] for key in MEMORY_KEYS
                 },
-                "verdict": verdict(v["total_bytes"], v["usable_bytes"]),
+                "verdict": verdict_of(v),
                 "band": MEMORY_BAND,
             },
             "config": self.config.as_dict(),

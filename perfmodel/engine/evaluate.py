@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.cost import Array, offload
+from perfmodel.cost import Array, Num, offload
 from perfmodel.cost import flops as fl
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import step as stp
@@ -53,10 +53,11 @@ BREAKDOWN_KEYS = (
 
 
 def stage_costs(
-    st: Setting, stages: Stages, c: dict[str, BlockCost], recompute: Array
+    st: Setting, stages: Stages, c: dict[str, BlockCost], recompute: Array, offloaded: Num = 0
 ) -> dict[str, Any]:
     """Per stage class, seconds per micro-batch: forward, backward, recompute and TP/CP/EP comm (the
-    four sum to the stage's time), and the forward share the schedule simulator needs."""
+    four sum to the stage's time), and the forward share the schedule simulator needs
+    (``offloaded``: each row's layers whose activations go to the host)."""
     layers = [c.get(kind) for kind in ("dense", "moe")]
     head, emb = c["head"], c["embedding"]
     rec = [
@@ -82,9 +83,9 @@ def stage_costs(
         "ep": stages.total(per(lambda x, r: _group(x.ep_fwd, x.ep_bwd, x, r)), 0.0, 0.0),
         "wgrad": stages.total(per(lambda x, r: x.wgrad), emb.wgrad, head.wgrad),
     }
-    n_off = st.plan.training.cpu_offloading_num_layers
+    n_off = np.broadcast_to(np.asarray(offloaded), np.shape(recompute))[:, None]
     link = st.plan.system.host_link
-    if n_off and link is not None:
+    if n_off.any() and link is not None:
         # activation offloading: the copy that the pass's compute does not hide waits in it
         n = stages.layers.sum(axis=-1)
         per_layer = kept_per_layer(stages, layers, recompute)
@@ -205,7 +206,8 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
     costs = block_costs(st, k)
     stages, t_layer = layout(st, k, costs)
     m = tr.global_batch_size / (dp * b)
-    sc = stage_costs(st, stages, costs, k.recompute)
+    offloaded = memory_switches.offload_layers(st.plan, k.memory_switch)
+    sc = stage_costs(st, stages, costs, k.recompute, offloaded)
     dual = pipe.dualpipe_rows(k.schedule, k.pp)
     dualv = pipe.dualpipev_rows(k.schedule, k.pp)
     paired = dual | dualv
@@ -395,6 +397,7 @@ KEEP = (
     "simulated_step_lower_bound_s",
     "switchable_s",
     "activations_bytes",
+    "layer_activations_bytes",
     "recompute",
 )
 
@@ -407,7 +410,7 @@ def evaluate_chunked(
     n = len(knobs)
     out = {k: np.empty(n, dtype=bool if k == "fits" else float) for k in KEEP}
     done = 0
-    sets = memory_switches.groups(knobs.memory_switch)
+    sets = memory_switches.evaluation_groups(knobs.memory_switch)
     for _, rows in sets:
         for start in range(0, rows.size, chunk):
             # one set (the search's space): contiguous slices, no copy of the row indices

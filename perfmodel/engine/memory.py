@@ -18,7 +18,7 @@ from perfmodel.engine import memory_switches
 from perfmodel.engine.block_cost import BlockCost
 from perfmodel.engine.blocks import Setting
 from perfmodel.engine.knobs import Knobs
-from perfmodel.engine.memory_verdict import fits_mask, tight_mask
+from perfmodel.engine.memory_verdict import MEMORY_BAND, fits_mask, tight_mask
 from perfmodel.engine.mesh import Mesh, expert_shard
 from perfmodel.engine.reserve import reserve_bytes
 from perfmodel.specs.framework import PROFILES
@@ -31,6 +31,9 @@ MEMORY_KEYS = (
     "gradients_bytes",
     "optimizer_bytes",
     "optimizer_host_bytes",
+    "activations_host_bytes",
+    "host_bytes",
+    "host_capacity_bytes",
     "activations_bytes",
     "reserve_bytes",
     "usable_bytes",
@@ -90,16 +93,18 @@ def memory_terms(
 
     whole = mem.total_params(sh, len(st.moe_pattern), s, st.moe_layers, st.mtp, bool(st.mtp_kind))
     mean_states = _mean_states(st, k, whole, moe_cost, sharded_over, mesh, copies)
+    # the optimizer's share in host memory (--optimizer-cpu-offload), not in the total
+    opt_host = (
+        pick(_states(st, *parts, host=True)[2])
+        if st.plan.training.optimizer_cpu_offload
+        else 0.0 * tp
+    )
+    host = _host_terms(st, opt_host, pick(_offloaded_activations(st, k, stages, layers)))
     return {
         "weights_bytes": pick(states[0]),
         "gradients_bytes": pick(states[1]),
         "optimizer_bytes": pick(states[2]),
-        # the optimizer's share in host memory (--optimizer-cpu-offload), not in the total
-        "optimizer_host_bytes": (
-            pick(_states(st, *parts, host=True)[2])
-            if st.plan.training.optimizer_cpu_offload
-            else 0.0 * tp
-        ),
+        **host,
         "activations_bytes": pick(acts),
         "total_bytes": pick(total),
         "capacity_bytes": np.full(tp.shape, gpu.hbm_capacity_bytes),
@@ -108,16 +113,50 @@ def memory_terms(
         # the verdicts against the memory model's own band (MEMORY_BAND, issue 37): fits unless
         # even the band's lower edge passes the usable line ("does not fit"); tight where the
         # line lies within the band (a launch there is a bet the model cannot back either way)
-        "fits": fits_mask(pick(total), usable),
+        # and what is offloaded fits in the host's DRAM (host_fits)
+        "fits": fits_mask(pick(total), usable) & host_fits(host),
         "tight": tight_mask(pick(total), usable),
         "params_per_gpu": pick(params),
         # the seed's figure (000, Q3): all parameters spread evenly over the tp x pp model-parallel
         # GPUs
         "model_states_mean_bytes": mean_states,
+        # a layer's kept activations per micro-batch: what offloading one more layer sheds
+        "layer_activations_bytes": pick(kept_per_layer(stages, layers, k.recompute)),
         "_params_max": stages.present_max(params - experts),
         "_experts_max": stages.present_max(experts),
         "_mesh": mesh,
     }
+
+
+def _host_terms(st: Setting, optimizer: Array, activations: Array) -> dict[str, Array]:
+    """What is offloaded to the host's DRAM, bytes: the optimizer's share and the offloaded
+    activations, their sum and the GPU's share of that DRAM (0: not known, not checked)."""
+    capacity = st.plan.system.host_memory_bytes or 0.0
+    activations = activations + 0.0 * optimizer
+    return {
+        "optimizer_host_bytes": optimizer,
+        "activations_host_bytes": activations,
+        "host_bytes": optimizer + activations,
+        "host_capacity_bytes": np.full(np.shape(optimizer), capacity),
+    }
+
+
+def host_fits(host: dict[str, Array]) -> Array:
+    """What is offloaded fits in the GPU's share of the host's DRAM, with the memory band's margin
+    (the offloaded activations are the activation model's): its upper edge under it; nothing
+    offloaded, or a capacity not known, is not checked."""
+    h, capacity = np.asarray(host["host_bytes"]), host["host_capacity_bytes"]
+    return np.asarray((h == 0) | (capacity <= 0) | (h * (1 + MEMORY_BAND) <= capacity), dtype=bool)
+
+
+def _offloaded_activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any]) -> Array:
+    """Activations in host memory under activation offloading (cost/offload.py): the offloaded
+    layers of the micro-batch in flight (pp 1, Megatron-Core's condition), bytes per stage."""
+    n_off = memory_switches.offload_layers(st.plan, k.memory_switch)[:, None]
+    if not n_off.any():
+        return np.zeros(stages.layers.shape[:-1])
+    per_layer = kept_per_layer(stages, layers, k.recompute)
+    return offload.moved_bytes(per_layer, stages.layers.sum(axis=-1), n_off)
 
 
 def _mesh(k: Knobs, system: System) -> Mesh:
@@ -377,8 +416,8 @@ def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Ar
         profile["sp_gathered_head_input"],
     )
     saved: Array | float = 0.0
-    n_off = st.plan.training.cpu_offloading_num_layers
-    if n_off:
+    n_off = memory_switches.offload_layers(st.plan, k.memory_switch)[:, None]
+    if n_off.any():
         # activation offloading (cost/offload.py): the offloaded layers wait in host memory
         per_layer = kept_per_layer(stages, layers, k.recompute)
         saved = offload.resident_saving(per_layer, stages.layers.sum(axis=-1), n_off, in_flight)

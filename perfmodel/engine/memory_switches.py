@@ -39,11 +39,20 @@ supported with distributed optimizer").
   the precision-aware optimizer Megatron-LM asserts for it, and so the distributed optimizer; tried
   last, for the host's step is the slowest way to save memory here. Not on ROCm (specs/
   framework_extra.py).
+- activation-offload-K (K = 1..8): the kept activations of the first K/8 of the layers (K = 8:
+  all but the last, the most Megatron-Core takes) copied to host memory in the forward and back
+  for the backward (--cpu-offloading --cpu-offloading-num-layers N; megatron/core/cpu_offload.py;
+  cost/offload.py prices the copy the pass does not hide), as Megatron-Bridge's Llama 3 70B
+  performance recipes on GB200 and GB300 set it (cpu_offloading_num_layers 40 and 20 of 80, with
+  Megatron-FSDP; scripts/performance/configs/llama, v0.4.2). Megatron-Core runs it with pp 1 and
+  no recompute only (TransformerConfig.__post_init__), so it is tried on those rows, fewest layers
+  first: the first that fits is the one whose copy is shortest. In eighths, so that a set is one
+  evaluation whatever the model's depth; after the recompute modules, for the copy can cost time,
+  and before the riskier optimizer precisions, for production recipes run it.
 FSDP's reshard_after_forward is the ZeRO stage the search already tries under the fsdp profiles
-(2: SHARD_GRAD_OP, kept gathered; 3: resharded). Not searched: activation offloading
-(Megatron-Core runs it with pp 1 and no recompute only; a plan sets cpu_offloading_num_layers)
-and the other recompute modules (moe, shared_experts: a plan sets recompute_modules); each is
-priced when set.
+(2: SHARD_GRAD_OP, kept gathered; 3: resharded). Not searched: the other recompute modules (moe,
+shared_experts: a plan sets recompute_modules), and Megatron-Core's fine-grained offloading of
+chosen modules (which the plan fields do not describe); each set field is priced.
 """
 
 from __future__ import annotations
@@ -65,6 +74,32 @@ class Switch:
     words: str  # the switch in a sentence's words
     flags: str  # the framework's own launch flags
     short: str  # its mark in a configuration's few columns (output/render.config_short)
+    # activation offloading: the eighths of the layers whose activations go to the host (0: the
+    # switch sets ``fields`` as they are)
+    eighths: int = 0
+
+    def fields_for(self, num_layers: int) -> dict[str, Any]:
+        """The training fields the switch sets on a model of ``num_layers`` layers."""
+        if not self.eighths:
+            return self.fields
+        return {"cpu_offloading_num_layers": offloaded_layers(num_layers, self.eighths)}
+
+
+def offloaded_layers(num_layers: int, eighths: int) -> int:
+    """The layers activation-offload-K offloads: K/8 of them, rounded half up; all but the last
+    for K = 8 (Megatron-Core asserts cpu_offloading_num_layers < num_layers)."""
+    return num_layers - 1 if eighths >= 8 else (eighths * num_layers + 4) // 8
+
+
+def _offload_switch(k: int) -> Switch:
+    share = "all but the last of the layers" if k == 8 else f"{k}/8 of the layers"
+    return Switch(
+        {"cpu_offloading_num_layers": 0},  # the key only: fields_for gives the count
+        f"the activations of {share} offloaded to host memory",
+        "--cpu-offloading --cpu-offloading-num-layers",
+        f"ao{k}",
+        k,
+    )
 
 
 SWITCHES: dict[str, Switch] = {
@@ -142,6 +177,7 @@ SWITCHES: dict[str, Switch] = {
         " --overlap-cpu-optimizer-d2h-h2d",
         "oc",
     ),
+    **{f"activation-offload-{k}": _offload_switch(k) for k in range(1, 9)},
 }
 # the switches that change what selective recompute repeats: tried on selective rows only
 RECOMPUTE_SWITCHES = ("mla-up-proj", "mla-up-proj-mlp", "moe-act", "moe-act-layernorm")
@@ -162,6 +198,9 @@ SETS: tuple[str, ...] = (
     "mla-up-proj-mlp",
     "moe-act",
     "moe-act-layernorm",
+    # activation offloading, fewest layers first (on pp 1 rows without recompute only): its
+    # copy can cost time, but production recipes run it
+    *(f"activation-offload-{k}" for k in range(1, 9)),
     # after the recompute modules: FP8 moments and FP16 master weights cost no time but trade
     # more of the optimizer's precision than BF16 does (no production recipe sets them), so they
     # come where nothing above fits; each with BF16 main gradients, the lesser trade before them
@@ -173,10 +212,22 @@ SETS: tuple[str, ...] = (
 )
 LEGEND = (
     "m16, m8, g16, p16: BF16/FP8 moments, BF16 main grads, FP16 master weights;\n"
-    "w8: FP8 weights; oc: CPU optimizer;\n"
+    "w8: FP8 weights; oc: CPU optimizer; aoK: K/8 of the layers' activations\n"
+    "on the host (ao8: all but one);\n"
     "up, upm, ma, mal: recomputed (MLA up-proj, +dense MLP, MoE act, +layernorm)"
 )
 SET_CODES = {name: code for code, name in enumerate(SETS)}
+# each set's eighths of the layers whose activations it offloads, by code (0: none)
+EIGHTHS = np.array([max((SWITCHES[s].eighths for s in x.split("+") if s), default=0) for x in SETS])
+
+
+def offload_layers(plan: Plan, codes: np.ndarray) -> np.ndarray:
+    """The layers whose activations each row offloads: its activation-offload set's count, else the
+    plan's own cpu_offloading_num_layers (0: none)."""
+    e = EIGHTHS[np.asarray(codes, dtype=np.int64)]
+    L = plan.model.num_layers
+    counts = np.where(e >= 8, L - 1, (e * L + 4) // 8)
+    return np.where(e > 0, counts, plan.training.cpu_offloading_num_layers)
 
 
 def names(switch_set: str) -> list[str]:
@@ -190,7 +241,7 @@ def applied(plan: Plan, switch_set: str) -> Plan:
         return plan
     changes: dict[str, Any] = {}
     for s in names(switch_set):
-        changes.update(SWITCHES[s].fields)
+        changes.update(SWITCHES[s].fields_for(plan.model.num_layers))
     return plan.with_training(**changes)
 
 
@@ -219,18 +270,53 @@ def _allowed(plan: Plan, switch: str) -> bool:
         from perfmodel.specs.plan import offload_unmet
 
         return offload_unmet(tr, plan.system) is None
+    if SWITCHES[switch].eighths:
+        return _offload_allowed(plan, SWITCHES[switch].eighths)
     return tr.dtype in LOW_PRECISION and not tr.fp8_param_gather
 
 
+def _offload_allowed(plan: Plan, eighths: int) -> bool:
+    """Activation offloading as the plan validates it (specs/plan.py _offloading): the profile runs
+    it, the GPU has a host link, and pp and recompute are free or 1 and none; and it frees
+    something: with pp 1 one micro-batch is in flight, and the layer in transit stays, so at
+    least two layers (cost/offload.resident_saving)."""
+    from perfmodel.specs.framework import PROFILES
+
+    par = plan.parallel
+    return (
+        bool(PROFILES[plan.training.framework].get("activation_offloading", False))
+        and plan.system.host_link is not None
+        and par.pp in (None, 1)
+        and par.recompute in (None, "none")
+        and offloaded_layers(plan.model.num_layers, eighths) >= 2
+    )
+
+
 def usable_sets(plan: Plan) -> list[str]:
-    """The switch sets (beyond none) the plan's framework runs and the plan leaves free."""
-    return [s for s in SETS[1:] if all(_allowed(plan, x) for x in names(s))]
+    """The switch sets (beyond none) the plan's framework runs and the plan leaves free; of the
+    activation offloading sets that offload the same layers on this model, the first."""
+    out, counts = [], set()
+    for s in SETS[1:]:
+        if not all(_allowed(plan, x) for x in names(s)):
+            continue
+        if is_offload(s):
+            n = offloaded_layers(plan.model.num_layers, SWITCHES[s].eighths)
+            if n in counts:
+                continue
+            counts.add(n)
+        out.append(s)
+    return out
 
 
 def is_recompute(switch_set: str) -> bool:
-    """Whether a set changes what selective recompute repeats (else the optimizer's or the
-    gather's switches: a set holds one kind)."""
+    """Whether a set changes what selective recompute repeats (else the optimizer's, the gather's
+    or the activations' offload switches: a set holds one kind)."""
     return names(switch_set)[0] in RECOMPUTE_SWITCHES
+
+
+def is_offload(switch_set: str) -> bool:
+    """Whether a set offloads activations (activation-offload-K)."""
+    return bool(SWITCHES[names(switch_set)[0]].eighths)
 
 
 def _has_dense_layers(plan: Plan) -> bool:
@@ -238,12 +324,17 @@ def _has_dense_layers(plan: Plan) -> bool:
     return not all(plan.model.moe_pattern())
 
 
-def runs_with(switch_set: str, zero_stage: np.ndarray, recompute: np.ndarray) -> np.ndarray:
+def runs_with(
+    switch_set: str, zero_stage: np.ndarray, recompute: np.ndarray, pp: np.ndarray
+) -> np.ndarray:
     """The rows a switch set can be tried on: for the optimizer's and the gather's switches the
     distributed optimizer (ZeRO 1 and up), which Megatron-LM asserts for each; for the recompute
-    modules, selective recompute (RECOMPUTE_CODES: 1)."""
+    modules, selective recompute (RECOMPUTE_CODES: 1); for activation offloading, pp 1 and no
+    recompute (0), which Megatron-Core asserts."""
     if is_recompute(switch_set):
         return np.asarray(recompute == 1, dtype=bool)
+    if is_offload(switch_set):
+        return np.asarray((recompute == 0) & (pp == 1), dtype=bool)
     return np.asarray(zero_stage >= 1, dtype=bool)
 
 
@@ -252,9 +343,19 @@ def short(switch_set: str) -> str:
     return "".join(f" {SWITCHES[s].short}" for s in names(switch_set))
 
 
-def describe(switch_set: str) -> str:
-    """A switch set in words, with its launch flags: what an output says the answer uses."""
-    return "; ".join(f"{SWITCHES[s].words} ({SWITCHES[s].flags})" for s in names(switch_set))
+def describe(switch_set: str, num_layers: int | None = None) -> str:
+    """A switch set in words, with its launch flags: what an output says the answer uses (the
+    offloaded layers counted where the model's ``num_layers`` is given)."""
+    out = []
+    for s in names(switch_set):
+        sw = SWITCHES[s]
+        words, flags = sw.words, sw.flags
+        if sw.eighths and num_layers:
+            n = offloaded_layers(num_layers, sw.eighths)
+            words = f"the activations of {n} of the {num_layers} layers offloaded to host memory"
+            flags = f"{flags} {n}"
+        out.append(f"{words} ({flags})")
+    return "; ".join(out)
 
 
 def groups(codes: np.ndarray) -> list[tuple[str, np.ndarray]]:
@@ -263,10 +364,19 @@ def groups(codes: np.ndarray) -> list[tuple[str, np.ndarray]]:
     return [(SETS[int(c)], np.flatnonzero(codes == c)) for c in np.unique(codes)]
 
 
+def evaluation_groups(codes: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """``groups``, but the rows of every activation offloading set in one: they differ only in the
+    layers they offload, which the evaluation reads row by row (offload_layers)."""
+    offloads = EIGHTHS[np.asarray(codes, dtype=np.int64)] > 0
+    out = [(n, rows) for n, rows in groups(codes) if not EIGHTHS[SET_CODES[n]]]
+    return out + ([("activation-offload", np.flatnonzero(offloads))] if offloads.any() else [])
+
+
 def uniform_plan(plan: Plan, codes: np.ndarray) -> Plan:
-    """The plan a block of rows of one switch set is priced on (the plan for none); rows of
-    different sets are priced a set at a time (``groups``)."""
-    if codes.size == 0 or not codes.any():
+    """The plan a block of rows of one switch set is priced on (the plan for none, and for rows of
+    activation offloading sets, which the evaluation reads row by row); rows of different sets are
+    priced a set at a time (``evaluation_groups``)."""
+    if codes.size == 0 or not codes.any() or (EIGHTHS[codes] > 0).all():
         return plan
     first = int(codes[0])
     if (codes != first).any():

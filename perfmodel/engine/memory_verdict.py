@@ -42,6 +42,14 @@ def verdict(total: float, usable: float) -> str:
     return "tight" if bool(tight_mask(total, usable)) else "fits"
 
 
+def verdict_of(values: dict[str, Any]) -> str:
+    """An estimate's verdict: HBM's, or "does not fit" where it does not fit for another reason
+    (the host's DRAM cannot hold what is offloaded: engine/memory.host_fits)."""
+    if not bool(values["fits"]):
+        return "does not fit"
+    return verdict(float(values["total_bytes"]), float(values["usable_bytes"]))
+
+
 def margin_text(total: float, usable: float) -> str:
     """The verdict with its margin in GB, in words: "tight (82.4 of 81.2 GB, +-10.2%)"."""
     v = verdict(total, usable)

@@ -54,6 +54,7 @@ def _evaluate_what_can_fit(
         "simulated_step_lower_bound_s": np.full(n, np.inf),
         "switchable_s": np.zeros(n),
         "activations_bytes": np.zeros(n),
+        "layer_activations_bytes": np.zeros(n),
         "recompute": np.zeros(n),
     }
     for key in KEEP:
@@ -111,6 +112,7 @@ def search(
     keep_points: bool = False,
     exact: int | None = None,
     horizon: Callable[[Estimate], float] | None = None,
+    alternatives: bool = True,
 ) -> SearchResult:
     """Rank every feasible configuration by step time (or memory) and detail the top ones. CP is
     tried while each rank keeps CP_MIN_TOKENS of a sequence; where nothing fits so, the search is
@@ -120,12 +122,13 @@ def search(
     With ``horizon`` (the step time, given the fastest configuration, up to which another may be
     equivalent to it: the upper edge of its band), the ``top`` results are a pool: its first
     ``exact`` (default all) are the exact fastest, and beyond them it holds only the ones within
-    the horizon of the fastest (annotate ranks those by practice); the others are not simulated."""
+    the horizon of the fastest (annotate ranks those by practice); the others are not simulated.
+    ``alternatives``: look for fastest_safe and plain_safe (_nearer_practice's pools need none)."""
     if top < 1:
         raise PerfModelError(f"--top must be at least 1, got {top}")
     if sort not in ("step_time", "memory"):
         raise PerfModelError(f"--sort must be step_time or memory, got {sort!r}")
-    pool = Pool(top, top if exact is None else min(exact, top), horizon)
+    pool = Pool(top, top if exact is None else min(exact, top), horizon, alternatives)
     args = (plan, pool, sort, allow_cross_node_tp, progress, keep_points)
     first = _search(*args, CP_MIN_TOKENS)
     if first.results or plan.parallel.cp is not None or not plan.training.flash_attention:
@@ -170,6 +173,7 @@ class Pool:
     size: int
     exact: int
     horizon: Callable[[Estimate], float] | None = None
+    alternatives: bool = True  # also the fastest that fits with margin (fastest_safe, plain_safe)
 
     def limit(self, found: list[Candidate]) -> float:
         """The step time past which no configuration can join the pool, given those ``found``
@@ -241,8 +245,9 @@ def _search(
         results = [estimate(plan, knobs.config(int(i), gbs)) for i in order]
     else:
         results = _exact_top(plan, knobs, res, idx, pool)
-        safe = _safest(plan, knobs, res, idx, results)
-        plain = _plain_safe(plan, knobs, res, idx, results)
+        if pool.alternatives:
+            safe = _safest(plan, knobs, res, idx, results)
+            plain = _plain_safe(plan, knobs, res, idx, results)
     points = (
         {"step_time_s": res["step_time_s"][idx], "total_bytes": res["total_bytes"][idx]}
         if keep_points
@@ -437,7 +442,7 @@ def _nearer_practice(plan: Plan, results: list[Estimate]) -> list[Estimate]:
         if not yes or getattr(plan.parallel, dim) is not None:
             continue
         try:
-            alt = search(plan.with_parallel(**{dim: 1}), PRACTICE_TOP)
+            alt = search(plan.with_parallel(**{dim: 1}), PRACTICE_TOP, alternatives=False)
         except PerfModelError:  # no configuration without it: memory or the space needs it
             continue
         out += [e for e in alt.results if e.config not in seen]

@@ -11,7 +11,7 @@ from perfmodel.engine import memory_switches
 from perfmodel.engine.evaluate import KEEP, evaluate_chunked
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import states_lower_bound
-from perfmodel.engine.memory_verdict import fits_mask, margin_mask
+from perfmodel.engine.memory_verdict import MEMORY_BAND, fits_mask, margin_mask
 from perfmodel.engine.reserve import usable_bytes
 from perfmodel.specs import Plan
 
@@ -63,28 +63,29 @@ def with_switches(
     rows = np.flatnonzero(~good & ((floor < best) | selective))
     if not sets or rows.size == 0:
         return knobs, res
+    # what a row must shed to fit with margin (margin_mask), from its plain total
+    need = res["total_bytes"] - usable / (1 + MEMORY_BAND)
+    offloads = [n for n in sets if memory_switches.is_offload(n)]
     knobs = knobs.take(slice(None))
     knobs.memory_switch = knobs.memory_switch.copy()
     res = {key: v.copy() for key, v in res.items()}
     for name in sets:
+        if memory_switches.is_offload(name):
+            if name == offloads[0]:  # every offload set in one pass (_offload)
+                done = _offload(plan, knobs, res, rows, offloads, need, best)
+                rows = np.setdiff1d(rows, done, assume_unique=True)
+            continue
         recompute = memory_switches.is_recompute(name)
-        ok = memory_switches.runs_with(name, knobs.zero_stage[rows], knobs.recompute[rows])
+        ok = memory_switches.runs_with(
+            name, knobs.zero_stage[rows], knobs.recompute[rows], knobs.pp[rows]
+        )
         if recompute:
             ok &= unrecomputed[rows] < best
         else:
             ok &= (floor[rows] < best) & safe(acts[rows])
         tried = rows[ok]
-        k = knobs.take(tried)
-        k.memory_switch = np.full(len(k), memory_switches.SET_CODES[name])
-        room = np.flatnonzero(fits_mask(states_lower_bound(plan, k), usable))
-        got = evaluate_chunked(plan, k.take(room))
-        priced = tried[room]
-        done = safe(got["total_bytes"]) & got["fits"]
-        # only where it could come first: faster than the fastest plain one that fits so
-        win = done & (got["step_time_s"] < best)
-        knobs.memory_switch[priced[win]] = memory_switches.SET_CODES[name]
-        for key in KEEP:
-            res[key][priced[win]] = got[key][win]
+        code = memory_switches.SET_CODES[name]
+        priced, done, got = _price(plan, knobs, res, tried, np.full(tried.size, code), best)
         if not recompute:
             acts[priced] = got["activations_bytes"]
             floor[priced] = got["step_time_s"] - got["switchable_s"]
@@ -92,3 +93,78 @@ def with_switches(
         if rows.size == 0:
             break
     return knobs, res
+
+
+def _price(
+    plan: Plan,
+    knobs: Knobs,
+    res: dict[str, np.ndarray],
+    tried: np.ndarray,
+    codes: np.ndarray,
+    best: float,
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Price rows ``tried`` with the switch sets ``codes`` (one evaluation a set; the activation
+    offloading sets together) where their model states leave room, and give a row its set where it
+    then fits with margin and beats ``best``, the fastest plain configuration that fits so (only
+    such a one could come first): (the rows priced, which of them fit with margin, their figures).
+    """
+    usable = usable_bytes(plan.system)
+    k = knobs.take(tried)
+    k.memory_switch = codes
+    room = np.flatnonzero(fits_mask(states_lower_bound(plan, k), usable))
+    got = evaluate_chunked(plan, k.take(room))
+    priced = tried[room]
+    done = margin_mask(got["total_bytes"], usable) & got["fits"]
+    win = done & (got["step_time_s"] < best)
+    knobs.memory_switch[priced[win]] = codes[room][win]
+    for key in KEEP:
+        res[key][priced[win]] = got[key][win]
+    return priced, np.asarray(done, dtype=bool), got
+
+
+def _offload(
+    plan: Plan,
+    knobs: Knobs,
+    res: dict[str, np.ndarray],
+    rows: np.ndarray,
+    names: list[str],
+    need: np.ndarray,
+    best: float,
+) -> np.ndarray:
+    """The activation offloading sets (``names``, fewest layers first) on ``rows``: each row is
+    priced at the fewest layers that could shed what it ``need``s (_offload_frees_enough), then,
+    while it does not fit with margin, at the next count; all rows of a round in one evaluation
+    (the layers offloaded are read row by row). The copy only adds to the plain step, so a row no
+    faster than ``best`` is not tried. Returns the rows that fit with margin."""
+    code = np.array([memory_switches.SET_CODES[n] for n in names])
+    ok = memory_switches.runs_with(
+        names[0], knobs.zero_stage[rows], knobs.recompute[rows], knobs.pp[rows]
+    )
+    rows = rows[ok & (res["step_time_s"][rows] < best)]
+    per_layer = res["layer_activations_bytes"][rows]
+    frees = np.stack([_offload_frees_enough(plan, n, per_layer, need[rows]) for n in names], 1)
+    at = np.where(frees.any(axis=1), frees.argmax(axis=1), len(names)) if rows.size else rows
+    fitted: list[np.ndarray] = []
+    while rows.size and (at < len(names)).any():
+        live = at < len(names)
+        rows, at = rows[live], at[live]
+        priced, done, got = _price(plan, knobs, res, rows, code[at], best)
+        fitted.append(priced[done])
+        # a row whose states leave no room, that fits now, or whose HBM fits but not its host's
+        # memory (more layers only fill it further) is through; the rest go one up
+        short = ~margin_mask(got["total_bytes"], usable_bytes(plan.system))
+        again = np.isin(rows, priced[short])
+        rows, at = rows[again], at[again] + 1
+    return np.concatenate(fitted) if fitted else np.zeros(0, dtype=np.int64)
+
+
+def _offload_frees_enough(
+    plan: Plan, name: str, per_layer: np.ndarray, need: np.ndarray
+) -> np.ndarray:
+    """Whether offloading N layers (activation-offload-K) sheds ``need`` bytes: at pp 1 it frees
+    N - 1 layers' kept activations, ``per_layer`` each (cost/offload.resident_saving), so a row's
+    first set is the one that fits it on HBM; only the host's memory can then refuse it."""
+    n = memory_switches.offloaded_layers(
+        plan.model.num_layers, memory_switches.SWITCHES[name].eighths
+    )
+    return np.asarray(per_layer * (n - 1) >= need, dtype=bool)

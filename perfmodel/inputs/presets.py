@@ -34,6 +34,7 @@ from perfmodel.inputs.usual_links import RACK_DOMAIN as RACK_DOMAIN
 from perfmodel.inputs.usual_links import (
     _usual_links,
     default_links,
+    host_dram_of,
     host_link_of,
     host_memory_of,
 )
@@ -181,6 +182,8 @@ def _system(data: Any, label: str, notes: list[str] | None = None) -> System:
         data["host_link"] = host_link_of(gpu_name)
     if "host_memory_bandwidth_bytes_per_s" not in data and isinstance(gpu_name, str):
         data["host_memory_bandwidth_bytes_per_s"] = host_memory_of(gpu_name)
+    if "host_memory_bytes" not in data and isinstance(gpu_name, str):
+        data["host_memory_bytes"] = host_dram_of(gpu_name)
     for key, resolver in (
         ("gpu", gpu),
         ("intra_node_link", link),

@@ -35,12 +35,18 @@ RACK_DOMAIN = {"nvlink5-nvl72": 72}
 
 
 def host_link_of(gpu_name: str) -> str:
-    """The GPU's usual link to host memory: NVLink-C2C on Grace superchips (GB200, GB300), PCIe
-    Gen5 on HGX Hopper and Blackwell boards, Gen4 on A100 and older."""
+    """The GPU's usual link to host memory, per GPU: NVLink-C2C on Grace superchips (GB200, GB300);
+    on 8-GPU HGX boards a PCIe switch's x16 uplink, which two GPUs share (Gen5 on Hopper and
+    Blackwell, Gen4 on A100, Gen3 on the DGX-1's V100); Gen5 x16 each on AMD's platforms (one
+    link per OAM: the AMD Instinct MI300X platform brief)."""
     key = _gpu_key(gpu_name)
     if key.startswith("gb"):
         return "nvlink-c2c"
-    return "pcie-gen4" if key.startswith(("a100", "v100")) else "pcie-gen5"
+    if key.startswith("mi"):
+        return "pcie-gen5"
+    if key.startswith("v100"):
+        return "pcie-gen3-shared"
+    return "pcie-gen4-shared" if key.startswith("a100") else "pcie-gen5-shared"
 
 
 # A GPU's share of its usual host's memory bandwidth, bytes/s: the sockets' DRAM channels at their
@@ -85,3 +91,25 @@ def default_links(gpu_name: str) -> dict[str, str]:
         (v for k, v in _LINKS_FOR.items() if key.startswith(k)), ("nvlink3", "ib-hdr")
     )
     return {"intra_node_link": intra, "inter_node_link": inter}
+
+
+# A GPU's share of its usual host's DRAM, bytes: the system memory of the vendor's 8-GPU node over
+# its GPUs. DGX-1 (V100): 512 GB; DGX A100 640 GB (A100 80GB): 2 TB, DGX A100 320 GB (40GB): 1 TB;
+# DGX H100 / H200: 2 TB; DGX B200 and B300: 2 TB (the data sheets' base configuration; NVIDIA DGX
+# data sheets); GB200 / GB300: one Grace's 480 GB LPDDR5X for two GPUs (NVIDIA GB200 NVL72 data
+# sheet: 17 TB over 72 GPUs). AMD's platforms vary by vendor: not known (not checked).
+_HOST_DRAM_GB = {
+    "v100": 512 / 8,
+    "a100-40": 1024 / 8,
+    "a100": 2048 / 8,
+    "h": 2048 / 8,  # h100, h200, h800
+    "b": 2048 / 8,  # b200, b300
+    "gb": 480 / 2,
+}
+
+
+def host_dram_of(gpu_name: str) -> float | None:
+    """The GPU's share of its usual host's DRAM, bytes (None for a GPU this table lacks)."""
+    key = _gpu_key(gpu_name)
+    found = [k for k in _HOST_DRAM_GB if key.startswith(k)]
+    return _HOST_DRAM_GB[max(found, key=len)] * 1e9 if found else None

@@ -136,6 +136,12 @@ def fits_text(m: dict) -> str:
 
     band = f"the memory model's +-{100 * MEMORY_BAND:g}% band"
     gap = m["usable_bytes"] - m["total_bytes"]
+    host, cap = m.get("host_bytes", 0.0), m.get("host_capacity_bytes", 0.0)
+    if not m["fits"] and host and cap and host * (1 + MEMORY_BAND) > cap:
+        return (
+            f"does not fit: host memory {fmt_bytes(host)} (offloaded) of {fmt_bytes(cap)},"
+            f" the GPU's share of its host's DRAM, within {band}"
+        )
     if not m["fits"]:
         return f"does not fit: {fmt_bytes(-gap)} over the usable line, beyond {band}"
     if m["tight"]:
@@ -160,6 +166,21 @@ def memory(m: dict, title: str) -> None:
             else []
         ),
         ("activations", fmt_bytes(m["activations_bytes"])),
+        *(
+            [
+                (
+                    "activations in host memory",
+                    f"{fmt_bytes(m['activations_host_bytes'])} (offload)",
+                )
+            ]
+            if m.get("activations_host_bytes")
+            else []
+        ),
+        *(
+            [("host memory, the GPU's share", fmt_bytes(m["host_capacity_bytes"]))]
+            if m.get("host_bytes") and m.get("host_capacity_bytes")
+            else []
+        ),
         ("total", fmt_bytes(m["total_bytes"])),
         ("HBM capacity", fmt_bytes(m["capacity_bytes"])),
         ("reserve (context, NCCL, cuBLAS, fragments)", fmt_bytes(m["reserve_bytes"])),

@@ -24,7 +24,8 @@ def answer_lines(j: dict, framework: str) -> list[str]:
         )
     out = [f"answer: {config_short(c)}{sched}{moe} under {framework}"]
     if c.get("memory_switch"):  # what the answer turns on beyond the plan (issue 37)
-        out.append("with " + memory_switches.describe(c["memory_switch"]))
+        layers = int(sum(j.get("stage_layers", ()))) or None
+        out.append("with " + memory_switches.describe(c["memory_switch"], layers))
     band = j.get("expected_error")
     step = f"step {fmt_time(j['step_time_s'])}"
     if band and band.get("step_time_range_s"):

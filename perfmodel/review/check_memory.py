@@ -81,8 +81,10 @@ def _fits_fixes(plan: Plan, cfg: Config) -> list[tuple[str, Config]]:
     # change; engine/memory_switches.py)
     singles = [s for s in memory_switches.usable_sets(plan) if "+" not in s]
     for name in singles if not cfg.memory_switch else []:
-        if memory_switches.runs_with(name, np.array(cfg.zero_stage), np.array(RC[cfg.recompute])):
-            out.append((memory_switches.describe(name), replace(cfg, memory_switch=name)))
+        row = (np.array(cfg.zero_stage), np.array(RC[cfg.recompute]), np.array(cfg.pp))
+        if memory_switches.runs_with(name, *row):
+            words = memory_switches.describe(name, plan.model.num_layers)
+            out.append((words, replace(cfg, memory_switch=name)))
     if cfg.micro_batch_size > 1:
         out.append(
             (

@@ -37,7 +37,7 @@ from __future__ import annotations
 from typing import Any, Literal, get_args
 
 from .flags import FLAGS
-from .framework_common import MEGATRON_LM_LAYOUT, NO_EXPERTS
+from .framework_common import ACTIVATION_OFFLOADS, MEGATRON_LM_LAYOUT, NO_EXPERTS
 from .framework_extra import extra_profiles
 from .framework_zero import ZERO_PROFILES
 
@@ -249,6 +249,9 @@ PROFILES: dict[str, dict[str, Any]] = {
             "fp16-main-params",
             # --optimizer-cpu-offload (HybridDeviceOptimizer, Megatron-Core 0.11+)
             "optimizer-cpu-offload",
+            # --cpu-offloading --cpu-offloading-num-layers (megatron/core/cpu_offload.py), in
+            # eighths of the layers, as Megatron-Bridge's Llama 3 70B GB200/GB300 recipes set it
+            *ACTIVATION_OFFLOADS,
         ),
         "recompute_regathers": True,
         "zero3_prefetch_params": None,  # one layer (unit) ahead

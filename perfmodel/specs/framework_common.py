@@ -43,3 +43,7 @@ MEGATRON_LM_LAYOUT: dict[str, Any] = {
     "zero3_prefetch_params": None,  # one layer (unit) ahead
     "zero3_reduce_bucket_params": 0.0,  # each unit reduce-scatters on its own
 }
+
+# Megatron-Core's activation offloading as the search's memory switches, in eighths of the layers
+# (engine/memory_switches.py: activation-offload-K, K/8 of them; 8: all but the last)
+ACTIVATION_OFFLOADS = tuple(f"activation-offload-{k}" for k in range(1, 9))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .framework_common import ACTIVATION_OFFLOADS
+
 
 def _hai_llm(PROFILES: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """hai-llm, from the megatron-core profile."""
@@ -192,7 +194,8 @@ def extra_profiles(PROFILES: dict[str, dict[str, Any]]) -> dict[str, dict[str, A
     # gradient synchronisation on their ROCm path)
     # nor FP8 moments or FP16 master weights: ROCm's recipes keep fp32 or BF16 states, and no
     # ROCm run checks TE's FP8 optimizer kernels there
-    rocm_off = ("optimizer-cpu-offload", "fp8-moments", "fp16-main-params")
+    # nor activation offloading: no ROCm recipe or run offloads activations
+    rocm_off = ("optimizer-cpu-offload", "fp8-moments", "fp16-main-params", *ACTIVATION_OFFLOADS)
     for name in ("primus", "megatron-rocm"):
         switches = out[name]["memory_switches"]
         out[name]["memory_switches"] = tuple(s for s in switches if s not in rocm_off)

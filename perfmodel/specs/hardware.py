@@ -314,6 +314,14 @@ class System(Spec):
             " optimizer's CPU offload steps at. Default: the GPU generation's usual host."
         ),
     )
+    host_memory_bytes: Bytes | None = Field(
+        None,
+        description=(
+            "A GPU's share of its host's DRAM, bytes (the node's system memory over its GPUs),"
+            " which offloaded activations and optimizer states fill. Default: the GPU"
+            " generation's usual host; none: not checked."
+        ),
+    )
     placement: Literal["tp-dp-pp", "tp-pp-dp"] = Field(
         "tp-dp-pp",
         description=(

@@ -127,7 +127,8 @@ class Plan(Spec):
         if self.system.host_link is None:
             raise ValueError(
                 f"training.cpu_offloading_num_layers({n}) needs system.host_link, the GPU's link to"
-                " host memory: nvlink-c2c on Grace systems (GB200, GB300), pcie-gen5 on HGX boards"
+                " host memory: nvlink-c2c on Grace systems (GB200, GB300), pcie-gen5-shared on"
+                " HGX boards"
             )
         if (par.pp or 1) > 1 or (par.recompute or "none") != "none":
             raise ValueError(
