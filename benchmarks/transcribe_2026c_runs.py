@@ -15,8 +15,9 @@ its framework's default at that release, said in the case's `notes`. One table p
 
 torchtitan's torchtitan/components/quantization/mxfp8.md (2025) gives no case: its Llama 3 8B runs
 on 8 B200 are held as the calibration example examples/calibration/torchtitan-b200 (HELD), its
-Llama 4 Scout runs on 256 GB200 (FSDP2 + EP 16) are refused: the fsdp profile has no expert
-parallelism (REFUSED). The MLPerf v5.1 AMD MI350X run is already held
+Llama 4 Scout runs on 256 GB200 (FSDP2 + EP 16) are refused: the fsdp profile models expert
+parallelism now (tests/test_fsdp_moe.py), but as published the run keeps 926 GB of activations a
+GPU (REFUSED). The MLPerf v5.1 AMD MI350X run is already held
 (mlperf51-amd-8b-mi350x-fp8-8gpu, from published-2026b); the AMD performance-results rows have
 no step time (global batch unstated; the three MI325X rows are held as amdperf-mi325x-*, the
 MI355X Mixtral row is left out as benchmarks/transcribe_amd_results_runs.py says). Run once from
@@ -47,7 +48,11 @@ HELD = (
 )
 # runs perfmodel refuses to model yet, with the reason (the refusal is in the report of issue t26c)
 REFUSED = {
-    "TORCHTITAN-2512-LLAMA4_SCOUT": "expert parallelism under FSDP2 (profile fsdp has none)",
+    "TORCHTITAN-2512-LLAMA4_SCOUT": (
+        "as published (local batch 10 of 8,192 tokens, no activation checkpointing) its"
+        " activations alone are 926 GB a GPU, 4.9x a GB200's usable HBM: the record's batch or"
+        " checkpointing is not what ran, and no layout of it can be judged"
+    ),
 }
 # (layers, vocab) -> model preset
 MODELS = {

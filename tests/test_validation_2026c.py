@@ -36,7 +36,8 @@ def _ids_2026c() -> dict[str, str]:
 def test_each_timed_run_is_held_once():
     """27 of the 32 timed runs: the MI350X MLPerf run was held already (published-2026b), the two
     Llama 3 8B runs on B200 are the calibration example examples/calibration/torchtitan-b200, the
-    two Llama 4 Scout runs are refused (expert parallelism under FSDP2). No run is held twice:
+    two Llama 4 Scout runs are refused (as published, 926 GB of activations a GPU). No run is
+    held twice:
     every case's description (the record's id) is its own."""
     ids = _ids_2026c()
     assert len(ids) == len(set(ids.values())) == 27
