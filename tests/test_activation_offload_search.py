@@ -191,3 +191,30 @@ def test_rows_of_several_offload_sets_are_priced_together_as_each_alone():
         for key in KEEP:
             assert mixed[key][i] == pytest.approx(alone[key][0], rel=1e-12), (key, c)
             assert mixed[key][i] == pytest.approx(as_stated[key][0], rel=1e-12), (key, c)
+
+
+def test_check_flags_offloading_beyond_the_hosts_dram(tmp_path):
+    """A plan that offloads more than its host holds is a PM101 finding naming the host and the
+    most layers that fit: 20 layers keep 77.9 GB there, 64 GB a GPU holds 14 with the margin."""
+    import yaml
+
+    data = yaml.safe_load(
+        (ROOT / "configs/validation/mb2604-70b-gb300-fp8-fsdp-64gpu.yaml").read_text()
+    )
+    for key in ("description", "source", "table", "measured", "notes"):
+        data.pop(key, None)
+    data["system"]["host_memory_bytes"] = "64 GB"
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(data))
+    r = CliRunner().invoke(main, ["check", str(path), "--json"])
+    (f,) = [f for f in json.loads(r.output) if f["rule"] == "PM101"]
+    assert "to host memory, over the 64 GB share of its host's DRAM" in f["message"]
+    assert f["fix"].startswith("cpu_offloading_num_layers: 14 at most")
+    from perfmodel.engine.memory_verdict import MEMORY_BAND
+
+    per_layer = f["figures"]["host_bytes"] / 20
+    assert 14 * per_layer * (1 + MEMORY_BAND) <= 64e9 < 15 * per_layer * (1 + MEMORY_BAND)
+    data["system"]["host_memory_bytes"] = "240 GB"
+    path.write_text(yaml.safe_dump(data))
+    r = CliRunner().invoke(main, ["check", str(path), "--json"])
+    assert not [f for f in json.loads(r.output) if f["rule"] == "PM101"]

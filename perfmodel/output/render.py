@@ -140,7 +140,7 @@ def fits_text(m: dict) -> str:
     if not m["fits"] and host and cap and host * (1 + MEMORY_BAND) > cap:
         return (
             f"does not fit: host memory {fmt_bytes(host)} (offloaded) of {fmt_bytes(cap)},"
-            f" the GPU's share of its host's DRAM, within {band}"
+            f" the GPU's share of its host's DRAM, with {band} as margin"
         )
     if not m["fits"]:
         return f"does not fit: {fmt_bytes(-gap)} over the usable line, beyond {band}"

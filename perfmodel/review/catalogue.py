@@ -22,7 +22,7 @@ RULES = {
         Rule(
             "PM101",
             ERROR,
-            "the plan does not fit in HBM",
+            "the plan does not fit in HBM or host memory",
             "Model states (16-18 B per parameter) plus activations must fit on the most loaded GPU "
             "(Rajbhandari et al. 2020, ZeRO, Sec. 3.1; Korthikanti et al. 2022, Table 2).",
         ),

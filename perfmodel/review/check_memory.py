@@ -103,13 +103,37 @@ def _fits_fixes(plan: Plan, cfg: Config) -> list[tuple[str, Config]]:
     return [(label, c) for label, c in out if c.tp * c.pp * c.dp == n]
 
 
+def _host_memory(plan: Plan, v: dict) -> list[Finding]:
+    """PM101 for the host: what is offloaded must fit, with the memory band's margin, in the GPU's
+    share of its host's DRAM (engine/memory.host_fits)."""
+    host, cap = float(v["host_bytes"]), float(v["host_capacity_bytes"])
+    if not host or not cap or host * (1 + MEMORY_BAND) <= cap:
+        return []
+    tr = plan.training
+    fix = "offload less (cpu_offloading_num_layers, optimizer_cpu_offload)"
+    per_layer = float(v["activations_host_bytes"]) / max(tr.cpu_offloading_num_layers, 1)
+    if tr.cpu_offloading_num_layers and per_layer > 0:
+        room = cap / (1 + MEMORY_BAND) - float(v["optimizer_host_bytes"])
+        fix = f"cpu_offloading_num_layers: {max(int(room // per_layer), 0)} at most"
+    return [
+        Finding(
+            "PM101",
+            f"offloads {fmt_bytes(host)} a GPU to host memory, over the {fmt_bytes(cap)} share"
+            f" of its host's DRAM with the memory model's +-{100 * MEMORY_BAND:g}% margin"
+            " (system.host_memory_bytes)",
+            f"{fix}, or state system.host_memory_bytes if the nodes have more DRAM",
+            {"host_bytes": host, "host_capacity_bytes": cap},
+        )
+    ]
+
+
 def rule_memory(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
     v = est.values
     # over the usable line (HBM less the reserve): the excess is over the usable HBM. Inside the
     # memory model's band it is tight (the search keeps it), beyond it it does not fit (issue 37)
     over = v["total_bytes"] - v["usable_bytes"]
     if over <= 0:
-        return []
+        return _host_memory(plan, v)
     parts = ", ".join(
         f"{k.replace('_bytes', '')} {fmt_bytes(v[k])}"
         for k in (
@@ -164,4 +188,4 @@ def rule_memory(plan: Plan, cfg: Config, est: Estimate) -> list[Finding]:
                 "over_bytes": over,
             },
         )
-    ]
+    ] + _host_memory(plan, v)
