@@ -27,6 +27,7 @@ from perfmodel.inputs.megatron_args import (
     SWITCHES,
     TRAINING_VALUES,
     Imported,
+    float_value,
     int_value,
     megatron_defaults,
     megatron_rules,
@@ -244,14 +245,6 @@ def _contradictions(args: dict) -> None:
             )
 
 
-def _float(args: dict, flag: str) -> float:
-    v = one_value(args, flag)
-    try:
-        return float(v)
-    except ValueError:
-        raise PerfModelError(f"{flag} {v}: not a number") from None
-
-
 def _special(args: dict, out: Imported) -> None:
     """The arguments whose meaning depends on others."""
     model, training, parallel = out.plan["model"], out.plan["training"], out.plan["parallel"]
@@ -281,7 +274,7 @@ def _special(args: dict, out: Imported) -> None:
             )
         model["position_embedding"] = {"learned_absolute": "learned"}.get(kind, kind)
     _rope_numbers(args, model)
-    drops = [_float(args, f) for f in ("--hidden-dropout", "--attention-dropout") if f in args]
+    drops = [float_value(args, f) for f in ("--hidden-dropout", "--attention-dropout") if f in args]
     if drops and not any(drops):
         model["dropout"] = False
     if "--multi-latent-attention" in args and "kv_lora_rank" not in model:
@@ -334,10 +327,12 @@ def _rope_numbers(args: dict, model: dict) -> None:
     """--rotary-base and Llama 3.1's --use-rope-scaling (--rope-scaling-factor, default 8.0:
     Megatron-LM arguments.py), kept on the model for `plan --emit megatron`; no cost."""
     if "--rotary-base" in args:
-        model["rotary_base"] = _float(args, "--rotary-base")
+        model["rotary_base"] = float_value(args, "--rotary-base")
     if "--use-rope-scaling" in args:
         scaling = "--rope-scaling-factor" in args
-        model["rope_scaling_factor"] = _float(args, "--rope-scaling-factor") if scaling else 8.0
+        model["rope_scaling_factor"] = (
+            float_value(args, "--rope-scaling-factor") if scaling else 8.0
+        )
 
 
 def _layout(args: dict, model: dict, parallel: dict) -> None:

@@ -215,8 +215,17 @@ def one_value(args: dict, flag: str) -> str:
 
 def int_value(args: dict, flag: str) -> int:
     """A flag's one value as a whole number, or one error naming the flag."""
+    return int(_number(args, flag, int, "a whole number"))
+
+
+def float_value(args: dict, flag: str) -> float:
+    """A flag's one value as a number, or one error naming the flag."""
+    return float(_number(args, flag, float, "a number"))
+
+
+def _number(args: dict, flag: str, cast: type, words: str) -> float:
     v = one_value(args, flag)
     try:
-        return int(v)
+        return cast(v)
     except ValueError:
-        raise PerfModelError(f"{flag} {v}: not a whole number") from None
+        raise PerfModelError(f"{flag} {v}: not {words}") from None
