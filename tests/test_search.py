@@ -26,7 +26,7 @@ def test_search_finds_a_feasible_best(gpt3):
     times = [e.values["step_time_s"] for e in r.results]
     assert times == sorted(times)
     assert all(e.values["fits"] for e in r.results)
-    assert r.evaluated == r.feasible + r.rejected["does not fit in HBM (configurations)"]
+    assert r.evaluated == r.feasible + r.rejected["does not fit in memory (configurations)"]
 
 
 def test_results_multiply_out_to_the_gpu_count(gpt3):

@@ -132,7 +132,7 @@ def plan_cmd(
 @parallel_options
 @click.option("--per-layer", is_flag=True, help="Also list every operation of one layer.")
 @click.option("--verbose", is_flag=True, help="Also the closed-form bubble figures (equal stages).")
-@click.option("--strict", is_flag=True, help="Exit 1 when the configuration does not fit in HBM.")
+@click.option("--strict", is_flag=True, help="Exit 1 when it does not fit (HBM or host memory).")
 @launch_options
 @format_option
 @json_option

@@ -226,7 +226,7 @@ def _search(
     fits = res["fits"] & finite
     n_fail = int((~fits).sum())
     if n_fail:
-        rejected[Reason("does not fit in HBM (configurations)", "PM101")] = n_fail
+        rejected[Reason("does not fit in memory (configurations)", "PM101")] = n_fail
     idx = np.flatnonzero(fits)
     if idx.size == 0 and not np.isfinite(res["step_time_s"]).all():
         # nothing fits: price the configurations the bound set aside too, so that what the
