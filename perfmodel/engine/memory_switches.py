@@ -46,9 +46,10 @@ supported with distributed optimizer").
   performance recipes on GB200 and GB300 set it (cpu_offloading_num_layers 40 and 20 of 80, with
   Megatron-FSDP; scripts/performance/configs/llama, v0.4.2). Megatron-Core runs it with pp 1 and
   no recompute only (TransformerConfig.__post_init__), so it is tried on those rows, fewest layers
-  first: the first that fits is the one whose copy is shortest. In eighths, so that a set is one
-  evaluation whatever the model's depth; after the recompute modules, for the copy can cost time,
-  and before the riskier optimizer precisions, for production recipes run it.
+  first: the first that fits is the one whose copy is shortest. In eighths, so that the ladder
+  has the same steps whatever the model's depth, and its rows are priced together (the count is
+  read row by row: offload_layers); after the recompute modules, for the copy can cost time, and
+  before the riskier optimizer precisions, for production recipes run it.
 FSDP's reshard_after_forward is the ZeRO stage the search already tries under the fsdp profiles
 (2: SHARD_GRAD_OP, kept gathered; 3: resharded). Not searched: the other recompute modules (moe,
 shared_experts: a plan sets recompute_modules), and Megatron-Core's fine-grained offloading of
@@ -88,7 +89,11 @@ class Switch:
 def offloaded_layers(num_layers: int, eighths: int) -> int:
     """The layers activation-offload-K offloads: K/8 of them, rounded half up; all but the last
     for K = 8 (Megatron-Core asserts cpu_offloading_num_layers < num_layers)."""
-    return num_layers - 1 if eighths >= 8 else (eighths * num_layers + 4) // 8
+    return int(_offloaded(num_layers, np.asarray(eighths)))
+
+
+def _offloaded(num_layers: int, eighths: np.ndarray) -> np.ndarray:
+    return np.where(eighths >= 8, num_layers - 1, (eighths * num_layers + 4) // 8)
 
 
 def _offload_switch(k: int) -> Switch:
@@ -225,8 +230,7 @@ def offload_layers(plan: Plan, codes: np.ndarray) -> np.ndarray:
     """The layers whose activations each row offloads: its activation-offload set's count, else the
     plan's own cpu_offloading_num_layers (0: none)."""
     e = EIGHTHS[np.asarray(codes, dtype=np.int64)]
-    L = plan.model.num_layers
-    counts = np.where(e >= 8, L - 1, (e * L + 4) // 8)
+    counts = _offloaded(plan.model.num_layers, e)
     return np.where(e > 0, counts, plan.training.cpu_offloading_num_layers)
 
 

@@ -32,7 +32,8 @@ def with_switches(
     switches first) in place of its plain figures; a slower one could not come first (annotate).
     The sets are priced in order as arrays, each on the rows no earlier set rescued and where its
     model states leave room (engine/memory.states_lower_bound); the rescued rows' step time and
-    memory are what `estimate` gives for the plan with the set's fields. A row no set rescues
+    memory are what `estimate` gives for the plan with the set's fields. The activation
+    offloading sets are one step of that order, priced together (_offload). A row no set rescues
     keeps its plain figures."""
     sets = memory_switches.usable_sets(plan)
     usable = usable_bytes(plan.system)

@@ -37,8 +37,8 @@ RACK_DOMAIN = {"nvlink5-nvl72": 72}
 def host_link_of(gpu_name: str) -> str:
     """The GPU's usual link to host memory, per GPU: NVLink-C2C on Grace superchips (GB200, GB300);
     on 8-GPU HGX boards a PCIe switch's x16 uplink, which two GPUs share (Gen5 on Hopper and
-    Blackwell, Gen4 on A100, Gen3 on the DGX-1's V100); Gen5 x16 each on AMD's platforms (one
-    link per OAM: the AMD Instinct MI300X platform brief)."""
+    Blackwell, Gen4 on A100, Gen3 on the DGX-1's V100). AMD's platforms keep a Gen5 x16 link a
+    GPU, unshared, as before: their hosts' PCIe trees vary by vendor, and no run here offloads."""
     key = _gpu_key(gpu_name)
     if key.startswith("gb"):
         return "nvlink-c2c"
