@@ -92,3 +92,24 @@ def test_inter_node_figures_give_one_answer_inside_one_node(gpus, same):
     path = "system.inter_node_link.bandwidth_bytes_per_s"
     keys = {same_answer_key(changed(plan, path, v)) for v in ("1 GB/s", "400 GB/s")}
     assert (len(keys) == 1) is same
+
+
+def test_a_sweep_over_processes_gives_the_rows_of_one_process():
+    """--jobs: the distinct plans of a sweep are answered in worker processes (spawned), each by
+    the same search, so every row is the one a single process gives, in the values' order."""
+    from perfmodel.inputs import load_plan
+    from perfmodel.review import sweep as sw
+
+    plan = load_plan("llama3-8b-h100.yaml")
+    values = [str(64 * i) for i in range(1, sw.PARALLEL_FROM + 2)]
+    seen: list[tuple[int, int]] = []
+    one = sw.sweep(plan, "training.global_batch_size", values, jobs=1).to_json()
+    two = sw.sweep(
+        plan,
+        "training.global_batch_size",
+        values,
+        jobs=2,
+        progress=lambda d, n: seen.append((d, n)),
+    ).to_json()
+    assert two == one
+    assert seen[-1] == (len(values), len(values))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +153,13 @@ def compare_cmd(
 @click.option(
     "--fixed", is_flag=True, help="Keep the plan's knobs at every value instead of searching."
 )
+@click.option(
+    "--jobs",
+    type=click.IntRange(0, 256),
+    default=0,
+    show_default=True,
+    help="Processes that answer the values, each `plan`'s search (0: one a core; 1: in turn).",
+)
 @plot_option("Write the scaling curve (PNG, SVG or PDF).")
 @tokens_option
 @calibration_option
@@ -159,7 +167,13 @@ def compare_cmd(
 @format_option
 @json_option
 def sweep_cmd(
-    plan_file: str, vary: str, fixed: bool, plot: str | None, as_json: bool, **kw: Any
+    plan_file: str,
+    vary: str,
+    fixed: bool,
+    jobs: int,
+    plot: str | None,
+    as_json: bool,
+    **kw: Any,
 ) -> None:
     """What if: one field of the plan over several values; at each, the configuration `plan`
     recommends (or, with --fixed, the plan's own) with its step time, throughput, MFU and memory.
@@ -178,7 +192,8 @@ def sweep_cmd(
     path, values = sw.parse_vary(vary)
     bar = console.LazyProgress(f"sweeping {path}")
     try:
-        result = sw.sweep(plan, path, values, fixed, progress=bar)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        result = sw.sweep(plan, path, values, fixed, progress=bar, jobs=jobs or cores or 1)
     finally:
         bar.close()
     console.emit_json(result.to_json()) if as_json else render_review.sweep(result)

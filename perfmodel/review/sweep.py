@@ -181,28 +181,63 @@ def sweep(
     values: list[str],
     fixed: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    jobs: int = 1,
 ) -> Sweep:
     """Each value: the changed plan's answer, as `plan` gives it (``fixed``: the plan's own
     knobs, free ones chosen as `plan` chooses them). A value that cannot run is a row with its
-    reason.
-    ``progress(done, total)`` is called after each value (`plan`'s search each: about 0.1-1 s)."""
-    points = []
-    answers: dict[str, tuple[Estimate | None, str]] = {}  # by the changed plan: computed once
-    for i, v in enumerate(values):
-        if progress is not None:
-            progress(i, len(values))
-        try:  # a bad value stops the sweep: it is the user's error, not a result
-            p = changed(plan, path, v)
+    reason. Every value is read and checked first (a bad one stops the sweep: it is the user's
+    error, not a result); then each distinct plan is answered once, in ``jobs`` processes.
+    ``progress(done, total)`` is called as the answers come (`plan`'s search each: 0.1-1 s)."""
+    plans = []
+    for v in values:
+        try:
+            plans.append(changed(plan, path, v))
         except PerfModelError as e:
             raise PerfModelError(
                 f"--vary {path}={v}: {e}".replace(f": --vary {path}: ", ": ")
             ) from None
-        key = same_answer_key(p)
-        if key not in answers:
-            answers[key] = _answer(p, fixed)
-        est, error = answers[key]
-        points.append(Point(v, p.system.num_gpus, est, error))
+    keys = [same_answer_key(p) for p in plans]
+    distinct = dict(zip(keys, plans))  # by the changed plan: computed once
+    answers = dict(zip(distinct, _answers(list(distinct.values()), fixed, jobs, progress)))
+    points = [Point(v, p.system.num_gpus, *answers[key]) for v, p, key in zip(values, plans, keys)]
     return Sweep(path, fixed, points)
+
+
+# below this many distinct plans a sweep runs in one process: starting a worker (a fresh Python
+# importing perfmodel and numpy) costs about as much as a search or two
+PARALLEL_FROM = 8
+
+
+def _answers(
+    plans: list[Plan],
+    fixed: bool,
+    jobs: int,
+    progress: Callable[[int, int], None] | None,
+) -> list[tuple[Estimate | None, str]]:
+    """_answer for each plan, in order: in this process, or over ``jobs`` worker processes
+    (spawned, so that no lock of the parent's threads is inherited); each search is the same
+    function either way, so the answers are the same."""
+    n = len(plans)
+    workers = min(jobs, n)
+    if workers <= 1 or n < PARALLEL_FROM:
+        out = []
+        for i, p in enumerate(plans):
+            if progress is not None:
+                progress(i, n)
+            out.append(_answer(p, fixed))
+        return out
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    results: list[tuple[Estimate | None, str]] = [(None, "")] * n
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = {pool.submit(_answer, p, fixed): i for i, p in enumerate(plans)}
+        for done, future in enumerate(as_completed(futures)):
+            results[futures[future]] = future.result()
+            if progress is not None:
+                progress(done + 1, n)
+    return results
 
 
 def same_answer_key(p: Plan) -> str:
