@@ -4,6 +4,7 @@ the blocks' descriptions (perfmodel/engine/blocks.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from perfmodel.engine import memory_switches
 from perfmodel.engine.block_cost import BlockCost
 from perfmodel.engine.blocks import Setting
 from perfmodel.engine.knobs import Knobs
-from perfmodel.engine.memory_verdict import MEMORY_BAND, fits_mask, tight_mask
+from perfmodel.engine.memory_verdict import fits_mask, host_fits, tight_mask
 from perfmodel.engine.mesh import Mesh, expert_shard
 from perfmodel.engine.reserve import reserve_bytes
 from perfmodel.specs.framework import PROFILES
@@ -58,7 +59,10 @@ def memory_terms(
     tp, pp = k.tp.astype(float), k.pp.astype(float)
     s = st.plan.seq_length
     layers = [c.get(kind) for kind in ("dense", "moe")]
-    acts = _activations(st, k, stages, layers, m)
+    # a layer's kept activations per micro-batch, and the layers each row offloads (cost/offload.py)
+    per_layer = kept_per_layer(stages, layers, k.recompute)
+    n_off = memory_switches.offload_layers(st.plan, k.memory_switch)[:, None]
+    acts = _activations(st, k, stages, layers, m, (per_layer, n_off))
     # DualPipe: a rank holds two stages' parameters, and each stage's states are sharded over the
     # 2 dp ranks that hold it (DeepSeek-V3 report Table 2: "2x" parameters)
     dual = pipe.dualpipe_rows(k.schedule, k.pp)
@@ -93,13 +97,7 @@ def memory_terms(
 
     whole = mem.total_params(sh, len(st.moe_pattern), s, st.moe_layers, st.mtp, bool(st.mtp_kind))
     mean_states = _mean_states(st, k, whole, moe_cost, sharded_over, mesh, copies)
-    # the optimizer's share in host memory (--optimizer-cpu-offload), not in the total
-    opt_host = (
-        pick(_states(st, *parts, host=True)[2])
-        if st.plan.training.optimizer_cpu_offload
-        else 0.0 * tp
-    )
-    host = _host_terms(st, opt_host, pick(_offloaded_activations(st, k, stages, layers)))
+    host = _host_terms(st, stages, parts, pick, (per_layer, n_off))
     return {
         "weights_bytes": pick(states[0]),
         "gradients_bytes": pick(states[1]),
@@ -121,42 +119,39 @@ def memory_terms(
         # GPUs
         "model_states_mean_bytes": mean_states,
         # a layer's kept activations per micro-batch: what offloading one more layer sheds
-        "layer_activations_bytes": pick(kept_per_layer(stages, layers, k.recompute)),
+        "layer_activations_bytes": pick(per_layer),
         "_params_max": stages.present_max(params - experts),
         "_experts_max": stages.present_max(experts),
         "_mesh": mesh,
     }
 
 
-def _host_terms(st: Setting, optimizer: Array, activations: Array) -> dict[str, Array]:
-    """What is offloaded to the host's DRAM, bytes: the optimizer's share and the offloaded
-    activations, their sum and the GPU's share of that DRAM (0: not known, not checked)."""
+def _host_terms(
+    st: Setting,
+    stages: Stages,
+    parts: tuple[Any, Any, Any, Any, Any],
+    pick: Callable[[Array], Array],
+    offloaded: tuple[Array, Array],
+) -> dict[str, Array]:
+    """What is offloaded to the host's DRAM, bytes on the reported stage: the optimizer's share
+    (--optimizer-cpu-offload; not in the HBM total), the offloaded activations (the offloaded
+    layers of the micro-batch in flight: pp 1, as Megatron-Core runs it; ``offloaded``: a layer's
+    kept bytes, the layers each row offloads), their sum and the GPU's share of that DRAM (0: not
+    known, not checked)."""
     capacity = st.plan.system.host_memory_bytes or 0.0
-    activations = activations + 0.0 * optimizer
+    per_layer, n_off = offloaded
+    optimizer = (
+        pick(_states(st, *parts, host=True)[2])
+        if st.plan.training.optimizer_cpu_offload
+        else np.zeros(len(per_layer))
+    )
+    activations = pick(offload.moved_bytes(per_layer, stages.layers.sum(axis=-1), n_off))
     return {
         "optimizer_host_bytes": optimizer,
         "activations_host_bytes": activations,
         "host_bytes": optimizer + activations,
         "host_capacity_bytes": np.full(np.shape(optimizer), capacity),
     }
-
-
-def host_fits(host: dict[str, Array]) -> Array:
-    """What is offloaded fits in the GPU's share of the host's DRAM, with the memory band's margin
-    (the offloaded activations are the activation model's): its upper edge under it; nothing
-    offloaded, or a capacity not known, is not checked."""
-    h, capacity = np.asarray(host["host_bytes"]), host["host_capacity_bytes"]
-    return np.asarray((h == 0) | (capacity <= 0) | (h * (1 + MEMORY_BAND) <= capacity), dtype=bool)
-
-
-def _offloaded_activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any]) -> Array:
-    """Activations in host memory under activation offloading (cost/offload.py): the offloaded
-    layers of the micro-batch in flight (pp 1, Megatron-Core's condition), bytes per stage."""
-    n_off = memory_switches.offload_layers(st.plan, k.memory_switch)[:, None]
-    if not n_off.any():
-        return np.zeros(stages.layers.shape[:-1])
-    per_layer = kept_per_layer(stages, layers, k.recompute)
-    return offload.moved_bytes(per_layer, stages.layers.sum(axis=-1), n_off)
 
 
 def _mesh(k: Knobs, system: System) -> Mesh:
@@ -362,7 +357,14 @@ def kept_per_layer(stages: Stages, layers: list[Any], recompute: Array) -> Array
     return np.asarray(kept / np.maximum(stages.layers.sum(axis=-1), 1))
 
 
-def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Array) -> np.ndarray:
+def _activations(
+    st: Setting,
+    k: Knobs,
+    stages: Stages,
+    layers: list[Any],
+    m: Array,
+    offloaded: tuple[Array, Array],
+) -> np.ndarray:
     """Stored activations of each stage class at the schedule's peak, bytes (Korthikanti 2022, Sec.
     4.2): the layers' kept activations times the micro-batches in flight at that stage (1F1B: p - i
     on stage i, Narayanan 2021 Sec. 2.2; the last stage 1; the V-shaped schedules the same on every
@@ -415,12 +417,9 @@ def _activations(st: Setting, k: Knobs, stages: Stages, layers: list[Any], m: Ar
         loss_logit_bytes(st.plan),
         profile["sp_gathered_head_input"],
     )
-    saved: Array | float = 0.0
-    n_off = memory_switches.offload_layers(st.plan, k.memory_switch)[:, None]
-    if n_off.any():
-        # activation offloading (cost/offload.py): the offloaded layers wait in host memory
-        per_layer = kept_per_layer(stages, layers, k.recompute)
-        saved = offload.resident_saving(per_layer, stages.layers.sum(axis=-1), n_off, in_flight)
+    # activation offloading (cost/offload.py): the offloaded layers wait in host memory (none: 0)
+    per_layer, n_off = offloaded  # a layer's kept bytes, the layers each row offloads
+    saved = offload.resident_saving(per_layer, stages.layers.sum(axis=-1), n_off, in_flight)
     per_microbatch = stages.total(kept, 0.0, 0.0) + np.where(
         stages.embedding, (embed / cp)[:, None], 0.0
     )

@@ -42,9 +42,19 @@ def verdict(total: float, usable: float) -> str:
     return "tight" if bool(tight_mask(total, usable)) else "fits"
 
 
+def host_fits(m: Any) -> Any:
+    """What is offloaded (``m``'s host_bytes) fits in the GPU's share of its host's DRAM
+    (host_capacity_bytes) with margin, as margin_mask draws it: the offloaded activations are the
+    activation model's. Nothing offloaded, or a capacity not known (0), is not checked."""
+    h, capacity = np.asarray(m.get("host_bytes", 0.0)), np.asarray(
+        m.get("host_capacity_bytes", 0.0)
+    )
+    return (h == 0) | (capacity <= 0) | margin_mask(h, capacity)
+
+
 def verdict_of(values: dict[str, Any]) -> str:
     """An estimate's verdict: HBM's, or "does not fit" where it does not fit for another reason
-    (the host's DRAM cannot hold what is offloaded: engine/memory.host_fits)."""
+    (the host's DRAM cannot hold what is offloaded: host_fits)."""
     if not bool(values["fits"]):
         return "does not fit"
     return verdict(float(values["total_bytes"]), float(values["usable_bytes"]))

@@ -132,12 +132,12 @@ def comm(r: dict) -> None:
 def fits_text(m: dict) -> str:
     """The memory verdict against the memory model's band (engine/memory_verdict.py): fits, tight
     or does not fit, with the margin to the usable line (capacity less the reserve)."""
-    from perfmodel.engine.memory_verdict import MEMORY_BAND
+    from perfmodel.engine.memory_verdict import MEMORY_BAND, host_fits
 
     band = f"the memory model's +-{100 * MEMORY_BAND:g}% band"
     gap = m["usable_bytes"] - m["total_bytes"]
-    host, cap = m.get("host_bytes", 0.0), m.get("host_capacity_bytes", 0.0)
-    if not m["fits"] and host and cap and host * (1 + MEMORY_BAND) > cap:
+    if not m["fits"] and not host_fits(m):
+        host, cap = m["host_bytes"], m["host_capacity_bytes"]
         return (
             f"does not fit: host memory {fmt_bytes(host)} (offloaded) of {fmt_bytes(cap)},"
             f" the GPU's share of its host's DRAM, with {band} as margin"

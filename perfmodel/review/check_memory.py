@@ -18,7 +18,7 @@ from perfmodel.engine.estimate import (
     evaluate,
     resolve_config,
 )
-from perfmodel.engine.memory_verdict import MEMORY_BAND
+from perfmodel.engine.memory_verdict import MEMORY_BAND, host_fits
 from perfmodel.engine.rules import config_problems
 from perfmodel.errors import PerfModelError
 from perfmodel.review.catalogue import Finding
@@ -105,10 +105,10 @@ def _fits_fixes(plan: Plan, cfg: Config) -> list[tuple[str, Config]]:
 
 def _host_memory(plan: Plan, v: dict) -> list[Finding]:
     """PM101 for the host: what is offloaded must fit, with the memory band's margin, in the GPU's
-    share of its host's DRAM (engine/memory.host_fits)."""
-    host, cap = float(v["host_bytes"]), float(v["host_capacity_bytes"])
-    if not host or not cap or host * (1 + MEMORY_BAND) <= cap:
+    share of its host's DRAM (memory_verdict.host_fits)."""
+    if host_fits(v):
         return []
+    host, cap = float(v["host_bytes"]), float(v["host_capacity_bytes"])
     tr = plan.training
     fix = "offload less (cpu_offloading_num_layers, optimizer_cpu_offload)"
     per_layer = float(v["activations_host_bytes"]) / max(tr.cpu_offloading_num_layers, 1)
