@@ -167,7 +167,7 @@ def test_multi_token_prediction_as_megatron_bridge_counts_it():
         st = Setting.of(p)
         c = block_costs(st, k)
         stages, _ = layout(st, k, c)
-        sc = stage_costs(st, stages, c, k.recompute)
+        sc = stage_costs(st, stages, c, k.recompute, k.memory_switch)
         moe, head = sum(c["moe"].seconds())[0], sum(c["head"].seconds())[0]
         return stages.layers[0, 3], float(sc["time"][0, 3]), float(moe), float(head)
 

@@ -106,7 +106,7 @@ def _pinned(tmp_path: Path) -> Path:
         .replace(
             "  framework: megatron-core",
             "  framework: megatron-core\n  grad_accum_fp32: true\n  exp_avg_dtype: fp32\n"
-            "  exp_avg_sq_dtype: fp32",
+            "  exp_avg_sq_dtype: fp32\n  offload_modules: []",
         )
     )
     (tmp_path / "plan.yaml").write_text(text)

@@ -130,6 +130,8 @@ def test_profiles_gate_the_switches(edge):
         "bf16-moments",
         "bf16-moments+bf16-main-grads",
         *offloads,
+        "offload-attention",
+        "offload-modules",
         "bf16-moments+bf16-main-grads+fp16-main-params",
         "fp8-moments+bf16-main-grads",
         "fp8-moments+bf16-main-grads+fp16-main-params",
@@ -143,6 +145,7 @@ def test_profiles_gate_the_switches(edge):
             "fp8-moments",
             "fp16-main-params",
             *offloads,
+            *ms.MODULE_SWITCHES,
         }
         assert "bf16-moments+bf16-main-grads" in rocm
     # a plan that states its moments or master weights is not searched for them
@@ -168,10 +171,13 @@ def test_profiles_gate_the_switches(edge):
     for framework in ("fsdp", "deepspeed", "internevo", "hai-llm", "megatron-2022"):
         assert ms.usable_sets(edge.with_training(framework=framework)) == [], framework
     stated = edge.with_training(
-        exp_avg_dtype="fp32", optimizer_cpu_offload=0.0, cpu_offloading_num_layers=0
+        exp_avg_dtype="fp32",
+        optimizer_cpu_offload=0.0,
+        cpu_offloading_num_layers=0,
+        offload_modules=[],
     )
     assert ms.usable_sets(stated) == ["bf16-main-grads"]
-    sgd = edge.with_training(optimizer="sgd", cpu_offloading_num_layers=0)
+    sgd = edge.with_training(optimizer="sgd", cpu_offloading_num_layers=0, offload_modules=[])
     assert ms.usable_sets(sgd) == ["bf16-main-grads", "optimizer-cpu-offload"]
 
 

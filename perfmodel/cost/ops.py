@@ -211,22 +211,33 @@ class Block:
         up-projections (mla_up_proj) also rebuild the attention core's Q, K and V, and the experts'
         activation (moe_act) the 16-bit input of their fc2. The recompute
         time repeats the same ops (cost/step.layer_recompute), so memory and time agree."""
-        kept: Num = sum((op.saved for op in self.ops), 0.0)
-        core: Num = sum((op.saved_core for op in self.ops), 0.0)
+        kept: Num = sum(self.kept_by_op(False, modules), 0.0)
+        selective: Num = sum(self.kept_by_op(True, modules), 0.0)
+        rc = np.asarray(recompute)
+        return np.where(rc == 2, self.input_bytes, np.where(rc == 1, selective, kept))
+
+    def kept_by_op(self, selective: bool, modules: tuple[str, ...] = ("core_attn",)) -> list[Num]:
+        """What each op keeps for the backward per micro-batch, bytes, in op order: its saved and
+        s x s tensors without recompute; under selective recompute of ``modules``, as
+        activation_bytes describes (what fine-grained offloading moves is read op by op:
+        cost/offload_modules.py)."""
+        if not selective:
+            return [op.saved + op.saved_core for op in self.ops]
         others = set(modules) - {"core_attn"}
-        selective: Num = 0.0
+        out: list[Num] = []
         inside = False
         for op in self.ops:
+            part: Num = 0.0
             recomputed = bool(set(op.modules) & others)
             if not recomputed or not inside:  # outside a recomputed run, or its first op
-                selective = selective + op.saved
+                part = op.saved
                 if isinstance(op, (Gemm, FusedAttention)) and op.rebuilt[0] in others:
                     # Megatron-Core frees a recomputed module's output once its consumer has
                     # run (CheckpointWithoutOutput) and rebuilds it before that consumer's
                     # backward
-                    selective = selective - op.rebuilt[1]
+                    part = part - op.rebuilt[1]
             if not recomputed and not (op.attention_core and "core_attn" in modules):
-                selective = selective + op.saved_core
+                part = part + op.saved_core
+            out.append(part)
             inside = recomputed
-        rc = np.asarray(recompute)
-        return np.where(rc == 2, self.input_bytes, np.where(rc == 1, selective, kept + core))
+        return out

@@ -97,7 +97,7 @@ def estimate_or_search(plan: Plan, bands: dict[str, Any]) -> tuple[Estimate, dic
     relevant = [k for k in free if not (k in ("ep", "etp") and not plan.model.is_moe)]
     relevant = [k for k in relevant if k != "cp_comm_type" or not _cp_fixed_at_one(plan)]
     if not relevant:
-        return estimate(plan, resolve_config(plan)), {}
+        return _switched_if_needed(plan, bands)
     result = plan_search(plan, bands, top=1, allow_cross_node_tp=plan.parallel.tp is not None)
     if not result.results and all(k in MEMORY_NEUTRAL for k in relevant):
         return _fastest_unfitting(plan, relevant)
@@ -112,6 +112,27 @@ def estimate_or_search(plan: Plan, bands: dict[str, Any]) -> tuple[Estimate, dic
     if best.config.memory_switch:  # the memory switches plan's answer turns on (issue 37)
         chosen["memory_switch"] = best.config.memory_switch
     return best, chosen
+
+
+def _switched_if_needed(plan: Plan, bands: dict[str, Any]) -> tuple[Estimate, dict[str, Any]]:
+    """A plan that fixes its layout, priced as stated; where that does not fit with margin and
+    `plan`'s answer for the same layout turns a memory switch on (the plan leaves its fields to the
+    search), the estimate names it: its only free choice left is the plan's own to make."""
+    from perfmodel.engine.memory_verdict import margin_text, verdict_of
+
+    est = estimate(plan, resolve_config(plan))
+    if verdict_of(est.values) == "fits" or not memory_switches.usable_sets(plan):
+        return est, {}
+    result = plan_search(plan, bands, top=1, allow_cross_node_tp=True)
+    switched = result.results[0] if result.results else None
+    if switched is not None and switched.config.memory_switch:
+        v = switched.values
+        est.warnings.append(
+            "`perfmodel plan` turns on a memory switch for this layout: "
+            f"{memory_switches.describe(switched.config.memory_switch, plan.model.num_layers)};"
+            f" {v['step_time_s']:.3g} s, {margin_text(v['total_bytes'], v['usable_bytes'])}"
+        )
+    return est, {}
 
 
 def fixed(plan: Plan, chosen: dict[str, Any]) -> Plan:
@@ -137,11 +158,20 @@ LAYOUT_KNOBS = (
     "zero_stage",
     "schedule",
 )
-WORDS = {"micro_batch_size": "micro-batch", "sequence_parallel": "sp", "zero_stage": "ZeRO"}
+WORDS = {
+    "micro_batch_size": "micro-batch",
+    "sequence_parallel": "sp",
+    "zero_stage": "ZeRO",
+    "memory_switch": "memory switches",
+}
 
 
 def _knobs(config: Any, keys: list[str]) -> str:
-    return ", ".join(f"{WORDS.get(k, k)} {getattr(config, k)}" for k in keys)
+    def value(k: str) -> Any:
+        v = getattr(config, k)
+        return v or "none" if k == "memory_switch" else v
+
+    return ", ".join(f"{WORDS.get(k, k)} {value(k)}" for k in keys)
 
 
 def tight_pick_text(first: Estimate, safest: Estimate) -> str:
@@ -152,6 +182,8 @@ def tight_pick_text(first: Estimate, safest: Estimate) -> str:
     from perfmodel.engine.memory_verdict import margin_text
 
     keys = [k for k in LAYOUT_KNOBS if getattr(first.config, k) != getattr(safest.config, k)]
+    if first.config.memory_switch != safest.config.memory_switch:
+        keys.append("memory_switch")
     a, b = first.values, safest.values
     return (
         f"{_knobs(first.config, keys)}: {a['step_time_s']:.3g} s,"

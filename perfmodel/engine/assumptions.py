@@ -65,12 +65,23 @@ def assumptions(plan: Plan) -> list[str]:
             f" memory over {link.name if link else 'the host link'}{rate}, hidden"
             " behind each pass where the copy fits; pp 1 and no recompute (Megatron-Core)"
         )
-    if (tr.cpu_offloading_num_layers or tr.optimizer_cpu_offload) and s.host_memory_bytes:
+    if tr.offload_modules:
+        link = s.host_link
+        rate = f" at {link.bandwidth_bytes_per_s / 1e9:g} GB/s" if link else ""
+        out.append(
+            f"fine-grained activation offloading: what {', '.join(tr.offload_modules)} keep for"
+            " the backward, in every layer, to host memory over"
+            f" {link.name if link else 'the host link'}{rate}, hidden behind each pass where the"
+            " copy fits; tensors under 1,048,576 elements stay (Megatron-Core's"
+            " min_offloaded_tensor_size)"
+        )
+    offloads = tr.cpu_offloading_num_layers or tr.optimizer_cpu_offload or tr.offload_modules
+    if offloads and s.host_memory_bytes:
         out.append(
             f"host memory: {s.host_memory_bytes / 1e9:g} GB a GPU (its share of the node's DRAM)"
             " holds what is offloaded"
         )
-    elif tr.cpu_offloading_num_layers or tr.optimizer_cpu_offload:
+    elif offloads:
         out.append(
             "host memory: not known for this GPU (system.host_memory_bytes): what is offloaded is"
             " not checked against it"

@@ -5,17 +5,20 @@ distinct split of a micro-batch."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from perfmodel.cost import Array, Num, sac
 from perfmodel.cost import host as hst
+from perfmodel.cost import offload_modules as offm
 from perfmodel.cost import sharded as shd
 from perfmodel.cost import step as stp
 from perfmodel.cost.layer import Op
 from perfmodel.cost.ops import Block, Gemm, Pointwise, in_modules
 from perfmodel.cost.shapes import LayerShape
+from perfmodel.engine.switch_table import MODULE_SETS
 
 _COMPUTE = ("gemm", "attention", "elementwise")
 
@@ -30,6 +33,11 @@ def _expert_params(block: Block) -> Num:
         ),
         0.0,
     )
+
+
+def _by_recompute(f: Callable[[int], Num], zero: Num) -> Array:
+    """(3, n): ``f`` of each recompute code (0 none, 1 selective, 2 full), per configuration."""
+    return np.stack([np.broadcast_to(f(rc) + zero, np.shape(zero)) for rc in (0, 1, 2)])
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,12 @@ class BlockCost:
     # weight tensors, and the share of the weights whose gather waits (cost/sharded.py)
     tensors: Array
     unprefetched: Array
+    # fine-grained activation offloading (cost/offload_modules.py): bytes per micro-batch the
+    # plan's offload_modules (index 0) and each fine-grained switch set's (1..: switch_table.
+    # MODULE_SETS) send to the host, (sets, 3, n) by recompute code as ``activations``; and the
+    # offload groups a pass copies (one host message each way a group), (sets, n)
+    offloaded: Array
+    offload_groups: Array
 
     @classmethod
     def of(
@@ -75,6 +89,7 @@ class BlockCost:
         layer_every: int = 2,
         max_live: float | None = None,
         host_s: float = 0.0,
+        offload: tuple[str, ...] = (),
     ) -> BlockCost:
         zero = 0.0 * ops[0].fwd_s
         # the share of each op's forward that selective recompute repeats: whole modules
@@ -103,25 +118,24 @@ class BlockCost:
                 sum((getattr(o, attr) for o in ops if o.kind == "comm" and o.group in groups), zero)
             )
 
-        acts = np.stack(
-            [
-                np.broadcast_to(
-                    (
-                        kept_sac
-                        if rc == 1 and kept_sac is not None
-                        else block.activation_bytes(rc, modules)
-                    )
-                    + zero,
-                    np.shape(zero),
-                )
-                for rc in (0, 1, 2)
-            ]
+        acts = _by_recompute(
+            lambda rc: (
+                kept_sac
+                if rc == 1 and kept_sac is not None
+                else block.activation_bytes(rc, modules)
+            ),
+            zero,
         )
+
+        def moved(chosen: tuple[str, ...]) -> Callable[[int], Num]:
+            return lambda rc: offm.offloaded_bytes(block, chosen, rc, modules, act_bytes)
+
         expert = _expert_params(block)
         params = np.asarray((block.params() - expert) / t + expert / (ep * etp) + zero)
         fwd, bwd = total("fwd_s", _COMPUTE), total("bwd_s", _COMPUTE)
         comm_fwd, comm_bwd = total("fwd_s", ("comm",)), total("bwd_s", ("comm",))
         wait_f, wait_b = hst.waits(block, ops, host_s, fwd + comm_fwd, bwd + comm_bwd)
+        tensors, unprefetched = shd.weight_tensors(block, t, ep * etp, max_live)
         return cls(
             fwd + wait_f,
             bwd + wait_b,
@@ -137,7 +151,10 @@ class BlockCost:
             group_total("fwd_s", ("ep", "etp")),
             group_total("bwd_s", ("ep", "etp")),
             total("wgrad_s", ("gemm",)),
-            *(np.asarray(x + zero) for x in shd.weight_tensors(block, t, ep * etp, max_live)),
+            np.asarray(tensors + zero),
+            np.asarray(unprefetched + zero),
+            np.stack([_by_recompute(moved(x), zero) for x in (offload, *MODULE_SETS)]),
+            np.stack([offm.groups_in(block, x) + zero for x in (offload, *MODULE_SETS)]),
         )
 
     def plus(self, other: BlockCost, times: float) -> BlockCost:
@@ -161,6 +178,17 @@ class BlockCost:
         """Activation bytes kept per micro-batch under each configuration's recompute code."""
         rc = np.asarray(recompute)[None, :]
         return np.asarray(np.take_along_axis(self.activations, rc, axis=0)[0])
+
+    def offload(self, recompute: Num, which: Array) -> Array:
+        """Bytes per micro-batch fine-grained offloading moves, under each configuration's
+        recompute code and offload set (0: the plan's own; 1..: switch_table.MODULE_SETS)."""
+        n = np.arange(np.shape(self.offloaded)[-1])
+        return np.asarray(self.offloaded[np.asarray(which), np.asarray(recompute), n])
+
+    def groups(self, which: Array) -> Array:
+        """The offload groups a layer copies under each configuration's offload set."""
+        n = np.arange(np.shape(self.offload_groups)[-1])
+        return np.asarray(self.offload_groups[np.asarray(which), n])
 
     def take(self, idx: Array) -> BlockCost:
         return BlockCost(

@@ -218,7 +218,7 @@ def _signature(st: Setting) -> str:
     what selective recompute repeats (applied after the ops are timed), the options, and the
     precision but for the optimizer's and gradients' bytes."""
     switched = {f for s in SWITCHES.values() for f in s.fields}  # recompute_modules among them
-    later = ("recompute_modules", "checkpoint_every_n_layers")
+    later = ("recompute_modules", "checkpoint_every_n_layers", "offload_modules")
     plan = st.plan.model_dump_json(exclude={"parallel": True, "training": {*switched, *later}})
     prec = replace(st.precision, optimizer_bytes=0, gradient_bytes=0, reduce_wire_bytes=0)
     return f"{plan}|{st.options!r}|{prec!r}|{st.moe_pattern}"
@@ -245,7 +245,11 @@ def _cached_many(st: Setting, k: Knobs) -> dict[str, BlockCost]:
         index.update({splits[j]: len(index) + i for i, j in enumerate(new)})
         assembled.clear()
     tr = st.plan.training
-    modules = (tuple(tr.recompute_modules), tr.checkpoint_every_n_layers)
+    modules = (
+        tuple(tr.recompute_modules),
+        tr.checkpoint_every_n_layers,
+        tuple(tr.offload_modules),
+    )
     if modules not in assembled:
         assembled[modules] = _assemble(st, len(index), parts)
     at = np.asarray([index[x] for x in splits], dtype=np.int64)[inverse]
@@ -358,7 +362,8 @@ def _block_parts(
 
 def _assemble(st: Setting, n: int, parts: dict[str, list[Part]]) -> dict[str, BlockCost]:
     """The blocks' costs of ``n`` distinct splits from their timed ops, with what the plan's
-    selective recompute repeats (recompute_modules, checkpoint_every_n_layers)."""
+    selective recompute repeats (recompute_modules, checkpoint_every_n_layers) and what
+    fine-grained offloading moves (offload_modules)."""
     tr = st.plan.training
     out: dict[str, BlockCost] = {}
     for name, groups in parts.items():
@@ -377,6 +382,7 @@ def _assemble(st: Setting, n: int, parts: dict[str, list[Part]]) -> dict[str, Bl
                     tr.checkpoint_every_n_layers,
                     PROFILES[tr.framework]["zero3_max_live_params"],
                     host_seconds(tr),
+                    tuple(tr.offload_modules),
                 ),
             )
             for rows, ops, block, tp, ep, etp in groups

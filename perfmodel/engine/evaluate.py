@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.cost import Array, Num, offload
+from perfmodel.cost import Array, offload
 from perfmodel.cost import flops as fl
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import step as stp
@@ -32,7 +32,8 @@ from perfmodel.engine.block_cost import BlockCost
 from perfmodel.engine.blocks import Setting, block_costs
 from perfmodel.engine.data_parallel import Priced, _data_parallel
 from perfmodel.engine.knobs import Knobs
-from perfmodel.engine.memory import kept_per_layer, memory_terms
+from perfmodel.engine.memory import memory_terms
+from perfmodel.engine.offloading import offload_terms, offloads
 from perfmodel.engine.optimizer_step import optimizer_seconds
 from perfmodel.specs import Plan
 
@@ -53,11 +54,11 @@ BREAKDOWN_KEYS = (
 
 
 def stage_costs(
-    st: Setting, stages: Stages, c: dict[str, BlockCost], recompute: Array, offloaded: Num = 0
+    st: Setting, stages: Stages, c: dict[str, BlockCost], recompute: Array, codes: Array
 ) -> dict[str, Any]:
     """Per stage class, seconds per micro-batch: forward, backward, recompute and TP/CP/EP comm (the
-    four sum to the stage's time), and the forward share the schedule simulator needs
-    (``offloaded``: each row's layers whose activations go to the host)."""
+    four sum to the stage's time), and the forward share the schedule simulator needs (``codes``:
+    each row's memory switch set, for what it offloads to the host: engine/offloading.py)."""
     layers = [c.get(kind) for kind in ("dense", "moe")]
     head, emb = c["head"], c["embedding"]
     rec = [
@@ -83,15 +84,19 @@ def stage_costs(
         "ep": stages.total(per(lambda x, r: _group(x.ep_fwd, x.ep_bwd, x, r)), 0.0, 0.0),
         "wgrad": stages.total(per(lambda x, r: x.wgrad), emb.wgrad, head.wgrad),
     }
-    n_off = np.broadcast_to(np.asarray(offloaded), np.shape(recompute))[:, None]
     link = st.plan.system.host_link
-    if n_off.any() and link is not None:
+    if link is not None and offloads(st.plan, codes):
+        off = offload_terms(st, stages, layers, recompute, codes)
         # activation offloading: the copy that the pass's compute does not hide waits in it
         n = stages.layers.sum(axis=-1)
-        per_layer = kept_per_layer(stages, layers, recompute)
-        moved = offload.moved_bytes(per_layer, n, n_off)
+        moved = offload.moved_bytes(off.moved, n, off.layers)
         t = offload.transfer_seconds(
-            moved, n, n_off, link.bandwidth_bytes_per_s, link.latency_s, link.efficiency
+            moved,
+            n * off.messages,
+            off.layers * off.messages,
+            link.bandwidth_bytes_per_s,
+            link.latency_s,
+            link.efficiency,
         )
         out["fwd"] = out["fwd"] + offload.exposed_seconds(t, out["fwd"])
         out["bwd"] = out["bwd"] + offload.exposed_seconds(t, out["bwd"])
@@ -206,8 +211,7 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
     costs = block_costs(st, k)
     stages, t_layer = layout(st, k, costs)
     m = tr.global_batch_size / (dp * b)
-    offloaded = memory_switches.offload_layers(st.plan, k.memory_switch)
-    sc = stage_costs(st, stages, costs, k.recompute, offloaded)
+    sc = stage_costs(st, stages, costs, k.recompute, k.memory_switch)
     dual = pipe.dualpipe_rows(k.schedule, k.pp)
     dualv = pipe.dualpipev_rows(k.schedule, k.pp)
     paired = dual | dualv

@@ -88,6 +88,15 @@ class Knobs:
     def __len__(self) -> int:
         return len(self.tp)
 
+    def plus(self, other: Knobs) -> Knobs:
+        """These configurations, then ``other``'s."""
+        return Knobs(
+            **{
+                f.name: np.concatenate([getattr(self, f.name), getattr(other, f.name)])
+                for f in fields(self)
+            }
+        )
+
     def config(self, i: int, global_batch_size: int) -> Config:
         v = {f.name: getattr(self, f.name)[i] for f in fields(self)}
         out: dict[str, Any] = {

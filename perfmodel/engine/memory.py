@@ -21,6 +21,7 @@ from perfmodel.engine.blocks import Setting
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory_verdict import fits_mask, host_fits, tight_mask
 from perfmodel.engine.mesh import Mesh, expert_shard
+from perfmodel.engine.offloading import Offload, offload_terms
 from perfmodel.engine.reserve import reserve_bytes
 from perfmodel.specs.framework import PROFILES
 
@@ -59,10 +60,9 @@ def memory_terms(
     tp, pp = k.tp.astype(float), k.pp.astype(float)
     s = st.plan.seq_length
     layers = [c.get(kind) for kind in ("dense", "moe")]
-    # a layer's kept activations per micro-batch, and the layers each row offloads (cost/offload.py)
-    per_layer = kept_per_layer(stages, layers, k.recompute)
-    n_off = memory_switches.offload_layers(st.plan, k.memory_switch)[:, None]
-    acts = _activations(st, k, stages, layers, m, (per_layer, n_off))
+    # what each row sends to host memory (cost/offload.py)
+    off = offload_terms(st, stages, layers, k.recompute, k.memory_switch)
+    acts, host_acts = _activations(st, k, stages, layers, m, off)
     # DualPipe: a rank holds two stages' parameters, and each stage's states are sharded over the
     # 2 dp ranks that hold it (DeepSeek-V3 report Table 2: "2x" parameters)
     dual = pipe.dualpipe_rows(k.schedule, k.pp)
@@ -97,7 +97,7 @@ def memory_terms(
 
     whole = mem.total_params(sh, len(st.moe_pattern), s, st.moe_layers, st.mtp, bool(st.mtp_kind))
     mean_states = _mean_states(st, k, whole, moe_cost, sharded_over, mesh, copies)
-    host = _host_terms(st, stages, parts, pick, (per_layer, n_off))
+    host = _host_terms(st, parts, pick, pick(host_acts))
     return {
         "weights_bytes": pick(states[0]),
         "gradients_bytes": pick(states[1]),
@@ -119,7 +119,7 @@ def memory_terms(
         # GPUs
         "model_states_mean_bytes": mean_states,
         # a layer's kept activations per micro-batch: what offloading one more layer sheds
-        "layer_activations_bytes": pick(per_layer),
+        "layer_activations_bytes": pick(off.kept),
         "_params_max": stages.present_max(params - experts),
         "_experts_max": stages.present_max(experts),
         "_mesh": mesh,
@@ -128,10 +128,9 @@ def memory_terms(
 
 def _host_terms(
     st: Setting,
-    stages: Stages,
     parts: tuple[Any, Any, Any, Any, Any],
     pick: Callable[[Array], Array],
-    offloaded: tuple[Array, Array],
+    activations: Array,
 ) -> dict[str, Array]:
     """What is offloaded to the host's DRAM, bytes on the reported stage: the optimizer's share
     (--optimizer-cpu-offload; not in the HBM total), the offloaded activations (the offloaded
@@ -139,13 +138,11 @@ def _host_terms(
     kept bytes, the layers each row offloads), their sum and the GPU's share of that DRAM (0: not
     known, not checked)."""
     capacity = st.plan.system.host_memory_bytes or 0.0
-    per_layer, n_off = offloaded
     optimizer = (
         pick(_states(st, *parts, host=True)[2])
         if st.plan.training.optimizer_cpu_offload
-        else np.zeros(len(per_layer))
+        else np.zeros(len(activations))
     )
-    activations = pick(offload.moved_bytes(per_layer, stages.layers.sum(axis=-1), n_off))
     return {
         "optimizer_host_bytes": optimizer,
         "activations_host_bytes": activations,
@@ -351,35 +348,10 @@ def v_rows(k: Knobs) -> Array:
     return np.asarray(np.isin(k.schedule, pipe.V_SHAPED) & (k.pp > 1))
 
 
-def kept_per_layer(stages: Stages, layers: list[Any], recompute: Array) -> Array:
-    """Mean kept activation bytes per layer of each stage class, per micro-batch."""
-    kept = stages.total([x.kept(recompute) if x else None for x in layers], 0.0, 0.0)
-    return np.asarray(kept / np.maximum(stages.layers.sum(axis=-1), 1))
-
-
-def _activations(
-    st: Setting,
-    k: Knobs,
-    stages: Stages,
-    layers: list[Any],
-    m: Array,
-    offloaded: tuple[Array, Array],
-) -> np.ndarray:
-    """Stored activations of each stage class at the schedule's peak, bytes (Korthikanti 2022, Sec.
-    4.2): the layers' kept activations times the micro-batches in flight at that stage (1F1B: p - i
-    on stage i, Narayanan 2021 Sec. 2.2; the last stage 1; the V-shaped schedules the same on every
-    rank, cost/pipeline.in_flight_microbatches), full recompute's working layer, and the
-    embedding and LM head terms where they sit."""
-    sh = st.shape
-    tp, pp, vp, b, cp = (
-        k.tp.astype(float),
-        k.pp.astype(float),
-        k.vp.astype(float),
-        k.micro_batch_size.astype(float),
-        k.cp.astype(float),
-    )
-    s = st.plan.seq_length
-    present = [x for x in layers if x]
+def _in_flight(k: Knobs, stages: Stages, m: Array) -> Array:
+    """Micro-batches whose activations each stage class holds at its peak (1F1B: p - i on stage i,
+    Narayanan 2021 Sec. 2.2; the last stage 1; the balanced schedules the first stage's count)."""
+    pp, vp = k.pp.astype(float), k.vp.astype(float)
     idx = stages.first_index
     in_flight = np.where(
         idx == 0,
@@ -402,6 +374,33 @@ def _activations(
     if v_shaped.any():
         first = np.asarray(pipe.in_flight_microbatches(pp, m, vp, k.schedule))[:, None]
         in_flight = np.where(v_shaped, first, in_flight)
+    return np.asarray(in_flight)
+
+
+def _activations(
+    st: Setting,
+    k: Knobs,
+    stages: Stages,
+    layers: list[Any],
+    m: Array,
+    off: Offload,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Stored activations of each stage class at the schedule's peak, bytes (Korthikanti 2022, Sec.
+    4.2): the layers' kept activations times the micro-batches in flight at that stage (1F1B: p - i
+    on stage i, Narayanan 2021 Sec. 2.2; the last stage 1; the V-shaped schedules the same on every
+    rank, cost/pipeline.in_flight_microbatches), full recompute's working layer, and the
+    embedding and LM head terms where they sit, less what offloading keeps on the host; and that
+    host share (``off``: engine/offloading.py)."""
+    sh = st.shape
+    tp, pp, b, cp = (
+        k.tp.astype(float),
+        k.pp.astype(float),
+        k.micro_batch_size.astype(float),
+        k.cp.astype(float),
+    )
+    s = st.plan.seq_length
+    present = [x for x in layers if x]
+    in_flight = _in_flight(k, stages, m)
     kept = [x.kept(k.recompute) if x else None for x in layers]
     working = np.where(k.recompute == 2, np.max([x.activations[0] for x in present], axis=0), 0.0)
     profile = PROFILES[st.plan.training.framework]
@@ -417,9 +416,11 @@ def _activations(
         loss_logit_bytes(st.plan),
         profile["sp_gathered_head_input"],
     )
-    # activation offloading (cost/offload.py): the offloaded layers wait in host memory (none: 0)
-    per_layer, n_off = offloaded  # a layer's kept bytes, the layers each row offloads
-    saved = offload.resident_saving(per_layer, stages.layers.sum(axis=-1), n_off, in_flight)
+    # activation offloading (cost/offload.py): the offloaded layers of the micro-batches in
+    # flight wait in host memory (none: 0)
+    n = stages.layers.sum(axis=-1)
+    saved = offload.resident_saving(off.moved, n, off.layers, in_flight)
+    host = offload.moved_bytes(off.moved, n, off.layers) * in_flight
     per_microbatch = stages.total(kept, 0.0, 0.0) + np.where(
         stages.embedding, (embed / cp)[:, None], 0.0
     )
@@ -430,9 +431,10 @@ def _activations(
     # ranks': the first and last stages' mean), and the head's logits where either stage has them
     dual = pipe.dualpipe_rows(k.schedule, k.pp)
     flight = np.where(dual[:, None], (pp + 1)[:, None], in_flight)
-    return np.asarray(
+    acts = np.asarray(
         stages.dualpipe(per_microbatch, dual) * flight
         - saved
         + working[:, None]
         + stages.dualpipe(head_term, dual, "sum")
     )
+    return acts, np.asarray(host)

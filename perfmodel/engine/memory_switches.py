@@ -50,142 +50,40 @@ supported with distributed optimizer").
   has the same steps whatever the model's depth, and its rows are priced together (the count is
   read row by row: offload_layers); after the recompute modules, for the copy can cost time, and
   before the riskier optimizer precisions, for production recipes run it.
+- offload-attention, offload-attention-experts, offload-modules, offload-modules-experts: the
+  saved tensors of chosen modules in every layer copied to host memory and back
+  (--fine-grained-activation-offloading --offload-modules; cost/offload_modules.py): the attention
+  core's inputs and output (core_attn attn_proj), with the experts' (expert_fc1 moe_act) on MoE
+  models, or every module but the dense MLP's. Megatron-Core runs them at any pp and beside
+  selective recompute (TransformerConfig.__post_init__), so they are tried on the rows without
+  full recompute, after the layer-wise ladder (which the production recipes at pp 1 run).
 FSDP's reshard_after_forward is the ZeRO stage the search already tries under the fsdp profiles
 (2: SHARD_GRAD_OP, kept gathered; 3: resharded). Not searched: the other recompute modules (moe,
-shared_experts: a plan sets recompute_modules), and Megatron-Core's fine-grained offloading of
-chosen modules (which the plan fields do not describe); each set field is priced.
+shared_experts: a plan sets recompute_modules), fused_group_mlp (which needs Transformer Engine's
+op fuser); each set field is priced.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from perfmodel.engine.switch_table import (
+    MODULE_SWITCHES,
+    RECOMPUTE_SWITCHES,
+    SWITCHES,
+    Switch,
+    offloaded_counts,
+    offloaded_layers,
+)
+
 if TYPE_CHECKING:  # the outputs read the names and marks here without loading the specs
     from perfmodel.specs import Plan
 
-
-@dataclass(frozen=True)
-class Switch:
-    """One memory-saving switch: the training fields it sets and how the outputs name it."""
-
-    fields: dict[str, Any]
-    words: str  # the switch in a sentence's words
-    flags: str  # the framework's own launch flags
-    short: str  # its mark in a configuration's few columns (output/render.config_short)
-    # activation offloading: the eighths of the layers whose activations go to the host (0: the
-    # switch sets ``fields`` as they are)
-    eighths: int = 0
-
-    def fields_for(self, num_layers: int) -> dict[str, Any]:
-        """The training fields the switch sets on a model of ``num_layers`` layers."""
-        if not self.eighths:
-            return self.fields
-        return {"cpu_offloading_num_layers": offloaded_layers(num_layers, self.eighths)}
+__all__ = ["MODULE_SWITCHES", "RECOMPUTE_SWITCHES", "SWITCHES", "Switch", "offloaded_layers"]
 
 
-def offloaded_layers(num_layers: int, eighths: int) -> int:
-    """The layers activation-offload-K offloads: K/8 of them, rounded half up; all but the last
-    for K = 8 (Megatron-Core asserts cpu_offloading_num_layers < num_layers)."""
-    return int(_offloaded(num_layers, np.asarray(eighths)))
-
-
-def _offloaded(num_layers: int, eighths: np.ndarray) -> np.ndarray:
-    return np.where(eighths >= 8, num_layers - 1, (eighths * num_layers + 4) // 8)
-
-
-def _offload_switch(k: int) -> Switch:
-    share = "all but the last of the layers" if k == 8 else f"{k}/8 of the layers"
-    return Switch(
-        {"cpu_offloading_num_layers": 0},  # the key only: fields_for gives the count
-        f"the activations of {share} offloaded to host memory",
-        "--cpu-offloading --cpu-offloading-num-layers",
-        f"ao{k}",
-        k,
-    )
-
-
-SWITCHES: dict[str, Switch] = {
-    "bf16-moments": Switch(
-        {"exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"},
-        "Adam's moments in BF16",
-        "--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16",
-        "m16",
-    ),
-    "bf16-main-grads": Switch(
-        {"grad_accum_fp32": False},
-        "main gradients in BF16",
-        "--use-precision-aware-optimizer --main-grads-dtype bf16",
-        "g16",
-    ),
-    "fp8-param-gather": Switch(
-        {"fp8_param_gather": True},
-        "weights kept and gathered in FP8",
-        "--fp8-param-gather",
-        "w8",
-    ),
-    # selective recompute of MLA's up-projections (and of the dense MLPs), as Megatron-Bridge's
-    # DeepSeek-V3 performance recipes set it: recompute_modules ["mla_up_proj"] on B200 and GB200,
-    # ["mla_up_proj", "mlp"] on H100 (scripts/performance, deepseek_v3 *_config, 2025-2026)
-    "mla-up-proj": Switch(
-        {"recompute_modules": ["mla_up_proj"]},
-        "MLA's up-projections recomputed",
-        "--recompute-granularity selective --recompute-modules mla_up_proj",
-        "up",
-    ),
-    "mla-up-proj-mlp": Switch(
-        {"recompute_modules": ["mla_up_proj", "mlp"]},
-        "MLA's up-projections and the dense MLPs recomputed",
-        "--recompute-granularity selective --recompute-modules mla_up_proj mlp",
-        "upm",
-    ),
-    # selective recompute of the MoE layers' activation function (and the layernorms), as
-    # Megatron-Bridge's MoE performance recipes set it: ["moe_act"] (DeepSeek-V3 at pp 4 vp 4
-    # ep 64), ["moe_act", "layernorm"] (Nemotron 3 Super) (scripts/performance, 2025-2026)
-    "moe-act": Switch(
-        {"recompute_modules": ["moe_act"]},
-        "the experts' activation recomputed",
-        "--recompute-granularity selective --recompute-modules moe_act",
-        "ma",
-    ),
-    "moe-act-layernorm": Switch(
-        {"recompute_modules": ["moe_act", "layernorm"]},
-        "the experts' activation and the layernorms recomputed",
-        "--recompute-granularity selective --recompute-modules moe_act layernorm",
-        "mal",
-    ),
-    # the riskier optimizer precisions Transformer Engine's FusedAdam runs
-    # (transformer_engine/pytorch/optimizers/fused_adam.py: exp_avg and exp_avg_sq in fp32, fp16,
-    # bf16 or fp8 (E4M3 with a per-tensor scale); master weights fp32 or fp16 with a scale)
-    "fp8-moments": Switch(
-        {"exp_avg_dtype": "fp8", "exp_avg_sq_dtype": "fp8"},
-        "Adam's moments in FP8",
-        "--use-precision-aware-optimizer --exp-avg-dtype fp8 --exp-avg-sq-dtype fp8",
-        "m8",
-    ),
-    "fp16-main-params": Switch(
-        {"main_params_dtype": "fp16"},
-        "master weights in FP16",
-        "--use-precision-aware-optimizer --main-params-dtype fp16",
-        "p16",
-    ),
-    # the optimizer's states and step in host memory, all of them (--optimizer-offload-fraction's
-    # default, 1.0), its copies overlapped as the recipes that offload set it (slime's and
-    # Megatron-LM's RL examples: --optimizer-cpu-offload --overlap-cpu-optimizer-d2h-h2d
-    # --use-precision-aware-optimizer); cost/optimizer_offload.py prices it
-    "optimizer-cpu-offload": Switch(
-        {"optimizer_cpu_offload": 1.0, "optimizer_offload_overlap": True},
-        "the optimizer's states and step on the host's CPUs",
-        "--use-precision-aware-optimizer --optimizer-cpu-offload --optimizer-offload-fraction 1.0"
-        " --overlap-cpu-optimizer-d2h-h2d",
-        "oc",
-    ),
-    **{f"activation-offload-{k}": _offload_switch(k) for k in range(1, 9)},
-}
-# the switches that change what selective recompute repeats: tried on selective rows only
-RECOMPUTE_SWITCHES = ("mla-up-proj", "mla-up-proj-mlp", "moe-act", "moe-act-layernorm")
 # the switch sets a configuration may carry, codes 0.. (0: none); each a '+'-joined list: the
 # optimizer's precision (its main gradients, its moments, or both), each with or without the FP8
 # gather
@@ -206,6 +104,13 @@ SETS: tuple[str, ...] = (
     # activation offloading, fewest layers first (on pp 1 rows without recompute only): its
     # copy can cost time, but production recipes run it
     *(f"activation-offload-{k}" for k in range(1, 9)),
+    # fine-grained offloading of modules' saved tensors in every layer, at any pp and beside
+    # selective recompute: after the layer-wise ladder (which production recipes at pp 1 run),
+    # fewest modules first
+    "offload-attention",
+    "offload-attention-experts",
+    "offload-modules",
+    "offload-modules-experts",
     # after the recompute modules: FP8 moments and FP16 master weights cost no time but trade
     # more of the optimizer's precision than BF16 does (no production recipe sets them), so they
     # come where nothing above fits; each with BF16 main gradients, the lesser trade before them
@@ -218,19 +123,25 @@ SETS: tuple[str, ...] = (
 LEGEND = (
     "m16, m8, g16, p16: BF16/FP8 moments, BF16 main grads, FP16 master weights;\n"
     "w8: FP8 weights; oc: CPU optimizer; aoK: K/8 of the layers' activations\n"
-    "on the host (ao8: all but one);\n"
+    "on the host (ao8: all but one); oa, om: the attention's or every module's\n"
+    "saved tensors on the host (oae, ome: and the experts');\n"
     "up, upm, ma, mal: recomputed (MLA up-proj, +dense MLP, MoE act, +layernorm)"
 )
 SET_CODES = {name: code for code, name in enumerate(SETS)}
 # each set's eighths of the layers whose activations it offloads, by code (0: none)
 EIGHTHS = np.array([max((SWITCHES[s].eighths for s in x.split("+") if s), default=0) for x in SETS])
+# each set's fine-grained offload set, by code: its index in MODULE_SWITCHES + 1 (0: none, the
+# plan's own offload_modules; a block's costs carry every set's: engine/block_cost.py)
+MODULE_INDEX = np.array([MODULE_SWITCHES.index(x) + 1 if x in MODULE_SWITCHES else 0 for x in SETS])
+# the sets whose rows the evaluation reads row by row, priced on the plan as it is
+ROW_BY_ROW = (EIGHTHS > 0) | (MODULE_INDEX > 0)
 
 
 def offload_layers(plan: Plan, codes: np.ndarray) -> np.ndarray:
     """The layers whose activations each row offloads: its activation-offload set's count, else the
     plan's own cpu_offloading_num_layers (0: none)."""
     e = EIGHTHS[np.asarray(codes, dtype=np.int64)]
-    counts = _offloaded(plan.model.num_layers, e)
+    counts = offloaded_counts(plan.model.num_layers, e)
     return np.where(e > 0, counts, plan.training.cpu_offloading_num_layers)
 
 
@@ -275,7 +186,9 @@ def _allowed(plan: Plan, switch: str) -> bool:
 
         return offload_unmet(tr, plan.system) is None
     if SWITCHES[switch].eighths:
-        return _offload_allowed(plan, SWITCHES[switch].eighths)
+        return _offload_allowed(plan, SWITCHES[switch].eighths) and not tr.offload_modules
+    if switch in MODULE_SWITCHES:
+        return _module_offload_allowed(plan, switch)
     return tr.dtype in LOW_PRECISION and not tr.fp8_param_gather
 
 
@@ -293,6 +206,27 @@ def _offload_allowed(plan: Plan, eighths: int) -> bool:
         and par.pp in (None, 1)
         and par.recompute in (None, "none")
         and offloaded_layers(plan.model.num_layers, eighths) >= 2
+    )
+
+
+def _module_offload_allowed(plan: Plan, switch: str) -> bool:
+    """Fine-grained offloading as the plan validates it (specs/offload_rules.py): the profile
+    runs it, the GPU has a host link, recompute is free or not full, no layer-wise offloading;
+    the experts' modules on MoE models whose MoE layer is not recomputed whole, the others on
+    dense models (a MoE model's sets offload its experts' too, beside the attention-only one)."""
+    from perfmodel.specs.framework import PROFILES
+
+    tr = plan.training
+    experts = switch.endswith("-experts")
+    if experts and (not plan.model.is_moe or "moe" in tr.recompute_modules):
+        return False
+    if switch == "offload-modules" and plan.model.is_moe:
+        return False
+    return (
+        bool(PROFILES[tr.framework].get("activation_offloading", False))
+        and plan.system.host_link is not None
+        and plan.parallel.recompute != "full"
+        and not tr.cpu_offloading_num_layers
     )
 
 
@@ -319,8 +253,13 @@ def is_recompute(switch_set: str) -> bool:
 
 
 def is_offload(switch_set: str) -> bool:
-    """Whether a set offloads activations (activation-offload-K)."""
+    """Whether a set offloads layers' activations (activation-offload-K)."""
     return bool(SWITCHES[names(switch_set)[0]].eighths)
+
+
+def is_module_offload(switch_set: str) -> bool:
+    """Whether a set offloads modules' saved tensors in every layer (MODULE_SWITCHES)."""
+    return names(switch_set)[0] in MODULE_SWITCHES
 
 
 def _has_dense_layers(plan: Plan) -> bool:
@@ -334,11 +273,14 @@ def runs_with(
     """The rows a switch set can be tried on: for the optimizer's and the gather's switches the
     distributed optimizer (ZeRO 1 and up), which Megatron-LM asserts for each; for the recompute
     modules, selective recompute (RECOMPUTE_CODES: 1); for activation offloading, pp 1 and no
-    recompute (0), which Megatron-Core asserts."""
+    recompute (0), which Megatron-Core asserts; for the fine-grained offloading, no or selective
+    recompute (under full recompute a layer keeps its input only)."""
     if is_recompute(switch_set):
         return np.asarray(recompute == 1, dtype=bool)
     if is_offload(switch_set):
         return np.asarray((recompute == 0) & (pp == 1), dtype=bool)
+    if is_module_offload(switch_set):
+        return np.asarray(recompute <= 1, dtype=bool)
     return np.asarray(zero_stage >= 1, dtype=bool)
 
 
@@ -369,18 +311,19 @@ def groups(codes: np.ndarray) -> list[tuple[str, np.ndarray]]:
 
 
 def evaluation_groups(codes: np.ndarray) -> list[tuple[str, np.ndarray]]:
-    """``groups``, but the rows of every activation offloading set in one: they differ only in the
-    layers they offload, which the evaluation reads row by row (offload_layers)."""
-    offloads = EIGHTHS[np.asarray(codes, dtype=np.int64)] > 0
-    out = [(n, rows) for n, rows in groups(codes) if not EIGHTHS[SET_CODES[n]]]
-    return out + ([("activation-offload", np.flatnonzero(offloads))] if offloads.any() else [])
+    """``groups``, but the rows of every offloading set in one: the layer-wise sets differ only in
+    the layers they offload (offload_layers), the fine-grained ones in the modules (MODULE_INDEX),
+    which the evaluation reads row by row."""
+    offloads = ROW_BY_ROW[np.asarray(codes, dtype=np.int64)]
+    out = [(n, rows) for n, rows in groups(codes) if not ROW_BY_ROW[SET_CODES[n]]]
+    return out + ([("offload", np.flatnonzero(offloads))] if offloads.any() else [])
 
 
 def uniform_plan(plan: Plan, codes: np.ndarray) -> Plan:
     """The plan a block of rows of one switch set is priced on (the plan for none, and for rows of
-    activation offloading sets, which the evaluation reads row by row); rows of different sets are
-    priced a set at a time (``evaluation_groups``)."""
-    if codes.size == 0 or not codes.any() or (EIGHTHS[codes] > 0).all():
+    offloading sets, which the evaluation reads row by row); rows of different sets are priced a
+    set at a time (``evaluation_groups``)."""
+    if codes.size == 0 or not codes.any() or ROW_BY_ROW[codes].all():
         return plan
     first = int(codes[0])
     if (codes != first).any():

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from perfmodel.engine import hints, practice, uncertainty
+from perfmodel.engine import hints, memory_switches, practice, uncertainty
 from perfmodel.engine.estimate import Batch, Estimate, estimate, estimates
 from perfmodel.engine.evaluate import KEEP, evaluate_chunked
 from perfmodel.engine.knobs import Knobs
@@ -27,6 +27,7 @@ from perfmodel.engine.memory import states_lower_bound
 from perfmodel.engine.memory_verdict import fits_mask, margin_mask
 from perfmodel.engine.reserve import usable_bytes
 from perfmodel.engine.rules import Reason
+from perfmodel.engine.search_pool import Candidate, Pool
 from perfmodel.engine.space import CP_FLOOR_TOKENS, CP_MIN_TOKENS, enumerate_space
 from perfmodel.engine.switch_rows import with_switches
 from perfmodel.errors import PerfModelError
@@ -113,11 +114,14 @@ def search(
     exact: int | None = None,
     horizon: Callable[[Estimate], float] | None = None,
     alternatives: bool = True,
+    cp_for_offload: bool = True,
 ) -> SearchResult:
     """Rank every feasible configuration by step time (or memory) and detail the top ones. CP is
-    tried while each rank keeps CP_MIN_TOKENS of a sequence; where nothing fits so, the search is
-    run again with CP down to CP_FLOOR_TOKENS, as memory needs it, and each result whose CP chunk
-    is below what any published run used says so.
+    tried while each rank keeps CP_MIN_TOKENS of a sequence; where nothing fits so, or only by
+    offloading activations to the host at a cost in time, the search is run again with CP down to
+    CP_FLOOR_TOKENS, as memory needs it, and taken where its answer is faster (``cp_for_offload``
+    False: only where nothing fits); each result whose CP chunk is below what any published run
+    used says so.
 
     With ``horizon`` (the step time, given the fastest configuration, up to which another may be
     equivalent to it: the upper edge of its band), the ``top`` results are a pool: its first
@@ -131,13 +135,18 @@ def search(
     pool = Pool(top, top if exact is None else min(exact, top), horizon, alternatives)
     args = (plan, pool, sort, allow_cross_node_tp, progress, keep_points)
     first = _search(*args, CP_MIN_TOKENS)
-    if first.results or plan.parallel.cp is not None or not plan.training.flash_attention:
+    if plan.parallel.cp is not None or not plan.training.flash_attention:
+        return first
+    if first.results and not (cp_for_offload and _offload_costs(plan, first.results[0])):
         return first
     try:
         wider = _search(*args, CP_FLOOR_TOKENS)
     except PerfModelError:
         return first
-    if not wider.results:
+    if not wider.results or (
+        first.results
+        and wider.results[0].values["step_time_s"] >= first.results[0].values["step_time_s"]
+    ):
         return first
     for e in wider.results:
         chunk = plan.seq_length // e.config.cp
@@ -149,53 +158,15 @@ def search(
     return wider
 
 
-@dataclass
-class Candidate:
-    """A configuration the search's walk reached: its step time, and its Estimate, made only when
-    asked for (one whose pipeline is not simulated has its closed form's step: most need none)."""
-
-    step: float
-    batch: Batch
-    row: int
-    est: Estimate | None = None
-
-    def estimate(self) -> Estimate:
-        if self.est is None:
-            self.est = self.batch[self.row]
-        return self.est
-
-
-@dataclass(frozen=True)
-class Pool:
-    """What search() returns: ``size`` results at most, the first ``exact`` the exact fastest, the
-    rest only those whose step time is within ``horizon`` (given the fastest) when one is given."""
-
-    size: int
-    exact: int
-    horizon: Callable[[Estimate], float] | None = None
-    alternatives: bool = True  # also the fastest that fits with margin (fastest_safe, plain_safe)
-
-    def limit(self, found: list[Candidate]) -> float:
-        """The step time past which no configuration can join the pool, given those ``found``
-        (sorted by step time): the size-th best; with a horizon, the larger of the exact-th best
-        and the horizon of the fastest, if that is less."""
-
-        def nth(n: int) -> float:
-            return found[n - 1].step if len(found) >= n else np.inf
-
-        if self.horizon is None or not found:
-            return nth(self.size)
-        return min(nth(self.size), max(nth(self.exact), self.horizon(found[0].estimate())))
-
-    def trim(self, found: list[Candidate]) -> list[Estimate]:
-        """The pool out of ``found`` (sorted by step time, the walk done): the first ``size``; with
-        a horizon, of those past the first ``exact`` only the ones within it (the walk may have
-        simulated others on its way, which are not the next fastest)."""
-        found = found[: self.size]
-        if self.horizon is not None and found:
-            edge = self.horizon(found[0].estimate())
-            found = found[: self.exact] + [c for c in found[self.exact :] if c.step <= edge]
-        return [c.estimate() for c in found]
+def _offload_costs(plan: Plan, best: Estimate) -> bool:
+    """Whether a search's answer fits by sending activations to the host (layer-wise or by
+    module) at a cost in time: the copy its passes do not hide. CP is the other way to shed
+    activations, which the wider search tries."""
+    switch = best.config.memory_switch
+    if not memory_switches.ROW_BY_ROW[memory_switches.SET_CODES[switch]]:
+        return False
+    plain = estimate(plan, replace(best.config, memory_switch=""))
+    return bool(best.values["step_time_s"] > plain.values["step_time_s"] * (1 + 1e-9))
 
 
 def _search(
@@ -442,7 +413,9 @@ def _nearer_practice(plan: Plan, results: list[Estimate]) -> list[Estimate]:
         if not yes or getattr(plan.parallel, dim) is not None:
             continue
         try:
-            alt = search(plan.with_parallel(**{dim: 1}), PRACTICE_TOP, alternatives=False)
+            # CP below the published chunks is no nearer practice than an offloading answer
+            fixed = plan.with_parallel(**{dim: 1})
+            alt = search(fixed, PRACTICE_TOP, alternatives=False, cp_for_offload=False)
         except PerfModelError:  # no configuration without it: memory or the space needs it
             continue
         out += [e for e in alt.results if e.config not in seen]

@@ -33,10 +33,12 @@ def with_switches(
     The sets are priced in order as arrays, each on the rows no earlier set rescued and where its
     model states leave room (engine/memory.states_lower_bound); the rescued rows' step time and
     memory are what `estimate` gives for the plan with the set's fields. The activation
-    offloading sets are one step of that order, priced together (_offload). A row no set rescues
-    keeps its plain figures."""
+    offloading sets are one step of that order, priced together (_offload), and so are the
+    fine-grained ones (_module_offload). A row no set rescues keeps its plain figures; a tight one
+    a set rescues at a slower step keeps them too, beside its switched twin (_twins)."""
     sets = memory_switches.usable_sets(plan)
     usable = usable_bytes(plan.system)
+    plain_knobs, plain = knobs, res
 
     def safe(x: np.ndarray) -> np.ndarray:
         return np.asarray(margin_mask(x, usable), dtype=bool)
@@ -67,6 +69,7 @@ def with_switches(
     # what a row must shed to fit with margin (margin_mask), from its plain total
     need = res["total_bytes"] - usable / (1 + MEMORY_BAND)
     offloads = [n for n in sets if memory_switches.is_offload(n)]
+    module_sets = [n for n in sets if memory_switches.is_module_offload(n)]
     knobs = knobs.take(slice(None))
     knobs.memory_switch = knobs.memory_switch.copy()
     res = {key: v.copy() for key, v in res.items()}
@@ -74,6 +77,11 @@ def with_switches(
         if memory_switches.is_offload(name):
             if name == offloads[0]:  # every offload set in one pass (_offload)
                 done = _offload(plan, knobs, res, rows, offloads, need, best)
+                rows = np.setdiff1d(rows, done, assume_unique=True)
+            continue
+        if memory_switches.is_module_offload(name):
+            if name == module_sets[0]:  # every fine-grained set in one pass (_module_offload)
+                done = _module_offload(plan, knobs, res, rows, module_sets, best)
                 rows = np.setdiff1d(rows, done, assume_unique=True)
             continue
         recompute = memory_switches.is_recompute(name)
@@ -93,7 +101,27 @@ def with_switches(
         rows = np.setdiff1d(rows, priced[done], assume_unique=True)
         if rows.size == 0:
             break
-    return knobs, res
+    return _twins(plain_knobs, plain, knobs, res)
+
+
+def _twins(
+    plain_knobs: Knobs, plain: dict[str, np.ndarray], knobs: Knobs, res: dict[str, np.ndarray]
+) -> tuple[Knobs, dict[str, np.ndarray]]:
+    """A tight row that a set fits with margin at a slower step is kept twice: as it was (tight:
+    production recipes run there, and annotate ranks it first where it is faster than every
+    configuration that fits by more than the step band) and, appended, with the set (then the
+    fastest that fits, named beside it, may be this twin). A row that did not fit at all takes
+    its set in place of its figures."""
+    switched = knobs.memory_switch != plain_knobs.memory_switch
+    rows = np.flatnonzero(switched & plain["fits"] & (res["step_time_s"] > plain["step_time_s"]))
+    if rows.size == 0:
+        return knobs, res
+    twins = knobs.take(rows)
+    twin_res = {key: v[rows] for key, v in res.items()}
+    knobs.memory_switch[rows] = plain_knobs.memory_switch[rows]
+    for key, v in res.items():
+        v[rows] = plain[key][rows]
+    return knobs.plus(twins), {key: np.concatenate([v, twin_res[key]]) for key, v in res.items()}
 
 
 def _price(
@@ -157,6 +185,54 @@ def _offload(
         again = np.isin(rows, priced[short])
         rows, at = rows[again], at[again] + 1
     return np.concatenate(fitted) if fitted else np.zeros(0, dtype=np.int64)
+
+
+def _module_offload(
+    plan: Plan,
+    knobs: Knobs,
+    res: dict[str, np.ndarray],
+    rows: np.ndarray,
+    names: list[str],
+    best: float,
+) -> np.ndarray:
+    """The fine-grained offloading sets (``names``, fewest modules first) on ``rows``, every row
+    at every set in one evaluation (the modules are read row by row: memory_switches.
+    MODULE_INDEX): a row takes the first set that fits it with margin, where that is faster than
+    ``best``. The copy only adds to the plain step, so a row no faster than ``best`` is not
+    tried. Returns the rows that fit with margin at some set."""
+    ok = memory_switches.runs_with(
+        names[0], knobs.zero_stage[rows], knobs.recompute[rows], knobs.pp[rows]
+    )
+    rows = rows[ok & (res["step_time_s"][rows] < best)]
+    if rows.size == 0:
+        return rows
+    codes = np.array([memory_switches.SET_CODES[n] for n in names])
+    usable = usable_bytes(plan.system)
+    # the sets are nested (each offloads what the one before does and more), so a row whose HBM
+    # the last does not fit with margin fits with none: it is priced first, alone
+    last = knobs.take(rows)
+    last.memory_switch = np.full(rows.size, codes[-1])
+    room = np.flatnonzero(fits_mask(states_lower_bound(plan, last), usable))
+    hbm = margin_mask(evaluate_chunked(plan, last.take(room))["total_bytes"], usable)
+    rows = rows[room[hbm]]
+    if rows.size == 0:
+        return rows
+    tried = np.repeat(rows, codes.size)  # each row at each set, the sets in order
+    k = knobs.take(tried)
+    k.memory_switch = np.tile(codes, rows.size)
+    room = np.flatnonzero(fits_mask(states_lower_bound(plan, k), usable))
+    got = evaluate_chunked(plan, k.take(room))
+    done = np.zeros(tried.size, dtype=bool)
+    done[room] = margin_mask(got["total_bytes"], usable) & got["fits"]
+    grid = done.reshape(rows.size, codes.size)
+    fitted = grid.any(axis=1)
+    first = np.flatnonzero(fitted) * codes.size + grid.argmax(axis=1)[fitted]  # into ``tried``
+    at = np.searchsorted(room, first)  # into ``got``: a fitted entry was priced
+    win = got["step_time_s"][at] < best
+    knobs.memory_switch[tried[first[win]]] = k.memory_switch[first[win]]
+    for key in KEEP:
+        res[key][tried[first[win]]] = got[key][at[win]]
+    return rows[fitted]
 
 
 def _offload_frees_enough(

@@ -77,6 +77,7 @@ SWITCHES = {  # flag -> (section, field, value)
     "--deepspeed": None,  # Megatron-DeepSpeed: read with --zero-stage (megatron_profiles)
     "--fp8-param-gather": ("training", "fp8_param_gather", True),
     "--cpu-offloading": None,  # read with --cpu-offloading-num-layers
+    "--fine-grained-activation-offloading": None,  # read with --offload-modules
     "--recompute-activations": None,  # selective recompute (megatron_training.read_recompute)
     "--group-query-attention": None,
     "--multi-latent-attention": None,  # read with the flags they enable
@@ -111,6 +112,7 @@ OTHER_VALUES = (
     "--recompute-num-layers",
     "--recompute-modules",
     "--cpu-offloading-num-layers",
+    "--offload-modules",
     "--fp8-format",
     "--fp8-recipe",
     "--attention-backend",

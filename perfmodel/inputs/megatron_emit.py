@@ -6,6 +6,7 @@ from __future__ import annotations
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import primus_zb
 from perfmodel.inputs.emit_check import trip_note
+from perfmodel.inputs.emit_text import wrap_args, wrap_comments
 from perfmodel.inputs.megatron_args import Imported
 from perfmodel.inputs.megatron_layout import FLAG, layout_text
 from perfmodel.inputs.megatron_profiles import (
@@ -287,6 +288,12 @@ def _training_args(plan, c: dict) -> list[str]:
     if t.cpu_offloading_num_layers:
         # TransformerConfig.cpu_offloading with cpu_offloading_num_layers (arguments.py)
         a += ["--cpu-offloading", f"--cpu-offloading-num-layers {t.cpu_offloading_num_layers}"]
+    if t.offload_modules:
+        # TransformerConfig.fine_grained_activation_offloading with offload_modules
+        a += [
+            "--fine-grained-activation-offloading",
+            "--offload-modules " + " ".join(t.offload_modules),
+        ]
     moments = {"--exp-avg-dtype": t.exp_avg_dtype, "--exp-avg-sq-dtype": t.exp_avg_sq_dtype}
     # BF16 main gradients under a 16-bit or low-precision dtype, whose default is fp32
     # (Megatron-LM's --main-grads-dtype, with the precision-aware optimizer)
@@ -397,21 +404,7 @@ def launch_text(plan, best) -> str:
     text = " \\\n".join(args) + "\n" + "\n".join(head)
     trip = trip_note(plan, best, text, "megatron")
     head += [f"# {trip}"] if trip else []
-    return " \\\n".join(args) + "\n" + "\n".join(wrap_comments(head))
-
-
-def wrap_comments(lines: list[str]) -> list[str]:
-    """Comment lines within 80 columns, each continued under its first word (a continuation
-    starts with '#' too, so the shell and `import megatron` skip it)."""
-    import textwrap
-
-    return [
-        ln
-        for c in lines
-        for ln in textwrap.wrap(
-            c, 80, subsequent_indent="#   ", break_long_words=False, break_on_hyphens=False
-        )
-    ]
+    return " \\\n".join(wrap_args(args)) + "\n" + "\n".join(wrap_comments(head))
 
 
 def _launcher(plan) -> str:

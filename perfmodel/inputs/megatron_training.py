@@ -1,7 +1,8 @@
 """Megatron-LM's training arguments whose meaning depends on others, as Megatron-LM reads them
 (megatron/training/arguments.py, TransformerConfig): FP8 (--fp8-format, --fp8-recipe), activation
-offloading (--cpu-offloading) and recompute (--recompute-granularity, --recompute-modules). The
-NeMo reader passes its recipes' keys through these as the arguments they are."""
+offloading (--cpu-offloading, --fine-grained-activation-offloading) and recompute
+(--recompute-granularity, --recompute-modules). The NeMo reader passes its recipes' keys through
+these as the arguments they are."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def _fp8_recipe(args: dict, training: dict) -> None:
 def read_offloading(args: dict, out: Imported) -> None:
     """Megatron-LM's activation offloading: --cpu-offloading turns it on for
     --cpu-offloading-num-layers layers (default 0); the count alone does nothing
-    (megatron/training/arguments.py, TransformerConfig.cpu_offloading)."""
+    (megatron/training/arguments.py, TransformerConfig.cpu_offloading); and the fine-grained
+    one (_read_module_offloading)."""
     n = (
         int_value(args, "--cpu-offloading-num-layers")
         if "--cpu-offloading-num-layers" in args
@@ -68,6 +70,48 @@ def read_offloading(args: dict, out: Imported) -> None:
             f"--cpu-offloading-num-layers {n} without --cpu-offloading: Megatron-LM offloads"
             " nothing, nor does the plan"
         )
+    _read_module_offloading(args, out)
+
+
+# Megatron-Core's --offload-modules choices perfmodel prices (TransformerConfig.offload_modules;
+# gdp_qkv, GatedDeltaProduct's, has no layer here)
+OFFLOAD_MODULES = (
+    "attn_norm",
+    "qkv_linear",
+    "core_attn",
+    "attn_proj",
+    "mlp_norm",
+    "expert_fc1",
+    "moe_act",
+    "fused_group_mlp",
+)
+
+
+def _read_module_offloading(args: dict, out: Imported) -> None:
+    """Megatron-Core's fine-grained activation offloading: --fine-grained-activation-offloading
+    with the --offload-modules it offloads (TransformerConfig asserts at least one); the modules
+    alone do nothing (TransformerConfig reads them only with the switch)."""
+    modules = list(args.get("--offload-modules", []))
+    if "--fine-grained-activation-offloading" not in args:
+        if modules:
+            out.assumed.append(
+                f"--offload-modules {' '.join(modules)} without"
+                " --fine-grained-activation-offloading: Megatron-LM offloads nothing, nor does"
+                " the plan"
+            )
+        return
+    if not modules:
+        raise PerfModelError(
+            "--fine-grained-activation-offloading without --offload-modules: Megatron-Core"
+            " asserts at least one module; name them (e.g. --offload-modules core_attn attn_proj)"
+        )
+    for m in modules:
+        if m not in OFFLOAD_MODULES:
+            raise PerfModelError(
+                f"--offload-modules {' '.join(modules)}: perfmodel prices"
+                f" {', '.join(OFFLOAD_MODULES)} ({m} is not among them)"
+            )
+    out.plan["training"]["offload_modules"] = modules
 
 
 # Megatron-Core's --recompute-modules choices (TransformerConfig.recompute_modules; arguments.py

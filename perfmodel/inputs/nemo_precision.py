@@ -27,6 +27,8 @@ AS_ARGUMENTS = {
     ("model", "recompute_modules"): "--recompute-modules",
     ("model", "cpu_offloading"): "--cpu-offloading",
     ("model", "cpu_offloading_num_layers"): "--cpu-offloading-num-layers",
+    ("model", "fine_grained_activation_offloading"): "--fine-grained-activation-offloading",
+    ("model", "offload_modules"): "--offload-modules",
     ("optimizer", "use_precision_aware_optimizer"): "--use-precision-aware-optimizer",
     ("optimizer", "exp_avg_dtype"): "--exp-avg-dtype",
     ("optimizer", "exp_avg_sq_dtype"): "--exp-avg-sq-dtype",
@@ -35,7 +37,12 @@ AS_ARGUMENTS = {
     ("ddp", "use_megatron_fsdp"): "--use-megatron-fsdp",
     ("ddp", "data_parallel_sharding_strategy"): "--data-parallel-sharding-strategy",
 }
-SWITCH_KEYS = ("cpu_offloading", "use_precision_aware_optimizer", "use_megatron_fsdp")
+SWITCH_KEYS = (
+    "cpu_offloading",
+    "fine_grained_activation_offloading",
+    "use_precision_aware_optimizer",
+    "use_megatron_fsdp",
+)
 # OptimizerConfig's dtypes as a dump writes them (torch.dtype), in Megatron-LM's names
 TORCH_DTYPES = {
     "torch.float32": "fp32",
@@ -62,8 +69,8 @@ def as_megatron_reads(data: dict, get, out: Imported) -> None:
         if key in SWITCH_KEYS:
             if value:
                 args[flag] = []
-            elif key == "cpu_offloading":
-                out.ignored.append("model.cpu_offloading")
+            elif key in ("cpu_offloading", "fine_grained_activation_offloading"):
+                out.ignored.append(f"model.{key}")
             continue
         values = value if isinstance(value, list) else [value]
         args[flag] = [TORCH_DTYPES.get(str(v), str(v)) for v in values]

@@ -182,7 +182,7 @@ def toml_text(plan, best) -> str:
     """`plan --emit torchtitan`: the comment lines (the prediction, the launch, how to read it
     back, the node size and NVLink domain for the read-back, what it does not carry), then the
     tables."""
-    from perfmodel.inputs.megatron_emit import wrap_comments
+    from perfmodel.inputs.emit_text import wrap_comments
     from perfmodel.inputs.megatron_profiles import domain_line
 
     c = best.config.as_dict()

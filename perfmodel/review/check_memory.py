@@ -110,7 +110,7 @@ def _host_memory(plan: Plan, v: dict) -> list[Finding]:
         return []
     host, cap = float(v["host_bytes"]), float(v["host_capacity_bytes"])
     tr = plan.training
-    fix = "offload less (cpu_offloading_num_layers, optimizer_cpu_offload)"
+    fix = "offload less (cpu_offloading_num_layers, offload_modules, optimizer_cpu_offload)"
     per_layer = float(v["activations_host_bytes"]) / max(tr.cpu_offloading_num_layers, 1)
     if tr.cpu_offloading_num_layers and per_layer > 0:
         room = cap / (1 + MEMORY_BAND) - float(v["optimizer_host_bytes"])

@@ -37,7 +37,12 @@ from __future__ import annotations
 from typing import Any, Literal, get_args
 
 from .flags import FLAGS
-from .framework_common import ACTIVATION_OFFLOADS, MEGATRON_LM_LAYOUT, NO_EXPERTS
+from .framework_common import (
+    ACTIVATION_OFFLOADS,
+    MEGATRON_LM_LAYOUT,
+    MODULE_OFFLOADS,
+    NO_EXPERTS,
+)
 from .framework_extra import extra_profiles
 from .framework_zero import ZERO_PROFILES
 
@@ -252,6 +257,9 @@ PROFILES: dict[str, dict[str, Any]] = {
             # --cpu-offloading --cpu-offloading-num-layers (megatron/core/cpu_offload.py), in
             # eighths of the layers, as Megatron-Bridge's Llama 3 70B GB200/GB300 recipes set it
             *ACTIVATION_OFFLOADS,
+            # --fine-grained-activation-offloading --offload-modules (Megatron-Core, 2025-10 on:
+            # megatron/core/pipeline_parallel/fine_grained_activation_offload.py)
+            *MODULE_OFFLOADS,
         ),
         "recompute_regathers": True,
         "zero3_prefetch_params": None,  # one layer (unit) ahead

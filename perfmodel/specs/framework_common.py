@@ -47,3 +47,11 @@ MEGATRON_LM_LAYOUT: dict[str, Any] = {
 # Megatron-Core's activation offloading as the search's memory switches, in eighths of the layers
 # (engine/memory_switches.py: activation-offload-K, K/8 of them; 8: all but the last)
 ACTIVATION_OFFLOADS = tuple(f"activation-offload-{k}" for k in range(1, 9))
+# and its fine-grained offloading of chosen modules (--offload-modules; the sets:
+# engine/memory_switches.py)
+MODULE_OFFLOADS = (
+    "offload-attention",
+    "offload-attention-experts",
+    "offload-modules",
+    "offload-modules-experts",
+)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .framework_common import ACTIVATION_OFFLOADS
+from .framework_common import ACTIVATION_OFFLOADS, MODULE_OFFLOADS
 
 
 def _hai_llm(PROFILES: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -123,6 +123,20 @@ def _deepspeed_2021(PROFILES: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+# the memory switches not tried on ROCm: the optimizer's CPU offload (no ROCm recipe offloads the
+# optimizer, and the RL frameworks that run Megatron-Core there refuse it: HybridDeviceOptimizer
+# failed in its gradient synchronisation on their ROCm path); FP8 moments or FP16 master weights
+# (ROCm's recipes keep fp32 or BF16 states, and no ROCm run checks TE's FP8 optimizer kernels
+# there); activation offloading, layer-wise or by module (no ROCm recipe or run offloads them)
+ROCM_OFF = (
+    "optimizer-cpu-offload",
+    "fp8-moments",
+    "fp16-main-params",
+    *ACTIVATION_OFFLOADS,
+    *MODULE_OFFLOADS,
+)
+
+
 PRIMUS_SCHEDULES: tuple[str, ...] = ("1f1b", "interleaved", "zb-h1", "zb-h2", "zbv", "v-half")
 PRIMUS_SCHEDULES += ("v-min", "interleaved-zb")
 
@@ -189,16 +203,9 @@ def extra_profiles(PROFILES: dict[str, dict[str, Any]]) -> dict[str, dict[str, A
     # schedules and buckets as Megatron-Core; TE's fused attention is CK's (fused), GEMMs
     # hipBLASLt (the GPU's fractions say how fast)
     out["megatron-rocm"] = {**PROFILES["megatron-core"]}
-    # the optimizer's CPU offload is not tried on ROCm: no ROCm recipe offloads the optimizer, and
-    # the RL frameworks that run Megatron-Core there refuse it (HybridDeviceOptimizer failed in its
-    # gradient synchronisation on their ROCm path)
-    # nor FP8 moments or FP16 master weights: ROCm's recipes keep fp32 or BF16 states, and no
-    # ROCm run checks TE's FP8 optimizer kernels there
-    # nor activation offloading: no ROCm recipe or run offloads activations
-    rocm_off = ("optimizer-cpu-offload", "fp8-moments", "fp16-main-params", *ACTIVATION_OFFLOADS)
     for name in ("primus", "megatron-rocm"):
         switches = out[name]["memory_switches"]
-        out[name]["memory_switches"] = tuple(s for s in switches if s not in rocm_off)
+        out[name]["memory_switches"] = tuple(s for s in switches if s not in ROCM_OFF)
     # torchtitan on ROCm: the fsdp profile's behaviour; SDPA's flash backend on ROCm is AOTriton's
     # FlashAttention-2 kernels (the GPU's fa2 fraction)
     out["torchtitan-rocm"] = {**PROFILES["fsdp"]}

@@ -17,6 +17,7 @@ from .calibration import Calibration
 from .framework import PROFILES
 from .hardware import System
 from .model import Model
+from .offload_rules import module_offload_problem
 from .parallel import Parallel
 from .run import Run
 from .training import Training
@@ -136,6 +137,17 @@ class Plan(Spec):
                 f" {par.recompute}: Megatron-Core runs activation offloading with pp 1 and no"
                 " recompute only; set pp 1 and recompute none, or drop the offloading"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _module_offloading(self) -> Plan:
+        """Fine-grained activation offloading as Megatron-Core takes it (TransformerConfig.
+        __post_init__): not with the layer-wise offloading, attn_proj with core_attn, the fused
+        grouped MLP alone, no expert module under the MoE layer's recompute; and, for the model,
+        modules the layers have, a host link, and something kept to move (not full recompute)."""
+        problem = module_offload_problem(self)
+        if problem:
+            raise ValueError(problem)
         return self
 
     @model_validator(mode="after")

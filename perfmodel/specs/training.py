@@ -275,6 +275,25 @@ class Training(Spec):
             " Megatron-Core runs it with pp 1 and no recompute, and below num_layers."
         ),
     )
+    offload_modules: list[
+        Literal[
+            "attn_norm",
+            "qkv_linear",
+            "core_attn",
+            "attn_proj",
+            "mlp_norm",
+            "expert_fc1",
+            "moe_act",
+            "fused_group_mlp",
+        ]
+    ] = Field(
+        [],
+        description=(
+            "Modules whose saved activations go to host memory in every layer and come back for"
+            " the backward (Megatron-Core --fine-grained-activation-offloading --offload-modules),"
+            " over system.host_link; with any pp, beside selective recompute."
+        ),
+    )
     moe_a2a_overlap: bool = Field(
         False,
         description=(
