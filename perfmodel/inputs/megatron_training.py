@@ -6,8 +6,11 @@ these as the arguments they are."""
 
 from __future__ import annotations
 
+from typing import get_args
+
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs.megatron_args import Imported, int_value, one_value
+from perfmodel.specs.training import Training
 
 
 def read_fp8(
@@ -73,17 +76,10 @@ def read_offloading(args: dict, out: Imported) -> None:
     _read_module_offloading(args, out)
 
 
-# Megatron-Core's --offload-modules choices perfmodel prices (TransformerConfig.offload_modules;
-# gdp_qkv, GatedDeltaProduct's, has no layer here)
-OFFLOAD_MODULES = (
-    "attn_norm",
-    "qkv_linear",
-    "core_attn",
-    "attn_proj",
-    "mlp_norm",
-    "expert_fc1",
-    "moe_act",
-    "fused_group_mlp",
+# Megatron-Core's --offload-modules choices perfmodel prices (TransformerConfig.offload_modules, as
+# Training.offload_modules lists them; gdp_qkv, GatedDeltaProduct's, has no layer here)
+OFFLOAD_MODULES: tuple[str, ...] = get_args(
+    get_args(Training.model_fields["offload_modules"].annotation)[0]
 )
 
 
