@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import oos_errors as oos
 
-from perfmodel.engine import calibrated
+from perfmodel.engine import calibrated, uncertainty
 from perfmodel.engine.estimate import resolve_config
 from perfmodel.inputs import presets
 from perfmodel.review import calibrate as cal
@@ -187,28 +187,56 @@ def _pct(v: float | None) -> str:
 
 def bands(table: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """configs/calibration_bands.yaml from the --json table: each kind of change's one-run errors
-    pooled over every pair of runs of every stack (mean and max |error|). The whole llm-foundry
-    stack repeats its per-GPU stacks, so only its changes of GPU are taken from it."""
-    pooled: dict[str, list[float]] = {}
+    pooled over every pair of runs of every stack. The typical and worst half-widths are split
+    conformal quantiles of |error| at 68% and 95% (engine/uncertainty.conformal, as the
+    uncalibrated bands are drawn; the largest error where the pairs are too few for 95%), with the
+    mean and the largest beside them; and how often the typical band holds, on the pairs it was
+    drawn from and on each stack's pairs from the other stacks' quantile (held out). The whole
+    llm-foundry stack repeats its per-GPU stacks, so only its changes of GPU are taken from it."""
+    by_stack: dict[str, dict[str, list[float]]] = {}
     for name, row in table.items():
         for change, errs in row["one_run_by_change"].items():
             if name != "llm-foundry" or change == "gpu":
-                pooled.setdefault(change, []).extend(errs)
+                by_stack.setdefault(name, {}).setdefault(change, []).extend(errs)
+    pooled: dict[str, list[float]] = {}
+    for changes in by_stack.values():
+        for change, errs in changes.items():
+            pooled.setdefault(change, []).extend(errs)
     used = [n for n in table if n != "llm-foundry"]
+
+    def typical(v: list[float]) -> float:
+        return float(uncertainty.conformal(v, uncertainty.TYPICAL) or np.max(v))
+
+    def worst(v: list[float]) -> float:
+        return float(uncertainty.conformal(v, uncertainty.WORST) or np.max(v))
+
+    held: dict[str, list[bool]] = {}
+    for name, changes in by_stack.items():
+        for change, errs in changes.items():
+            rest = [e for n, c in by_stack.items() if n != name for e in c.get(change, [])]
+            if rest:
+                edge = typical(rest)
+                held.setdefault(change, []).extend(abs(e) <= edge for e in errs)
     return {
         "source": (
             "benchmarks/calibration_transfer.py --json --quick, then --bands: calibrated on one"
             " run of a published stack as `perfmodel calibrate` fits it, the error on each other"
             f" run of that stack, grouped by the change between them; stacks: {', '.join(used)}"
-            " (changes of GPU: llm-foundry's A100 and H100 runs)"
+            " (changes of GPU: llm-foundry's A100 and H100 runs); typical and worst: split"
+            " conformal 68% and 95% quantiles of |error|"
         ),
+        "typical": {c: round(typical(v), 4) for c, v in sorted(pooled.items())},
+        "worst": {c: round(worst(v), 4) for c, v in sorted(pooled.items())},
         "mean": {c: round(float(np.mean(v)), 4) for c, v in sorted(pooled.items())},
         "max": {c: round(float(np.max(v)), 4) for c, v in sorted(pooled.items())},
         "pairs": {c: len(v) for c, v in sorted(pooled.items())},
-        # how often a stack's other runs fall within the typical band (the mean): its coverage
-        "within_mean": {
-            c: round(float(np.mean(np.array(v) <= np.mean(v))), 3)
-            for c, v in sorted(pooled.items())
+        # how often a stack's other runs fall within the typical band: on the pairs it is drawn
+        # from, and on each stack's pairs from the other stacks' quantile
+        "within_typical": {
+            c: round(float(np.mean(np.abs(v) <= typical(v))), 3) for c, v in sorted(pooled.items())
+        },
+        "held_out_within_typical": {
+            c: round(float(np.mean(v)), 3) for c, v in sorted(held.items())
         },
     }
 

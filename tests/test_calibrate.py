@@ -107,7 +107,7 @@ def test_one_run_fits_compute_less_the_models_scatter(tmp_path: Path) -> None:
     # one run: nothing left out, so its band is the one-run transfer on published stacks (issue
     # 39; this test said {} before: the uncalibrated band was carried over)
     assert set(c.band_basis.values()) == {cb.TRANSFER, cb.OWN}
-    assert c.out_of_sample["layout"] == presets.calibration_bands()["mean"]["layout"]
+    assert c.out_of_sample["layout"] == presets.calibration_bands()["typical"]["layout"]
 
 
 def test_per_run_scatter_is_the_pooled_spread_within_sources() -> None:

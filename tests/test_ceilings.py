@@ -238,7 +238,7 @@ def test_one_run_band_is_the_one_run_transfer_error(tmp_path):
     plan = str(tmp_path / "plan.yaml")
     args = ["estimate", plan, "--calibration", str(out), "--json"]
     j = json.loads(CliRunner().invoke(main, [*args, "--tp", "2", "--dp", "32"]).output)
-    moved = presets.calibration_bands()["mean"]["layout"]
+    moved = presets.calibration_bands()["typical"]["layout"]
     assert j["expected_error"]["typical_half_width"] == pytest.approx(math.log1p(moved), rel=1e-3)
     assert "calibrated on 1 run: the one-run transfer error" in j["expected_error"]["basis"]
     plain = json.loads(CliRunner().invoke(main, ["estimate", plan, "--json"]).output)

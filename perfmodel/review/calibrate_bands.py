@@ -5,8 +5,9 @@ A calibration's band is an error on runs left out of its fit (SPEC 13). Several 
 leave-one-run-out error (review/calibrate.leave_one_out) for the kinds of change among them. For a
 kind of change they never make, and for every kind when there is one run, the error is taken from
 transfer on published stacks: calibrated on one run of a stack as `perfmodel calibrate` fits it,
-the mean and largest |error| on that stack's other runs that differ from it by that change
-(benchmarks/calibration_transfer.py --bands writes configs/calibration_bands.yaml). The uncalibrated
+the 68% and 95% conformal quantiles of |error| on that stack's other runs that differ from it by
+that change, as the uncalibrated bands are drawn (benchmarks/calibration_transfer.py --bands
+writes configs/calibration_bands.yaml). The uncalibrated
 band is never carried over: a calibration moves the answer, and how far it carries is measured.
 
 The measured step itself: a run the calibrated model leaves further from its measurement than the
@@ -44,14 +45,14 @@ def with_bands(
     mean, worst = dict(cal.out_of_sample), dict(cal.out_of_sample_max)
     basis = dict.fromkeys(mean, LOO)
     for c in (*CHANGES, "all"):
-        if c not in mean and c in data["mean"]:
-            mean[c], worst[c], basis[c] = data["mean"][c], data["max"][c], TRANSFER
+        if c not in mean and c in data["typical"]:
+            mean[c], worst[c], basis[c] = data["typical"][c], data["worst"][c], TRANSFER
     # a calibration run's own configuration: how far the calibrated model is from those very
     # runs, never closer than a one-run fit reproduces its run on published stacks
     own = [abs(math.expm1(r.residual)) for r in cal.runs]
     if own:
-        mean["none"] = round(max(sum(own) / len(own), data["mean"]["none"]), 4)
-        worst["none"] = round(max(max(own), data["max"]["none"]), 4)
+        mean["none"] = round(max(sum(own) / len(own), data["typical"]["none"]), 4)
+        worst["none"] = round(max(max(own), data["worst"]["none"]), 4)
         basis["none"] = OWN
     notes = [n for n in cal.notes if not n.startswith("one run: no out-of-sample error")]
     notes += memory_warnings(runs or [])
