@@ -84,16 +84,31 @@ def offloaded_bytes(
     """Bytes per micro-batch the ``offload`` modules' groups send to host memory under recompute
     code ``recompute`` (0 none, 1 selective of ``recompute_modules``, 2 full: the layer keeps its
     input only and no group saves anything), each op's kept bytes that reach the size floor."""
-    if recompute == 2 or not offload:
-        return np.asarray(0.0)
-    chosen = set(offload)
+    return offloaded_table(block, [offload], recompute_modules, act_bytes)[0][recompute]
+
+
+def offloaded_table(
+    block: Block,
+    sets: list[tuple[str, ...]],
+    recompute_modules: tuple[str, ...],
+    act_bytes: float,
+) -> list[list[Array]]:
+    """offloaded_bytes of each module set in ``sets``, under each recompute code (0, 1, 2): the
+    layer's ops and what each keeps read once for all of them."""
     floor = MIN_TENSOR_ELEMENTS * act_bytes
-    total: Num = 0.0
-    kept = block.kept_by_op(recompute == 1, recompute_modules)
-    for part, groups in zip(kept, op_modules(block)):
-        if chosen & set(groups):
-            total = total + np.where(np.asarray(part) >= floor, part, 0.0)
-    return np.asarray(total)
+    groups = [set(g) for g in op_modules(block)]
+    kept = {rc: block.kept_by_op(rc == 1, recompute_modules) for rc in (0, 1)}
+    out = []
+    for chosen in map(set, sets):
+        row: list[Array] = []
+        for rc in (0, 1):
+            total: Num = 0.0
+            for part, g in zip(kept[rc], groups):
+                if chosen & g:
+                    total = total + np.where(np.asarray(part) >= floor, part, 0.0)
+            row.append(np.asarray(total))
+        out.append([*row, np.asarray(0.0)])  # full recompute: nothing kept to move
+    return out
 
 
 def groups_in(block: Block, offload: tuple[str, ...]) -> int:

@@ -127,8 +127,8 @@ class BlockCost:
             zero,
         )
 
-        def moved(chosen: tuple[str, ...]) -> Callable[[int], Num]:
-            return lambda rc: offm.offloaded_bytes(block, chosen, rc, modules, act_bytes)
+        # what each offload set moves (the plan's own, then every fine-grained switch set's)
+        moved = offm.offloaded_table(block, [offload, *MODULE_SETS], modules, act_bytes)
 
         expert = _expert_params(block)
         params = np.asarray((block.params() - expert) / t + expert / (ep * etp) + zero)
@@ -153,7 +153,7 @@ class BlockCost:
             total("wgrad_s", ("gemm",)),
             np.asarray(tensors + zero),
             np.asarray(unprefetched + zero),
-            np.stack([_by_recompute(moved(x), zero) for x in (offload, *MODULE_SETS)]),
+            np.stack([_by_recompute(x.__getitem__, zero) for x in moved]),
             np.stack([offm.groups_in(block, x) + zero for x in (offload, *MODULE_SETS)]),
         )
 

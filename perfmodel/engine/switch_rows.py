@@ -20,6 +20,9 @@ from perfmodel.specs import Plan
 # faster than the plain one at most (elsewhere, by what they change: switchable_s)
 SWITCH_MARGIN = 0.10
 SELECTIVE = RECOMPUTE_CODES["selective"]
+# rows x further fine-grained sets past which the largest set is priced first, alone, to drop the
+# rows it cannot fit (one evaluation more, of fewer rows in all: _module_offload)
+PREPASS_ROWS = 2000
 
 
 def with_switches(
@@ -208,15 +211,16 @@ def _module_offload(
         return rows
     codes = np.array([memory_switches.SET_CODES[n] for n in names])
     usable = usable_bytes(plan.system)
-    # the sets are nested (each offloads what the one before does and more), so a row whose HBM
-    # the last does not fit with margin fits with none: it is priced first, alone
-    last = knobs.take(rows)
-    last.memory_switch = np.full(rows.size, codes[-1])
-    room = np.flatnonzero(fits_mask(states_lower_bound(plan, last), usable))
-    hbm = margin_mask(evaluate_chunked(plan, last.take(room))["total_bytes"], usable)
-    rows = rows[room[hbm]]
-    if rows.size == 0:
-        return rows
+    if rows.size * (codes.size - 1) > PREPASS_ROWS:
+        # the sets are nested (each offloads what the one before does and more), so a row whose
+        # HBM the last does not fit with margin fits with none: many rows are priced at it first
+        last = knobs.take(rows)
+        last.memory_switch = np.full(rows.size, codes[-1])
+        room = np.flatnonzero(fits_mask(states_lower_bound(plan, last), usable))
+        hbm = margin_mask(evaluate_chunked(plan, last.take(room))["total_bytes"], usable)
+        rows = rows[room[hbm]]
+        if rows.size == 0:
+            return rows
     tried = np.repeat(rows, codes.size)  # each row at each set, the sets in order
     k = knobs.take(tried)
     k.memory_switch = np.tile(codes, rows.size)
