@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -103,7 +104,7 @@ def test_a_slow_host_link_shows_in_the_step():
     "change, words",
     [
         ({"offload_modules": ["attn_proj"]}, "add core_attn or drop attn_proj"),
-        ({"offload_modules": ["expert_fc1"]}, "need experts"),
+        ({"offload_modules": ["expert_fc1"]}, "needs experts"),
         ({"offload_modules": ["core_attn"], "framework": "fsdp"}, "use framework: megatron-core"),
         ({"offload_modules": ["core_attn"], "cpu_offloading_num_layers": 4}, "drop one"),
     ],
@@ -257,3 +258,30 @@ def test_the_usable_fine_grained_sets_are_nested_as_the_search_assumes():
         chosen = [set(ms.SWITCHES[s].fields["offload_modules"]) for s in sets]
         assert len(chosen) >= 2
         assert all(a < b for a, b in itertools.pairwise(chosen)), name
+
+
+def test_a_bridge_recipe_reads_the_fine_grained_offloading(tmp_path):
+    """Megatron-Bridge's ConfigContainer keys model.fine_grained_activation_offloading and
+    model.offload_modules are read as Megatron-LM reads the arguments they are; the modules without
+    the switch offload nothing, and say so."""
+    import yaml
+    from click.testing import CliRunner
+
+    from perfmodel.cli import main
+
+    base = Path(__file__).parent / "data" / "repro" / "nemo_cost_keys_not_recognized"
+    text = (base / "recipe.yaml").read_text().replace("  cpu_offloading_num_layers: 4\n", "")
+
+    def imported(extra: str) -> tuple[dict, str]:
+        (tmp_path / "r.yaml").write_text(text.replace("  bf16: true\n", f"  bf16: true\n{extra}"))
+        args = ["import", "nemo", str(tmp_path / "r.yaml"), "--gpu", "h100-sxm", "--gpus", "8"]
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 0, r.output
+        return yaml.safe_load(r.stdout), r.stderr
+
+    on = "  fine_grained_activation_offloading: true\n  offload_modules: [core_attn, attn_proj]\n"
+    plan, _ = imported(on)
+    assert plan["training"]["offload_modules"] == ["core_attn", "attn_proj"]
+    plan, said = imported("  offload_modules: [core_attn]\n")
+    assert "offload_modules" not in plan["training"]
+    assert "offloads nothing" in " ".join(said.split())

@@ -42,8 +42,11 @@ def module_offload_problem(plan: Any) -> str | None:
         )
     experts = [m for m in mods if m in EXPERT_MODULES]
     if experts and not plan.model.is_moe:
-        names = ", ".join(experts)
-        return f"{field}: {names} need experts, and {plan.model.name} has none; drop them"
+        names, one = ", ".join(experts), len(experts) == 1
+        return (
+            f"{field}: {names} {'needs' if one else 'need'} experts, and {plan.model.name} has"
+            f" none; drop {'it' if one else 'them'}"
+        )
     recompute = par.recompute
     if experts and recompute == "selective" and "moe" in tr.recompute_modules:
         return (
