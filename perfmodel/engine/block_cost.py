@@ -196,6 +196,16 @@ class BlockCost:
         )
 
     @staticmethod
+    def concat(a: BlockCost, b: BlockCost) -> BlockCost:
+        """The configurations of ``a``, then those of ``b``."""
+        return BlockCost(
+            *(
+                np.concatenate([np.asarray(getattr(a, f)), np.asarray(getattr(b, f))], axis=-1)
+                for f in BlockCost.__dataclass_fields__
+            )
+        )
+
+    @staticmethod
     def merge(parts: list[tuple[np.ndarray, BlockCost]], n: int) -> BlockCost:
         """One BlockCost over n configurations from the parts computed for some rows each."""
         if len(parts) == 1:

@@ -200,9 +200,10 @@ def block_ops(
     )
 
 
-# one-configuration costs of the last plans seen, by split: the search details its top
-# configurations one estimate at a time, and they share a handful of splits
-_ONE: dict[tuple[int, tuple[int, ...]], tuple[Plan, dict[str, BlockCost]]] = {}
+# one-configuration costs of the last plans seen, by what the blocks read of them and by split:
+# the search details its top configurations one estimate at a time, and they share a handful of
+# splits (so do a sweep's plans)
+_ONE: dict[tuple[str, tuple[Any, ...], tuple[int, ...]], dict[str, BlockCost]] = {}
 
 
 # the costs of every distinct split the last few multi-configuration calls priced, by what the
@@ -217,11 +218,33 @@ def _signature(st: Setting) -> str:
     optimizer's and gradients' dtypes (which reach the blocks through the options, if at all) and
     what selective recompute repeats (applied after the ops are timed), the options, and the
     precision but for the optimizer's and gradients' bytes."""
+    hit = _SIGNED.get(id(st.plan))
+    if hit is not None and hit[0] is st.plan:
+        return hit[1]
     switched = {f for s in SWITCHES.values() for f in s.fields}  # recompute_modules among them
+    # the global batch reaches no block (a block is one micro-batch): a sweep of it shares them
     later = ("recompute_modules", "checkpoint_every_n_layers", "offload_modules")
-    plan = st.plan.model_dump_json(exclude={"parallel": True, "training": {*switched, *later}})
+    exclude: dict[str, Any] = {
+        "parallel": True,
+        "training": {*switched, *later, "global_batch_size"},
+    }
+    plan = st.plan.model_dump_json(exclude=exclude)
     prec = replace(st.precision, optimizer_bytes=0, gradient_bytes=0, reduce_wire_bytes=0)
-    return f"{plan}|{st.options!r}|{prec!r}|{st.moe_pattern}"
+    out = f"{plan}|{st.options!r}|{prec!r}|{st.moe_pattern}"
+    if len(_SIGNED) > 64:
+        _SIGNED.clear()
+    _SIGNED[id(st.plan)] = (st.plan, out)
+    return out
+
+
+# each recent plan's signature (computing one writes the plan's JSON)
+_SIGNED: dict[int, tuple[Plan, str]] = {}
+
+
+def _modules(st: Setting) -> tuple[Any, ...]:
+    """What the blocks' costs read of the plan after their ops are timed (_assemble)."""
+    tr = st.plan.training
+    return (tuple(tr.recompute_modules), tr.checkpoint_every_n_layers, tuple(tr.offload_modules))
 
 
 def _cached_many(st: Setting, k: Knobs) -> dict[str, BlockCost]:
@@ -240,16 +263,15 @@ def _cached_many(st: Setting, k: Knobs) -> dict[str, BlockCost]:
     index, parts, assembled = _MANY[sig]
     new = [j for j, x in enumerate(splits) if x not in index]
     if new:  # time the splits not seen yet, numbered after the others
-        for name, groups in _block_parts(st, k.take(first[new])).items():
+        fresh = _block_parts(st, k.take(first[new]))
+        for name, groups in fresh.items():
             parts.setdefault(name, []).extend((g[0] + len(index), *g[1:]) for g in groups)
         index.update({splits[j]: len(index) + i for i, j in enumerate(new)})
-        assembled.clear()
-    tr = st.plan.training
-    modules = (
-        tuple(tr.recompute_modules),
-        tr.checkpoint_every_n_layers,
-        tuple(tr.offload_modules),
-    )
+        # what was assembled stays; the new splits' costs follow it
+        for key, costs in assembled.items():
+            more = _assemble(st, len(new), fresh, key)
+            assembled[key] = {n: BlockCost.concat(c, more[n]) for n, c in costs.items()}
+    modules = _modules(st)
     if modules not in assembled:
         assembled[modules] = _assemble(st, len(index), parts)
     at = np.asarray([index[x] for x in splits], dtype=np.int64)[inverse]
@@ -262,14 +284,14 @@ def block_costs(st: Setting, k: Knobs) -> dict[str, BlockCost]:
     distinct split and broadcast back to every configuration."""
     if len(k) != 1:
         return _cached_many(st, k)
-    key = (id(st.plan), tuple(int(np.asarray(getattr(k, n))[0]) for n in _KEY))
+    key = (_signature(st), _modules(st), tuple(int(np.asarray(getattr(k, n))[0]) for n in _KEY))
     hit = _ONE.get(key)
-    if hit is not None and hit[0] is st.plan:
-        return hit[1]
+    if hit is not None:
+        return hit
     out = _block_costs(st, k)
     if len(_ONE) > 256:
         _ONE.clear()
-    _ONE[key] = (st.plan, out)
+    _ONE[key] = out
     return out
 
 
@@ -360,11 +382,14 @@ def _block_parts(
     return out
 
 
-def _assemble(st: Setting, n: int, parts: dict[str, list[Part]]) -> dict[str, BlockCost]:
+def _assemble(
+    st: Setting, n: int, parts: dict[str, list[Part]], modules: tuple[Any, ...] | None = None
+) -> dict[str, BlockCost]:
     """The blocks' costs of ``n`` distinct splits from their timed ops, with what the plan's
     selective recompute repeats (recompute_modules, checkpoint_every_n_layers) and what
-    fine-grained offloading moves (offload_modules)."""
+    fine-grained offloading moves (offload_modules); or those of ``modules`` (_modules)."""
     tr = st.plan.training
+    recompute_modules, every, offload = modules or _modules(st)
     out: dict[str, BlockCost] = {}
     for name, groups in parts.items():
         costs = [
@@ -376,13 +401,13 @@ def _assemble(st: Setting, n: int, parts: dict[str, list[Part]]) -> dict[str, Bl
                     tp,
                     ep,
                     etp,
-                    tuple(tr.recompute_modules),
+                    recompute_modules,
                     st.shape,
                     st.precision.activation_bytes,
-                    tr.checkpoint_every_n_layers,
+                    every,
                     PROFILES[tr.framework]["zero3_max_live_params"],
                     host_seconds(tr),
-                    tuple(tr.offload_modules),
+                    offload,
                 ),
             )
             for rows, ops, block, tp, ep, etp in groups
