@@ -139,3 +139,28 @@ def test_the_2021_profile_is_refused_what_it_cannot_run():
     bad = plan.with_parallel(cp=2, dp=192)
     with pytest.raises(PerfModelError, match="context"):
         estimate(bad, resolve_config(bad))
+
+
+@pytest.mark.parametrize("kind", nccl.KINDS)
+@pytest.mark.parametrize("intra", ["nvlink", "pci"])
+def test_best_is_the_least_of_the_choices_priced_one_by_one(kind, intra):
+    """best() prices the protocols as one array axis; it is the least of choices() (each pair
+    priced on its own, NCCL's table row by row), among the algorithms NCCL_ALGO allows, for
+    messages from 1 kB to 10 GB, 2 to 4,096 ranks and 1 to 8 a node, scalars and arrays mixed."""
+    rng = np.random.default_rng(7)
+    size = 10 ** rng.uniform(3, 10, 64)
+    n = np.round(2 ** rng.uniform(1, 12, 64))
+    ppn = np.minimum(rng.choice([1, 2, 4, 8], 64), n)
+    bw = 10 ** rng.uniform(9.5, 11.5, 64)
+    for algos in ((), ("ring",), ("tree",), ("pat",), ("tree", "pat")):
+        every = nccl.choices(kind, size, n, ppn, bw, intra)
+        ring = np.minimum.reduce([t for (a, _), t in every.items() if a == "ring"])
+        allowed = [t for (a, _), t in every.items() if not algos or a in algos]
+        least = np.minimum.reduce(allowed) if allowed else ring
+        want = np.where(np.isinf(least), ring, least)
+        got = nccl.best(kind, size, n, ppn, bw, intra, algos)
+        assert np.allclose(got, want, rtol=1e-12, atol=0), (kind, intra, algos)
+        # one message over many layouts, as the search calls it
+        one = nccl.best(kind, 1e8, n, ppn, bw, intra, algos)
+        assert np.allclose(one, [nccl.best(kind, 1e8, a, b, c, intra, algos)
+                                 for a, b, c in zip(n, ppn, bw)], rtol=1e-12)  # fmt: skip

@@ -36,6 +36,8 @@ floats and numpy arrays alike.
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 
 from perfmodel.cost import Num
@@ -158,16 +160,82 @@ def best(
     """Seconds of the (algorithm, protocol) NCCL picks: the least of ``choices``, among
     ``algos`` where given (NCCL_ALGO; a collective none of them runs falls back to the ring, as
     NCCL does when NCCL_ALGO leaves a function no algorithm). A pair that cannot run at a layout
-    (PAT with more than one rank a node) is absent there, so that layout falls back too."""
-    every = choices(kind, size, n, ppn, bus_bw, intra)
-    ring = np.minimum.reduce(
-        [np.asarray(t, dtype=float) for (a, _), t in every.items() if a == "ring"]
-    )
-    allowed = [np.asarray(t, dtype=float) for (a, _), t in every.items() if not algos or a in algos]
+    (PAT with more than one rank a node) is absent there, so that layout falls back too.
+    The same figures as ``choices``, priced with the protocols as one array axis (the search calls
+    this for every collective of every evaluation)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown collective {kind!r} for NCCL's tuner; use one of {KINDS}")
+    n = np.maximum(np.asarray(n, dtype=float), 1.0)
+    ppn = np.clip(np.asarray(ppn, dtype=float), 1.0, n)
+    size = np.asarray(size, dtype=float)
+    bus_bw = np.asarray(bus_bw, dtype=float)
+    ring = _rings(kind, size, n, ppn, bus_bw, intra).min(axis=0)
+    allowed = [] if algos and "ring" not in algos else [ring]
+    if kind == "all-reduce" and (not algos or "tree" in algos):
+        allowed.append(_trees(size, n, ppn, bus_bw, intra).min(axis=0))
+    if kind in ("all-gather", "reduce-scatter") and (not algos or "pat" in algos):
+        nodes = np.maximum(n / ppn, 1.0)
+        lat = BASE_US["pat"][2] + _log2i(nodes) * HW_US["net"]["tree"][2] / 3.5 + n * 2.8
+        allowed.append(np.where(ppn <= 1, lat * US + size / (0.75 * bus_bw), np.inf))
     if not allowed:
         return np.asarray(ring)
-    least = np.minimum.reduce(allowed)
+    least = np.minimum.reduce(allowed) if len(allowed) > 1 else allowed[0]
     return np.asarray(np.where(np.isinf(least), ring, least))
+
+
+@cache
+def _axis(values: tuple[float, ...], ndim: int) -> np.ndarray:
+    """Per-protocol constants shaped to broadcast against arrays of ``ndim`` dimensions."""
+    return np.asarray(values, dtype=float).reshape((3,) + (1,) * ndim)
+
+
+def _ndim(*xs: Num) -> int:
+    return max(np.ndim(x) for x in xs)
+
+
+def _rings(kind: str, size: Num, n: Num, ppn: Num, bus_bw: Num, intra: str) -> np.ndarray:
+    """(3, ...) seconds of the ring by protocol, as ``choices`` prices each (_ring)."""
+    ndim = _ndim(size, n, ppn, bus_bw)
+    nodes = np.maximum(n / ppn, 1.0)
+    steps = 2.0 * (n - 1) if kind == "all-reduce" else n - 1
+    inter_steps = (2.0 if kind == "all-reduce" else 1.0) * (nodes - 1)
+    overhead = _axis((NET_OVERHEAD_S, NET_OVERHEAD_S, 3 * NET_OVERHEAD_S), ndim)
+    intra_lat = np.maximum(_axis(HW_US[intra]["ring"], ndim) * US, overhead)
+    inter_lat = (
+        np.where(ppn <= 1, _axis(HW_US["net"]["tree"], ndim), _axis(HW_US["net"]["ring"], ndim))
+        * US
+    )
+    lat = (
+        _axis(BASE_US["ring"], ndim) * US
+        + (steps - inter_steps) * intra_lat
+        + inter_steps * inter_lat
+    )
+    if kind == "all-reduce":
+        lat = lat * _axis((1.0, 1.0, RING_PLATEAU), ndim)
+    bw = bus_bw * _axis(PROTOCOL_BW, ndim)
+    bw = np.where(_axis((1.0, 0.0, 0.0), ndim) > 0, np.minimum(LL_MAX_BW, bw), bw)
+    nsteps = {"all-reduce": 2.0 * (n - 1), "broadcast": n}.get(kind, n - 1)
+    alg = bw * n / np.maximum(nsteps, 1.0) if kind != "broadcast" else bw
+    return np.asarray(lat + size / alg)
+
+
+def _trees(size: Num, n: Num, ppn: Num, bus_bw: Num, intra: str) -> np.ndarray:
+    """(3, ...) seconds of the tree all-reduce by protocol, as ``choices`` prices each (_tree)."""
+    ndim = _ndim(size, n, ppn, bus_bw)
+    nodes = np.maximum(n / ppn, 1.0)
+    lat = _axis(BASE_US["tree"], ndim) + 2 * (
+        (ppn - 1) * _axis(HW_US[intra]["tree"], ndim)
+        + _log2i(nodes) * _axis(HW_US["net"]["tree"], ndim)
+    )
+    factor = 0.92 * _axis((1 / 3.8, 120 / 128, 1.0), ndim)
+    log = np.asarray(_log2i(np.maximum(np.asarray(size, dtype=float) / 64.0, 1.0))).astype(int)
+    table = np.asarray(TREE_CORRECTION, dtype=float)
+    idx = np.clip(log, 0, table.shape[1] - 1)
+    correction = np.where(log < 23, table[:, idx], 1.0)
+    correction = correction.reshape((3,) + (1,) * (ndim - np.ndim(idx)) + np.shape(idx))
+    bw = bus_bw * factor * correction
+    bw = np.where(_axis((1.0, 0.0, 0.0), ndim) > 0, np.minimum(LL_MAX_BW, bw), bw)
+    return np.asarray(lat * US + size / (0.5 * bw))
 
 
 def pick(kind: str, size: float, n: float, ppn: float, bus_bw: float, intra: str = "nvlink") -> str:
