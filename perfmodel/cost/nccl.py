@@ -111,6 +111,23 @@ def _tree(p: int, n: Num, ppn: Num, intra: str) -> tuple[Num, Num]:
     return lat * US, factor
 
 
+def _inputs(kind: str, size: Num, n: Num, ppn: Num, bus_bw: Num) -> tuple[Num, Num, Num, Num]:
+    """(size, n, ppn, bus_bw) as the tuner reads them: at least one rank, 1 to n a node."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown collective {kind!r} for NCCL's tuner; use one of {KINDS}")
+    n = np.maximum(np.asarray(n, dtype=float), 1.0)
+    ppn = np.clip(np.asarray(ppn, dtype=float), 1.0, n)
+    return np.asarray(size, dtype=float), n, ppn, np.asarray(bus_bw, dtype=float)
+
+
+def _pat(size: Num, n: Num, ppn: Num, bus_bw: Num) -> Num:
+    """PAT (Simple): log2(nodes) network latencies / 3.5 plus 2.8 us a rank, at 0.75 of the bus
+    bandwidth; only with one rank a node (else infinite: NCCL does not run it)."""
+    nodes = np.maximum(n / ppn, 1.0)
+    lat = BASE_US["pat"][2] + _log2i(nodes) * HW_US["net"]["tree"][2] / 3.5 + n * 2.8
+    return np.where(ppn <= 1, lat * US + size / (0.75 * bus_bw), np.inf)
+
+
 def choices(
     kind: str, size: Num, n: Num, ppn: Num, bus_bw: Num, intra: str = "nvlink"
 ) -> dict[tuple[str, str], Num]:
@@ -119,12 +136,7 @@ def choices(
     ``ppn`` to a node across more than one node, at a ring bus bandwidth of ``bus_bw`` bytes/s;
     ``intra``: NCCL's hardware class of the intra-node link (nvlink or pci). The pairs NCCL may
     not run are left out."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown collective {kind!r} for NCCL's tuner; use one of {KINDS}")
-    n = np.maximum(np.asarray(n, dtype=float), 1.0)
-    ppn = np.clip(np.asarray(ppn, dtype=float), 1.0, n)
-    size = np.asarray(size, dtype=float)
-    bus_bw = np.asarray(bus_bw, dtype=float)
+    size, n, ppn, bus_bw = _inputs(kind, size, n, ppn, bus_bw)
     out: dict[tuple[str, str], Num] = {}
     nsteps = {"all-reduce": 2.0 * (n - 1), "broadcast": n}.get(kind, n - 1)
     for p, proto in enumerate(PROTOCOLS):
@@ -141,10 +153,7 @@ def choices(
                 bw = np.minimum(LL_MAX_BW, bw)
             out[("tree", proto)] = lat + size / (0.5 * bw)
     if kind in ("all-gather", "reduce-scatter"):
-        nodes = np.maximum(n / ppn, 1.0)
-        lat = BASE_US["pat"][2] + _log2i(nodes) * HW_US["net"]["tree"][2] / 3.5 + n * 2.8
-        pat = lat * US + size / (0.75 * bus_bw)
-        out[("pat", "Simple")] = np.where(ppn <= 1, pat, np.inf)
+        out[("pat", "Simple")] = _pat(size, n, ppn, bus_bw)
     return out
 
 
@@ -163,20 +172,13 @@ def best(
     (PAT with more than one rank a node) is absent there, so that layout falls back too.
     The same figures as ``choices``, priced with the protocols as one array axis (the search calls
     this for every collective of every evaluation)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown collective {kind!r} for NCCL's tuner; use one of {KINDS}")
-    n = np.maximum(np.asarray(n, dtype=float), 1.0)
-    ppn = np.clip(np.asarray(ppn, dtype=float), 1.0, n)
-    size = np.asarray(size, dtype=float)
-    bus_bw = np.asarray(bus_bw, dtype=float)
+    size, n, ppn, bus_bw = _inputs(kind, size, n, ppn, bus_bw)
     ring = _rings(kind, size, n, ppn, bus_bw, intra).min(axis=0)
     allowed = [] if algos and "ring" not in algos else [ring]
     if kind == "all-reduce" and (not algos or "tree" in algos):
         allowed.append(_trees(size, n, ppn, bus_bw, intra).min(axis=0))
     if kind in ("all-gather", "reduce-scatter") and (not algos or "pat" in algos):
-        nodes = np.maximum(n / ppn, 1.0)
-        lat = BASE_US["pat"][2] + _log2i(nodes) * HW_US["net"]["tree"][2] / 3.5 + n * 2.8
-        allowed.append(np.where(ppn <= 1, lat * US + size / (0.75 * bus_bw), np.inf))
+        allowed.append(_pat(size, n, ppn, bus_bw))
     if not allowed:
         return np.asarray(ring)
     least = np.minimum.reduce(allowed) if len(allowed) > 1 else allowed[0]
