@@ -113,6 +113,24 @@ def emit_round_trip(plan_file, workdir, gpu="h100-sxm") -> RoundTrip:
     return trip
 
 
+def deepseek_v3_pp8_vp4() -> dict:
+    """DeepSeek-V3 on 1,024 H100 at tp 1 pp 8 ep 64 vp 4, one 4,096-token sequence a micro-batch
+    and selective recompute, as a plan mapping; CP, ZeRO and the MoE switches left free."""
+    return {
+        "model": "deepseek-v3",
+        "system": {"gpu": "h100-sxm", "num_gpus": 1024},
+        "training": {"global_batch_size": 4096, "seq_length": 4096},
+        "parallel": {
+            "tp": 1,
+            "pp": 8,
+            "ep": 64,
+            "vp": 4,
+            "micro_batch_size": 1,
+            "recompute": "selective",
+        },
+    }
+
+
 def deepseek_v3(training: dict | None = None, **parallel):
     """DeepSeek-V3 on 1,024 H100 at PP 16 x EP 64 (the report's PP and EP), m = 64, its split
     fixed unless told otherwise (61 = 3 + 14 x 4 + 2); ``training`` and ``parallel`` add to or

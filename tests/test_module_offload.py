@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import REPRO, deepseek_v3_pp8_vp4
 
 from perfmodel.cost import offload_modules as offm
 from perfmodel.engine import memory_switches as ms
@@ -24,6 +24,11 @@ from perfmodel.inputs.presets import plan_from_mapping
 from perfmodel.specs import Plan
 
 ATTENTION = ["core_attn", "attn_proj"]
+
+
+def _moved(block, modules, recompute, recompute_modules, act_bytes):
+    """What one set of modules moves under one recompute code (cost/offload_modules)."""
+    return offm.offloaded_table(block, [modules], recompute_modules, act_bytes)[0][recompute]
 
 
 def _llama(**training) -> Plan:
@@ -43,10 +48,10 @@ def test_a_llama_layer_offloads_the_attention_cores_inputs_and_output():
     expected = 2 * s * (q + 2 * kv + q) + 4 * heads * s
     assert expected == 168_820_736
     for recompute in (0, 1):  # selective recompute of core_attn keeps the same inputs
-        got = offm.offloaded_bytes(block, tuple(ATTENTION), recompute, ("core_attn",), 2)
+        got = _moved(block, tuple(ATTENTION), recompute, ("core_attn",), 2)
         assert float(got) == pytest.approx(expected)
     # full recompute keeps the layer's input only: the groups hold nothing
-    assert float(offm.offloaded_bytes(block, tuple(ATTENTION), 2, ("core_attn",), 2)) == 0
+    assert float(_moved(block, tuple(ATTENTION), 2, ("core_attn",), 2)) == 0
     # a module's group holds its ops' kept tensors: every module is found in the layer
     assert offm.present(block) == {"attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm"}
 
@@ -60,8 +65,8 @@ def test_every_module_maps_to_ops_that_keep_something_on_a_mla_moe_layer():
     block = layer_block(plan, resolve_config(plan, tp=2, pp=16, ep=64), "moe")
     every = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm")
     for module in (*every, "expert_fc1", "moe_act", "fused_group_mlp"):
-        assert float(offm.offloaded_bytes(block, (module,), 0, (), 2)) > 0, module
-    moved = float(offm.offloaded_bytes(block, (*every, "expert_fc1", "moe_act"), 0, (), 2))
+        assert float(_moved(block, (module,), 0, (), 2)) > 0, module
+    moved = float(_moved(block, (*every, "expert_fc1", "moe_act"), 0, (), 2))
     kept = float(block.activation_bytes(0))
     assert 0.5 * kept < moved < kept
 
@@ -71,8 +76,8 @@ def test_selective_recompute_of_the_layernorm_leaves_its_output_unmoved():
     projection's input is rebuilt, not kept: qkv_linear's group has nothing of it to move."""
     plan = _llama()
     block = layer_block(plan, resolve_config(plan), "dense")
-    plain = float(offm.offloaded_bytes(block, ("qkv_linear",), 1, ("core_attn",), 2))
-    rebuilt = float(offm.offloaded_bytes(block, ("qkv_linear",), 1, ("layernorm",), 2))
+    plain = float(_moved(block, ("qkv_linear",), 1, ("core_attn",), 2))
+    rebuilt = float(_moved(block, ("qkv_linear",), 1, ("layernorm",), 2))
     assert plain == pytest.approx(2 * 8192 * 4096) and rebuilt == 0
 
 
@@ -223,24 +228,8 @@ def test_where_cp_is_free_an_offloading_answer_meets_the_narrower_cp_chunks():
     (35.8 s, the copy exposed in both passes); CP 4 below the published chunk fits at 14.6 s, and
     the search takes it."""
     from perfmodel.engine.search import search
-    from perfmodel.inputs.presets import plan_from_mapping
 
-    plan = plan_from_mapping(
-        {
-            "model": "deepseek-v3",
-            "system": {"gpu": "h100-sxm", "num_gpus": 1024},
-            "training": {"global_batch_size": 4096, "seq_length": 4096},
-            "parallel": {
-                "tp": 1,
-                "pp": 8,
-                "ep": 64,
-                "vp": 4,
-                "micro_batch_size": 1,
-                "recompute": "selective",
-            },
-        },
-        "t",
-    )
+    plan = plan_from_mapping(deepseek_v3_pp8_vp4(), "t")
     best = search(plan, top=1).results[0]
     assert best.config.cp > 1 and best.config.memory_switch == ""
     pinned = plan.with_parallel(cp=1)
@@ -269,7 +258,7 @@ def test_a_bridge_recipe_reads_the_fine_grained_offloading(tmp_path):
 
     from perfmodel.cli import main
 
-    base = Path(__file__).parent / "data" / "repro" / "nemo_cost_keys_not_recognized"
+    base = REPRO / "nemo_cost_keys_not_recognized"
     text = (base / "recipe.yaml").read_text().replace("  cpu_offloading_num_layers: 4\n", "")
 
     def imported(extra: str) -> tuple[dict, str]:

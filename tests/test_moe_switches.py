@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import deepseek_v3
+from helpers import deepseek_v3, deepseek_v3_pp8_vp4
 
 from perfmodel.cli import main
 from perfmodel.engine.estimate import estimate, resolve_config, validate_config
@@ -92,23 +92,7 @@ def test_plan_reports_and_emits_the_choice(runner, tmp_path):
     """`plan --json` names the choice under moe_token_dispatcher_type and moe_a2a_overlap, and
     `--emit megatron` writes it."""
     src = tmp_path / "ds.yaml"
-    src.write_text(
-        json.dumps(
-            {
-                "model": "deepseek-v3",
-                "system": {"gpu": "h100-sxm", "num_gpus": 1024},
-                "training": {"global_batch_size": 4096, "seq_length": 4096},
-                "parallel": {
-                    "tp": 1,
-                    "pp": 8,
-                    "ep": 64,
-                    "vp": 4,
-                    "micro_batch_size": 1,
-                    "recompute": "selective",
-                },
-            }
-        )
-    )
+    src.write_text(json.dumps(deepseek_v3_pp8_vp4()))
     r = runner.invoke(main, ["plan", str(src), "--top", "1", "--json"])
     assert r.exit_code == 0, r.output
     best = json.loads(r.output)["results"][0]

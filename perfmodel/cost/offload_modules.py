@@ -74,27 +74,16 @@ def present(block: Block) -> set[str]:
     return {g for groups in op_modules(block) for g in groups}
 
 
-def offloaded_bytes(
-    block: Block,
-    offload: tuple[str, ...],
-    recompute: int,
-    recompute_modules: tuple[str, ...],
-    act_bytes: float,
-) -> Array:
-    """Bytes per micro-batch the ``offload`` modules' groups send to host memory under recompute
-    code ``recompute`` (0 none, 1 selective of ``recompute_modules``, 2 full: the layer keeps its
-    input only and no group saves anything), each op's kept bytes that reach the size floor."""
-    return offloaded_table(block, [offload], recompute_modules, act_bytes)[0][recompute]
-
-
 def offloaded_table(
     block: Block,
     sets: list[tuple[str, ...]],
     recompute_modules: tuple[str, ...],
     act_bytes: float,
 ) -> list[list[Array]]:
-    """offloaded_bytes of each module set in ``sets``, under each recompute code (0, 1, 2): the
-    layer's ops and what each keeps read once for all of them."""
+    """Bytes per micro-batch each module set in ``sets`` sends to host memory, under each recompute
+    code (0 none, 1 selective of ``recompute_modules``, 2 full: the layer keeps its input only and
+    no group saves anything): of each op in a chosen module, its kept bytes that reach the size
+    floor; the layer's ops and what each keeps read once for all the sets."""
     floor = MIN_TENSOR_ELEMENTS * act_bytes
     groups = [set(g) for g in op_modules(block)]
     kept = {rc: block.kept_by_op(rc == 1, recompute_modules) for rc in (0, 1)}
@@ -109,8 +98,3 @@ def offloaded_table(
             row.append(np.asarray(total))
         out.append([*row, np.asarray(0.0)])  # full recompute: nothing kept to move
     return out
-
-
-def groups_in(block: Block, offload: tuple[str, ...]) -> int:
-    """How many offload groups a layer of ``block`` runs (one host copy each way a group)."""
-    return len(set(offload) & present(block))

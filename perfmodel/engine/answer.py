@@ -169,7 +169,7 @@ WORDS = {
 def _knobs(config: Any, keys: list[str]) -> str:
     def value(k: str) -> Any:
         v = getattr(config, k)
-        return v or "none" if k == "memory_switch" else v
+        return (v or "none") if k == "memory_switch" else v
 
     return ", ".join(f"{WORDS.get(k, k)} {value(k)}" for k in keys)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from perfmodel.cost.offload_modules import MIN_TENSOR_ELEMENTS
 from perfmodel.engine.reserve import reserve_text
 from perfmodel.engine.split import assumed_text, uneven
 from perfmodel.specs import Config, Plan
@@ -72,7 +73,7 @@ def assumptions(plan: Plan) -> list[str]:
             f"fine-grained activation offloading: what {', '.join(tr.offload_modules)} keep for"
             " the backward, in every layer, to host memory over"
             f" {link.name if link else 'the host link'}{rate}, hidden behind each pass where the"
-            " copy fits; tensors under 1,048,576 elements stay (Megatron-Core's"
+            f" copy fits; tensors under {MIN_TENSOR_ELEMENTS:,} elements stay (Megatron-Core's"
             " min_offloaded_tensor_size)"
         )
     offloads = tr.cpu_offloading_num_layers or tr.optimizer_cpu_offload or tr.offload_modules

@@ -40,6 +40,20 @@ def _by_recompute(f: Callable[[int], Num], zero: Num) -> Array:
     return np.stack([np.broadcast_to(f(rc) + zero, np.shape(zero)) for rc in (0, 1, 2)])
 
 
+def _offloads(
+    block: Block, offload: tuple[str, ...], modules: tuple[str, ...], act_bytes: float, zero: Num
+) -> tuple[Array, Array]:
+    """What each offload set moves (the plan's own, then every fine-grained switch set's), by
+    recompute code, and the offload groups it runs: the modules it names that the block has."""
+    sets = [offload, *MODULE_SETS]
+    moved = offm.offloaded_table(block, sets, modules, act_bytes)
+    have = offm.present(block)
+    return (
+        np.stack([_by_recompute(x.__getitem__, zero) for x in moved]),
+        np.stack([len(set(x) & have) + zero for x in sets]),
+    )
+
+
 @dataclass(frozen=True)
 class BlockCost:
     """One block on one GPU per micro-batch: seconds of compute and communication, forward and
@@ -127,9 +141,6 @@ class BlockCost:
             zero,
         )
 
-        # what each offload set moves (the plan's own, then every fine-grained switch set's)
-        moved = offm.offloaded_table(block, [offload, *MODULE_SETS], modules, act_bytes)
-
         expert = _expert_params(block)
         params = np.asarray((block.params() - expert) / t + expert / (ep * etp) + zero)
         fwd, bwd = total("fwd_s", _COMPUTE), total("bwd_s", _COMPUTE)
@@ -153,8 +164,7 @@ class BlockCost:
             total("wgrad_s", ("gemm",)),
             np.asarray(tensors + zero),
             np.asarray(unprefetched + zero),
-            np.stack([_by_recompute(x.__getitem__, zero) for x in moved]),
-            np.stack([offm.groups_in(block, x) + zero for x in (offload, *MODULE_SETS)]),
+            *_offloads(block, offload, modules, act_bytes, zero),
         )
 
     def plus(self, other: BlockCost, times: float) -> BlockCost:

@@ -133,9 +133,8 @@ def _host_terms(
     activations: Array,
 ) -> dict[str, Array]:
     """What is offloaded to the host's DRAM, bytes on the reported stage: the optimizer's share
-    (--optimizer-cpu-offload; not in the HBM total), the offloaded activations (the offloaded
-    layers of the micro-batch in flight: pp 1, as Megatron-Core runs it; ``offloaded``: a layer's
-    kept bytes, the layers each row offloads), their sum and the GPU's share of that DRAM (0: not
+    (--optimizer-cpu-offload; not in the HBM total), the offloaded ``activations`` (of every
+    micro-batch in flight: _activations), their sum and the GPU's share of that DRAM (0: not
     known, not checked)."""
     capacity = st.plan.system.host_memory_bytes or 0.0
     optimizer = (
@@ -401,7 +400,6 @@ def _activations(
     s = st.plan.seq_length
     present = [x for x in layers if x]
     in_flight = _in_flight(k, stages, m)
-    kept = [x.kept(k.recompute) if x else None for x in layers]
     working = np.where(k.recompute == 2, np.max([x.activations[0] for x in present], axis=0), 0.0)
     profile = PROFILES[st.plan.training.framework]
     _, _, embed, head = mem.activation_terms(
@@ -421,9 +419,7 @@ def _activations(
     n = stages.layers.sum(axis=-1)
     saved = offload.resident_saving(off.moved, n, off.layers, in_flight)
     host = offload.moved_bytes(off.moved, n, off.layers) * in_flight
-    per_microbatch = stages.total(kept, 0.0, 0.0) + np.where(
-        stages.embedding, (embed / cp)[:, None], 0.0
-    )
+    per_microbatch = off.total + np.where(stages.embedding, (embed / cp)[:, None], 0.0)
     # the LM head's, and once more for each MTP layer's pass through it; a V's on its first rank
     head_term = np.where(stages.head, (head / cp * (1 + st.mtp))[:, None], 0.0)
     head_term = stages.v_ends(head_term, head / cp * (1 + st.mtp), v_rows(k))

@@ -20,10 +20,11 @@ _EVERY_LAYER = float(2**31)
 
 
 class Offload(NamedTuple):
-    """Per row and stage class: a layer's kept bytes per micro-batch (what layer-wise offloading
-    sheds a layer), the bytes an offloaded layer moves, the layers offloaded, and the host
-    messages a layer's copy takes each way."""
+    """Per row and stage class: the layers' kept bytes per micro-batch, all of them and a layer's
+    (what layer-wise offloading sheds a layer), the bytes an offloaded layer moves, the layers
+    offloaded, and the host messages a layer's copy takes each way."""
 
+    total: Array
     kept: Array
     moved: Array
     layers: Array
@@ -46,18 +47,20 @@ def offload_terms(
     modules' bytes (memory_switches.MODULE_INDEX), one of none the plan's own offload_modules',
     if any; else its layer-wise count of layers (memory_switches.offload_layers)."""
     count = np.maximum(stages.layers.sum(axis=-1), 1)
-    kept = stages.total([x.kept(recompute) if x else None for x in layers], 0.0, 0.0) / count
+    total = stages.total([x.kept(recompute) if x else None for x in layers], 0.0, 0.0)
+    kept = total / count
     n = memory_switches.offload_layers(st.plan, codes)[:, None].astype(float)
     which = memory_switches.MODULE_INDEX[np.asarray(codes, dtype=np.int64)]
     fine = (which > 0) | bool(st.plan.training.offload_modules)
     if not fine.any():
-        return Offload(kept, kept, n, np.ones_like(n))
+        return Offload(total, kept, kept, n, np.ones_like(n))
     moved = (
         stages.total([x.offload(recompute, which) if x else None for x in layers], 0.0, 0.0) / count
     )
     groups = stages.total([x.groups(which) if x else None for x in layers], 0.0, 0.0) / count
     f = fine[:, None]
     return Offload(
+        total,
         kept,
         np.where(f, moved, kept),
         np.where(f, _EVERY_LAYER, n),

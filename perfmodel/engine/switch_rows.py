@@ -141,17 +141,38 @@ def _price(
     such a one could come first): (the rows priced, which of them fit with margin, their figures).
     """
     usable = usable_bytes(plan.system)
-    k = knobs.take(tried)
-    k.memory_switch = codes
-    room = np.flatnonzero(fits_mask(states_lower_bound(plan, k), usable))
-    got = evaluate_chunked(plan, k.take(room))
+    room, got = _evaluated(plan, knobs, tried, codes)
     priced = tried[room]
     done = margin_mask(got["total_bytes"], usable) & got["fits"]
     win = done & (got["step_time_s"] < best)
-    knobs.memory_switch[priced[win]] = codes[room][win]
-    for key in KEEP:
-        res[key][priced[win]] = got[key][win]
+    _adopt(knobs, res, priced[win], codes[room][win], got, np.flatnonzero(win))
     return priced, np.asarray(done, dtype=bool), got
+
+
+def _evaluated(
+    plan: Plan, knobs: Knobs, rows: np.ndarray, codes: np.ndarray
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """``rows`` with the switch sets ``codes``, priced where their model states leave room in HBM
+    (engine/memory.states_lower_bound): (the positions in ``rows`` priced, their figures)."""
+    k = knobs.take(rows)
+    k.memory_switch = codes
+    room = np.flatnonzero(fits_mask(states_lower_bound(plan, k), usable_bytes(plan.system)))
+    return room, evaluate_chunked(plan, k.take(room))
+
+
+def _adopt(
+    knobs: Knobs,
+    res: dict[str, np.ndarray],
+    rows: np.ndarray,
+    codes: np.ndarray,
+    got: dict[str, np.ndarray],
+    at: np.ndarray,
+) -> None:
+    """``rows`` take the switch sets ``codes`` and, in place of their plain figures, ``got``'s
+    entries ``at``."""
+    knobs.memory_switch[rows] = codes
+    for key in KEEP:
+        res[key][rows] = got[key][at]
 
 
 def _offload(
@@ -214,18 +235,13 @@ def _module_offload(
     if rows.size * (codes.size - 1) > PREPASS_ROWS:
         # the sets are nested (each offloads what the one before does and more), so a row whose
         # HBM the last does not fit with margin fits with none: many rows are priced at it first
-        last = knobs.take(rows)
-        last.memory_switch = np.full(rows.size, codes[-1])
-        room = np.flatnonzero(fits_mask(states_lower_bound(plan, last), usable))
-        hbm = margin_mask(evaluate_chunked(plan, last.take(room))["total_bytes"], usable)
-        rows = rows[room[hbm]]
+        room, last = _evaluated(plan, knobs, rows, np.full(rows.size, codes[-1]))
+        rows = rows[room[margin_mask(last["total_bytes"], usable)]]
         if rows.size == 0:
             return rows
     tried = np.repeat(rows, codes.size)  # each row at each set, the sets in order
-    k = knobs.take(tried)
-    k.memory_switch = np.tile(codes, rows.size)
-    room = np.flatnonzero(fits_mask(states_lower_bound(plan, k), usable))
-    got = evaluate_chunked(plan, k.take(room))
+    tiled = np.tile(codes, rows.size)
+    room, got = _evaluated(plan, knobs, tried, tiled)
     done = np.zeros(tried.size, dtype=bool)
     done[room] = margin_mask(got["total_bytes"], usable) & got["fits"]
     grid = done.reshape(rows.size, codes.size)
@@ -233,9 +249,7 @@ def _module_offload(
     first = np.flatnonzero(fitted) * codes.size + grid.argmax(axis=1)[fitted]  # into ``tried``
     at = np.searchsorted(room, first)  # into ``got``: a fitted entry was priced
     win = got["step_time_s"][at] < best
-    knobs.memory_switch[tried[first[win]]] = k.memory_switch[first[win]]
-    for key in KEEP:
-        res[key][tried[first[win]]] = got[key][at[win]]
+    _adopt(knobs, res, tried[first[win]], tiled[first[win]], got, at[win])
     return rows[fitted]
 
 
