@@ -141,7 +141,8 @@ def transfer(
         "errors_before": {r.name: cal.step_time(r.plan, {}) / r.step_s - 1 for r in runs},
     }
     if loo:
-        out["leave_one_out"] = cal.leave_one_out(runs, None, scatter)[0].get("all")
+        loo = cal.loo_errors(runs, None, scatter)[0].get("all")
+        out["leave_one_out"] = float(np.mean(loo)) if loo else None
     return out
 
 

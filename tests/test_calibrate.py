@@ -90,6 +90,28 @@ def test_several_runs_recover_compute_and_comm(tmp_path: Path) -> None:
     assert {"layout", "all"} <= set(c.out_of_sample)
 
 
+def test_quantile_or_max_is_the_conformal_rank_or_the_largest() -> None:
+    """The split conformal 68% quantile of 10 errors is the ceil(11 x 0.68) = 8th smallest; two
+    errors are too few for it, so the band is the larger."""
+    errors = [0.01 * i for i in range(10, 0, -1)]
+    assert cal.quantile_or_max(errors, uncertainty.TYPICAL) == pytest.approx(0.08)
+    assert cal.quantile_or_max([0.1, -0.2], uncertainty.TYPICAL) == pytest.approx(0.2)
+
+
+def test_own_band_is_drawn_as_every_band_is(tmp_path: Path) -> None:
+    """Three runs that can leave one out: their typical band is the largest of their three
+    leave-one-run-out errors (too few for the 68% quantile), not the mean, which would hold on
+    fewer than 68% of them (issue 39: bands at their stated rate)."""
+    # a measured step 8% off the truth's on one run: the others cannot follow it
+    runs, asked = load_runs(str(write_runs(tmp_path, ["dp8", "tp8", "tp8-dp4"])))
+    runs[0] = cal.MeasuredRun(runs[0].name, runs[0].plan, runs[0].step_s * 1.08)
+    c = calibrate_fit.fit(runs, asked)
+    errs, _ = cal.loo_errors(runs, asked)
+    assert c.band_basis["all"] == cb.LOO
+    assert c.out_of_sample["all"] == pytest.approx(max(errs["all"]), abs=1e-4)
+    assert c.out_of_sample["all"] > sum(errs["all"]) / len(errs["all"])
+
+
 def test_one_run_fits_compute_less_the_models_scatter(tmp_path: Path) -> None:
     """One run: one factor, compute, moved by the gap shrunk by the garrote at the model's per-run
     scatter within a stack."""

@@ -68,6 +68,6 @@ def calibrate_cmd(runs_file: str, output: str, as_json: bool) -> None:
     for change in sorted(cal.out_of_sample, key=lambda c: (c != "all", c)):
         what = "all runs" if change == "all" else f"a change of {change}"
         console.line(
-            f"out of sample, {what}: {100 * cal.out_of_sample[change]:.1f}% mean |error|"
-            f" ({cal.band_basis.get(change, 'leave-one-run-out error')})"
+            f"out of sample, {what}: within {100 * cal.out_of_sample[change]:.1f}% for 68% of"
+            f" runs ({cal.band_basis.get(change, 'leave-one-run-out error')})"
         )

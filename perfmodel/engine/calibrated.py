@@ -83,16 +83,24 @@ def band(plan: Plan, cfg: Config, published: Band) -> Band:
             published.unvalidated,
         )
     worst = max(known, key=lambda c: cal.out_of_sample[c])
-    # where the error comes from: the runs' own leave-one-run-out, or (one run, or a change the
+    # where each error comes from: the runs' own leave-one-run-out, or (one run, or a change the
     # runs never make) a one-run calibration's transfer on published stacks (review/
     # calibrate_bands.py)
-    source = cal.band_basis.get(worst, "leave-one-run-out error")
+    sources = {c: cal.band_basis.get(c, "leave-one-run-out error") for c in known}
     n = len(cal.runs)
+    runs = f"calibrated on {n} run{'s' if n != 1 else ''}"
+    if len(set(sources.values())) == 1:
+        basis = f"{runs}: the {sources[worst]} for a change of {what}"
+    else:  # the largest of errors of two origins: each named
+        each = "; ".join(
+            f"{c} {100 * cal.out_of_sample[c]:.1f}%, the {s}" for c, s in sources.items()
+        )
+        basis = f"{runs}: for a change of {what}, the largest of ({each})"
     # the calibration's errors are relative (|predicted / measured - 1|); a band is a half-width
     # of log(step time)
     return Band(
         math.log1p(cal.out_of_sample[worst]),
         math.log1p(max(cal.out_of_sample_max.get(c, cal.out_of_sample[c]) for c in known)),
-        f"calibrated on {n} run{'s' if n != 1 else ''}: the {source} for a change of {what}",
+        basis,
         n,
     )

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.engine import calibrated
+from perfmodel.engine import calibrated, uncertainty
 from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.errors import PerfModelError
 from perfmodel.review.measured_run import MeasuredRun
@@ -262,13 +262,12 @@ def _factors(theta: dict[str, float]) -> dict[str, float]:
     }
 
 
-def leave_one_out(
+def loo_errors(
     runs: list[MeasuredRun], asked: list[str] | None, scatter: float | None = None
-) -> tuple[dict[str, float], dict[str, float], list[str]]:
-    """Mean and max |error| of each run predicted by a fit on the others, by kind of change
-    (``scatter``: a one-run fit's, default per_run_scatter())."""
-    if len(runs) < 2:
-        return {}, {}, ["one run: no out-of-sample error (the published band stays)"]
+) -> tuple[dict[str, list[float]], list[str]]:
+    """|error| of each run predicted by a fit on the others, grouped by the kinds of change between
+    it and them (and under 'all'), with a note a run (``scatter``: a one-run fit's, default
+    per_run_scatter())."""
     errs: dict[str, list[float]] = {}
     notes = []
     for i, held in enumerate(runs):
@@ -283,8 +282,29 @@ def leave_one_out(
         notes.append(f"{held.name} from the others ({', '.join(names)}): {100 * err:.1f}%")
         for c in [*made, "all"]:
             errs.setdefault(c, []).append(err)
-    mean = {c: round(float(np.mean(v)), 4) for c, v in errs.items()}
-    return mean, {c: round(float(np.max(v)), 4) for c, v in errs.items()}, notes
+    return errs, notes
+
+
+def leave_one_out(
+    runs: list[MeasuredRun], asked: list[str] | None, scatter: float | None = None
+) -> tuple[dict[str, float], dict[str, float], list[str]]:
+    """The typical and worst |error| of the runs predicted by fits on the others (loo_errors), by
+    kind of change, drawn as every band here is: split conformal quantiles at 68% and 95%, the
+    largest error where the runs are too few for the level (engine/uncertainty.conformal; with 3
+    runs or fewer the typical is the largest). Under the mean, a band would hold on fewer than 68%
+    of the runs it speaks for."""
+    if len(runs) < 2:
+        return {}, {}, ["one run: no out-of-sample error (the published band stays)"]
+    errs, notes = loo_errors(runs, asked, scatter)
+    typical = {c: round(quantile_or_max(v, uncertainty.TYPICAL), 4) for c, v in errs.items()}
+    worst = {c: round(quantile_or_max(v, uncertainty.WORST), 4) for c, v in errs.items()}
+    return typical, worst, notes
+
+
+def quantile_or_max(errors: list[float], level: float) -> float:
+    """The split conformal quantile of |errors| at ``level``, or their largest where too few."""
+    q = uncertainty.conformal(errors, level)
+    return float(np.max(np.abs(errors))) if q is None else q
 
 
 def _kind(run: MeasuredRun) -> dict[str, Any]:

@@ -1,14 +1,15 @@
 """The band a calibration can promise (issue 39 item 3): its out-of-sample error for each kind of
 change, its own where its runs can leave one out, else the one-run transfer on published stacks.
 
-A calibration's band is an error on runs left out of its fit (SPEC 13). Several runs give their own
-leave-one-run-out error (review/calibrate.leave_one_out) for the kinds of change among them. For a
-kind of change they never make, and for every kind when there is one run, the error is taken from
-transfer on published stacks: calibrated on one run of a stack as `perfmodel calibrate` fits it,
-the 68% and 95% conformal quantiles of |error| on that stack's other runs that differ from it by
-that change, as the uncalibrated bands are drawn (benchmarks/calibration_transfer.py --bands
-writes configs/calibration_bands.yaml). The uncalibrated
-band is never carried over: a calibration moves the answer, and how far it carries is measured.
+A calibration's band is an error on runs left out of its fit (SPEC 13), drawn as the uncalibrated
+bands are: the 68% and 95% split conformal quantiles of |error| (the largest where the errors are
+too few for the level). Several runs give their own leave-one-run-out errors
+(review/calibrate.leave_one_out) for the kinds of change among them. For a kind of change they
+never make, and for every kind when there is one run, the errors are those of transfer on published
+stacks: calibrated on one run of a stack as `perfmodel calibrate` fits it, on that stack's other
+runs that differ from it by that change (benchmarks/calibration_transfer.py --bands writes
+configs/calibration_bands.yaml). The uncalibrated band is never carried over: a calibration moves
+the answer, and how far it carries is measured.
 
 The measured step itself: a run the calibrated model leaves further from its measurement than the
 model's per-run scatter gets a note saying so and why (the factors fitted cannot follow it).
@@ -19,8 +20,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from perfmodel.engine import uncertainty
 from perfmodel.engine.calibrated import CHANGES
 from perfmodel.inputs import presets
+from perfmodel.review.calibrate import quantile_or_max
 
 if TYPE_CHECKING:
     from perfmodel.review.measured_run import MeasuredRun
@@ -42,16 +45,18 @@ def with_bands(
     run's own configuration, and 'all'), the basis of each, and a note for each run the calibrated
     model leaves beyond ``scatter`` (the model's per-run scatter) of its measurement."""
     data = presets.calibration_bands()
-    mean, worst = dict(cal.out_of_sample), dict(cal.out_of_sample_max)
-    basis = dict.fromkeys(mean, LOO)
+    band, worst = dict(cal.out_of_sample), dict(cal.out_of_sample_max)
+    basis = dict.fromkeys(band, LOO)
     for c in (*CHANGES, "all"):
-        if c not in mean and c in data["typical"]:
-            mean[c], worst[c], basis[c] = data["typical"][c], data["worst"][c], TRANSFER
+        if c not in band and c in data["typical"]:
+            band[c], worst[c], basis[c] = data["typical"][c], data["worst"][c], TRANSFER
     # a calibration run's own configuration: how far the calibrated model is from those very
-    # runs, never closer than a one-run fit reproduces its run on published stacks
+    # runs (drawn as the other bands: review/calibrate.quantile_or_max), never closer than a
+    # one-run fit reproduces its run on published stacks
     own = [abs(math.expm1(r.residual)) for r in cal.runs]
     if own:
-        mean["none"] = round(max(sum(own) / len(own), data["typical"]["none"]), 4)
+        typical = quantile_or_max(own, uncertainty.TYPICAL)
+        band["none"] = round(max(typical, data["typical"]["none"]), 4)
         worst["none"] = round(max(max(own), data["worst"]["none"]), 4)
         basis["none"] = OWN
     notes = [n for n in cal.notes if not n.startswith("one run: no out-of-sample error")]
@@ -73,7 +78,7 @@ def with_bands(
             )
     return cal.model_copy(
         update={
-            "out_of_sample": mean,
+            "out_of_sample": band,
             "out_of_sample_max": worst,
             "band_basis": basis,
             "notes": notes,

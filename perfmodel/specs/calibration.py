@@ -108,12 +108,19 @@ class Calibration(Spec):
     out_of_sample: dict[str, float] = Field(
         default_factory=dict,
         description=(
-            "Mean |error| of leave-one-run-out predictions, by the kind of change between the"
-            " run left out and the runs fitted (scale, layout, model, format; 'all')."
+            "Typical |error| out of sample (the 68% split conformal quantile, or the largest"
+            " where the errors are too few), by the kind of change between the configuration"
+            " predicted and the runs fitted (scale, layout, model, format, gpu; 'none', a"
+            " calibration run's own; 'all'): the runs' own leave-one-run-out errors, or the"
+            " one-run transfer on published stacks (band_basis)."
         ),
     )
     out_of_sample_max: dict[str, float] = Field(
-        default_factory=dict, description="Largest |error| of those, by kind of change."
+        default_factory=dict,
+        description=(
+            "Worst |error| of those (the 95% quantile, or the largest where too few), by kind of"
+            " change."
+        ),
     )
     band_basis: dict[str, str] = Field(
         default_factory=dict,
