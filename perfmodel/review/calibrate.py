@@ -266,7 +266,7 @@ def loo_errors(
     runs: list[MeasuredRun], asked: list[str] | None, scatter: float | None = None
 ) -> tuple[dict[str, list[float]], list[str]]:
     """|error| of each run predicted by a fit on the others, grouped by the kinds of change between
-    it and them (and under 'all'), with a note a run (``scatter``: a one-run fit's, default
+    it and them (and under 'all'), with a note for each run (``scatter``: a one-run fit's, default
     per_run_scatter())."""
     errs: dict[str, list[float]] = {}
     notes = []
