@@ -207,10 +207,10 @@ def bands(table: dict[str, dict[str, Any]]) -> dict[str, Any]:
     used = [n for n in table if n != "llm-foundry"]
 
     def typical(v: list[float]) -> float:
-        return float(uncertainty.conformal(v, uncertainty.TYPICAL) or np.max(v))
+        return float(uncertainty.conformal(v, uncertainty.TYPICAL) or np.max(np.abs(v)))
 
     def worst(v: list[float]) -> float:
-        return float(uncertainty.conformal(v, uncertainty.WORST) or np.max(v))
+        return float(uncertainty.conformal(v, uncertainty.WORST) or np.max(np.abs(v)))
 
     held: dict[str, list[bool]] = {}
     per_stack: dict[str, list[float]] = {}
@@ -231,8 +231,8 @@ def bands(table: dict[str, dict[str, Any]]) -> dict[str, Any]:
         ),
         "typical": {c: round(typical(v), 4) for c, v in sorted(pooled.items())},
         "worst": {c: round(worst(v), 4) for c, v in sorted(pooled.items())},
-        "mean": {c: round(float(np.mean(v)), 4) for c, v in sorted(pooled.items())},
-        "max": {c: round(float(np.max(v)), 4) for c, v in sorted(pooled.items())},
+        "mean": {c: round(float(np.mean(np.abs(v))), 4) for c, v in sorted(pooled.items())},
+        "max": {c: round(float(np.max(np.abs(v))), 4) for c, v in sorted(pooled.items())},
         "pairs": {c: len(v) for c, v in sorted(pooled.items())},
         # how often a stack's other runs fall within the typical band: on the pairs it is drawn
         # from, and on each stack's pairs from the other stacks' quantile
