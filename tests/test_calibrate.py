@@ -99,8 +99,8 @@ def test_quantile_or_max_is_the_conformal_rank_or_the_largest() -> None:
 
 
 def test_own_band_is_drawn_as_every_band_is(tmp_path: Path) -> None:
-    """Three runs that can leave one out: their typical band is the largest of their three
-    leave-one-run-out errors (too few for the 68% quantile), not the mean, which would hold on
+    """Three runs that can leave one out: their typical band is the conformal rank ceil(4 x 0.68)
+    = 3 of their three leave-one-run-out errors, the largest, not the mean, which would hold on
     fewer than 68% of them (issue 39: bands at their stated rate)."""
     # a measured step 8% off the truth's on one run: the others cannot follow it
     runs, asked = load_runs(str(write_runs(tmp_path, ["dp8", "tp8", "tp8-dp4"])))

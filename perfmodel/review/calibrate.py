@@ -290,9 +290,9 @@ def leave_one_out(
 ) -> tuple[dict[str, float], dict[str, float], list[str]]:
     """The typical and worst |error| of the runs predicted by fits on the others (loo_errors), by
     kind of change, drawn as every band here is: split conformal quantiles at 68% and 95%, the
-    largest error where the runs are too few for the level (engine/uncertainty.conformal; with 3
-    runs or fewer the typical is the largest). Under the mean, a band would hold on fewer than 68%
-    of the runs it speaks for."""
+    largest error where the runs are too few for the level (engine/uncertainty.conformal: the
+    ceil((n + 1) 0.68)-th smallest of n, so with five runs or fewer the typical is the largest).
+    Under the mean, a band would hold on fewer than 68% of the runs it speaks for."""
     if len(runs) < 2:
         return {}, {}, ["one run: no out-of-sample error (the published band stays)"]
     errs, notes = loo_errors(runs, asked, scatter)
