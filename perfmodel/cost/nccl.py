@@ -79,38 +79,6 @@ def _log2i(x: Num) -> Num:
     return np.asarray(np.floor(np.log2(np.maximum(np.asarray(x, dtype=float), 1.0))))
 
 
-def _tree_correction(p: int, size: Num) -> Num:
-    """NCCL's static correction of a tree all-reduce's bandwidth for medium messages."""
-    log = np.asarray(_log2i(np.maximum(np.asarray(size, dtype=float) / 64.0, 1.0))).astype(int)
-    table = np.asarray(TREE_CORRECTION[p])
-    return np.where(log < 23, table[np.clip(log, 0, len(table) - 1)], 1.0)
-
-
-def _ring(kind: str, p: int, n: Num, ppn: Num, intra: str) -> tuple[Num, Num]:
-    """(latency s, bus-bandwidth factor) of a ring across nodes, protocol index p."""
-    nodes = np.maximum(n / ppn, 1.0)
-    base = BASE_US["ring"][p]
-    steps = 2.0 * (n - 1) if kind == "all-reduce" else n - 1
-    inter_steps = (2.0 if kind == "all-reduce" else 1.0) * (nodes - 1)
-    intra_lat = np.maximum(HW_US[intra]["ring"][p] * US, NET_OVERHEAD_S * (3 if p == 2 else 1))
-    # with one rank a node every step is a network step, priced at the tree's network latency
-    inter_lat = np.where(ppn <= 1, HW_US["net"]["tree"][p], HW_US["net"]["ring"][p]) * US
-    lat = base * US + (steps - inter_steps) * intra_lat + inter_steps * inter_lat
-    if kind == "all-reduce" and p == 2:
-        lat = lat * RING_PLATEAU
-    return lat, PROTOCOL_BW[p]
-
-
-def _tree(p: int, n: Num, ppn: Num, intra: str) -> tuple[Num, Num]:
-    """(latency s, bus-bandwidth factor) of NCCL's tree all-reduce across nodes."""
-    nodes = np.maximum(n / ppn, 1.0)
-    intra_lat = HW_US[intra]["tree"][p]
-    inter_lat = HW_US["net"]["tree"][p]
-    lat = BASE_US["tree"][p] + 2 * ((ppn - 1) * intra_lat + _log2i(nodes) * inter_lat)
-    factor = 0.92 * (1 / 3.8, 120 / 128, 1.0)[p]
-    return lat * US, factor
-
-
 def _inputs(kind: str, size: Num, n: Num, ppn: Num, bus_bw: Num) -> tuple[Num, Num, Num, Num]:
     """(size, n, ppn, bus_bw) as the tuner reads them: at least one rank, 1 to n a node."""
     if kind not in KINDS:
@@ -137,21 +105,14 @@ def choices(
     ``intra``: NCCL's hardware class of the intra-node link (nvlink or pci). The pairs NCCL may
     not run are left out."""
     size, n, ppn, bus_bw = _inputs(kind, size, n, ppn, bus_bw)
+    # every pair's seconds, the protocols as one array axis (_rings, _trees, as best() reads them)
+    rings = _rings(kind, size, n, ppn, bus_bw, intra)
+    trees = _trees(size, n, ppn, bus_bw, intra) if kind == "all-reduce" else None
     out: dict[tuple[str, str], Num] = {}
-    nsteps = {"all-reduce": 2.0 * (n - 1), "broadcast": n}.get(kind, n - 1)
-    for p, proto in enumerate(PROTOCOLS):
-        lat, factor = _ring(kind, p, n, ppn, intra)
-        bw = bus_bw * factor
-        if p == 0:  # LL: at most NCCL's LL ceiling
-            bw = np.minimum(LL_MAX_BW, bw)
-        alg = bw * n / np.maximum(nsteps, 1.0) if kind != "broadcast" else bw
-        out[("ring", proto)] = lat + size / alg
-        if kind == "all-reduce":
-            lat, factor = _tree(p, n, ppn, intra)
-            bw = bus_bw * factor * _tree_correction(p, size)
-            if p == 0:
-                bw = np.minimum(LL_MAX_BW, bw)
-            out[("tree", proto)] = lat + size / (0.5 * bw)
+    for p, proto in enumerate(PROTOCOLS):  # NCCL's table, row by row
+        out[("ring", proto)] = rings[p]
+        if trees is not None:
+            out[("tree", proto)] = trees[p]
     if kind in ("all-gather", "reduce-scatter"):
         out[("pat", "Simple")] = _pat(size, n, ppn, bus_bw)
     return out
@@ -170,8 +131,8 @@ def best(
     ``algos`` where given (NCCL_ALGO; a collective none of them runs falls back to the ring, as
     NCCL does when NCCL_ALGO leaves a function no algorithm). A pair that cannot run at a layout
     (PAT with more than one rank a node) is absent there, so that layout falls back too.
-    The same figures as ``choices``, priced with the protocols as one array axis (the search calls
-    this for every collective of every evaluation)."""
+    It reduces the same arrays ``choices`` is built from without building the dict (the search
+    calls this for every collective of every evaluation)."""
     size, n, ppn, bus_bw = _inputs(kind, size, n, ppn, bus_bw)
     ring = _rings(kind, size, n, ppn, bus_bw, intra).min(axis=0)
     allowed = [] if algos and "ring" not in algos else [ring]
@@ -196,7 +157,12 @@ def _ndim(*xs: Num) -> int:
 
 
 def _rings(kind: str, size: Num, n: Num, ppn: Num, bus_bw: Num, intra: str) -> np.ndarray:
-    """(3, ...) seconds of the ring by protocol, as ``choices`` prices each (_ring)."""
+    """(3, ...) seconds of the ring across nodes by protocol (LL, LL128, Simple): NCCL's base
+    latency, each intra-node step at the intra link's ring latency (never under the network
+    overhead) and each inter-node step at the network's (with one rank a node every step is a
+    network step, priced at the tree's network latency), Simple's all-reduce latency times the
+    ring plateau; then the bytes at the protocol's share of the bus bandwidth (LL at most NCCL's LL
+    ceiling)."""
     ndim = _ndim(size, n, ppn, bus_bw)
     nodes = np.maximum(n / ppn, 1.0)
     steps = 2.0 * (n - 1) if kind == "all-reduce" else n - 1
@@ -222,7 +188,10 @@ def _rings(kind: str, size: Num, n: Num, ppn: Num, bus_bw: Num, intra: str) -> n
 
 
 def _trees(size: Num, n: Num, ppn: Num, bus_bw: Num, intra: str) -> np.ndarray:
-    """(3, ...) seconds of the tree all-reduce by protocol, as ``choices`` prices each (_tree)."""
+    """(3, ...) seconds of NCCL's tree all-reduce across nodes by protocol: the base latency and,
+    both ways, the intra-node hops and log2(nodes) network hops; the bytes at 0.92 of the bus
+    bandwidth times the protocol's share and NCCL's static correction for medium messages
+    (TREE_CORRECTION), over half the bus (LL at most NCCL's LL ceiling)."""
     ndim = _ndim(size, n, ppn, bus_bw)
     nodes = np.maximum(n / ppn, 1.0)
     lat = _axis(BASE_US["tree"], ndim) + 2 * (
