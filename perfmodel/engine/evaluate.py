@@ -33,7 +33,7 @@ from perfmodel.engine.blocks import Setting, block_costs
 from perfmodel.engine.data_parallel import Priced, _data_parallel
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import memory_terms
-from perfmodel.engine.offloading import offload_terms, offloads
+from perfmodel.engine.offloading import Offload, offload_terms, offloads
 from perfmodel.engine.optimizer_step import optimizer_seconds
 from perfmodel.specs import Plan
 
@@ -54,11 +54,17 @@ BREAKDOWN_KEYS = (
 
 
 def stage_costs(
-    st: Setting, stages: Stages, c: dict[str, BlockCost], recompute: Array, codes: Array
+    st: Setting,
+    stages: Stages,
+    c: dict[str, BlockCost],
+    recompute: Array,
+    codes: Array,
+    off: Offload | None = None,
 ) -> dict[str, Any]:
     """Per stage class, seconds per micro-batch: forward, backward, recompute and TP/CP/EP comm (the
     four sum to the stage's time), and the forward share the schedule simulator needs (``codes``:
-    each row's memory switch set, for what it offloads to the host: engine/offloading.py)."""
+    each row's memory switch set; ``off``: what it offloads to the host, engine/offloading.py,
+    computed here when not given)."""
     layers = [c.get(kind) for kind in ("dense", "moe")]
     head, emb = c["head"], c["embedding"]
     rec = [
@@ -86,7 +92,8 @@ def stage_costs(
     }
     link = st.plan.system.host_link
     if link is not None and offloads(st.plan, codes):
-        off = offload_terms(st, stages, layers, recompute, codes)
+        if off is None:
+            off = offload_terms(st, stages, layers, recompute, codes)
         # activation offloading: the copy that the pass's compute does not hide waits in it
         n = stages.layers.sum(axis=-1)
         moved = offload.moved_bytes(off.moved, n, off.layers)
@@ -211,7 +218,10 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
     costs = block_costs(st, k)
     stages, t_layer = layout(st, k, costs)
     m = tr.global_batch_size / (dp * b)
-    sc = stage_costs(st, stages, costs, k.recompute, k.memory_switch)
+    # what each row sends to host memory: the step's copies and the memory's host share read it
+    layers = [costs.get(kind) for kind in ("dense", "moe")]
+    off = offload_terms(st, stages, layers, k.recompute, k.memory_switch)
+    sc = stage_costs(st, stages, costs, k.recompute, k.memory_switch, off)
     dual = pipe.dualpipe_rows(k.schedule, k.pp)
     dualv = pipe.dualpipev_rows(k.schedule, k.pp)
     paired = dual | dualv
@@ -221,7 +231,7 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
     if paired.any():
         sc = dualpipe.ranks(stages, sc, paired, pp_pairs, m_pairs, dualpipe.contention(gpu.num_sms))
     slow = stages.slowest(sc["time"])
-    memory = memory_terms(st, k, stages, costs, m)
+    memory = memory_terms(st, k, stages, costs, m, off)
     mesh = memory.pop("_mesh")
     p2p = np.asarray(
         stp.p2p_time(

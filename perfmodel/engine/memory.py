@@ -21,7 +21,7 @@ from perfmodel.engine.blocks import Setting
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory_verdict import fits_mask, host_fits, tight_mask
 from perfmodel.engine.mesh import Mesh, expert_shard
-from perfmodel.engine.offloading import Offload, offload_terms
+from perfmodel.engine.offloading import Offload
 from perfmodel.engine.reserve import reserve_bytes
 from perfmodel.specs.framework import PROFILES
 
@@ -49,19 +49,17 @@ MEMORY_KEYS = (
 
 
 def memory_terms(
-    st: Setting, k: Knobs, stages: Stages, c: dict[str, BlockCost], m: Array
+    st: Setting, k: Knobs, stages: Stages, c: dict[str, BlockCost], m: Array, off: Offload
 ) -> dict[str, Any]:
     """Memory on the most loaded GPU (SPEC 6): model states and activations of each stage class at
     the peak of the schedule; the class with the largest total is reported (Korthikanti 2022, Sec.
     4.3). Activations are read off the layer descriptions; the routed experts' states are sharded
     over the expert-data-parallel ranks, the rest over dp x cp (Megatron-Core's distributed
-    optimizer)."""
+    optimizer). ``off``: what each row sends to host memory (engine/offloading.offload_terms)."""
     sh, gpu = st.shape, st.plan.system.gpu
     tp, pp = k.tp.astype(float), k.pp.astype(float)
     s = st.plan.seq_length
     layers = [c.get(kind) for kind in ("dense", "moe")]
-    # what each row sends to host memory (cost/offload.py)
-    off = offload_terms(st, stages, layers, k.recompute, k.memory_switch)
     acts, host_acts = _activations(st, k, stages, layers, m, off)
     # DualPipe: a rank holds two stages' parameters, and each stage's states are sharded over the
     # 2 dp ranks that hold it (DeepSeek-V3 report Table 2: "2x" parameters)
