@@ -210,24 +210,24 @@ def _offload_allowed(plan: Plan, eighths: int) -> bool:
 
 
 def _module_offload_allowed(plan: Plan, switch: str) -> bool:
-    """Fine-grained offloading as the plan validates it (specs/offload_rules.py): the profile
-    runs it, the GPU has a host link, recompute is free or not full, no layer-wise offloading;
-    the experts' modules on MoE models whose MoE layer is not recomputed whole, the others on
-    dense models (a MoE model's sets offload its experts' too, beside the attention-only one)."""
-    from perfmodel.specs.framework import PROFILES
+    """Fine-grained offloading where the plan with the set's modules validates
+    (specs/offload_rules.module_offload_problem: the profile runs it, a host link, no full
+    recompute, no layer-wise offloading, the experts' modules on MoE models only), and where the
+    search can try it on its rows: not the experts' modules where selective recompute redoes the
+    MoE layer whole (recompute_modules with moe), and not the dense set on a MoE model, whose sets
+    offload its experts' too."""
+    from perfmodel.specs.offload_rules import module_offload_problem
 
     tr = plan.training
-    experts = switch.endswith("-experts")
-    if experts and (not plan.model.is_moe or "moe" in tr.recompute_modules):
-        return False
     if switch == "offload-modules" and plan.model.is_moe:
         return False
-    return (
-        bool(PROFILES[tr.framework].get("activation_offloading", False))
-        and plan.system.host_link is not None
-        and plan.parallel.recompute != "full"
-        and not tr.cpu_offloading_num_layers
+    if switch.endswith("-experts") and "moe" in tr.recompute_modules:
+        return False
+    modules = list(SWITCHES[switch].fields["offload_modules"])
+    trial = plan.model_copy(
+        update={"training": tr.model_copy(update={"offload_modules": modules})}
     )
+    return module_offload_problem(trial) is None
 
 
 def usable_sets(plan: Plan) -> list[str]:
