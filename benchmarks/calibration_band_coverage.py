@@ -20,13 +20,8 @@ import calibration_transfer as ct
 import numpy as np
 
 from perfmodel.engine import calibrated, uncertainty
-from perfmodel.engine.estimate import resolve_config
 from perfmodel.inputs import presets
 from perfmodel.review import calibrate as cal
-
-
-def _kind(run: cal.MeasuredRun) -> dict:
-    return calibrated.kind(run.plan, resolve_config(run.plan))
 
 
 def held_out(runs: list[cal.MeasuredRun], scatter: float) -> list[tuple[float, float, float]]:
@@ -38,7 +33,7 @@ def held_out(runs: list[cal.MeasuredRun], scatter: float) -> list[tuple[float, f
         theta = cal.fit_theta(rest, None, scatter)[0]
         err = abs(cal.step_time(held.plan, theta) / held.step_s - 1)
         errs, _ = cal.loo_errors(rest, None, scatter)
-        made = calibrated.changes(_kind(held), [_kind(r) for r in rest]) or ["none"]
+        made = calibrated.changes(cal.run_kind(held), [cal.run_kind(r) for r in rest]) or ["none"]
         bands = []
         for reduce in (np.mean, lambda v: cal.quantile_or_max(v, uncertainty.TYPICAL)):
             own = {c: float(reduce(v)) for c, v in errs.items()}

@@ -40,7 +40,6 @@ import numpy as np
 import oos_errors as oos
 
 from perfmodel.engine import calibrated, uncertainty
-from perfmodel.engine.estimate import resolve_config
 from perfmodel.inputs import presets
 from perfmodel.review import calibrate as cal
 from perfmodel.review.calibrate_runs import load_runs
@@ -125,7 +124,7 @@ def transfer(
     err_rate = np.array([[_error(o, rate[i]) for o in runs] for i in range(n)])
     off = ~np.eye(n, dtype=bool)
     per_choice = [float(err[i][off[i]].mean()) for i in range(n)]
-    kinds = [calibrated.kind(r.plan, resolve_config(r.plan)) for r in runs]
+    kinds = [cal.run_kind(r) for r in runs]
     near = [float(np.mean([err[i, j] for i in nearest(kinds, j)])) for j in range(n)]
     out = {
         "one_run_by_change": by_change(err, kinds),

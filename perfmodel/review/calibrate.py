@@ -278,7 +278,7 @@ def loo_errors(
             theta = fit_theta(rest, None, scatter)[0]
         names = list(theta)
         err = abs(step_time(held.plan, theta) / held.step_s - 1)
-        made = calibrated.changes(_kind(held), [_kind(r) for r in rest]) or ["none"]
+        made = calibrated.changes(run_kind(held), [run_kind(r) for r in rest]) or ["none"]
         notes.append(f"{held.name} from the others ({', '.join(names)}): {100 * err:.1f}%")
         for c in [*made, "all"]:
             errs.setdefault(c, []).append(err)
@@ -307,7 +307,8 @@ def quantile_or_max(errors: list[float], level: float) -> float:
     return float(np.max(np.abs(errors))) if q is None else q
 
 
-def _kind(run: MeasuredRun) -> dict[str, Any]:
+def run_kind(run: MeasuredRun) -> dict[str, Any]:
+    """What a run is, for the kinds of change between runs (engine/calibrated.kind)."""
     return calibrated.kind(run.plan, resolve_config(run.plan))
 
 
@@ -322,7 +323,7 @@ def _run_rows(runs: list[MeasuredRun], theta: dict[str, float]) -> list[Calibrat
                 predicted_step_time_s=before,
                 calibrated_step_time_s=after,
                 residual=round(math.log(after / r.step_s), 5),
-                kind=_kind(r),
+                kind=run_kind(r),
             )
         )
     return rows
