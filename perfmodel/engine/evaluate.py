@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from perfmodel.cost import Array, offload
-from perfmodel.cost import flops as fl
 from perfmodel.cost import pipeline as pipe
 from perfmodel.cost import step as stp
 from perfmodel.cost.stages import Stages, build_stages, split_layers
@@ -35,6 +34,8 @@ from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory import memory_terms
 from perfmodel.engine.offloading import Offload, offload_terms, offloads
 from perfmodel.engine.optimizer_step import optimizer_seconds
+from perfmodel.engine.pooled import current_pool
+from perfmodel.engine.throughput import throughput
 from perfmodel.specs import Plan
 
 BREAKDOWN_KEYS = (
@@ -171,39 +172,15 @@ def layout(st: Setting, k: Knobs, c: dict[str, BlockCost]) -> tuple[Stages, Arra
     return stages, t_layer
 
 
-def throughput(st: Setting, k: Knobs, step: Array) -> dict[str, Any]:
-    """Tokens per second, model and hardware TFLOP/s per GPU, MFU and HFU (SPEC 5), against the peak
-    of the precision's MFU dtype. FLOPs are read off the layer descriptions (cost/flops.py), with
-    the k active experts of each MoE layer."""
-    plan, sh = st.plan, st.shape
-    B, s, L, n = (
-        plan.training.global_batch_size,
-        plan.seq_length,
-        plan.model.num_layers,
-        plan.system.num_gpus,
-    )
-    depth = fl.Depth(L, st.moe_layers, st.mtp, bool(st.mtp_kind))
-    model_fl = fl.model_flops(sh, B, s, depth)
-    rc = k.recompute
-    hw_fl = np.where(
-        rc == 2,
-        fl.hardware_flops(sh, B, s, depth, "full"),
-        np.where(rc == 1, fl.hardware_flops(sh, B, s, depth, "selective"), model_fl),
-    )
-    peak = plan.system.gpu.peak(st.precision.mfu_peak)
-    out = {"tokens_per_s": B * s / step}
-    out["tokens_per_s_per_gpu"] = out["tokens_per_s"] / n
-    out["model_tflops_per_gpu"] = model_fl / step / n / 1e12
-    out["hardware_tflops_per_gpu"] = hw_fl / step / n / 1e12
-    out["mfu"] = out["model_tflops_per_gpu"] * 1e12 / peak
-    out["hfu"] = out["hardware_tflops_per_gpu"] * 1e12 / peak
-    out["mfu_peak_flops_per_s"] = np.full(np.shape(step), float(peak))
-    return out
-
-
-def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
+def evaluate(plan: Plan, k: Knobs, batch: Array | None = None) -> dict[str, Any]:
     """Step time, breakdown and memory of every configuration in ``k`` (arrays in, arrays out); the
-    rows carry one memory switch set (engine/memory_switches.py), priced on the plan with it."""
+    rows carry one memory switch set (engine/memory_switches.py), priced on the plan with it.
+    ``batch``: each row's global batch, sequences (rows of plans that differ in it alone, pooled
+    by engine/pooled.py); the plan's where not given. It reaches the step only through the number
+    of micro-batches m and the tokens a step: a block is one micro-batch (engine/blocks.py)."""
+    pooled = current_pool()
+    if pooled is not None and batch is None:
+        return pooled.evaluate(plan, k)
     plan = memory_switches.uniform_plan(plan, k.memory_switch)
     st = Setting.of(plan)
     tr, gpu = plan.training, plan.system.gpu
@@ -217,7 +194,8 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
     )
     costs = block_costs(st, k)
     stages, t_layer = layout(st, k, costs)
-    m = tr.global_batch_size / (dp * b)
+    B = tr.global_batch_size if batch is None else batch
+    m = B / (dp * b)
     # what each row sends to host memory: the step's copies and the memory's host share read it
     layers = [costs.get(kind) for kind in ("dense", "moe")]
     off = offload_terms(st, stages, layers, k.recompute, k.memory_switch)
@@ -274,7 +252,7 @@ def evaluate(plan: Plan, k: Knobs) -> dict[str, Any]:
     }
     out.update(_stage_figures(priced, t_layer, out, p2p, m))
     out.update(memory)
-    out.update(throughput(st, k, out["step_time_s"]))
+    out.update(throughput(st, k, out["step_time_s"], B))
     out["stages"] = StageArrays(stages, sc["time"], sc["fwd_share"], sc["wgrad"])
     return out
 

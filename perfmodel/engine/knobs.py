@@ -90,11 +90,13 @@ class Knobs:
 
     def plus(self, other: Knobs) -> Knobs:
         """These configurations, then ``other``'s."""
-        return Knobs(
-            **{
-                f.name: np.concatenate([getattr(self, f.name), getattr(other, f.name)])
-                for f in fields(self)
-            }
+        return Knobs.concat([self, other])
+
+    @classmethod
+    def concat(cls, parts: list[Knobs]) -> Knobs:
+        """The configurations of ``parts``, in order."""
+        return cls(
+            **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)}
         )
 
     def config(self, i: int, global_batch_size: int) -> Config:

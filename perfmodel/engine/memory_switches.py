@@ -154,10 +154,22 @@ def applied(plan: Plan, switch_set: str) -> Plan:
     """The plan with a switch set's training fields set (the plan itself for none)."""
     if not switch_set:
         return plan
+    hit = _APPLIED.get((id(plan), switch_set))
+    if hit is not None and hit[0] is plan:
+        return hit[1]
     changes: dict[str, Any] = {}
     for s in names(switch_set):
         changes.update(SWITCHES[s].fields_for(plan.model.num_layers))
-    return plan.with_training(**changes)
+    out = plan.with_training(**changes)
+    if len(_APPLIED) > 1024:
+        _APPLIED.clear()
+    _APPLIED[(id(plan), switch_set)] = (plan, out)
+    return out
+
+
+# the recent plans with a set applied, by the plan's identity and the set (a search prices each
+# set's rows on it several times, and validating a plan costs more than a small evaluation)
+_APPLIED: dict[tuple[int, str], tuple[Plan, Plan]] = {}
 
 
 def _allowed(plan: Plan, switch: str) -> bool:
@@ -224,9 +236,7 @@ def _module_offload_allowed(plan: Plan, switch: str) -> bool:
     if switch.endswith("-experts") and "moe" in tr.recompute_modules:
         return False
     modules = list(SWITCHES[switch].fields["offload_modules"])
-    trial = plan.model_copy(
-        update={"training": tr.model_copy(update={"offload_modules": modules})}
-    )
+    trial = plan.model_copy(update={"training": tr.model_copy(update={"offload_modules": modules})})
     return module_offload_problem(trial) is None
 
 

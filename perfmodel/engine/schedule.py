@@ -267,7 +267,7 @@ def _per_rank(
     return tuple(_per_virtual(a, p, v, name).tolist())
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=4096)
 def _run_zero_bubble(
     p: int, m: int, v: int, schedule: str, tf: tuple[float, ...], tb: tuple[float, ...],
     tw: tuple[float, ...], latency: float, blocking: bool, keep_blocks: bool,
@@ -283,7 +283,7 @@ def _run_zero_bubble(
     return Simulation(p, m, v, schedule, step, np.array(busy), np.array(peak), blocks)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=4096)
 def _run_cached(
     p: int, m: int, v: int, schedule: str, tf: tuple[float, ...], tb: tuple[float, ...],
     latency: float, blocking: bool,

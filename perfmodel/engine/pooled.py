@@ -1,0 +1,224 @@
+"""Searches run side by side, their evaluations pooled (issue 40: a sweep of 500 values).
+
+A sweep answers every value with `plan`'s own search (review/sweep.py). A search prices its
+configurations in some thirty calls of engine/evaluate.evaluate, and on a plan of one node each
+call's fixed cost (its Python and numpy set-up, some 2-4 ms) outweighs its rows. Searches of plans
+that differ only in the global batch price the same kinds of rows in the same order, so here each
+search runs in a thread of its own and, where it calls evaluate, waits; once every search of the
+pool waits, the waiting calls are priced together, one evaluate per plan (the global batch
+aside) and memory switch set, each row with its own plan's batch (evaluate's ``batch``), and each
+search goes on with its own rows. evaluate's formulas are row by row, so a pooled row's figures
+are those of its search alone, to the bit (tests/test_pooled.py).
+
+Only one search runs Python at a time (the interpreter's lock); the threads are a way to hold
+every search at its evaluate, not to use more cores: review/sweep.py spreads the values over
+processes for that.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from perfmodel.engine.knobs import Knobs
+from perfmodel.engine.memory_switches import ROW_BY_ROW
+from perfmodel.specs import Plan
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_LOCAL = threading.local()
+
+
+def current_pool() -> Pool | None:
+    """The pool this thread's evaluations join, if any (engine/evaluate.evaluate asks)."""
+    return getattr(_LOCAL, "pool", None)
+
+
+@dataclass
+class _Call:
+    plan: Plan
+    knobs: Knobs
+    turn: threading.Event  # its search's: set when the call is priced and the search may go on
+    out: dict[str, Any] | None = None
+    error: BaseException | None = None
+
+
+class Pool:
+    """The searches of one side-by-side run, taking turns: one runs at a time (the others wait on
+    their own event, so that the interpreter's lock is never contended: numpy lets it go in every
+    large operation), until it calls evaluate or ends; then the next whose turn is due runs. Once
+    every search still running waits in evaluate, their calls are priced together and they go on
+    in the order they called."""
+
+    def __init__(self, searches: int) -> None:
+        self.live = searches
+        self.due: deque[threading.Event] = deque()  # searches free to go on, in turn
+        self.waiting: list[_Call] = []
+
+    def evaluate(self, plan: Plan, knobs: Knobs) -> dict[str, Any]:
+        """evaluate(plan, knobs), priced with the other searches' calls once all wait."""
+        call = _Call(plan, knobs, _LOCAL.turn)
+        self.waiting.append(call)
+        self._next()
+        call.turn.wait()
+        call.turn.clear()
+        if call.error is not None:
+            raise call.error
+        assert call.out is not None
+        return call.out
+
+    def leave(self) -> None:
+        """A search is through: the next runs."""
+        self.live -= 1
+        self._next()
+
+    def _next(self) -> None:
+        """Hand the turn on: to the next search due, or, where none is, price the waiting calls
+        (every search still running has one) and hand it to the first of them."""
+        if not self.due and self.waiting:
+            calls, self.waiting = self.waiting, []
+            try:
+                for group in _groups(calls):
+                    _price(group)
+            except BaseException as e:  # an interrupt: every call of the round ends with it
+                for c in calls:
+                    if c.out is None and c.error is None:
+                        c.error = e
+            self.due.extend(c.turn for c in calls)
+        if self.due:
+            self.due.popleft().set()
+
+
+def side_by_side(
+    work: Callable[[T], R], items: Sequence[T], done: Callable[[int], None] | None = None
+) -> list[R]:
+    """[work(x) for x in items], each in a thread of its own, taking turns, with their evaluations
+    pooled; what one raises is raised here, the first item's first. ``done(i)`` is called as item
+    i ends."""
+    pool = Pool(len(items))
+    results: list[Any] = [None] * len(items)
+    errors: list[BaseException | None] = [None] * len(items)
+    turns = [threading.Event() for _ in items]
+
+    def run(i: int) -> None:
+        turns[i].wait()
+        turns[i].clear()
+        _LOCAL.pool, _LOCAL.turn = pool, turns[i]
+        try:
+            results[i] = work(items[i])
+        except BaseException as e:  # handed to the caller below
+            errors[i] = e
+        finally:
+            _LOCAL.pool = None
+            if done is not None:
+                done(i)
+            pool.leave()
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(items))]
+    for t in threads:
+        t.start()
+    pool.due.extend(turns)
+    pool._next()
+    for t in threads:
+        t.join()
+    for e in errors:
+        if e is not None:
+            raise e
+    return results
+
+
+def poolable(plans: Sequence[Plan]) -> bool:
+    """Whether the plans differ in nothing but the global batch (their searches' evaluations can
+    then be pooled)."""
+    return len({_plan_key(p) for p in plans}) == 1
+
+
+def _groups(calls: list[_Call]) -> list[list[_Call]]:
+    """The calls that one evaluate can price: plans equal but for the global batch, rows of one
+    memory switch set (or of sets read row by row: engine/memory_switches.uniform_plan)."""
+    out: dict[Any, list[_Call]] = {}
+    for call in calls:
+        codes = call.knobs.memory_switch
+        if codes.size and codes.any() and not ROW_BY_ROW[codes].all():
+            mixed = (codes != codes[0]).any()
+            key: Any = ("alone", id(call)) if mixed else (_plan_key(call.plan), int(codes[0]))
+        else:
+            key = (_plan_key(call.plan), 0)
+        out.setdefault(key, []).append(call)
+    return list(out.values())
+
+
+# each recent plan's key (writing a plan's JSON costs more than a small evaluation)
+_KEYS: dict[int, tuple[Plan, str]] = {}
+
+
+def _plan_key(plan: Plan) -> str:
+    hit = _KEYS.get(id(plan))
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    key = plan.model_dump_json(exclude={"training": {"global_batch_size"}})
+    if len(_KEYS) > 4096:
+        _KEYS.clear()
+    _KEYS[id(plan)] = (plan, key)
+    return key
+
+
+# rows priced in one evaluate at most (engine/evaluate.CHUNK's bound on memory): a group is priced
+# in pieces of whole calls under it (a call larger than it alone)
+POOLED_ROWS = 65536
+
+
+def _pieces(group: list[_Call]) -> list[list[_Call]]:
+    out: list[list[_Call]] = [[]]
+    rows = 0
+    for c in group:
+        if out[-1] and rows + len(c.knobs) > POOLED_ROWS:
+            out.append([])
+            rows = 0
+        out[-1].append(c)
+        rows += len(c.knobs)
+    return out
+
+
+def _price(group: list[_Call]) -> None:
+    """One evaluate over the group's rows (in pieces of whole calls, _pieces), each call handed its
+    own; where it raises, each call is priced alone, so that each gets its own error or figures."""
+    from perfmodel.engine.evaluate import evaluate
+
+    for piece in _pieces(group) if len(group) > 1 else [group]:
+        sizes = [len(c.knobs) for c in piece]
+        try:
+            knobs = Knobs.concat([c.knobs for c in piece])
+            batch = np.repeat([c.plan.training.global_batch_size for c in piece], sizes)
+            whole = evaluate(piece[0].plan, knobs, batch)
+        except Exception as e:
+            if len(piece) > 1:
+                for c in piece:
+                    _price([c])
+            else:
+                piece[0].error = e
+            continue
+        start, n = 0, len(knobs)
+        for c, size in zip(piece, sizes):
+            c.out = whole if len(piece) == 1 else _rows(whole, slice(start, start + size), n)
+            start += size
+
+
+def _rows(value: Any, rows: slice, n: int) -> Any:
+    """``value`` (an evaluate output: arrays a row each, their dicts and dataclasses, or a figure
+    for all rows) at ``rows``."""
+    if isinstance(value, dict):
+        return {k: _rows(v, rows, n) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return value[rows] if value.ndim and value.shape[0] == n else value
+    if is_dataclass(value) and not isinstance(value, type):
+        return type(value)(
+            **{f.name: _rows(getattr(value, f.name), rows, n) for f in fields(value)}
+        )
+    return value
