@@ -1,11 +1,14 @@
 """Where a sweep's time goes, value by value (issue 40: 500 values in under 10 s).
 
-A sweep answers each value with `plan`'s own search (review/sweep.py), so its time is 500 times
-one search. This prices a sample of a batch-size sweep's values in this process and counts the
-search's evaluations (engine/evaluate.evaluate, each pricing a block of configurations as arrays):
-how many a value, how many rows, and the fit time = a + b x rows over every call, so that a (the
-fixed cost of an evaluation) and b (the cost of a row) can be told apart. It prints the floor those
-imply for 500 values: the rows alone, priced with no fixed cost at all, over this machine's cores.
+A sweep answers each value with `plan`'s own search (review/sweep.py). This prices a sample of a
+batch-size sweep's values in this process, one search after another, and counts the search's
+evaluations (engine/evaluate.evaluate, each pricing a block of configurations as arrays): how many
+a value, how many rows, and the fit time = a + b x rows over every call, so that a (the fixed cost
+of an evaluation) and b (the cost of a row) can be told apart. It prints the floor those imply for
+500 values: the rows alone, priced with no fixed cost at all, over this machine's cores. Then it
+answers the same values side by side, as a sweep of batches does (engine/pooled.py: their
+evaluations priced together, so the fixed cost is paid once a round, not once a value), and
+splits that time into the pooled evaluations and the searches around them.
 
 Run: python benchmarks/sweep_floor.py [--plan llama3-8b-h100] [--values 20]   (prints figures;
 asserts nothing: machines are noisy)
@@ -20,7 +23,7 @@ import time
 
 import numpy as np
 
-from perfmodel.engine import answer
+from perfmodel.engine import answer, pooled
 from perfmodel.engine import evaluate as ev
 from perfmodel.inputs import presets
 
@@ -78,6 +81,29 @@ def main() -> None:
         f"  floor:          {floor:7.1f} s of CPU for the rows alone, {floor / cores:.1f} s of wall"
     )
     print(f"                  on {cores} cores (no fixed cost, no search around the evaluations)")
+    _side_by_side(plan, batches, bands)
+
+
+def _side_by_side(plan, batches: list[int], bands) -> None:
+    """The same values side by side, their evaluations pooled: a value's time, and of it the
+    pooled evaluations' (engine/pooled._price, timed where it runs)."""
+    priced: list[float] = []
+    price = pooled._price
+
+    def timed(group):
+        t0 = time.perf_counter()
+        price(group)
+        priced.append(time.perf_counter() - t0)
+
+    pooled._price = timed
+    plans = [plan.with_training(global_batch_size=gbs) for gbs in batches]
+    t0 = time.perf_counter()
+    pooled.side_by_side(lambda p: answer.plan_search(p, bands, top=1), plans)
+    n, wall = len(plans), time.perf_counter() - t0
+    pooled._price = price
+    print(f"  side by side:   {1e3 * wall / n:7.1f} ms a value, of which pooled evaluations")
+    print(f"                  {1e3 * sum(priced) / n:.1f} ms ({len(priced)} for the {n} values)")
+    print(f"  {SWEEP} values:     {SWEEP * wall / n:7.1f} s of CPU at this rate")
 
 
 if __name__ == "__main__":

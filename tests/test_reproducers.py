@@ -438,7 +438,7 @@ def test_sweep_values_are_bounded_and_reported():
         .plan
     )
     sw.sweep(plan, path, vals[:3], progress=lambda done, total: calls.append((done, total)))
-    assert calls == [(0, 3), (1, 3), (2, 3)]
+    assert calls == [(0, 3), (1, 3), (2, 3), (3, 3)]  # from none to all, as each value ends
 
 
 # issue 33: the reproducers of the new user's fuzzing

@@ -8,6 +8,7 @@ closed form assumes equal ones; seed 000, 6).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -378,7 +379,7 @@ def plan_pipeline(
 def _check_finite(values: dict[str, Any]) -> None:
     """A figure that overflows is an error naming what to look at, never NaN or Infinity in the
     output."""
-    bad = sorted(k for k, v in values.items() if isinstance(v, float) and not np.isfinite(v))
+    bad = sorted(k for k, v in values.items() if isinstance(v, float) and not math.isfinite(v))
     if bad:
         raise PerfModelError(
             f"the estimate overflows ({', '.join(bad[:4])} not finite): check the link bandwidths"

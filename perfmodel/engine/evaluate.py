@@ -177,10 +177,17 @@ def evaluate(plan: Plan, k: Knobs, batch: Array | None = None) -> dict[str, Any]
     rows carry one memory switch set (engine/memory_switches.py), priced on the plan with it.
     ``batch``: each row's global batch, sequences (rows of plans that differ in it alone, pooled
     by engine/pooled.py); the plan's where not given. It reaches the step only through the number
-    of micro-batches m and the tokens a step: a block is one micro-batch (engine/blocks.py)."""
-    pooled = current_pool()
-    if pooled is not None and batch is None:
-        return pooled.evaluate(plan, k)
+    of micro-batches m and the tokens a step: a block is one micro-batch (engine/blocks.py). A
+    search run side by side with others (engine/pooled.side_by_side) hands its call to their pool,
+    which prices it with theirs through this same function."""
+    pool = current_pool()
+    if pool is not None and batch is None:
+        return pool.evaluate(plan, k, evaluate)
+    return _evaluate(plan, k, plan.training.global_batch_size if batch is None else batch)
+
+
+def _evaluate(plan: Plan, k: Knobs, B: int | Array) -> dict[str, Any]:
+    """evaluate() of rows whose global batch is ``B``, sequences (one for all, or each row's)."""
     plan = memory_switches.uniform_plan(plan, k.memory_switch)
     st = Setting.of(plan)
     tr, gpu = plan.training, plan.system.gpu
@@ -194,7 +201,6 @@ def evaluate(plan: Plan, k: Knobs, batch: Array | None = None) -> dict[str, Any]
     )
     costs = block_costs(st, k)
     stages, t_layer = layout(st, k, costs)
-    B = tr.global_batch_size if batch is None else batch
     m = B / (dp * b)
     # what each row sends to host memory: the step's copies and the memory's host share read it
     layers = [costs.get(kind) for kind in ("dense", "moe")]

@@ -40,10 +40,15 @@ def current_pool() -> Pool | None:
     return getattr(_LOCAL, "pool", None)
 
 
+# engine/evaluate.evaluate, as it hands a call to the pool: (plan, knobs, each row's batch)
+Evaluate = Callable[[Plan, Knobs, np.ndarray], dict[str, Any]]
+
+
 @dataclass
 class _Call:
     plan: Plan
     knobs: Knobs
+    price: Evaluate
     turn: threading.Event  # its search's: set when the call is priced and the search may go on
     out: dict[str, Any] | None = None
     error: BaseException | None = None
@@ -61,9 +66,10 @@ class Pool:
         self.due: deque[threading.Event] = deque()  # searches free to go on, in turn
         self.waiting: list[_Call] = []
 
-    def evaluate(self, plan: Plan, knobs: Knobs) -> dict[str, Any]:
-        """evaluate(plan, knobs), priced with the other searches' calls once all wait."""
-        call = _Call(plan, knobs, _LOCAL.turn)
+    def evaluate(self, plan: Plan, knobs: Knobs, price: Evaluate) -> dict[str, Any]:
+        """``price``(plan, knobs, its batch), priced with the other searches' calls once all
+        wait (engine/evaluate.evaluate hands itself as ``price``)."""
+        call = _Call(plan, knobs, price, _LOCAL.turn)
         self.waiting.append(call)
         self._next()
         call.turn.wait()
@@ -189,14 +195,12 @@ def _pieces(group: list[_Call]) -> list[list[_Call]]:
 def _price(group: list[_Call]) -> None:
     """One evaluate over the group's rows (in pieces of whole calls, _pieces), each call handed its
     own; where it raises, each call is priced alone, so that each gets its own error or figures."""
-    from perfmodel.engine.evaluate import evaluate
-
     for piece in _pieces(group) if len(group) > 1 else [group]:
         sizes = [len(c.knobs) for c in piece]
         try:
             knobs = Knobs.concat([c.knobs for c in piece])
             batch = np.repeat([c.plan.training.global_batch_size for c in piece], sizes)
-            whole = evaluate(piece[0].plan, knobs, batch)
+            whole = piece[0].price(piece[0].plan, knobs, batch)
         except Exception as e:
             if len(piece) > 1:
                 for c in piece:

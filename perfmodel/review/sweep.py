@@ -5,7 +5,9 @@ A field is a dotted path into the plan (``system.inter_node_link.bandwidth_bytes
 the short names below. Each value is validated as the plan file's would be, so "25 GB/s", a GPU
 preset's name or a framework profile are accepted where the field takes them, and a bad one is an
 error naming the field. Nothing here computes a cost: each point is `plan`'s search or `estimate`
-on the changed plan (engine/answer.py), once for the values that give one plan (same_answer_key).
+on the changed plan (engine/answer.py), once for the values that give one plan (same_answer_key);
+values that change only the global batch are searched side by side, their evaluations pooled
+(engine/pooled.py), with the answers each search gives alone.
 """
 
 from __future__ import annotations
@@ -187,7 +189,7 @@ def sweep(
     knobs, free ones chosen as `plan` chooses them). A value that cannot run is a row with its
     reason. Every value is read and checked first (a bad one stops the sweep: it is the user's
     error, not a result); then each distinct plan is answered once, in ``jobs`` processes.
-    ``progress(done, total)`` is called as the answers come (`plan`'s search each: 0.1-1 s)."""
+    ``progress(done, total)`` is called as the answers come."""
     plans = []
     for v in values:
         try:
@@ -249,24 +251,26 @@ def _answers(
 def _answer_all(
     plans: list[Plan], fixed: bool, progress: Callable[[int, int], None] | None = None
 ) -> list[tuple[Estimate | None, str]]:
-    """_answer for each plan, in order. Plans that differ only in the global batch are searched
-    side by side, PART at a time, their evaluations pooled (engine/pooled.py: the same figures,
-    to the bit, at a fraction of the fixed cost); others one after another."""
+    """_answer for each plan, in order; ``progress(done, n)`` from (0, n) to (n, n) as they end.
+    Plans that differ only in the global batch are searched side by side, PART at a time, their
+    evaluations pooled (engine/pooled.py: the same figures, to the bit, at a fraction of the fixed
+    cost); others one after another."""
     n = len(plans)
-    if n == 1 or fixed or not pooled.poolable(plans):
-        out = []
-        for i, p in enumerate(plans):
-            if progress is not None:
-                progress(i, n)
-            out.append(_answer(p, fixed))
-        return out
     finished = [0]
 
-    def done(_: int) -> None:
+    def done(_: int = 0) -> None:
         finished[0] += 1
         if progress is not None:
             progress(finished[0], n)
 
+    if progress is not None:
+        progress(0, n)
+    if n == 1 or fixed or not pooled.poolable(plans):
+        out = []
+        for p in plans:
+            out.append(_answer(p, fixed))
+            done()
+        return out
     answers: list[tuple[Estimate | None, str]] = []
     for a in range(0, n, PART):
         answers += pooled.side_by_side(lambda p: _answer(p, fixed), plans[a : a + PART], done)
