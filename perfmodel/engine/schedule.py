@@ -293,10 +293,25 @@ def _run_cached(
     extrapolated from short ones once its pattern has settled (schedule_steady). Read-only."""
 
     def short(k: int, ends: list[Any]) -> tuple[Simulation, Simulation]:
-        return _run(p, k, v, schedule, tf, tb, latency, blocking, False, ends)
+        pair, slots = _short_run(p, k, v, schedule, tf, tb, latency, blocking)
+        ends.extend(slots)
+        return pair
 
     long = schedule_steady.extrapolate(short, p, m, v, schedule)
     return long or _run(p, m, v, schedule, tf, tb, latency, blocking, False)
+
+
+@lru_cache(maxsize=4096)
+def _short_run(
+    p: int, k: int, v: int, schedule: str, tf: tuple[float, ...], tb: tuple[float, ...],
+    latency: float, blocking: bool,
+) -> tuple[tuple[Simulation, Simulation], tuple[Any, ...]]:  # fmt: skip
+    """A short run that extrapolate() reads (the pair and each one's block ends), once per input:
+    its length depends on m only modulo the schedule's period (schedule_steady.short_lengths), so
+    the searches of a sweep's batches (the stages' times alike, m not) share it. Read-only."""
+    ends: list[Any] = []
+    pair = _run(p, k, v, schedule, tf, tb, latency, blocking, False, ends)
+    return pair, tuple(ends)
 
 
 Step = tuple[int, int, int, int]
