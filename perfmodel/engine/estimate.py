@@ -245,15 +245,27 @@ def estimates(plan: Plan, cfgs: list[Config], simulate: bool = True) -> list[Est
 class Batch:
     """Configurations evaluated together, each made an Estimate (and its pipeline simulated) only
     when asked for: the search's exact top walks a batch and stops where the bound says, so the
-    simulations past that point never run."""
+    simulations past that point never run. The configurations are given as Configs, or as rows of
+    Knobs (``of_rows``: each made a Config only when the walk reaches it)."""
 
     def __init__(self, plan: Plan, cfgs: list[Config], simulate: bool = True) -> None:
-        self.cfgs, self.simulate = cfgs, simulate
+        self._setup(plan, Knobs.from_configs(cfgs), list(cfgs), 0, simulate)
+
+    @classmethod
+    def of_rows(cls, plan: Plan, k: Knobs, simulate: bool = True) -> Batch:
+        """The configurations of ``k`` under the plan's global batch."""
+        out = cls.__new__(cls)
+        out._setup(plan, k, [None] * len(k), plan.training.global_batch_size, simulate)
+        return out
+
+    def _setup(
+        self, plan: Plan, k: Knobs, cfgs: list[Config | None], gbs: int, simulate: bool
+    ) -> None:
+        self.knobs, self.cfgs, self.gbs, self.simulate = k, cfgs, gbs, simulate
         # one evaluation per memory switch set among the configurations (most batches have one):
         # (the plan with the set applied, evaluate's arrays, its stages, what it assumed)
         self.parts: list[tuple[Plan, dict[str, Any], Any, list[str]]] = []
-        self.where: list[tuple[int, int]] = [(0, 0)] * len(cfgs)
-        k = Knobs.from_configs(cfgs)
+        self.where: list[tuple[int, int]] = [(0, 0)] * len(k)
         for name, rows in memory_switches.groups(k.memory_switch):
             raw = evaluate(plan, k.take(rows))
             stages = raw.pop("stages", None)
@@ -266,14 +278,20 @@ class Batch:
     def __len__(self) -> int:
         return len(self.cfgs)
 
+    def config(self, row: int) -> Config:
+        cfg = self.cfgs[row]
+        if cfg is None:
+            cfg = self.cfgs[row] = self.knobs.config(row, self.gbs)
+        return cfg
+
     def __getitem__(self, row: int) -> Estimate:
         part, j = self.where[row]
         plan, raw, stages, assumed = self.parts[part]
-        return _one(plan, self.cfgs[row], raw, stages, j, self.simulate, assumed)
+        return _one(plan, self.config(row), raw, stages, j, self.simulate, assumed)
 
     def closed_step(self, row: int) -> float | None:
         """Row ``row``'s step where its Estimate's is the closed form (none simulated), or None."""
-        cfg = self.cfgs[row]
+        cfg = self.config(row)
         if self.simulate and _pipelined(cfg) and _walkable(cfg):
             return None
         part, j = self.where[row]

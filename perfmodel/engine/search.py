@@ -243,7 +243,6 @@ def _exact_top(
     limit, and the limit only falls as the walk finds faster ones.
     """
     top = pool.size
-    gbs = plan.training.global_batch_size
     bound = res["simulated_step_lower_bound_s"][idx]
     closed = res["step_time_s"][idx]
     found: list[Candidate] = []
@@ -253,7 +252,7 @@ def _exact_top(
     for order in _in_bound_order(bound, closed, 64 * batch):
         for start in range(0, order.size, batch):
             part = order[start : start + batch]
-            done = Batch(plan, [knobs.config(int(idx[j]), gbs) for j in part])
+            done = Batch.of_rows(plan, knobs.take(idx[part]))
             for row, j in enumerate(part):
                 if bound[j] > pool.limit(found) * (1 + 1e-12):
                     return pool.trim(found)
