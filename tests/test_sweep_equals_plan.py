@@ -95,8 +95,9 @@ def test_inter_node_figures_give_one_answer_inside_one_node(gpus, same):
 
 
 def test_a_sweep_over_processes_gives_the_rows_of_one_process():
-    """--jobs: the distinct plans of a sweep are answered in worker processes (spawned), each by
-    the same search, so every row is the one a single process gives, in the values' order."""
+    """--jobs: the distinct plans of a sweep are answered in worker processes (forked or spawned:
+    sweep._start), each by the same search, so every row is the one a single process gives, in
+    the values' order."""
     from perfmodel.inputs import load_plan
     from perfmodel.review import sweep as sw
 
@@ -113,3 +114,20 @@ def test_a_sweep_over_processes_gives_the_rows_of_one_process():
     ).to_json()
     assert two == one
     assert seen[-1] == (len(values), len(values))
+
+
+def test_workers_are_spawned_where_another_thread_runs():
+    """A worker forked while another thread holds a lock would inherit the lock held: with any
+    thread besides the main one alive, the sweep spawns its workers."""
+    import threading
+
+    from perfmodel.review import sweep as sw
+
+    release = threading.Event()
+    other = threading.Thread(target=release.wait, daemon=True)
+    other.start()
+    try:
+        assert sw._start() == "spawn"
+    finally:
+        release.set()
+        other.join()

@@ -55,16 +55,17 @@ class _Call:
 
 
 class Pool:
-    """The searches of one side-by-side run, taking turns: one runs at a time (the others wait on
-    their own event, so that the interpreter's lock is never contended: numpy lets it go in every
-    large operation), until it calls evaluate or ends; then the next whose turn is due runs. Once
-    every search still running waits in evaluate, their calls are priced together and they go on
-    in the order they called."""
+    """The searches of one side-by-side run, taking turns with the caller: one of them runs at a
+    time (the others wait on their own event, so that the interpreter's lock is never contended:
+    numpy lets it go in every large operation) until it calls evaluate or ends; then the next whose
+    turn is due runs. Once every search still running waits in evaluate, the caller's thread prices
+    their calls together (so the large arrays of every round come from one thread's heap, which
+    reuses them) and they go on in the order they called."""
 
-    def __init__(self, searches: int) -> None:
-        self.live = searches
+    def __init__(self) -> None:
         self.due: deque[threading.Event] = deque()  # searches free to go on, in turn
         self.waiting: list[_Call] = []
+        self.pricer = threading.Event()  # the caller's turn: price, or all are through
 
     def evaluate(self, plan: Plan, knobs: Knobs, price: Evaluate) -> dict[str, Any]:
         """``price``(plan, knobs, its batch), priced with the other searches' calls once all
@@ -81,24 +82,48 @@ class Pool:
 
     def leave(self) -> None:
         """A search is through: the next runs."""
-        self.live -= 1
         self._next()
 
     def _next(self) -> None:
-        """Hand the turn on: to the next search due, or, where none is, price the waiting calls
-        (every search still running has one) and hand it to the first of them."""
-        if not self.due and self.waiting:
-            calls, self.waiting = self.waiting, []
+        """Hand the turn on: to the next search due, or, where none is (every search still
+        running waits in evaluate, or none runs), to the caller."""
+        if self.due:
+            self.due.popleft().set()
+        else:
+            self.pricer.set()
+
+    def run(self, turns: list[threading.Event]) -> None:
+        """The caller's part: start the searches in turn, then, each time the turn comes back,
+        price the calls that have waited longest, POOLED_ROWS of rows at most (so the figures of
+        at most that many rows are held at once), and hand the turn to the first of them; until
+        every search is through."""
+        self.due.extend(turns)
+        while True:
+            self._next()
+            self.pricer.wait()
+            self.pricer.clear()
+            if not self.waiting:
+                return
+            calls = self._oldest()
             try:
                 for group in _groups(calls):
                     _price(group)
-            except BaseException as e:  # an interrupt: every call of the round ends with it
+            except Exception as e:  # every call of the round ends with it
                 for c in calls:
                     if c.out is None and c.error is None:
                         c.error = e
             self.due.extend(c.turn for c in calls)
-        if self.due:
-            self.due.popleft().set()
+
+    def _oldest(self) -> list[_Call]:
+        """The waiting calls in the order they came, while their rows stay within POOLED_ROWS (the
+        first whatever its rows), taken off the waiting list."""
+        rows, n = 0, 0
+        for c in self.waiting:
+            if n and rows + len(c.knobs) > POOLED_ROWS:
+                break
+            rows, n = rows + len(c.knobs), n + 1
+        calls, self.waiting = self.waiting[:n], self.waiting[n:]
+        return calls
 
 
 def side_by_side(
@@ -107,7 +132,7 @@ def side_by_side(
     """[work(x) for x in items], each in a thread of its own, taking turns, with their evaluations
     pooled; what one raises is raised here, the first item's first. ``done(i)`` is called as item
     i ends."""
-    pool = Pool(len(items))
+    pool = Pool()
     results: list[Any] = [None] * len(items)
     errors: list[BaseException | None] = [None] * len(items)
     turns = [threading.Event() for _ in items]
@@ -129,8 +154,7 @@ def side_by_side(
     threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(items))]
     for t in threads:
         t.start()
-    pool.due.extend(turns)
-    pool._next()
+    pool.run(turns)
     for t in threads:
         t.join()
     for e in errors:
@@ -175,43 +199,30 @@ def _plan_key(plan: Plan) -> str:
     return key
 
 
-# rows priced in one evaluate at most (engine/evaluate.CHUNK's bound on memory): a group is priced
-# in pieces of whole calls under it (a call larger than it alone)
+# rows priced in one round at most (engine/evaluate.CHUNK's bound on memory: a round holds every
+# figure of its rows until their searches read them); a call larger than it is priced alone
 POOLED_ROWS = 65536
 
 
-def _pieces(group: list[_Call]) -> list[list[_Call]]:
-    out: list[list[_Call]] = [[]]
-    rows = 0
-    for c in group:
-        if out[-1] and rows + len(c.knobs) > POOLED_ROWS:
-            out.append([])
-            rows = 0
-        out[-1].append(c)
-        rows += len(c.knobs)
-    return out
-
-
 def _price(group: list[_Call]) -> None:
-    """One evaluate over the group's rows (in pieces of whole calls, _pieces), each call handed its
-    own; where it raises, each call is priced alone, so that each gets its own error or figures."""
-    for piece in _pieces(group) if len(group) > 1 else [group]:
-        sizes = [len(c.knobs) for c in piece]
-        try:
-            knobs = Knobs.concat([c.knobs for c in piece])
-            batch = np.repeat([c.plan.training.global_batch_size for c in piece], sizes)
-            whole = piece[0].price(piece[0].plan, knobs, batch)
-        except Exception as e:
-            if len(piece) > 1:
-                for c in piece:
-                    _price([c])
-            else:
-                piece[0].error = e
-            continue
-        start, n = 0, len(knobs)
-        for c, size in zip(piece, sizes):
-            c.out = whole if len(piece) == 1 else _rows(whole, slice(start, start + size), n)
-            start += size
+    """One evaluate over the group's rows, each call handed its own; where it raises, each call is
+    priced alone, so that each gets its own error or figures."""
+    sizes = [len(c.knobs) for c in group]
+    try:
+        knobs = Knobs.concat([c.knobs for c in group]) if len(group) > 1 else group[0].knobs
+        batch = np.repeat([c.plan.training.global_batch_size for c in group], sizes)
+        whole = group[0].price(group[0].plan, knobs, batch)
+    except Exception as e:
+        if len(group) > 1:
+            for c in group:
+                _price([c])
+        else:
+            group[0].error = e
+        return
+    start, n = 0, len(knobs)
+    for c, size in zip(group, sizes):
+        c.out = whole if len(group) == 1 else _rows(whole, slice(start, start + size), n)
+        start += size
 
 
 def _rows(value: Any, rows: slice, n: int) -> Any:
