@@ -177,3 +177,13 @@ def test_sweep_reports_progress_to_the_last_value():
     )
     assert [p.est is not None for p in result.points] == [True, True, True]
     assert calls == [(0, 3), (1, 3), (2, 3), (3, 3)]
+
+
+def test_a_pool_holds_a_bounded_number_of_rows():
+    """Each search of a pool holds its space's figures while it runs: a sweep pools PART searches
+    of a one-node plan, and so few of DeepSeek-V3 on GB200 (317,000 rows a value) that their
+    spaces stay within POOL_ROWS."""
+    small, large = bundled("llama3-8b-h100"), bundled("deepseek-v3-gb200")
+    assert sw._pool_size(small) == sw.PART
+    rows = len(enumerate_space(large, False, CP_MIN_TOKENS).knobs)
+    assert 1 <= sw._pool_size(large) <= sw.POOL_ROWS // rows < 8

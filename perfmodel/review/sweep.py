@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from perfmodel.engine import pooled, uncertainty
 from perfmodel.engine.answer import estimate_or_search, plan_search
 from perfmodel.engine.estimate import Estimate
+from perfmodel.engine.space import enumerate_space
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.specs import Plan
@@ -212,6 +213,10 @@ PARALLEL_FROM = 8
 # a worker's share of the plans is answered in parts of at most this many, side by side
 # (engine/pooled.py), so that the progress bar moves as each part ends
 PART = 64
+# and of at most this many rows of the searches' spaces in all: each search holds its space's
+# figures while it runs (some 800 bytes a row: 64 searches of DeepSeek-V3 on GB200, 317,000 rows
+# each, would hold 16 GB; a plan of one node's 6,000 rows, 300 MB)
+POOL_ROWS = 1_000_000
 
 
 def _answers(
@@ -261,9 +266,9 @@ def _answer_all(
     plans: list[Plan], fixed: bool, progress: Callable[[int, int], None] | None = None
 ) -> list[tuple[Estimate | None, str]]:
     """_answer for each plan, in order; ``progress(done, n)`` from (0, n) to (n, n) as they end.
-    Plans that differ only in the global batch are searched side by side, PART at a time, their
-    evaluations pooled (engine/pooled.py: the same figures, to the bit, at a fraction of the fixed
-    cost); others one after another."""
+    Plans that differ only in the global batch are searched side by side, up to PART at a time
+    (_pool_size), their evaluations pooled (engine/pooled.py: the same figures, to the bit, at a
+    fraction of the fixed cost); others one after another."""
     n = len(plans)
     finished = [0]
 
@@ -280,10 +285,27 @@ def _answer_all(
             out.append(_answer(p, fixed))
             done()
         return out
+    size = min(_pool_size(plans[0]), _pool_size(plans[-1]))
     answers: list[tuple[Estimate | None, str]] = []
-    for a in range(0, n, PART):
-        answers += pooled.side_by_side(lambda p: _answer(p, fixed), plans[a : a + PART], done)
+    for a in range(0, n, size):
+        part = plans[a : a + size]
+        if len(part) == 1:
+            answers.append(_answer(part[0], fixed))
+            done()
+        else:
+            answers += pooled.side_by_side(lambda p: _answer(p, fixed), part, done)
     return answers
+
+
+def _pool_size(plan: Plan) -> int:
+    """How many searches of plans like this one run side by side: PART, fewer where their spaces
+    would hold more than POOL_ROWS rows in all (asked of a sweep's first and last values: the
+    space grows with the batch, as its micro-batch sizes do)."""
+    try:
+        rows = len(enumerate_space(plan).knobs)
+    except PerfModelError:  # no space: each search ends at once
+        return PART
+    return max(1, min(PART, POOL_ROWS // max(rows, 1)))
 
 
 def same_answer_key(p: Plan) -> str:
