@@ -404,7 +404,7 @@ def schedule_cmd(
     from perfmodel.output import console, gantt, render
 
     if plan_file:
-        from perfmodel.engine.estimate import plan_pipeline
+        from perfmodel.engine.pipeline_view import plan_pipeline
 
         plan = load_plan(plan_file, {})
         sim = plan_pipeline(plan, m, p, v, sched)

@@ -9,8 +9,8 @@ closed form assumes equal ones; seed 000, 6).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -35,9 +35,6 @@ from perfmodel.errors import PerfModelError
 from perfmodel.specs import Config, Plan
 from perfmodel.specs.framework import PROFILES
 from perfmodel.specs.parallel import Parallel
-
-if TYPE_CHECKING:
-    from perfmodel.engine.schedule import Simulation
 
 __all__ = [
     "Batch",
@@ -354,44 +351,6 @@ def _one(
     est.assumed += config_assumptions(plan, cfg, est.stage_layers)
     est.run = training_run(plan, values["step_time_s"])
     return est
-
-
-def pipeline(plan: Plan, est: Estimate) -> Simulation:
-    """One simulated step of an estimate's pipeline (its schedule, per-stage times and p2p time),
-    blocks kept for a Gantt chart: what `schedule PLAN` draws and the report shows."""
-    from perfmodel.engine.schedule import simulate
-
-    c = est.config
-    return simulate(
-        c.pp,
-        c.num_micro_batches,
-        c.vp,
-        c.schedule,
-        est.stage_fwd_s,
-        est.stage_bwd_s,
-        est.values["p2p_s"],
-        blocking=not plan.training.p2p_overlap,
-        t_w=est.stage_wgrad_s or 0.0,
-    )
-
-
-def plan_pipeline(
-    plan: Plan,
-    m: int | None = None,
-    pp: int | None = None,
-    vp: int | None = None,
-    schedule: str | None = None,
-) -> Simulation:
-    """`schedule PLAN`: the plan's pipeline simulated, with m, pp, vp or the schedule changed where
-    given (m changes the global batch: m x dp x micro-batch)."""
-    over = {
-        k: val for k, val in (("pp", pp), ("vp", vp), ("schedule", schedule)) if val is not None
-    }
-    cfg = resolve_config(plan, **over)
-    if m is not None:
-        cfg = replace(cfg, global_batch_size=m * cfg.dp * cfg.micro_batch_size)
-        plan = plan.with_training(global_batch_size=cfg.global_batch_size)
-    return pipeline(plan, estimate(plan, cfg))
 
 
 def _check_finite(values: dict[str, Any]) -> None:

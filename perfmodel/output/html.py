@@ -276,7 +276,7 @@ def report(plan, summary: dict | None = None, bands: dict | None = None) -> str:
     practice, as `plan` does (issue 28)."""
     from perfmodel.engine import search as srch
     from perfmodel.engine.answer import FREE, plan_search
-    from perfmodel.engine.estimate import pipeline
+    from perfmodel.engine.pipeline_view import pipeline
     from perfmodel.engine.schedule import MAX_GANTT_BLOCKS
     from perfmodel.errors import PerfModelError
     from perfmodel.output import gantt
