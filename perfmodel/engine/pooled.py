@@ -5,10 +5,11 @@ configurations in some thirty calls of engine/evaluate.evaluate, and on a plan o
 call's fixed cost (its Python and numpy set-up, some 2-4 ms) outweighs its rows. Searches of plans
 that differ only in the global batch price the same kinds of rows in the same order, so here each
 search runs in a thread of its own and, where it calls evaluate, waits; once every search of the
-pool waits, the waiting calls are priced together, one evaluate per plan (the global batch
-aside) and memory switch set, each row with its own plan's batch (evaluate's ``batch``), and each
-search goes on with its own rows. evaluate's formulas are row by row, so a pooled row's figures
-are those of its search alone, to the bit (tests/test_pooled.py).
+pool waits, the caller's thread prices the waiting calls together (in rounds of at most POOLED_ROWS
+rows), one evaluate per plan (the global batch aside) and memory switch set, each row with its own
+plan's batch (evaluate's ``batch``), and each search goes on with its own rows. evaluate's formulas
+are row by row, so a pooled row's figures are those of its search alone, to the bit
+(tests/test_pooled.py).
 
 Only one search runs Python at a time (the interpreter's lock); the threads are a way to hold
 every search at its evaluate, not to use more cores: review/sweep.py spreads the values over
