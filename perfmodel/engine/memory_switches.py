@@ -329,13 +329,19 @@ def evaluation_groups(codes: np.ndarray) -> list[tuple[str, np.ndarray]]:
     return out + ([("offload", np.flatnonzero(offloads))] if offloads.any() else [])
 
 
-def uniform_plan(plan: Plan, codes: np.ndarray) -> Plan:
-    """The plan a block of rows of one switch set is priced on (the plan for none, and for rows of
-    offloading sets, which the evaluation reads row by row); rows of different sets are priced a
-    set at a time (``evaluation_groups``)."""
+def priced_set(codes: np.ndarray) -> int | None:
+    """The code of the switch set a block of rows is priced on: 0 (the plan itself) for none and
+    for rows of offloading sets, which the evaluation reads row by row; the set's for rows of one
+    set; None for rows of several, which are priced a set at a time (``evaluation_groups``)."""
     if codes.size == 0 or not codes.any() or ROW_BY_ROW[codes].all():
-        return plan
+        return 0
     first = int(codes[0])
-    if (codes != first).any():
+    return None if (codes != first).any() else first
+
+
+def uniform_plan(plan: Plan, codes: np.ndarray) -> Plan:
+    """The plan a block of rows of one switch set is priced on (priced_set)."""
+    code = priced_set(codes)
+    if code is None:
         raise ValueError("rows of different memory switch sets are evaluated a set at a time")
-    return applied(plan, SETS[first])
+    return applied(plan, SETS[code])

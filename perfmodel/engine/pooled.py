@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from perfmodel.engine.knobs import Knobs
-from perfmodel.engine.memory_switches import ROW_BY_ROW
+from perfmodel.engine.memory_switches import priced_set
 from perfmodel.specs import Plan
 
 T = TypeVar("T")
@@ -171,16 +171,13 @@ def poolable(plans: Sequence[Plan]) -> bool:
 
 
 def _groups(calls: list[_Call]) -> list[list[_Call]]:
-    """The calls that one evaluate can price: plans equal but for the global batch, rows of one
-    memory switch set (or of sets read row by row: engine/memory_switches.uniform_plan)."""
+    """The calls that one evaluate can price: plans equal but for the global batch, rows priced on
+    one switch set (memory_switches.priced_set; a call of rows of several sets is priced alone,
+    and evaluate refuses it as it would alone)."""
     out: dict[Any, list[_Call]] = {}
     for call in calls:
-        codes = call.knobs.memory_switch
-        if codes.size and codes.any() and not ROW_BY_ROW[codes].all():
-            mixed = (codes != codes[0]).any()
-            key: Any = ("alone", id(call)) if mixed else (_plan_key(call.plan), int(codes[0]))
-        else:
-            key = (_plan_key(call.plan), 0)
+        code = priced_set(call.knobs.memory_switch)
+        key = ("alone", id(call)) if code is None else (_plan_key(call.plan), code)
         out.setdefault(key, []).append(call)
     return list(out.values())
 
