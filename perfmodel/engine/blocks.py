@@ -30,6 +30,7 @@ from perfmodel.engine.knobs import CP_COMM_NAMES, DISPATCHER_NAMES, Knobs
 from perfmodel.engine.memory_switches import SWITCHES
 from perfmodel.engine.mesh import Mesh
 from perfmodel.specs import Plan, Precision
+from perfmodel.specs.by_plan import ByPlan
 from perfmodel.specs.framework import PROFILES
 from perfmodel.specs.precision import LOW_PRECISION, UNFUSED_NORM_QUANT
 
@@ -218,9 +219,11 @@ def _signature(st: Setting) -> str:
     optimizer's and gradients' dtypes (which reach the blocks through the options, if at all) and
     what selective recompute repeats (applied after the ops are timed), the options, and the
     precision but for the optimizer's and gradients' bytes."""
-    hit = _SIGNED.get(id(st.plan))
-    if hit is not None and hit[0] is st.plan:
-        return hit[1]
+    return _SIGNED.get(st.plan, None, lambda: _signed(st))
+
+
+def _signed(st: Setting) -> str:
+    """_signature, written out."""
     switched = {f for s in SWITCHES.values() for f in s.fields}  # recompute_modules among them
     # the global batch reaches no block (a block is one micro-batch): a sweep of it shares them
     later = ("recompute_modules", "checkpoint_every_n_layers", "offload_modules")
@@ -230,15 +233,11 @@ def _signature(st: Setting) -> str:
     }
     plan = st.plan.model_dump_json(exclude=exclude)
     prec = replace(st.precision, optimizer_bytes=0, gradient_bytes=0, reduce_wire_bytes=0)
-    out = f"{plan}|{st.options!r}|{prec!r}|{st.moe_pattern}"
-    if len(_SIGNED) > 64:
-        _SIGNED.clear()
-    _SIGNED[id(st.plan)] = (st.plan, out)
-    return out
+    return f"{plan}|{st.options!r}|{prec!r}|{st.moe_pattern}"
 
 
 # each recent plan's signature (computing one writes the plan's JSON)
-_SIGNED: dict[int, tuple[Plan, str]] = {}
+_SIGNED: ByPlan[str] = ByPlan(64)
 
 
 def _modules(st: Setting) -> tuple[Any, ...]:

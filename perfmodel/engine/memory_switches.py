@@ -77,6 +77,7 @@ from perfmodel.engine.switch_table import (
     offloaded_counts,
     offloaded_layers,
 )
+from perfmodel.specs.by_plan import ByPlan
 
 if TYPE_CHECKING:  # the outputs read the names and marks here without loading the specs
     from perfmodel.specs import Plan
@@ -154,22 +155,19 @@ def applied(plan: Plan, switch_set: str) -> Plan:
     """The plan with a switch set's training fields set (the plan itself for none)."""
     if not switch_set:
         return plan
-    hit = _APPLIED.get((id(plan), switch_set))
-    if hit is not None and hit[0] is plan:
-        return hit[1]
-    changes: dict[str, Any] = {}
-    for s in names(switch_set):
-        changes.update(SWITCHES[s].fields_for(plan.model.num_layers))
-    out = plan.with_training(**changes)
-    if len(_APPLIED) > 1024:
-        _APPLIED.clear()
-    _APPLIED[(id(plan), switch_set)] = (plan, out)
-    return out
+
+    def fields() -> dict[str, Any]:
+        changes: dict[str, Any] = {}
+        for s in names(switch_set):
+            changes.update(SWITCHES[s].fields_for(plan.model.num_layers))
+        return changes
+
+    return _APPLIED.get(plan, switch_set, lambda: plan.with_training(**fields()))
 
 
-# the recent plans with a set applied, by the plan's identity and the set (a search prices each
-# set's rows on it several times, and validating a plan costs more than a small evaluation)
-_APPLIED: dict[tuple[int, str], tuple[Plan, Plan]] = {}
+# the recent plans with a set applied, by the plan and the set (a search prices each set's rows on
+# it several times, and validating a plan costs more than a small evaluation)
+_APPLIED: ByPlan[Plan] = ByPlan(1024)
 
 
 def _allowed(plan: Plan, switch: str) -> bool:

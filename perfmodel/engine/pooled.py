@@ -29,6 +29,7 @@ import numpy as np
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory_switches import priced_set
 from perfmodel.specs import Plan
+from perfmodel.specs.by_plan import ByPlan
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -183,18 +184,14 @@ def _groups(calls: list[_Call]) -> list[list[_Call]]:
 
 
 # each recent plan's key (writing a plan's JSON costs more than a small evaluation)
-_KEYS: dict[int, tuple[Plan, str]] = {}
+_KEYS: ByPlan[str] = ByPlan(4096)
 
 
 def _plan_key(plan: Plan) -> str:
-    hit = _KEYS.get(id(plan))
-    if hit is not None and hit[0] is plan:
-        return hit[1]
-    key = plan.model_dump_json(exclude={"training": {"global_batch_size"}})
-    if len(_KEYS) > 4096:
-        _KEYS.clear()
-    _KEYS[id(plan)] = (plan, key)
-    return key
+    """The plan as JSON but for its global batch."""
+    return _KEYS.get(
+        plan, None, lambda: plan.model_dump_json(exclude={"training": {"global_batch_size"}})
+    )
 
 
 # rows priced in one round at most (engine/evaluate.CHUNK's bound on memory: a round holds every

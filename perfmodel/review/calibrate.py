@@ -34,6 +34,7 @@ from perfmodel.engine.estimate import estimate, resolve_config
 from perfmodel.errors import PerfModelError
 from perfmodel.review.measured_run import MeasuredRun
 from perfmodel.specs import Plan
+from perfmodel.specs.by_plan import ByPlan
 from perfmodel.specs.calibrated_plan import apply_factors
 from perfmodel.specs.calibration import Calibration, CalibrationRun
 
@@ -45,24 +46,21 @@ MAX_EFFECT = 0.1  # an overhead whose standard error moves a run's step by more 
 EPS = 0.05  # finite-difference step, in log factor (5%) or, for overhead_s, seconds x step
 
 
-_CACHE: dict[tuple[int, tuple[tuple[str, float], ...]], tuple[Plan, float]] = {}
+_CACHE: ByPlan[float] = ByPlan(100_000)
 
 
 def step_time(plan: Plan, theta: dict[str, float]) -> float:
     """The step time of ``plan`` with the factors ``theta`` (log factors; overhead_s in s),
     remembered: leave-one-run-out refits ask for the same points many times."""
-    key = (id(plan), tuple(sorted((k, round(v, 12)) for k, v in theta.items() if v)))
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is plan:
-        return hit[1]
-    factors = {k: v if k == "overhead_s" else math.exp(v) for k, v in theta.items()}
-    cal = Calibration(factors=factors, fitted_from="step_times", runs=[])
-    p = apply_factors(plan, cal.expanded())
-    t = float(estimate(p, resolve_config(p)).values["step_time_s"])
-    if len(_CACHE) > 100_000:
-        _CACHE.clear()
-    _CACHE[key] = (plan, t)
-    return t
+    key = tuple(sorted((k, round(v, 12)) for k, v in theta.items() if v))
+
+    def compute() -> float:
+        factors = {k: v if k == "overhead_s" else math.exp(v) for k, v in theta.items()}
+        cal = Calibration(factors=factors, fitted_from="step_times", runs=[])
+        p = apply_factors(plan, cal.expanded())
+        return float(estimate(p, resolve_config(p)).values["step_time_s"])
+
+    return _CACHE.get(plan, key, compute)
 
 
 def _log_times(runs: list[MeasuredRun], theta: dict[str, float]) -> np.ndarray:
