@@ -164,3 +164,31 @@ def test_best_is_the_least_of_the_choices(kind, intra):
         one = nccl.best(kind, 1e8, n, ppn, bw, intra, algos)
         assert np.allclose(one, [nccl.best(kind, 1e8, a, b, c, intra, algos)
                                  for a, b, c in zip(n, ppn, bw)], rtol=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", nccl.KINDS)
+def test_repeated_inputs_are_priced_once_with_the_same_figures(kind, monkeypatch):
+    """A search's collectives repeat a few inputs over thousands of rows; best() prices each
+    distinct input once (nccl._distinct), to the bit what every row priced gives, in 1-D and 2-D,
+    and where two different inputs fold into one key (a collision, forced here), every row is
+    priced as its own."""
+    rng = np.random.default_rng(11)
+    rows = 3 * nccl.DISTINCT_FROM
+    size = rng.choice([1e3, 4.2e6, 3.3e8, 5e9], rows)
+    n = rng.choice([2.0, 16.0, 256.0], rows)
+    ppn = np.minimum(rng.choice([1.0, 8.0], rows), n)
+
+    def each(*args):
+        return nccl._best(kind, *nccl._inputs(kind, *args), "nvlink", ())
+
+    want = each(size, n, ppn, BW)
+    first, inverse = nccl._distinct([size, n, ppn, np.full(rows, BW)])
+    assert first.size <= 24  # 4 sizes x 3 rank counts x 2 a node at most
+    assert all(np.array_equal(x[first][inverse], x) for x in (size, n, ppn))
+    assert np.array_equal(nccl.best(kind, size, n, ppn, BW), want)
+    grid = nccl.best(kind, size.reshape(3, -1), n.reshape(3, -1), ppn.reshape(3, -1), BW)
+    assert grid.shape == (3, rows // 3) and np.array_equal(grid.ravel(), want)
+    monkeypatch.setattr(nccl, "_MIX", (np.uint64(0),) * 3)  # every key is the bus bandwidth's
+    first, inverse = nccl._distinct([size, n, ppn, np.full(rows, BW)])
+    assert np.array_equal(first, np.arange(rows)) and np.array_equal(inverse, np.arange(rows))
+    assert np.array_equal(nccl.best(kind, size, n, ppn, BW), want)
