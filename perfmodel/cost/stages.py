@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -76,9 +77,9 @@ class Stages:
     def expand(self, per_class: Array, row: int = 0) -> list[float]:
         """The per-stage list of one configuration, first stage first."""
         out: list[tuple[int, float]] = []
-        for c in range(self.count.shape[1]):
-            n, start = int(self.count[row, c]), int(self.first_index[row, c])
-            out += [(start + i, float(per_class[row, c])) for i in range(n)]
+        values = np.asarray(per_class[row], dtype=float).tolist()
+        for n, start, v in zip(self.count[row].tolist(), self.first_index[row].tolist(), values):
+            out += [(start + i, v) for i in range(int(n))]
         return [v for _, v in sorted(out)]
 
     def dualpipe(self, per_class: Num, rows: Num, how: str = "mean") -> Array:
@@ -115,7 +116,12 @@ class Stages:
         """Decoder layers on each stage of one configuration (all kinds), first stage first: the
         MTP layers the last stage also holds are not among them (Megatron's layer split counts
         decoder layers)."""
-        return self.expand(self.layers.sum(axis=-1) - np.where(self.head, self.mtp, 0), row)
+        return self.expand(self._decoder_layers, row)
+
+    @cached_property
+    def _decoder_layers(self) -> np.ndarray:
+        """Per class, the decoder layers a stage holds (layer_counts'), of every configuration."""
+        return np.asarray(self.layers.sum(axis=-1) - np.where(self.head, self.mtp, 0))
 
 
 def split_layers(

@@ -14,15 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.cost import pipeline as pipe
 from perfmodel.engine import memory_switches
 from perfmodel.engine.assumptions import assumptions, config_assumptions
 from perfmodel.engine.conventions import flop_convention as flop_convention
+from perfmodel.engine.estimate_notes import warnings
 from perfmodel.engine.evaluate import BREAKDOWN_KEYS, evaluate
-from perfmodel.engine.knobs import Knobs
+from perfmodel.engine.knobs import Columns, Knobs
 from perfmodel.engine.memory import MEMORY_KEYS
-from perfmodel.engine.memory_verdict import MEMORY_BAND, margin_text, verdict_of
-from perfmodel.engine.mesh import Mesh
+from perfmodel.engine.memory_verdict import MEMORY_BAND, verdict_of
 from perfmodel.engine.per_layer import layer_kind as layer_kind
 from perfmodel.engine.per_layer import layer_seconds as layer_seconds
 from perfmodel.engine.per_layer import ops_json as ops_json
@@ -259,6 +258,7 @@ class Batch:
         self, plan: Plan, k: Knobs, cfgs: list[Config | None], gbs: int, simulate: bool
     ) -> None:
         self.knobs, self.cfgs, self.gbs, self.simulate = k, cfgs, gbs, simulate
+        self.lists: Columns | None = None  # the knobs' columns, once a Config is made of a row
         # one evaluation per memory switch set among the configurations (most batches have one):
         # (the plan with the set applied, evaluate's arrays, its stages, what it assumed)
         self.parts: list[tuple[Plan, dict[str, Any], Any, list[str]]] = []
@@ -271,6 +271,7 @@ class Batch:
                 self.where[i] = (len(self.parts), j)
             self.parts.append((switched, raw, stages, assumptions(switched)))
         self.finite: dict[int, np.ndarray] = {}  # per part: each row's figures all finite
+        self.columns: dict[int, list[tuple[str, list[Any]]]] = {}  # per part: _columns
 
     def __len__(self) -> int:
         return len(self.cfgs)
@@ -278,13 +279,18 @@ class Batch:
     def config(self, row: int) -> Config:
         cfg = self.cfgs[row]
         if cfg is None:
-            cfg = self.cfgs[row] = self.knobs.config(row, self.gbs)
+            if self.lists is None:
+                self.lists = self.knobs.columns()
+            cfg = self.cfgs[row] = self.lists.config(row, self.gbs)
         return cfg
 
     def __getitem__(self, row: int) -> Estimate:
         part, j = self.where[row]
         plan, raw, stages, assumed = self.parts[part]
-        return _one(plan, self.config(row), raw, stages, j, self.simulate, assumed)
+        if part not in self.columns:
+            self.columns[part] = _columns(raw)
+        values = {key: column[j] for key, column in self.columns[part]}
+        return _one(plan, self.config(row), values, stages, j, self.simulate, assumed)
 
     def closed_step(self, row: int) -> float | None:
         """Row ``row``'s step where its Estimate's is the closed form (none simulated), or None."""
@@ -307,19 +313,26 @@ def _walkable(cfg: Config) -> bool:  # small enough to walk block by block
     return cfg.pp * cfg.num_micro_batches * cfg.vp <= max_chunk_passes(cfg.schedule)
 
 
+def _columns(raw: dict[str, Any]) -> list[tuple[str, list[Any]]]:
+    """An evaluation's arrays as Python lists, a figure for each row: bool where the array is,
+    float else (so that a row's values are plain numbers)."""
+    return [
+        (key, val.tolist() if val.dtype == bool else val.astype(float).tolist())
+        for key, val in raw.items()
+    ]
+
+
 def _one(
     plan: Plan,
     cfg: Config,
-    raw: dict[str, Any],
+    values: dict[str, Any],
     stages: Any,
     row: int,
     simulate: bool,
     assumed: list[str],
 ) -> Estimate:
-    """Row ``row`` of an evaluation as an Estimate, its pipeline simulated where it can be."""
-    values = {
-        key: bool(val[row]) if val.dtype == bool else float(val[row]) for key, val in raw.items()
-    }
+    """Row ``row`` of an evaluation as an Estimate (``values``: its figures, _columns' row), its
+    pipeline simulated where it can be."""
     values["closed_form_step_time_s"] = values["step_time_s"]
     values["bubble_simulated_over_step"] = values["bubble_over_step"]
     tf, tb = stages.per_stage(row)
@@ -337,7 +350,7 @@ def _one(
     est = Estimate(
         cfg,
         values,
-        notes + _warnings(plan, cfg, values),
+        notes + warnings(plan, cfg, values),
         tf,
         tb,
         stages.stages.layer_counts(row),
@@ -398,29 +411,3 @@ def _refine_with_simulation(
         v[key] *= scale
     v["bubble_simulated_over_step"] = ideal.bubble_over_step
     v["bubble_share_of_step"] = v["bubble"] / v["step_time_s"]
-
-
-def _warnings(plan: Plan, cfg: Config, v: dict[str, Any]) -> list[str]:
-    out = []
-    mesh = Mesh(cfg.tp, cfg.pp, cfg.dp, plan.system)
-    if mesh.crossing("tp") != "intra":
-        out.append(
-            f"TP group of {cfg.tp} leaves its NVLink domain ({plan.system.domain} GPUs):"
-            f" TP collectives run on {plan.system.inter_node_link.name}"
-        )
-    if not v["fits"]:
-        from perfmodel.engine.reserve import usable_text
-
-        out.append(
-            f"does not fit beyond the memory band (+-{100 * MEMORY_BAND:g}%): "
-            + usable_text(v["total_bytes"], v["capacity_bytes"], v["reserve_bytes"])
-        )
-    elif v["tight"]:
-        out.append(
-            "memory "
-            + margin_text(v["total_bytes"], v["usable_bytes"])
-            + ": the usable line lies inside the memory model's band; a launch there is a bet"
-        )
-    if v["bubble_over_step"] > pipe.BUBBLE_LIMIT:
-        out.append(f"pipeline bubble is {100 * v['bubble_over_step']:.1f}% of the step")
-    return out

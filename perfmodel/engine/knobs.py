@@ -100,9 +100,23 @@ class Knobs:
         )
 
     def config(self, i: int, global_batch_size: int) -> Config:
-        v = {f.name: getattr(self, f.name)[i] for f in fields(self)}
+        return self.take(slice(i, i + 1)).columns().config(0, global_batch_size)
+
+    def columns(self) -> Columns:
+        """The knobs as Python lists, to make many rows' Configs from."""
+        return Columns({f.name: getattr(self, f.name).tolist() for f in fields(self)})
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Knobs' columns as Python lists (Knobs.columns): a row's Config without numpy's per-element
+    indexing, which costs more than the Config."""
+
+    lists: dict[str, list[Any]]
+
+    def config(self, i: int, global_batch_size: int) -> Config:
         out: dict[str, Any] = {
-            k: NAMES[k][int(x)] if k in NAMES else bool(x) if k in BOOLS else int(x)
-            for k, x in v.items()
+            k: NAMES[k][int(v[i])] if k in NAMES else bool(v[i]) if k in BOOLS else int(v[i])
+            for k, v in self.lists.items()
         }
         return Config(global_batch_size=global_batch_size, **out)
