@@ -201,9 +201,22 @@ class BlockCost:
         return np.asarray(self.offload_groups[np.asarray(which), n])
 
     def take(self, idx: Array) -> BlockCost:
-        return BlockCost(
-            *(np.asarray(getattr(self, f))[..., idx] for f in self.__dataclass_fields__)
-        )
+        """The configurations at ``idx``. Each field is indexed when first read (__getattr__):
+        block_costs hands every configuration its split's costs this way, and most evaluations
+        read a few of the fields (the fine-grained offloading tables, (sets, 3, n), only where
+        a row offloads), so the rest are never copied."""
+        out = object.__new__(BlockCost)
+        object.__setattr__(out, "_taken", (self, idx))
+        return out
+
+    def __getattr__(self, name: str) -> Array:
+        """A field of a taken BlockCost (take), indexed now and kept."""
+        taken = self.__dict__.get("_taken")
+        if taken is None or name not in BlockCost.__dataclass_fields__:
+            raise AttributeError(name)
+        value = np.asarray(getattr(taken[0], name))[..., taken[1]]
+        object.__setattr__(self, name, value)
+        return value
 
     @staticmethod
     def concat(a: BlockCost, b: BlockCost) -> BlockCost:
