@@ -73,6 +73,10 @@ def test_rows_of_plans_differing_in_the_batch_price_as_alone(name):
             alone = ev.evaluate(p, k)
             rows = pooled._rows(whole, slice(start, start + len(k)), sum(map(len, parts)))
             assert same(rows, alone), (name, code, p.training.global_batch_size)
+            # the search's first pass keeps what it ranks with: the same figures, to the bit
+            kept = ev.evaluate(p, k, keep=ev.KEEP)
+            assert list(kept) == list(ev.KEEP)
+            assert same(kept, {key: alone[key] for key in ev.KEEP})
             start += len(k)
             checked += len(k)
     assert checked > 100
@@ -131,10 +135,10 @@ def test_an_error_reaches_its_own_search_and_none_waits(monkeypatch):
     plans = [plan.with_training(global_batch_size=b) for b in (16, 32, 64, 128)]
     real = ev.evaluate
 
-    def flaky(p, k, batch=None):
+    def flaky(p, k, batch=None, keep=None):
         if batch is not None and (np.asarray(batch) == 32).any():
             raise PerfModelError("batch 32 refused")
-        return real(p, k, batch)
+        return real(p, k, batch, keep)
 
     monkeypatch.setattr(ev, "evaluate", flaky)
     seen: list[int] = []

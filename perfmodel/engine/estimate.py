@@ -18,7 +18,7 @@ from perfmodel.engine import memory_switches
 from perfmodel.engine.assumptions import assumptions, config_assumptions
 from perfmodel.engine.conventions import flop_convention as flop_convention
 from perfmodel.engine.estimate_notes import warnings
-from perfmodel.engine.evaluate import BREAKDOWN_KEYS, evaluate
+from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.knobs import Columns, Knobs
 from perfmodel.engine.memory import MEMORY_KEYS
 from perfmodel.engine.memory_verdict import MEMORY_BAND, verdict_of
@@ -29,6 +29,7 @@ from perfmodel.engine.per_layer import per_layer_ops
 from perfmodel.engine.rules import config_problems
 from perfmodel.engine.run import run_range, training_run
 from perfmodel.engine.schedule import max_chunk_passes
+from perfmodel.engine.step_figures import BREAKDOWN_KEYS
 from perfmodel.engine.uncertainty import Band
 from perfmodel.errors import PerfModelError
 from perfmodel.specs import Config, Plan

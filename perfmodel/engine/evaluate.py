@@ -17,7 +17,6 @@ stages are not equal, and the slowest sets the pace (cost/stages.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,23 +34,9 @@ from perfmodel.engine.memory import memory_terms
 from perfmodel.engine.offloading import Offload, offload_terms, offloads
 from perfmodel.engine.optimizer_step import optimizer_seconds
 from perfmodel.engine.pooled import current_pool
+from perfmodel.engine.step_figures import StageArrays, stage_figures
 from perfmodel.engine.throughput import throughput
 from perfmodel.specs import Plan
-
-BREAKDOWN_KEYS = (
-    "forward",
-    "backward",
-    "recompute",
-    "bubble",
-    "tp_comm",
-    "cp_comm",
-    "ep_comm",
-    "pp_comm",
-    "dp_comm",
-    "zero_comm",
-    "optimizer",
-    "overhead",
-)
 
 
 def stage_costs(
@@ -172,22 +157,28 @@ def layout(st: Setting, k: Knobs, c: dict[str, BlockCost]) -> tuple[Stages, Arra
     return stages, t_layer
 
 
-def evaluate(plan: Plan, k: Knobs, batch: Array | None = None) -> dict[str, Any]:
+def evaluate(
+    plan: Plan, k: Knobs, batch: Array | None = None, keep: tuple[str, ...] | None = None
+) -> dict[str, Any]:
     """Step time, breakdown and memory of every configuration in ``k`` (arrays in, arrays out); the
     rows carry one memory switch set (engine/memory_switches.py), priced on the plan with it.
     ``batch``: each row's global batch, sequences (rows of plans that differ in it alone, pooled
     by engine/pooled.py); the plan's where not given. It reaches the step only through the number
     of micro-batches m and the tokens a step: a block is one micro-batch (engine/blocks.py). A
     search run side by side with others (engine/pooled.side_by_side) hands its call to their pool,
-    which prices it with theirs through this same function."""
+    which prices it with theirs through this same function. ``keep``: only these figures (KEEP
+    at most: what the search ranks with), which spares the throughput and the bubble's shares."""
     pool = current_pool()
     if pool is not None and batch is None:
-        return pool.evaluate(plan, k, evaluate)
-    return _evaluate(plan, k, plan.training.global_batch_size if batch is None else batch)
+        return pool.evaluate(plan, k, evaluate, keep)
+    B = plan.training.global_batch_size if batch is None else batch
+    out = _evaluate(plan, k, B, keep is None)
+    return out if keep is None else {key: out[key] for key in keep}
 
 
-def _evaluate(plan: Plan, k: Knobs, B: int | Array) -> dict[str, Any]:
-    """evaluate() of rows whose global batch is ``B``, sequences (one for all, or each row's)."""
+def _evaluate(plan: Plan, k: Knobs, B: int | Array, full: bool = True) -> dict[str, Any]:
+    """evaluate() of rows whose global batch is ``B``, sequences (one for all, or each row's);
+    not ``full``: KEEP's figures, and what they are made of."""
     plan = memory_switches.uniform_plan(plan, k.memory_switch)
     st = Setting.of(plan)
     tr, gpu = plan.training, plan.system.gpu
@@ -256,10 +247,11 @@ def _evaluate(plan: Plan, k: Knobs, B: int | Array) -> dict[str, Any]:
             tr.step_overhead_s, tr.microbatch_overhead_s, tr.hop_overhead_s, m, pp, vp
         ),
     }
-    out.update(_stage_figures(priced, t_layer, out, p2p, m))
+    out.update(stage_figures(priced, t_layer, out, p2p, m, full))
     out.update(memory)
-    out.update(throughput(st, k, out["step_time_s"], B))
-    out["stages"] = StageArrays(stages, sc["time"], sc["fwd_share"], sc["wgrad"])
+    if full:
+        out.update(throughput(st, k, out["step_time_s"], B))
+        out["stages"] = StageArrays(stages, sc["time"], sc["fwd_share"], sc["wgrad"])
     return out
 
 
@@ -299,92 +291,6 @@ def _bubble(
     return np.asarray(out)
 
 
-@dataclass(frozen=True)
-class StageArrays:
-    """Per stage class: seconds per micro-batch in all and in forward (for the schedule
-    simulator)."""
-
-    stages: Stages
-    time: np.ndarray
-    fwd: np.ndarray
-    wgrad: np.ndarray  # of the backward, the weight-gradient GEMMs (the zero-bubble W)
-
-    def per_stage(self, row: int = 0) -> tuple[list[float], list[float]]:
-        """Forward and backward seconds per micro-batch of each stage, first stage first."""
-        tf, tt = self.stages.expand(self.fwd, row), self.stages.expand(self.time, row)
-        return tf, [t - f for t, f in zip(tt, tf)]
-
-    def wgrad_per_stage(self, row: int = 0) -> list[float]:
-        """The weight-gradient part of each stage's backward seconds, first stage first."""
-        return self.stages.expand(self.wgrad, row)
-
-
-def _stage_figures(
-    priced: Priced, t_layer: Array, out: dict[str, Any], p2p: Array, m: Array
-) -> dict[str, Any]:
-    """The step time and what `estimate` reports beside the breakdown: per-stage times, the pipeline
-    lower bound the search ranks with, and the bubble figures (SPEC 7)."""
-    st, k, stages, sc, slow, costs = (
-        priced.st, priced.k, priced.stages, priced.sc, priced.slow, priced.costs
-    )  # fmt: skip
-    pp, vp = k.pp.astype(float), k.vp.astype(float)
-    step = sum(out[key] for key in BREAKDOWN_KEYS)
-    # DualPipe's, DualPipeV's and the zero-bubble family's bubble figures are their closed forms'
-    # over the slowest rank's m micro-batches
-    dual = pipe.dualpipe_rows(k.schedule, k.pp) | pipe.dualpipev_rows(k.schedule, k.pp)
-    split = pipe.zero_bubble_rows(k.schedule, k.pp)
-    dual_ideal = out["bubble"] / np.maximum(m * stages.pick(sc["time"], slow), 1e-30)
-    # the slowest middle stage, or (none at p <= 2) an even one: L/p layers of the model's mix
-    middle_present = stages.count[:, 1:3] > 0
-    t_middle = np.where(
-        middle_present.any(axis=1),
-        np.where(middle_present, sc["time"][:, 1:3], -np.inf).max(axis=1),
-        len(st.moe_pattern) / pp * t_layer,
-    )
-    return dict(
-        step_time_s=step,
-        # what the memory switches change of the step (engine/memory_switches.py): the
-        # data-parallel traffic, the optimizer's pass and the weight cast; the search bounds a
-        # switched step by it (engine/switch_rows.py)
-        switchable_s=np.broadcast_to(
-            out["dp_comm"] + out["zero_comm"] + out["optimizer"], step.shape
-        ),
-        num_micro_batches=m,
-        slowest_stage_is_first=slow == 0,
-        slowest_stage_class=slow,
-        stage_time_first_s=sc["time"][:, 0],
-        stage_time_middle_s=t_middle,
-        stage_time_last_s=np.where(
-            stages.count[:, 3] > 0, sc["time"][:, 3], t_middle + sum(costs["head"].seconds())
-        ),
-        p2p_s=np.where(pp > 1, p2p, 0.0),
-        slowest_stage_s=stages.pick(sc["time"], slow),
-        # a lower bound on the simulated step (search.py ranks with it; exact for equal stages);
-        # DualPipe is not simulated: its closed form is the step
-        # the zero-bubble schedules' steps reach below the interleaved ramp: the work alone bounds
-        simulated_step_lower_bound_s=np.where(
-            dual,
-            step,
-            step
-            - out["bubble"]
-            - out["pp_comm"]
-            - m * stages.pick(sc["time"], slow)
-            + np.where(
-                split,
-                m * stages.pick(sc["time"], slow),
-                pipe.pipeline_lower_bound(stages.count, stages.first_index, sc["time"], m, vp),
-            ),
-        ),
-        # the schedule's closed-form bubble (equal stages, SPEC 7; DualPipe's over the slowest
-        # rank's m chunks) and the bubble's share of this step
-        bubble_over_ideal=np.where(dual | split, dual_ideal, pipe.bubble_over_ideal(pp, m, vp)),
-        bubble_over_step=np.where(
-            dual | split, dual_ideal / (1 + dual_ideal), pipe.bubble_over_step(pp, m, vp)
-        ),
-        bubble_share_of_step=out["bubble"] / step,
-    )
-
-
 CHUNK = 65536
 
 
@@ -417,7 +323,7 @@ def evaluate_chunked(
                 if len(sets) == 1
                 else rows[start : start + chunk]
             )
-            res = evaluate(plan, knobs.take(idx))
+            res = evaluate(plan, knobs.take(idx), keep=KEEP)
             for k in KEEP:
                 out[k][idx] = res[k]
             done += len(res["fits"])

@@ -42,8 +42,10 @@ def current_pool() -> Pool | None:
     return getattr(_LOCAL, "pool", None)
 
 
-# engine/evaluate.evaluate, as it hands a call to the pool: (plan, knobs, each row's batch)
-Evaluate = Callable[[Plan, Knobs, np.ndarray], dict[str, Any]]
+# engine/evaluate.evaluate, as it hands a call to the pool: (plan, knobs, each row's batch, the
+# figures kept)
+Keep = tuple[str, ...] | None
+Evaluate = Callable[[Plan, Knobs, np.ndarray, Keep], dict[str, Any]]
 
 
 @dataclass
@@ -51,6 +53,7 @@ class _Call:
     plan: Plan
     knobs: Knobs
     price: Evaluate
+    keep: Keep
     turn: threading.Event  # its search's: set when the call is priced and the search may go on
     out: dict[str, Any] | None = None
     error: BaseException | None = None
@@ -69,10 +72,10 @@ class Pool:
         self.waiting: list[_Call] = []
         self.pricer = threading.Event()  # the caller's turn: price, or all are through
 
-    def evaluate(self, plan: Plan, knobs: Knobs, price: Evaluate) -> dict[str, Any]:
-        """``price``(plan, knobs, its batch), priced with the other searches' calls once all
-        wait (engine/evaluate.evaluate hands itself as ``price``)."""
-        call = _Call(plan, knobs, price, _LOCAL.turn)
+    def evaluate(self, plan: Plan, knobs: Knobs, price: Evaluate, keep: Keep) -> dict[str, Any]:
+        """``price``(plan, knobs, its batch, keep), priced with the other searches' calls once
+        all wait (engine/evaluate.evaluate hands itself as ``price``)."""
+        call = _Call(plan, knobs, price, keep, _LOCAL.turn)
         self.waiting.append(call)
         self._next()
         call.turn.wait()
@@ -174,11 +177,11 @@ def poolable(plans: Sequence[Plan]) -> bool:
 def _groups(calls: list[_Call]) -> list[list[_Call]]:
     """The calls that one evaluate can price: plans equal but for the global batch, rows priced on
     one switch set (memory_switches.priced_set; a call of rows of several sets is priced alone,
-    and evaluate refuses it as it would alone)."""
+    and evaluate refuses it as it would alone), the same figures kept."""
     out: dict[Any, list[_Call]] = {}
     for call in calls:
         code = priced_set(call.knobs.memory_switch)
-        key = ("alone", id(call)) if code is None else (_plan_key(call.plan), code)
+        key = ("alone", id(call)) if code is None else (_plan_key(call.plan), code, call.keep)
         out.setdefault(key, []).append(call)
     return list(out.values())
 
@@ -206,7 +209,7 @@ def _price(group: list[_Call]) -> None:
     try:
         knobs = Knobs.concat([c.knobs for c in group]) if len(group) > 1 else group[0].knobs
         batch = np.repeat([c.plan.training.global_batch_size for c in group], sizes)
-        whole = group[0].price(group[0].plan, knobs, batch)
+        whole = group[0].price(group[0].plan, knobs, batch, group[0].keep)
     except Exception as e:
         if len(group) > 1:
             for c in group:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from perfmodel.engine import uncertainty
 from perfmodel.engine.answer import LAYOUT_KNOBS, estimate_or_search, fixed
 from perfmodel.engine.estimate import Estimate
-from perfmodel.engine.evaluate import BREAKDOWN_KEYS
+from perfmodel.engine.step_figures import BREAKDOWN_KEYS
 from perfmodel.errors import PerfModelError
 from perfmodel.inputs import presets
 from perfmodel.review.check import Finding, check
