@@ -125,7 +125,7 @@ def _data_parallel(priced: Priced, memory: dict[str, Any], mesh: Mesh, m: Array)
         k.zero_stage,
         m,
         k.recompute,
-        stages.pick(stages.layers.sum(axis=-1), slow),
+        stages.pick(stages.layer_total, slow),
         _windows(stages, sc, slow, _main_layer(costs).seconds(k.recompute)),
         ov,
         st.precision,

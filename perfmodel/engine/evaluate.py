@@ -81,7 +81,7 @@ def stage_costs(
         if off is None:
             off = offload_terms(st, stages, layers, recompute, codes)
         # activation offloading: the copy that the pass's compute does not hide waits in it
-        n = stages.layers.sum(axis=-1)
+        n = stages.layer_total
         moved = offload.moved_bytes(off.moved, n, off.layers)
         t = offload.transfer_seconds(
             moved,

@@ -206,7 +206,7 @@ def sharding_buffers(st: Setting, k: Knobs, stages: Stages, params: Array, m: Ar
     every micro-batch (FSDP's no_sync) the unsharded gradients of every layer wait in the gradient
     buffer's width for the last one."""
     z = k.zero_stage[:, None]
-    per_layer = params / np.maximum(stages.layers.sum(axis=-1), 1.0)
+    per_layer = params / np.maximum(stages.layer_total, 1.0)
     p = st.precision
     profile = PROFILES[st.plan.training.framework]
     prefetch = profile["zero3_prefetch_params"]
@@ -414,7 +414,7 @@ def _activations(
     )
     # activation offloading (cost/offload.py): the offloaded layers of the micro-batches in
     # flight wait in host memory (none: 0)
-    n = stages.layers.sum(axis=-1)
+    n = stages.layer_total
     saved = offload.resident_saving(off.moved, n, off.layers, in_flight)
     host = offload.moved_bytes(off.moved, n, off.layers) * in_flight
     per_microbatch = off.total + np.where(stages.embedding, (embed / cp)[:, None], 0.0)

@@ -46,7 +46,7 @@ def offload_terms(
     sets ``codes`` (Knobs.memory_switch) on the plan ``st``: a row of a fine-grained set moves its
     modules' bytes (memory_switches.MODULE_INDEX), one of none the plan's own offload_modules',
     if any; else its layer-wise count of layers (memory_switches.offload_layers)."""
-    count = np.maximum(stages.layers.sum(axis=-1), 1)
+    count = np.maximum(stages.layer_total, 1)
     total = stages.total([x.kept(recompute) if x else None for x in layers], 0.0, 0.0)
     kept = total / count
     n = memory_switches.offload_layers(st.plan, codes)[:, None].astype(float)
