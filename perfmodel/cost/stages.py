@@ -76,11 +76,26 @@ class Stages:
 
     def expand(self, per_class: Array, row: int = 0) -> list[float]:
         """The per-stage list of one configuration, first stage first."""
-        out: list[tuple[int, float]] = []
         values = np.asarray(per_class[row], dtype=float).tolist()
-        for n, start, v in zip(self.count[row].tolist(), self.first_index[row].tolist(), values):
-            out += [(start + i, v) for i in range(int(n))]
-        return [v for _, v in sorted(out)]
+        return [values[c] for c in self._classes_of_stages(row)]
+
+    def _classes_of_stages(self, row: int) -> list[int]:
+        """The class of each stage of one configuration, first stage first (a row's are asked
+        for several figures: the forward, the step, the weight gradients, the layers)."""
+        known = self._stage_classes
+        if row not in known:
+            at = zip(self.count[row].tolist(), self.first_index[row].tolist())
+            known[row] = [
+                c
+                for _, c in sorted(
+                    (start + i, c) for c, (n, start) in enumerate(at) for i in range(int(n))
+                )
+            ]
+        return known[row]
+
+    @cached_property
+    def _stage_classes(self) -> dict[int, list[int]]:
+        return {}
 
     def dualpipe(self, per_class: Num, rows: Num, how: str = "mean") -> Array:
         """Per class, what a DualPipe rank sees (DeepSeek-V3 report Sec. 3.2.1): rank i holds stage

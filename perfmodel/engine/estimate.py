@@ -370,6 +370,11 @@ def _one(
 def _check_finite(values: dict[str, Any]) -> None:
     """A figure that overflows is an error naming what to look at, never NaN or Infinity in the
     output."""
+    try:  # the figures' sum is finite unless one is not (or the sum overflows: then look closer)
+        if math.isfinite(sum(values.values())):
+            return
+    except TypeError:  # a figure that is not a number: look at each
+        pass
     bad = sorted(k for k, v in values.items() if isinstance(v, float) and not math.isfinite(v))
     if bad:
         raise PerfModelError(
