@@ -192,3 +192,27 @@ def test_repeated_inputs_are_priced_once_with_the_same_figures(kind, monkeypatch
     first, inverse = nccl._distinct([size, n, ppn, np.full(rows, BW)])
     assert np.array_equal(first, np.arange(rows)) and np.array_equal(inverse, np.arange(rows))
     assert np.array_equal(nccl.best(kind, size, n, ppn, BW), want)
+
+
+@pytest.mark.parametrize("kind", nccl.KINDS)
+def test_a_link_prices_ncclS_model_on_the_spanning_rows_only(kind):
+    """Link.seconds prices NCCL's model only where a group spans nodes (Link._across): over rows of
+    groups inside a node and across nodes, TP's links (the intra-node floor) and the
+    data-parallel groups' alike, every row is what that group alone gets, to the bit."""
+    from perfmodel.engine.mesh import Mesh
+
+    plan = presets.plan_from_mapping(presets.bundled_plan("gpt3-175b"), "gpt3-175b")
+    tp = np.array([1, 2, 4, 8, 16, 8, 16, 32])
+    pp = np.array([1, 1, 2, 8, 4, 1, 2, 1])
+    dp = plan.system.num_gpus // (tp * pp)
+    message = np.array([1e3, 3e5, 4e6, 5e7, 6e8, 7e9, 2e4, 1e8])
+    mesh = Mesh(tp, pp, dp, plan.system)
+    ranks = np.array([2, 4, 8, 16, 2, 64, 8, 4])  # a group of data-parallel ranks, stride apart
+    stride = np.array([1, 1, 1, 1, 8, 8, 2, 4])
+    for link, n in ((mesh.link("tp"), tp), (mesh.group_link(ranks, stride), ranks)):
+        rows = link.seconds(kind, message, n)
+        assert np.asarray(link.spans).any() and not np.asarray(link.spans).all()
+        for i in range(len(tp)):
+            one = Mesh(int(tp[i]), int(pp[i]), int(dp[i]), plan.system)
+            alone = one.link("tp") if n is tp else one.group_link(int(ranks[i]), int(stride[i]))
+            assert float(rows[i]) == float(alone.seconds(kind, float(message[i]), float(n[i])))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfmodel.cost import Num
+from perfmodel.cost import Array, Num
 from perfmodel.specs.precision import E8M0_SCALED, LOW_PRECISION
 
 from . import collectives as coll
@@ -202,17 +202,31 @@ class Link:
             )
         lat, bw = coll.collective_time(kind, message, n, self.ring_bandwidth, self.latency)
         if kind in nccl.KINDS and self.multi_rail and self.spans is not None and rpn is not None:
-            # across nodes, NCCL's own model picks the algorithm and protocol (cost/nccl.py)
-            across = nccl.best(
-                kind, message, n, rpn, self.ring_bandwidth, self.intra_hw, self.algos
-            )
-            if self.intra_floor and intra_bw is not None and intra_alpha is not None:
-                inside = sum(coll.collective_time(kind, message, n, intra_bw, intra_alpha))
-                across = np.maximum(across, inside)
-            return np.where(
-                np.asarray(self.spans, dtype=bool) & (np.asarray(n) > 1), across, lat + bw
-            )
+            return self._across(kind, message, n, rpn, lat + bw)
         return lat + bw
+
+    def _across(self, kind: str, message: Num, n: Num, rpn: Num, ring: Num) -> Array:
+        """A collective of a multi-rail link that may span nodes: where its group does (and has
+        more than one rank), NCCL's own model picks the algorithm and protocol (cost/nccl.py),
+        never faster than the same collective inside a node where ``intra_floor``; elsewhere the
+        ring's time ``ring``; ``rpn``: the group's ranks a node. NCCL's model is priced on the
+        spanning rows only."""
+        intra_bw, intra_alpha = self.intra_bandwidth, self.intra_latency
+        spans = np.asarray(self.spans, dtype=bool) & (np.asarray(n) > 1)
+        inputs = (message, n, rpn, self.ring_bandwidth)
+        shape = np.broadcast_shapes(np.shape(spans), np.shape(ring), *(np.shape(x) for x in inputs))
+        out = np.array(np.broadcast_to(np.asarray(ring, dtype=float), shape))
+        at = np.broadcast_to(spans, shape)
+        if not at.any():
+            return out
+        m, k, r, b = (np.broadcast_to(np.asarray(x, dtype=float), shape)[at] for x in inputs)
+        across = nccl.best(kind, m, k, r, b, self.intra_hw, self.algos)
+        if self.intra_floor and intra_bw is not None and intra_alpha is not None:
+            alpha = np.broadcast_to(np.asarray(intra_alpha, dtype=float), shape)[at]
+            link_bw = np.broadcast_to(np.asarray(intra_bw, dtype=float), shape)[at]
+            across = np.maximum(across, sum(coll.collective_time(kind, m, k, link_bw, alpha)))
+        out[at] = across
+        return out
 
 
 def _gemm_time(
