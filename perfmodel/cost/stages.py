@@ -106,6 +106,8 @@ class Stages:
         configurations); elsewhere per_class as it is."""
         x = np.asarray(per_class, dtype=float)
         x = np.broadcast_to(x, self.count.shape) if x.ndim < 2 else x
+        if not np.any(rows):  # no DualPipe row: per_class as it is
+            return np.array(x)
         ends = x[:, 0] + x[:, 3]
         out = x * (2.0 if how == "sum" else 1.0)
         out[:, 0] = out[:, 3] = ends / (2.0 if how == "mean" else 1.0)
@@ -120,6 +122,8 @@ class Stages:
         ``head``, the head's per-configuration share that ``per_class`` carries on the last class,
         moves to the first class where ``rows``."""
         x = np.array(np.broadcast_to(np.asarray(per_class, dtype=float), self.count.shape))
+        if not np.any(rows):  # no V-shaped row: per_class as it is
+            return x
         h = np.broadcast_to(np.asarray(head, dtype=float).reshape(-1), self.count.shape[:1])
         rows = np.broadcast_to(np.asarray(rows, dtype=bool).reshape(-1), self.count.shape[:1])
         moved = rows & self.head[:, 3] & ~self.head[:, 0]

@@ -21,7 +21,7 @@ from perfmodel.engine.blocks import Setting
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory_verdict import fits_mask, host_fits, tight_mask
 from perfmodel.engine.mesh import Mesh, expert_shard
-from perfmodel.engine.offloading import Offload
+from perfmodel.engine.offloading import Offload, offloads
 from perfmodel.engine.reserve import reserve_bytes
 from perfmodel.specs.framework import PROFILES
 
@@ -415,7 +415,11 @@ def _activations(
     # activation offloading (cost/offload.py): the offloaded layers of the micro-batches in
     # flight wait in host memory (none: 0)
     n = stages.layer_total
-    saved = offload.resident_saving(off.moved, n, off.layers, in_flight)
+    saved = (  # nothing where no row offloads (every row's offloaded layers are 0)
+        offload.resident_saving(off.moved, n, off.layers, in_flight)
+        if offloads(st.plan, k.memory_switch)
+        else 0.0
+    )
     host = offload.moved_bytes(off.moved, n, off.layers) * in_flight
     per_microbatch = off.total + np.where(stages.embedding, (embed / cp)[:, None], 0.0)
     # the LM head's, and once more for each MTP layer's pass through it; a V's on its first rank
