@@ -63,6 +63,12 @@ class Setting:
 
     @classmethod
     def of(cls, plan: Plan) -> Setting:
+        """The plan's setting (remembered by the plan: a search asks for it some ten times a
+        plan, and it reads some fifty fields)."""
+        return _SETTINGS.get(plan, None, lambda: cls._of(plan))
+
+    @classmethod
+    def _of(cls, plan: Plan) -> Setting:
         tr = plan.training
         p = Precision.of(
             tr.dtype,
@@ -141,6 +147,10 @@ class Setting:
             )
             if n
         ]
+
+
+# each recent plan's Setting
+_SETTINGS: ByPlan[Setting] = ByPlan(1024)
 
 
 def dispatch_scale(fp8_dispatch: bool, dtype: str, act_bytes: int) -> float:

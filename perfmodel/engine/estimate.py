@@ -272,7 +272,7 @@ class Batch:
                 self.where[i] = (len(self.parts), j)
             self.parts.append((switched, raw, stages, assumptions(switched)))
         self.finite: dict[int, np.ndarray] = {}  # per part: each row's figures all finite
-        self.columns: dict[int, list[tuple[str, list[Any]]]] = {}  # per part: _columns
+        self.columns: dict[int, tuple[list[str], list[tuple[Any, ...]]]] = {}  # per part: _columns
 
     def __len__(self) -> int:
         return len(self.cfgs)
@@ -290,7 +290,8 @@ class Batch:
         plan, raw, stages, assumed = self.parts[part]
         if part not in self.columns:
             self.columns[part] = _columns(raw)
-        values = {key: column[j] for key, column in self.columns[part]}
+        keys, rows = self.columns[part]
+        values = dict(zip(keys, rows[j]))
         return _one(plan, self.config(row), values, stages, j, self.simulate, assumed)
 
     def closed_step(self, row: int) -> float | None:
@@ -314,13 +315,13 @@ def _walkable(cfg: Config) -> bool:  # small enough to walk block by block
     return cfg.pp * cfg.num_micro_batches * cfg.vp <= max_chunk_passes(cfg.schedule)
 
 
-def _columns(raw: dict[str, Any]) -> list[tuple[str, list[Any]]]:
-    """An evaluation's arrays as Python lists, a figure for each row: bool where the array is,
-    float else (so that a row's values are plain numbers)."""
-    return [
-        (key, val.tolist() if val.dtype == bool else val.astype(float).tolist())
-        for key, val in raw.items()
+def _columns(raw: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """An evaluation's figures' names, and each row's figures as plain Python numbers: bool where
+    the array is, float else."""
+    columns = [
+        val.tolist() if val.dtype == bool else val.astype(float).tolist() for val in raw.values()
     ]
+    return list(raw), list(zip(*columns))
 
 
 def _one(

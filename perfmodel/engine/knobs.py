@@ -83,7 +83,7 @@ class Knobs:
         )
 
     def take(self, idx: Array | slice) -> Knobs:
-        return Knobs(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+        return Knobs(**{name: getattr(self, name)[idx] for name in _NAMES})
 
     def __len__(self) -> int:
         return len(self.tp)
@@ -95,16 +95,18 @@ class Knobs:
     @classmethod
     def concat(cls, parts: list[Knobs]) -> Knobs:
         """The configurations of ``parts``, in order."""
-        return cls(
-            **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)}
-        )
+        return cls(**{name: np.concatenate([getattr(p, name) for p in parts]) for name in _NAMES})
 
     def config(self, i: int, global_batch_size: int) -> Config:
         return self.take(slice(i, i + 1)).columns().config(0, global_batch_size)
 
     def columns(self) -> Columns:
         """The knobs as Python lists, to make many rows' Configs from."""
-        return Columns({f.name: getattr(self, f.name).tolist() for f in fields(self)})
+        return Columns({name: getattr(self, name).tolist() for name in _NAMES})
+
+
+# the fields' names, in order (dataclasses.fields builds them anew at every call)
+_NAMES = tuple(f.name for f in fields(Knobs))
 
 
 @dataclass(frozen=True)

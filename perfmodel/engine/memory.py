@@ -23,6 +23,7 @@ from perfmodel.engine.memory_verdict import fits_mask, host_fits, tight_mask
 from perfmodel.engine.mesh import Mesh, expert_shard
 from perfmodel.engine.offloading import Offload, offloads
 from perfmodel.engine.reserve import reserve_bytes
+from perfmodel.specs.by_plan import ByPlan
 from perfmodel.specs.framework import PROFILES
 
 if TYPE_CHECKING:
@@ -264,21 +265,8 @@ def states_lower_bound(plan: Plan, k: Knobs) -> Array:
     memory switch set (engine/memory_switches.py)."""
     plan = memory_switches.uniform_plan(plan, k.memory_switch)
     st = Setting.of(plan)
-    sh = st.shape
     n_moe = st.moe_layers + (st.mtp if st.mtp_kind else 0)
-    whole = mem.total_params(
-        sh, len(st.moe_pattern), plan.seq_length, st.moe_layers, st.mtp, bool(st.mtp_kind)
-    )
-    expert_layer = 0.0
-    if n_moe:
-        moe = decoder_layer(sh, Options(), 1, 1, 1, False, moe=True)
-        expert_layer = float(
-            sum(
-                op.params
-                for op in moe.ops
-                if isinstance(op, (Gemm, Pointwise)) and op.shard == "experts"
-            )
-        )
+    whole, expert_layer = _PARAMS.get(plan, None, lambda: _model_params(st))
     tp, pp = k.tp.astype(float), k.pp.astype(float)
     mesh = _mesh(k, plan.system)
     sharded_over = np.where(k.dp_shard > 0, k.dp_shard, k.dp) * k.cp
@@ -290,6 +278,24 @@ def states_lower_bound(plan: Plan, k: Knobs) -> Array:
         e_shard = expert_shard(mesh.edp, k.dp, k.dp_shard, k.zero_stage)
         total = total + np.asarray(sum(_state_bytes(st, rank, e_shard, k.zero_stage)))
     return total
+
+
+# each recent plan's parameters: the whole model's, and a MoE layer's routed experts' (the search
+# bounds its rows' states some ten times a plan)
+_PARAMS: ByPlan[tuple[float, float]] = ByPlan(1024)
+
+
+def _model_params(st: Setting) -> tuple[float, float]:
+    """(the model's parameters, a MoE layer's routed experts' parameters; 0 without MoE)."""
+    sh = st.shape
+    whole = mem.total_params(
+        sh, len(st.moe_pattern), st.plan.seq_length, st.moe_layers, st.mtp, bool(st.mtp_kind)
+    )
+    if not st.moe_layers + (st.mtp if st.mtp_kind else 0):
+        return whole, 0.0
+    moe = decoder_layer(sh, Options(), 1, 1, 1, False, moe=True)
+    routed = (op for op in moe.ops if isinstance(op, (Gemm, Pointwise)) and op.shard == "experts")
+    return whole, float(sum(op.params for op in routed))
 
 
 def _mean_states(
