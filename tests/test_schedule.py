@@ -166,3 +166,20 @@ def test_text_gantt_time_axis_ends_at_the_step_time():
     assert float(labels.split()[-1]) == pytest.approx(
         s.step_time, rel=0.01
     )  # 33 units at m=8, p=4 (SPEC 9)
+
+
+def test_per_stage_times_split_in_python_as_numpy_splits_them():
+    """An estimate's per-stage times (Python floats) are split over the chunks in Python
+    (schedule_times.virtual_times), to the bit what numpy's split gives, and refused alike where
+    one is negative or not finite."""
+    from perfmodel.engine.schedule_times import per_virtual, virtual_times
+
+    rng = np.random.default_rng(3)
+    for p, v in ((1, 1), (2, 1), (4, 2), (8, 4), (16, 2), (3, 7)):
+        times = [float(t) for t in rng.uniform(1e-4, 3e-2, p)]
+        want = tuple(per_virtual(times, p, v, "t_f").tolist())
+        assert virtual_times(times, p, v, "t_f") == want
+        assert virtual_times(tuple(times), p, v, "t_f") == want
+    for bad in (-1e-3, float("nan"), float("inf")):
+        with pytest.raises(PerfModelError, match="t_b: times must be finite and non-negative"):
+            virtual_times([1e-3, bad], 2, 2, "t_b")

@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.cost import Array, Num
+from perfmodel.cost import Num
 from perfmodel.engine import schedule_steady
-from perfmodel.engine.schedule_zb import LOOPED, ZERO_BUBBLE, chunks, rank_of
+from perfmodel.engine.schedule_times import per_rank, virtual_times
+from perfmodel.engine.schedule_zb import LOOPED, ZERO_BUBBLE, chunks
 from perfmodel.errors import PerfModelError
 
 
@@ -110,23 +111,6 @@ def _orders(p: int, m: int, v: int, schedule: str) -> list[Order]:
             micro, chunk = k, np.zeros_like(k)
         out.append((backward, micro, chunk))
     return out
-
-
-def _per_virtual(x: Num | Sequence[float], p: int, v: int, name: str) -> Array:
-    """Times per virtual stage (p v entries): a scalar, p per-stage times (split evenly over
-    chunks), or p v."""
-    a = np.atleast_1d(np.asarray(x, dtype=float))
-    if a.size == 1:
-        a = np.full(p, float(a[0]))
-    if a.size == p:
-        a = np.tile(a / v, v)  # virtual stage u = c p + s
-    if a.size != p * v:
-        raise PerfModelError(
-            f"{name}: give one time, {p} per-stage times or {p * v} per-chunk times; got {a.size}"
-        )
-    if (a < 0).any() or not np.isfinite(a).all():
-        raise PerfModelError(f"{name}: times must be finite and non-negative")
-    return a
 
 
 MAX_BLOCKS = 2_000_000  # forward + backward blocks the simulator walks one by one (a few seconds)
@@ -218,14 +202,13 @@ def simulate(
     _check_arguments(p, m, v, schedule, latency)
     if schedule in ZERO_BUBBLE:
         looped = schedule in LOOPED
-        tf, tb = _per_rank(t_f, p, v, "t_f", looped), _per_rank(t_b, p, v, "t_b", looped)
-        tw = _per_rank(t_w, p, v, "t_w", looped)
+        tf, tb = per_rank(t_f, p, v, "t_f", looped), per_rank(t_b, p, v, "t_b", looped)
+        tw = per_rank(t_w, p, v, "t_w", looped)
         if any(w > b * (1 + 1e-12) for w, b in zip(tw, tb)):
             raise PerfModelError("t_w: the weight-gradient time is part of t_b, so at most t_b")
         tb = tuple(b - w for b, w in zip(tb, tw))
         return _run_zero_bubble(p, m, v, schedule, tf, tb, tw, latency, blocking, keep_blocks)
-    tf = tuple(_per_virtual(t_f, p, v, "t_f").tolist())
-    tb = tuple(_per_virtual(t_b, p, v, "t_b").tolist())
+    tf, tb = virtual_times(t_f, p, v, "t_f"), virtual_times(t_b, p, v, "t_b")
     if keep_blocks:
         return _run(p, m, v, schedule, tf, tb, latency, blocking, True)[1]
     return _run_cached(p, m, v, schedule, tf, tb, latency, blocking)[1]
@@ -249,22 +232,8 @@ def simulate_pair(
         alone = simulate(p, m, v, schedule, t_f, t_b, 0.0, False, t_w=t_w)
         return alone, simulate(p, m, v, schedule, t_f, t_b, latency, False, blocking, t_w)
     _check_arguments(p, m, v, schedule, latency)
-    tf = tuple(_per_virtual(t_f, p, v, "t_f").tolist())
-    tb = tuple(_per_virtual(t_b, p, v, "t_b").tolist())
+    tf, tb = virtual_times(t_f, p, v, "t_f"), virtual_times(t_b, p, v, "t_b")
     return _run_cached(p, m, v, schedule, tf, tb, latency, blocking)
-
-
-def _per_rank(
-    x: Num | Sequence[float], p: int, v: int, name: str, looped: bool = False
-) -> tuple[float, ...]:
-    """Times per virtual stage of a zero-bubble schedule: per-stage times are a rank's, split
-    evenly over its chunks, virtual stage u on rank schedule_zb.rank_of(u) (the V folds back; a
-    looped schedule's chunk c of rank s is u = c p + s)."""
-    a = np.atleast_1d(np.asarray(x, dtype=float))
-    if a.size in (1, p):
-        a = np.broadcast_to(a, (p,)) / v
-        a = np.array([a[rank_of(u, p, v, looped)] for u in range(p * v)])
-    return tuple(_per_virtual(a, p, v, name).tolist())
 
 
 @lru_cache(maxsize=4096)
