@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ from perfmodel.engine.step_figures import BREAKDOWN_KEYS
 from perfmodel.engine.uncertainty import Band
 from perfmodel.errors import PerfModelError
 from perfmodel.specs import Config, Plan
+from perfmodel.specs.by_plan import ByPlan
 from perfmodel.specs.framework import PROFILES
 from perfmodel.specs.parallel import Parallel
 
@@ -239,6 +241,10 @@ def estimates(plan: Plan, cfgs: list[Config], simulate: bool = True) -> list[Est
     return [batch[row] for row in range(len(cfgs))]
 
 
+# each recent plan's assumptions (a search's walk makes a batch of its rows some four times)
+_ASSUMED: ByPlan[list[str]] = ByPlan(1024)
+
+
 class Batch:
     """Configurations evaluated together, each made an Estimate (and its pipeline simulated) only
     when asked for: the search's exact top walks a batch and stops where the bound says, so the
@@ -270,7 +276,8 @@ class Batch:
             switched = memory_switches.applied(plan, name)
             for j, i in enumerate(rows):
                 self.where[i] = (len(self.parts), j)
-            self.parts.append((switched, raw, stages, assumptions(switched)))
+            assumed = _ASSUMED.get(switched, None, partial(assumptions, switched))
+            self.parts.append((switched, raw, stages, assumed))
         self.finite: dict[int, np.ndarray] = {}  # per part: each row's figures all finite
         self.columns: dict[int, tuple[list[str], list[tuple[Any, ...]]]] = {}  # per part: _columns
 
