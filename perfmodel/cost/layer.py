@@ -209,24 +209,31 @@ class Link:
         """A collective of a multi-rail link that may span nodes: where its group does (and has
         more than one rank), NCCL's own model picks the algorithm and protocol (cost/nccl.py),
         never faster than the same collective inside a node where ``intra_floor``; elsewhere the
-        ring's time ``ring``; ``rpn``: the group's ranks a node. NCCL's model is priced on the
-        spanning rows only."""
-        intra_bw, intra_alpha = self.intra_bandwidth, self.intra_latency
+        ring's time ``ring``; ``rpn``: the group's ranks a node. Where only some rows span, NCCL's
+        model is priced on those only (the same figures: every formula is row by row)."""
         spans = np.asarray(self.spans, dtype=bool) & (np.asarray(n) > 1)
         inputs = (message, n, rpn, self.ring_bandwidth)
+        if spans.all():
+            return np.where(spans, self._nccl(kind, *inputs), ring)
         shape = np.broadcast_shapes(np.shape(spans), np.shape(ring), *(np.shape(x) for x in inputs))
         out = np.array(np.broadcast_to(np.asarray(ring, dtype=float), shape))
         at = np.broadcast_to(spans, shape)
-        if not at.any():
-            return out
-        m, k, r, b = (np.broadcast_to(np.asarray(x, dtype=float), shape)[at] for x in inputs)
-        across = nccl.best(kind, m, k, r, b, self.intra_hw, self.algos)
-        if self.intra_floor and intra_bw is not None and intra_alpha is not None:
-            alpha = np.broadcast_to(np.asarray(intra_alpha, dtype=float), shape)[at]
-            link_bw = np.broadcast_to(np.asarray(intra_bw, dtype=float), shape)[at]
-            across = np.maximum(across, sum(coll.collective_time(kind, m, k, link_bw, alpha)))
-        out[at] = across
+        if at.any():
+            m, k, r, b = (np.broadcast_to(np.asarray(x, dtype=float), shape)[at] for x in inputs)
+            out[at] = self._nccl(kind, m, k, r, b, at)
         return out
+
+    def _nccl(self, kind: str, m: Num, n: Num, rpn: Num, bw: Num, at: Array | None = None) -> Num:
+        """NCCL's pick for a collective of ``m`` bytes (cost/nccl.best), never faster than inside
+        a node where ``intra_floor`` (the intra-node link's figures at ``at``, where given)."""
+        across = nccl.best(kind, m, n, rpn, bw, self.intra_hw, self.algos)
+        intra_bw, intra_alpha = self.intra_bandwidth, self.intra_latency
+        if not (self.intra_floor and intra_bw is not None and intra_alpha is not None):
+            return across
+        if at is not None:
+            intra_bw = np.broadcast_to(np.asarray(intra_bw, dtype=float), at.shape)[at]
+            intra_alpha = np.broadcast_to(np.asarray(intra_alpha, dtype=float), at.shape)[at]
+        return np.maximum(across, sum(coll.collective_time(kind, m, n, intra_bw, intra_alpha)))
 
 
 def _gemm_time(
