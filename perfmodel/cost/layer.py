@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -134,7 +135,7 @@ class Link:
     # bytes/s DeepEP's and HybridEP's kernels move over the intra-node link (None: intra_bandwidth)
     ep_intra_bandwidth: Num | None = None
 
-    @property
+    @cached_property
     def ring_bandwidth(self) -> Num:
         """Bytes/s a rank's ring collective moves at. SPEC 3: a group that spans nodes is bounded by
         the inter-node link, per GPU. Its hierarchical variant, for the data-parallel collectives

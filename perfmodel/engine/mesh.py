@@ -15,6 +15,7 @@ Every function takes numpy arrays (one entry per configuration) or scalars.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -66,7 +67,7 @@ class Mesh:
     def order(self) -> tuple[str, ...]:
         return ORDERS[self.system.placement]
 
-    @property
+    @cached_property
     def edp(self) -> Array:
         """Expert data parallelism: the tp x cp x dp ranks of a stage over etp x ep."""
         return np.asarray(
