@@ -179,7 +179,8 @@ def _allowed(plan: Plan, switch: str) -> bool:
     tr = plan.training
     if switch not in PROFILES[tr.framework].get("memory_switches", ()):
         return False
-    if any(f in tr.given() for f in SWITCHES[switch].fields):
+    given = tr.given()
+    if any(f in given for f in SWITCHES[switch].fields):
         return False
     if switch in ("moe-act", "moe-act-layernorm"):
         return plan.model.is_moe
@@ -242,8 +243,15 @@ def usable_sets(plan: Plan) -> list[str]:
     """The switch sets (beyond none) the plan's framework runs and the plan leaves free; of the
     activation offloading sets that offload the same layers on this model, the first."""
     out, counts = [], set()
+    known: dict[str, bool] = {}
+
+    def allowed(switch: str) -> bool:  # each switch asked once (the sets share their switches)
+        if switch not in known:
+            known[switch] = _allowed(plan, switch)
+        return known[switch]
+
     for s in SETS[1:]:
-        if not all(_allowed(plan, x) for x in names(s)):
+        if not all(allowed(x) for x in names(s)):
             continue
         if is_offload(s):
             n = offloaded_layers(plan.model.num_layers, SWITCHES[s].eighths)
