@@ -245,3 +245,16 @@ def test_cross_entropy_counts_megatrons_hbm_passes():
     assert float(ce.bytes) == pytest.approx(38 * logits)
     o = hw.overhead_s  # one launch each way
     assert (float(ce.bwd_s) - o) / (float(ce.fwd_s) - o) == pytest.approx(14 / 38, rel=1e-6)
+
+
+def test_a_figure_that_overflows_is_refused_by_name_and_only_then():
+    """An Estimate's figures are checked finite through their sum (estimate._finite): a sum that
+    overflows while every figure is finite passes; an infinite or NaN figure is refused, named."""
+    from perfmodel.engine.estimate import _check_finite, _finite
+
+    assert _finite((1.0, True, 2.5)) and _finite((1e308, 1e308, False))
+    assert not _finite((1.0, float("inf"))) and not _finite((float("nan"), 2.0))
+    _check_finite({"step_time_s": 1e308, "total_bytes": 1e308, "fits": True})
+    for bad in (float("inf"), float("nan")):
+        with pytest.raises(PerfModelError, match=r"overflows \(total_bytes not finite\)"):
+            _check_finite({"step_time_s": 1.0, "total_bytes": bad, "fits": True})

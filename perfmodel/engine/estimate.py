@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-import numpy as np
-
 from perfmodel.engine import memory_switches
 from perfmodel.engine.assumptions import assumptions, config_assumptions
 from perfmodel.engine.conventions import flop_convention as flop_convention
@@ -278,7 +276,6 @@ class Batch:
                 self.where[i] = (len(self.parts), j)
             assumed = _ASSUMED.get(switched, None, partial(assumptions, switched))
             self.parts.append((switched, raw, stages, assumed))
-        self.finite: dict[int, np.ndarray] = {}  # per part: each row's figures all finite
         self.columns: dict[int, tuple[list[str], list[tuple[Any, ...]]]] = {}  # per part: _columns
 
     def __len__(self) -> int:
@@ -294,12 +291,16 @@ class Batch:
 
     def __getitem__(self, row: int) -> Estimate:
         part, j = self.where[row]
-        plan, raw, stages, assumed = self.parts[part]
-        if part not in self.columns:
-            self.columns[part] = _columns(raw)
-        keys, rows = self.columns[part]
-        values = dict(zip(keys, rows[j]))
+        plan, _, stages, assumed = self.parts[part]
+        values = dict(zip(*self._figures(part, j)))
         return _one(plan, self.config(row), values, stages, j, self.simulate, assumed)
+
+    def _figures(self, part: int, j: int) -> tuple[list[str], tuple[Any, ...]]:
+        """The names of a part's figures, and row ``j``'s as plain numbers (_columns)."""
+        if part not in self.columns:
+            self.columns[part] = _columns(self.parts[part][1])
+        keys, rows = self.columns[part]
+        return keys, rows[j]
 
     def closed_step(self, row: int) -> float | None:
         """Row ``row``'s step where its Estimate's is the closed form (none simulated), or None."""
@@ -307,11 +308,10 @@ class Batch:
         if self.simulate and _pipelined(cfg) and _walkable(cfg):
             return None
         part, j = self.where[row]
-        raw = self.parts[part][1]
-        if part not in self.finite:  # every figure finite, or _one refuses it (_check_finite)
-            floats = [v for v in raw.values() if v.dtype != bool]
-            self.finite[part] = np.logical_and.reduce([np.isfinite(v) for v in floats])
-        return float(raw["step_time_s"][j]) if self.finite[part][j] else None
+        keys, figures = self._figures(part, j)
+        if not _finite(figures):  # _one refuses it (_check_finite)
+            return None
+        return float(figures[keys.index("step_time_s")])
 
 
 def _pipelined(cfg: Config) -> bool:  # the simulator runs it: pp > 1, no DualPipe (closed form)
@@ -375,11 +375,19 @@ def _one(
     return est
 
 
+def _finite(figures: tuple[Any, ...]) -> bool:
+    """Whether every figure (floats and bools) is finite: their sum is, unless one is not (or the
+    sum overflows: then each is looked at)."""
+    return math.isfinite(sum(figures)) or all(
+        math.isfinite(v) for v in figures if isinstance(v, float)
+    )
+
+
 def _check_finite(values: dict[str, Any]) -> None:
     """A figure that overflows is an error naming what to look at, never NaN or Infinity in the
     output."""
-    try:  # the figures' sum is finite unless one is not (or the sum overflows: then look closer)
-        if math.isfinite(sum(values.values())):
+    try:
+        if _finite(tuple(values.values())):
             return
     except TypeError:  # a figure that is not a number: look at each
         pass
