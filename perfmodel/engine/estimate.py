@@ -16,7 +16,7 @@ from typing import Any
 from perfmodel.engine import memory_switches
 from perfmodel.engine.assumptions import assumptions, config_assumptions
 from perfmodel.engine.conventions import flop_convention as flop_convention
-from perfmodel.engine.estimate_notes import warnings
+from perfmodel.engine.estimate_notes import warnings_of
 from perfmodel.engine.evaluate import evaluate
 from perfmodel.engine.knobs import Columns, Knobs
 from perfmodel.engine.memory import MEMORY_KEYS
@@ -359,7 +359,7 @@ def _one(
     est = Estimate(
         cfg,
         values,
-        notes + warnings(plan, cfg, values),
+        notes + warnings_of(plan, cfg, values),
         tf,
         tb,
         stages.stages.layer_counts(row),

@@ -25,7 +25,7 @@ def _tp_crossing(plan: Plan, cfg: Config) -> str:
     )
 
 
-def warnings(plan: Plan, cfg: Config, v: dict[str, Any]) -> list[str]:
+def warnings_of(plan: Plan, cfg: Config, v: dict[str, Any]) -> list[str]:
     """What an Estimate of ``cfg`` warns of, from its figures ``v``: a TP group leaving its NVLink
     domain, memory that does not fit or is tight, a bubble past pipeline.BUBBLE_LIMIT."""
     out = []
