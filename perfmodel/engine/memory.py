@@ -94,7 +94,7 @@ def memory_terms(
     def pick(x: Array) -> Array:
         return stages.pick(x, top)
 
-    whole = mem.total_params(sh, len(st.moe_pattern), s, st.moe_layers, st.mtp, bool(st.mtp_kind))
+    whole = _PARAMS.get(st.plan, None, lambda: _model_params(st))[0]
     mean_states = _mean_states(st, k, whole, moe_cost, sharded_over, mesh, copies)
     host = _host_terms(st, parts, pick, pick(host_acts))
     return {

@@ -15,7 +15,7 @@ from perfmodel.errors import PerfModelError
 
 
 def virtual_times(x: Num | Sequence[float], p: int, v: int, name: str) -> tuple[float, ...]:
-    """_per_virtual as a tuple; p per-stage times given as Python floats (an estimate's) are split
+    """per_virtual as a tuple; p per-stage times given as Python floats (an estimate's) are split
     in Python, the same divisions numpy makes, without its set-up for a handful of numbers."""
     if isinstance(x, (list, tuple)) and len(x) == p and all(type(t) is float for t in x):
         out = tuple(t / v for t in x) * v  # virtual stage u = c p + s

@@ -65,10 +65,11 @@ def stage_figures(
     # over the slowest rank's m micro-batches
     dual = pipe.dualpipe_rows(k.schedule, k.pp) | pipe.dualpipev_rows(k.schedule, k.pp)
     split = pipe.zero_bubble_rows(k.schedule, k.pp)
-    ranked = _ranked(priced, out, step, m, dual, split)
+    slowest = stages.pick(sc["time"], slow)  # the slowest stage's seconds per micro-batch
+    ranked = _ranked(priced, out, step, m, m * slowest, dual, split)
     if not full:
         return ranked
-    dual_ideal = out["bubble"] / np.maximum(m * stages.pick(sc["time"], slow), 1e-30)
+    dual_ideal = out["bubble"] / np.maximum(m * slowest, 1e-30)
     # the slowest middle stage, or (none at p <= 2) an even one: L/p layers of the model's mix
     middle_present = stages.count[:, 1:3] > 0
     t_middle = np.where(
@@ -88,7 +89,7 @@ def stage_figures(
             stages.count[:, 3] > 0, sc["time"][:, 3], t_middle + sum(costs["head"].seconds())
         ),
         p2p_s=np.where(pp > 1, p2p, 0.0),
-        slowest_stage_s=stages.pick(sc["time"], slow),
+        slowest_stage_s=slowest,
         simulated_step_lower_bound_s=ranked["simulated_step_lower_bound_s"],
         # the schedule's closed-form bubble (equal stages, SPEC 7; DualPipe's over the slowest
         # rank's m chunks) and the bubble's share of this step
@@ -101,12 +102,18 @@ def stage_figures(
 
 
 def _ranked(
-    priced: Priced, out: dict[str, Any], step: Array, m: Array, dual: Array, split: Array
+    priced: Priced,
+    out: dict[str, Any],
+    step: Array,
+    m: Array,
+    slowest: Array,
+    dual: Array,
+    split: Array,
 ) -> dict[str, Any]:
     """The figures the search ranks with beside the step (evaluate's KEEP): the step's switchable
-    part and the lower bound on its simulated step."""
-    stages, sc, slow, vp = priced.stages, priced.sc, priced.slow, priced.k.vp.astype(float)
-    slowest = m * stages.pick(sc["time"], slow)
+    part and the lower bound on its simulated step (``slowest``: the slowest stage's m
+    micro-batches, seconds)."""
+    stages, sc, vp = priced.stages, priced.sc, priced.k.vp.astype(float)
     return dict(
         step_time_s=step,
         # what the memory switches change of the step (engine/memory_switches.py): the
