@@ -264,24 +264,89 @@ def test_the_search_never_proposes_a_schedule_the_framework_lacks():
         assert codes and codes <= allowed, (name, json.dumps(sorted(codes)))
 
 
-@pytest.mark.parametrize("name", ["deepseek-v3-h100.yaml", "llama3-8b-h100.yaml"])
-def test_the_memory_bound_never_exceeds_what_a_configuration_needs(name):
-    """The search sets aside, unpriced, what its model states alone prove cannot fit
-    (engine/memory.states_lower_bound); the bound must sit at or under every priced total, or the
-    search would drop a configuration that fits."""
-    from perfmodel.engine.memory import states_lower_bound
+def _bound_and_total(plan, knobs):
+    """memory_lower_bound and the priced total of every row of ``knobs``."""
+    from perfmodel.engine.memory import memory_lower_bound
     from perfmodel.engine.search import evaluate_chunked
-    from perfmodel.engine.space import enumerate_space
-    from perfmodel.inputs import load_plan
 
+    return memory_lower_bound(plan, knobs), evaluate_chunked(plan, knobs)["total_bytes"]
+
+
+def _sample(knobs, n=4000):
+    return knobs.take(np.arange(0, len(knobs), max(1, len(knobs) // n)))
+
+
+BUNDLED = [
+    "deepseek-v3-gb200.yaml",
+    "deepseek-v3-h100.yaml",
+    "gpt-1t.yaml",
+    "gpt3-175b-3d.yaml",
+    "gpt3-175b.yaml",
+    "llama2-70b-h100.yaml",
+    "llama3-8b-h100.yaml",
+    "llama3.1-405b-gb200.yaml",
+    "llama3.1-405b-h100.yaml",
+]
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_the_memory_bound_never_exceeds_what_a_configuration_needs(name):
+    """The search sets aside, unpriced, what its memory bound proves cannot fit
+    (engine/memory.memory_lower_bound); the bound must sit at or under every priced total, or the
+    search would drop a configuration that fits."""
     plan = load_plan(name)
-    knobs = enumerate_space(plan, False).knobs
-    pick = np.arange(0, len(knobs), max(1, len(knobs) // 4000))
-    sub = knobs.take(pick)
-    bound = states_lower_bound(plan, sub)
-    total = evaluate_chunked(plan, sub)["total_bytes"]
+    bound, total = _bound_and_total(plan, _sample(enumerate_space(plan, False).knobs))
     assert (bound <= total * (1 + 1e-9)).all()
     assert (bound > 0.3 * total).mean() > 0.5  # and it is not vacuous
+
+
+@pytest.mark.parametrize("framework", ["megatron", "torchtitan", "deepspeed"])
+def test_the_memory_bound_holds_under_every_switch_set_and_profile(framework):
+    """Under each memory switch set the plan's framework runs (each on the rows that can run it:
+    activation offloading at pp 1 without recompute), and under profiles that keep the head's input
+    gathered (torchtitan) or shard the states per tensor (DeepSpeed), the bound stays under the
+    priced total: no switch sheds the head's logits, which the bound counts."""
+    from perfmodel.engine import memory_switches as ms
+
+    base = load_plan("llama3-8b-h100.yaml")
+    plan = base.with_training(framework=framework)
+    knobs = _sample(enumerate_space(plan, False).knobs, 1500)
+    sets = ms.usable_sets(plan)
+    assert framework != "megatron" or any(ms.is_offload(n) for n in sets)
+    for name in ["", *sets]:
+        k = knobs.take(
+            np.flatnonzero(ms.runs_with(name, knobs.zero_stage, knobs.recompute, knobs.pp))
+            if name
+            else slice(None)
+        )
+        if not len(k):
+            continue
+        k.memory_switch = np.full(len(k), ms.SET_CODES[name])
+        bound, total = _bound_and_total(plan, k)
+        assert (bound <= total * (1 + 1e-9)).all(), name
+
+
+def test_the_memory_bound_counts_the_loss_logits_of_a_micro_batch():
+    """Llama 3 8B at tp 1, pp 2, a micro-batch of 32 sequences of 8,192 tokens: the last stage
+    holds the head's input and the output layer's (2 + 2 bytes x s b h = 4.3 GB) and Megatron's
+    fp32 logits (4 x s b V = 134.5 GB, V = 128,256): 138.8 GB, over the mean model states under
+    the distributed optimizer over dp 8 (some 30 GB), so that is the bound, and such a row is not
+    priced on an 80 GB H100."""
+    from perfmodel.engine.memory import memory_lower_bound
+    from perfmodel.engine.memory_verdict import fits_mask
+    from perfmodel.engine.reserve import usable_bytes
+
+    plan = load_plan("llama3-8b-h100.yaml")
+    k = enumerate_space(plan, False).knobs
+    rows = (k.tp == 1) & (k.pp == 2) & (k.cp == 1) & (k.micro_batch_size == 1)
+    one = k.take([np.flatnonzero(rows & (k.zero_stage == 1) & (k.dp_shard == 0))[0]])
+    one.micro_batch_size = np.array([32])
+    s, h, V = 8192, 4096, 128256
+    expected = 4.0 * s * 32 * h + 4.0 * s * 32 * V
+    assert expected == pytest.approx(138.78e9, rel=1e-3)
+    bound = memory_lower_bound(plan, one)
+    assert bound[0] == pytest.approx(expected, rel=1e-12)
+    assert not fits_mask(bound, usable_bytes(plan.system))[0]
 
 
 def test_a_pool_with_a_horizon_keeps_the_exact_top_and_everything_inside_it(gpt3):

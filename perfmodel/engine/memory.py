@@ -23,6 +23,7 @@ from perfmodel.engine.memory_verdict import fits_mask, host_fits, tight_mask
 from perfmodel.engine.mesh import Mesh, expert_shard
 from perfmodel.engine.offloading import Offload, offloads
 from perfmodel.engine.reserve import reserve_bytes
+from perfmodel.engine.sharding_buffers import sharding_buffers
 from perfmodel.specs.by_plan import ByPlan
 from perfmodel.specs.framework import PROFILES
 
@@ -197,71 +198,15 @@ def _state_bytes(
     return np.asarray(w), g, gpu
 
 
-def sharding_buffers(st: Setting, k: Knobs, stages: Stages, params: Array, m: Array) -> Array:
-    """Bytes the sharded data parallelism of ZeRO-3 and FSDP holds gathered on each stage class:
-    the layer computing and what is prefetched behind it (FSDP1's limit_all_gathers and FSDP2's
-    implicit prefetch: one more unit; DeepSpeed: its stage3_prefetch_bucket_size), and one
-    layer's unsharded 16-bit gradient with its reduce-dtype copy. Under pipeline parallelism
-    FSDP keeps every layer's 16-bit weights and reduce-dtype gradients unsharded from the first
-    forward to the last backward (cost/sharded.py, Sharding.pipeline_once). Without a reduction
-    every micro-batch (FSDP's no_sync) the unsharded gradients of every layer wait in the gradient
-    buffer's width for the last one."""
-    z = k.zero_stage[:, None]
-    per_layer = params / np.maximum(stages.layer_total, 1.0)
-    p = st.precision
-    profile = PROFILES[st.plan.training.framework]
-    prefetch = profile["zero3_prefetch_params"]
-    ahead = per_layer if prefetch is None else np.minimum(prefetch, params)
-    unit = per_layer
-    if profile["zero3_per_tensor"]:
-        # DeepSpeed gathers one sub-module's weights at a time (fetch_sub_module) and prefetches
-        # while fewer than stage3_max_live_parameters are live; each gradient is reduce-scattered
-        # through a bucket of reduce_bucket_size as it is produced (stage3.py, v0.3.16): the
-        # largest weight tensor, what may be prefetched beside it, and one bucket
-        unit = np.minimum(per_layer, (_largest_weight(st) / k.tp)[:, None])
-        live = profile["zero3_max_live_params"] or np.inf
-        ahead = np.clip(np.minimum(ahead, live - unit), 0.0, None)
-    grads = unit * (p.weight_bytes + p.reduce_bytes)
-    if profile["zero3_per_tensor"]:
-        grads = grads + np.minimum(profile["zero3_reduce_bucket_params"], params) * p.reduce_bytes
-    buffers = np.where(z >= 3, (unit + ahead) * p.weight_bytes + grads, 0.0)
-    once = profile["sharded_pipeline"] & (k.pp > 1)[:, None]
-    # fully_shard(reshard_after_forward=False) (FSDP1's SHARD_GRAD_OP, DeepSpeed's
-    # stage3 without re-partition) frees no gathered parameters between a layer's forward and its
-    # backward: at the forward's end every layer's 16-bit weights are unsharded at once
-    # (torch/distributed/fsdp/_fully_shard/_fully_shard.py, reshard_after_forward)
-    if not st.plan.training.zero3_reshard_after_forward:
-        kept = params * p.weight_bytes + per_layer * (p.weight_bytes + p.reduce_bytes)
-        buffers = np.where((z >= 3) & ~once, kept, buffers)
-    # under PP the gathered 16-bit weights stay, and each micro-batch's unsharded gradient (run
-    # without gradient sync but the last: torch.distributed.pipelining) is accumulated upcast to
-    # the reduce dtype (FSDP2 FSDPParam.to_accumulated_grad_if_needed), fp32 in torchtitan
-    buffers = np.where(once & (z >= 2), params * (p.weight_bytes + p.reduce_bytes), buffers)
-    if not st.plan.training.reduce_every_microbatch:
-        waiting = (z >= 2) & (np.asarray(m) > 1)[:, None] & ~once
-        buffers = buffers + np.where(waiting, params * p.gradient_bytes, 0.0)
-    return np.asarray(buffers)
-
-
-def _largest_weight(st: Setting) -> float:
-    """Parameters of the largest weight tensor of a decoder layer, unsharded (the sub-module
-    DeepSpeed's ZeRO-3 gathers at once)."""
-    kinds = [
-        moe for moe, n in ((True, st.moe_layers), (False, len(st.moe_pattern) - st.moe_layers)) if n
-    ]
-    return max(
-        float(np.max(op.params))
-        for moe in kinds
-        for op in decoder_layer(st.shape, Options(), 1, 1, 1, False, moe=moe).ops
-        if isinstance(op, Gemm)
-    )
-
-
-def states_lower_bound(plan: Plan, k: Knobs) -> Array:
-    """A lower bound on every configuration's memory per GPU, bytes, from the model states alone:
-    their mean over the stages (_mean_states), which the most loaded stage's states reach at
-    least, and its total (states, buffers, activations) more so. The search drops what it proves
-    cannot fit before pricing it (engine/search.py); no block is timed here. The rows carry one
+def memory_lower_bound(plan: Plan, k: Knobs) -> Array:
+    """A lower bound on every configuration's memory per GPU, bytes, that no block's timing is
+    needed for. The model states' mean over the stages (_mean_states) the most loaded stage's
+    states reach at least. The stage holding the LM head also holds its input and the loss's
+    logits for a micro-batch in flight (_ends), which no memory switch sheds (engine/
+    memory_switches.py: they move the optimizer's states or the layers' activations). At pp 1 one
+    stage holds both; else the bound is the larger. The search sets aside, unpriced, what this
+    proves cannot fit (engine/search.py); a micro-batch of 8 sequences of 4,096 tokens holds some
+    17 GB of Llama 3's logits at tp 1, so most large micro-batches go unpriced. The rows carry one
     memory switch set (engine/memory_switches.py)."""
     plan = memory_switches.uniform_plan(plan, k.memory_switch)
     st = Setting.of(plan)
@@ -272,12 +217,13 @@ def states_lower_bound(plan: Plan, k: Knobs) -> Array:
     sharded_over = np.where(k.dp_shard > 0, k.dp_shard, k.dp) * k.cp
     experts_whole = expert_layer * n_moe
     dense = (whole - experts_whole) / (tp * pp)
-    total: Array = np.asarray(sum(_state_bytes(st, dense, sharded_over, k.zero_stage)))
+    states: Array = np.asarray(sum(_state_bytes(st, dense, sharded_over, k.zero_stage)))
     if n_moe:
         rank = experts_whole / (pp * k.ep.astype(float) * k.etp.astype(float))
         e_shard = expert_shard(mesh.edp, k.dp, k.dp_shard, k.zero_stage)
-        total = total + np.asarray(sum(_state_bytes(st, rank, e_shard, k.zero_stage)))
-    return total
+        states = states + np.asarray(sum(_state_bytes(st, rank, e_shard, k.zero_stage)))
+    head = _ends(st, k)[1]
+    return np.where(k.pp == 1, states + head, np.maximum(states, head))
 
 
 # each recent plan's parameters: the whole model's, and a MoE layer's routed experts' (the search
@@ -394,30 +340,11 @@ def _activations(
     rank, cost/pipeline.in_flight_microbatches), full recompute's working layer, and the
     embedding and LM head terms where they sit, less what offloading keeps on the host; and that
     host share (``off``: engine/offloading.py)."""
-    sh = st.shape
-    tp, pp, b, cp = (
-        k.tp.astype(float),
-        k.pp.astype(float),
-        k.micro_batch_size.astype(float),
-        k.cp.astype(float),
-    )
-    s = st.plan.seq_length
+    pp = k.pp.astype(float)
     present = [x for x in layers if x]
     in_flight = _in_flight(k, stages, m)
     working = np.where(k.recompute == 2, np.max([x.activations[0] for x in present], axis=0), 0.0)
-    profile = PROFILES[st.plan.training.framework]
-    _, _, embed, head = mem.activation_terms(
-        s,
-        b,
-        sh.hidden,
-        0,
-        sh.vocab,
-        tp,
-        k.sequence_parallel,
-        0,
-        loss_logit_bytes(st.plan),
-        profile["sp_gathered_head_input"],
-    )
+    embed, head = _ends(st, k)
     # activation offloading (cost/offload.py): the offloaded layers of the micro-batches in
     # flight wait in host memory (none: 0)
     n = stages.layer_total
@@ -427,10 +354,9 @@ def _activations(
         else 0.0
     )
     host = offload.moved_bytes(off.moved, n, off.layers) * in_flight
-    per_microbatch = off.total + np.where(stages.embedding, (embed / cp)[:, None], 0.0)
-    # the LM head's, and once more for each MTP layer's pass through it; a V's on its first rank
-    head_term = np.where(stages.head, (head / cp * (1 + st.mtp))[:, None], 0.0)
-    head_term = stages.v_ends(head_term, head / cp * (1 + st.mtp), v_rows(k))
+    per_microbatch = off.total + np.where(stages.embedding, embed[:, None], 0.0)
+    # the LM head's on its stage; a V's on its first rank
+    head_term = stages.v_ends(np.where(stages.head, head[:, None], 0.0), head, v_rows(k))
     # DualPipe: p + 1 chunks in flight on every rank, each on one of its two stages (the end
     # ranks': the first and last stages' mean), and the head's logits where either stage has them
     dual = pipe.dualpipe_rows(k.schedule, k.pp)
@@ -442,3 +368,27 @@ def _activations(
         + stages.dualpipe(head_term, dual, "sum")
     )
     return acts, np.asarray(host)
+
+
+def _ends(st: Setting, k: Knobs) -> tuple[Array, Array]:
+    """(the embedding's, the LM head's) activations per micro-batch on the stage that holds each,
+    bytes a GPU (cost/memory.activation_terms, over cp): the head's input and the logits the loss
+    holds, once more for each MTP layer's pass through the head."""
+    tp, b, cp = (
+        k.tp.astype(float),
+        k.micro_batch_size.astype(float),
+        k.cp.astype(float),
+    )
+    _, _, embed, head = mem.activation_terms(
+        st.plan.seq_length,
+        b,
+        st.shape.hidden,
+        0,
+        st.shape.vocab,
+        tp,
+        k.sequence_parallel,
+        0,
+        loss_logit_bytes(st.plan),
+        PROFILES[st.plan.training.framework]["sp_gathered_head_input"],
+    )
+    return embed / cp, head / cp * (1 + st.mtp)

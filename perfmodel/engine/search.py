@@ -23,7 +23,7 @@ from perfmodel.engine import hints, memory_switches, practice, uncertainty
 from perfmodel.engine.estimate import Batch, Estimate, estimate, estimates
 from perfmodel.engine.evaluate import KEEP, evaluate_chunked
 from perfmodel.engine.knobs import Knobs
-from perfmodel.engine.memory import states_lower_bound
+from perfmodel.engine.memory import memory_lower_bound
 from perfmodel.engine.memory_verdict import fits_mask, margin_mask
 from perfmodel.engine.reserve import usable_bytes
 from perfmodel.engine.rules import Reason
@@ -37,12 +37,13 @@ from perfmodel.specs import Plan
 def _evaluate_what_can_fit(
     plan: Plan, knobs: Knobs, progress: Callable[[int, int], None] | None
 ) -> dict[str, np.ndarray]:
-    """evaluate_chunked over the configurations whose model states alone leave room in HBM
-    (engine/memory.states_lower_bound, a bound every priced total reaches); the rest are recorded
+    """evaluate_chunked over the configurations whose memory bound leaves room in HBM (the model
+    states and the loss's logits: engine/memory.memory_lower_bound, a bound every priced total
+    reaches); the rest are recorded
     as not fitting, at that bound, and not priced. When the bound leaves nothing, everything is
     priced, so what is reported about the leanest configuration is its real memory."""
     usable = usable_bytes(plan.system)
-    bound = states_lower_bound(plan, knobs)
+    bound = memory_lower_bound(plan, knobs)
     keep = np.flatnonzero(fits_mask(bound, usable))
     if keep.size in (0, len(knobs)):
         return evaluate_chunked(plan, knobs, progress)

@@ -10,7 +10,7 @@ from perfmodel.cost.memory import RECOMPUTE_CODES
 from perfmodel.engine import memory_switches
 from perfmodel.engine.evaluate import KEEP, evaluate_chunked
 from perfmodel.engine.knobs import Knobs
-from perfmodel.engine.memory import states_lower_bound
+from perfmodel.engine.memory import memory_lower_bound
 from perfmodel.engine.memory_verdict import MEMORY_BAND, fits_mask, margin_mask
 from perfmodel.engine.reserve import usable_bytes
 from perfmodel.specs import Plan
@@ -34,7 +34,7 @@ def with_switches(
     faster than the fastest plain configuration that fits so takes the first such set (fewest
     switches first) in place of its plain figures; a slower one could not come first (annotate).
     The sets are priced in order as arrays, each on the rows no earlier set rescued and where its
-    model states leave room (engine/memory.states_lower_bound); the rescued rows' step time and
+    memory bound leaves room (engine/memory.memory_lower_bound); the rescued rows' step time and
     memory are what `estimate` gives for the plan with the set's fields. The activation
     offloading sets are one step of that order, priced together (_offload), and so are the
     fine-grained ones (_module_offload). A row no set rescues keeps its plain figures; a tight one
@@ -52,7 +52,7 @@ def with_switches(
     # a switched step is no faster than the plain one less what the switches change; one that
     # cannot be faster than the fastest plain configuration that fits with margin cannot come
     # first (annotate gives that one the answer unless beaten by more than its band). Unpriced
-    # rows (their states alone did not fit) are bounded once a set prices them.
+    # rows (their memory bound did not fit) are bounded once a set prices them.
     if plan.training.grad_accumulation_fusion:
         floor = step - res["switchable_s"]
     else:
@@ -136,7 +136,7 @@ def _price(
     best: float,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Price rows ``tried`` with the switch sets ``codes`` (one evaluation a set; the activation
-    offloading sets together) where their model states leave room, and give a row its set where it
+    offloading sets together) where their memory bound leaves room, and give a row its set where it
     then fits with margin and beats ``best``, the fastest plain configuration that fits so (only
     such a one could come first): (the rows priced, which of them fit with margin, their figures).
     """
@@ -152,11 +152,11 @@ def _price(
 def _evaluated(
     plan: Plan, knobs: Knobs, rows: np.ndarray, codes: np.ndarray
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """``rows`` with the switch sets ``codes``, priced where their model states leave room in HBM
-    (engine/memory.states_lower_bound): (the positions in ``rows`` priced, their figures)."""
+    """``rows`` with the switch sets ``codes``, priced where their memory bound leaves room in HBM
+    (engine/memory.memory_lower_bound): (the positions in ``rows`` priced, their figures)."""
     k = knobs.take(rows)
     k.memory_switch = codes
-    room = np.flatnonzero(fits_mask(states_lower_bound(plan, k), usable_bytes(plan.system)))
+    room = np.flatnonzero(fits_mask(memory_lower_bound(plan, k), usable_bytes(plan.system)))
     return room, evaluate_chunked(plan, k.take(room))
 
 
