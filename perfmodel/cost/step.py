@@ -126,9 +126,12 @@ def data_parallel_comm(
     zero3: Num = 0.0
     sh = ov.sharding
     per_layer_rows = (zero >= 3) | ((zero == 2) & sh.zero2_per_microbatch)
+    rows = np.broadcast(m, *(g.params for g in groups)).shape
     for g in groups:
         params, n, link = g.params, g.n, g.link
         active = (n > 1) & (params > 0)
+        if not np.any(active):  # nothing to reduce (a dense model's experts; dp 1 everywhere)
+            continue
         grads, weights = params * precision.reduce_bytes, params * precision.weight_bytes
         t_ar = _ring("all-reduce", grads, n, link)
         # ZeRO-1's reduce-scatter and all-gather, over its shard group (cost/sharded.py)
@@ -168,7 +171,7 @@ def data_parallel_comm(
             unprefetched,
         )
         zero3 = zero3 + np.where(active & per_layer_rows, sharded, 0.0)
-    total = np.asarray(reduce + gather)
+    total = np.asarray(reduce + gather) + np.zeros(rows)
     return total, np.zeros_like(total, dtype=float) + zero3
 
 
