@@ -213,14 +213,13 @@ def memory_lower_bound(plan: Plan, k: Knobs) -> Array:
     n_moe = st.moe_layers + (st.mtp if st.mtp_kind else 0)
     whole, expert_layer = _PARAMS.get(plan, None, lambda: _model_params(st))
     tp, pp = k.tp.astype(float), k.pp.astype(float)
-    mesh = _mesh(k, plan.system)
     sharded_over = np.where(k.dp_shard > 0, k.dp_shard, k.dp) * k.cp
     experts_whole = expert_layer * n_moe
     dense = (whole - experts_whole) / (tp * pp)
     states: Array = np.asarray(sum(_state_bytes(st, dense, sharded_over, k.zero_stage)))
     if n_moe:
         rank = experts_whole / (pp * k.ep.astype(float) * k.etp.astype(float))
-        e_shard = expert_shard(mesh.edp, k.dp, k.dp_shard, k.zero_stage)
+        e_shard = expert_shard(_mesh(k, plan.system).edp, k.dp, k.dp_shard, k.zero_stage)
         states = states + np.asarray(sum(_state_bytes(st, rank, e_shard, k.zero_stage)))
     head = _ends(st, k)[1]
     return np.where(k.pp == 1, states + head, np.maximum(states, head))

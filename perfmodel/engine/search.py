@@ -12,6 +12,7 @@ function a single estimate uses, in chunks so memory stays bounded.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -260,12 +261,17 @@ def _exact_top(
                 step = done.closed_step(row)
                 if step is None:  # simulated: the Estimate now
                     est = done[row]
-                    found.append(Candidate(est.values["step_time_s"], done, row, est))
+                    new = Candidate(est.values["step_time_s"], done, row, est)
                 else:
-                    found.append(Candidate(step, done, row))
-                found.sort(key=lambda c: c.step)
+                    new = Candidate(step, done, row)
+                # after those of the same step, as a stable sort of the list with it appended
+                bisect.insort(found, new, key=_step)
                 del found[max(top, 1) * 4 :]  # keep a margin; only the first `top` are returned
     return pool.trim(found)
+
+
+def _step(c: Candidate) -> float:
+    return c.step
 
 
 def _safest(
