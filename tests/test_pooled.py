@@ -191,3 +191,34 @@ def test_a_pool_holds_a_bounded_number_of_rows():
     assert sw._pool_size(small) == sw.PART
     rows = len(enumerate_space(large, False, CP_MIN_TOKENS).knobs)
     assert 1 <= sw._pool_size(large) <= sw.POOL_ROWS // rows < 8
+
+
+def test_a_kind_of_call_is_priced_once_for_every_search(monkeypatch):
+    """The first calls of four searches need two rounds (a round holds two of them); the searches
+    priced in the first round then make their second call, of another kind. The pool prices the
+    calls that come earliest in their searches first, so the second round holds the other two
+    first calls alone, and all four second calls are priced in one evaluation (priced with the
+    oldest calls, the two early searches' second calls would go with the round's first calls,
+    and the late ones' in a round more: that kind priced twice)."""
+    plan = bundled("llama3-8b-h100")
+    plans = [plan.with_training(global_batch_size=b) for b in (16, 32, 64, 128)]
+    first, second = sample(plan, 60), sample(plan, 5)
+    # a round holds two first calls, or two first calls and two second ones
+    monkeypatch.setattr(pooled, "POOLED_ROWS", 2 * len(first) + 2 * len(second))
+    priced: list[tuple[bool, int]] = []
+    real = pooled._price
+
+    def count(group):
+        priced.append((group[0].keep is None, len(group)))
+        real(group)
+
+    monkeypatch.setattr(pooled, "_price", count)
+
+    def work(p):
+        ev.evaluate(p, first, keep=ev.KEEP)
+        return ev.evaluate(p, second)["step_time_s"]
+
+    got = run_with_deadline(lambda: pooled.side_by_side(work, plans))
+    assert priced == [(False, 2), (False, 2), (True, 4)]
+    for p, steps in zip(plans, got):  # each its own batch's figures
+        assert same(steps, ev.evaluate(p, second)["step_time_s"])

@@ -6,10 +6,10 @@ call's fixed cost (its Python and numpy set-up, some 2-4 ms) outweighs its rows.
 that differ only in the global batch price the same kinds of rows in the same order, so here each
 search runs in a thread of its own and, where it calls evaluate, waits; once every search of the
 pool waits, the caller's thread prices the waiting calls together (in rounds of at most POOLED_ROWS
-rows), one evaluate per plan (the global batch aside) and memory switch set, each row with its own
-plan's batch (evaluate's ``batch``), and each search goes on with its own rows. evaluate's formulas
-are row by row, so a pooled row's figures are those of its search alone, to the bit
-(tests/test_pooled.py).
+rows, the calls that come earliest in their searches first), one evaluate per plan (the global batch
+aside) and memory switch set, each row with its own plan's batch (evaluate's ``batch``), and each
+search goes on with its own rows. evaluate's formulas are row by row, so a pooled row's figures are
+those of its search alone, to the bit (tests/test_pooled.py).
 
 Only one search runs Python at a time (the interpreter's lock); the threads are a way to hold
 every search at its evaluate, not to use more cores: review/sweep.py spreads the values over
@@ -55,6 +55,7 @@ class _Call:
     price: Evaluate
     keep: Keep
     turn: threading.Event  # its search's: set when the call is priced and the search may go on
+    index: int  # how many calls its search made before it (0: its first)
     out: dict[str, Any] | None = None
     error: BaseException | None = None
 
@@ -75,7 +76,8 @@ class Pool:
     def evaluate(self, plan: Plan, knobs: Knobs, price: Evaluate, keep: Keep) -> dict[str, Any]:
         """``price``(plan, knobs, its batch, keep), priced with the other searches' calls once
         all wait (engine/evaluate.evaluate hands itself as ``price``)."""
-        call = _Call(plan, knobs, price, keep, _LOCAL.turn)
+        call = _Call(plan, knobs, price, keep, _LOCAL.turn, _LOCAL.calls)
+        _LOCAL.calls += 1
         self.waiting.append(call)
         self._next()
         call.turn.wait()
@@ -99,9 +101,9 @@ class Pool:
 
     def run(self, turns: list[threading.Event]) -> None:
         """The caller's part: start the searches in turn, then, each time the turn comes back,
-        price the calls that have waited longest, POOLED_ROWS of rows at most (so the figures of
-        at most that many rows are held at once), and hand the turn to the first of them; until
-        every search is through."""
+        price the calls that come earliest in their searches (_earliest), POOLED_ROWS of rows at
+        most (so the figures of at most that many rows are held at once), and hand the turn to the
+        first of them; until every search is through."""
         self.due.extend(turns)
         while True:
             self._next()
@@ -109,7 +111,7 @@ class Pool:
             self.pricer.clear()
             if not self.waiting:
                 return
-            calls = self._oldest()
+            calls = self._earliest()
             try:
                 for group in _groups(calls):
                     _price(group)
@@ -119,16 +121,24 @@ class Pool:
                         c.error = e
             self.due.extend(c.turn for c in calls)
 
-    def _oldest(self) -> list[_Call]:
-        """The waiting calls in the order they came, while their rows stay within POOLED_ROWS (the
-        first whatever its rows), taken off the waiting list."""
-        rows, n = 0, 0
+    def _earliest(self) -> list[_Call]:
+        """The waiting calls that come earliest in their searches (the fewest calls before them),
+        in the order they came, while their rows stay within POOLED_ROWS (the first whatever its
+        rows), taken off the waiting list. The searches make the same kinds of calls in the same
+        order, so the calls of one round are mostly of one kind, priced in one evaluation: a
+        search that ran ahead waits for the others to reach its call (pricing the oldest calls
+        instead let the searches whose first call came in a later round trail a round behind,
+        and each kind of call was priced once for each such cohort)."""
+        first = min(c.index for c in self.waiting)
+        rows, taken, rest = 0, [], []
         for c in self.waiting:
-            if n and rows + len(c.knobs) > POOLED_ROWS:
-                break
-            rows, n = rows + len(c.knobs), n + 1
-        calls, self.waiting = self.waiting[:n], self.waiting[n:]
-        return calls
+            if c.index == first and (not taken or rows + len(c.knobs) <= POOLED_ROWS):
+                rows += len(c.knobs)
+                taken.append(c)
+            else:
+                rest.append(c)
+        self.waiting = rest
+        return taken
 
 
 def side_by_side(
@@ -145,7 +155,7 @@ def side_by_side(
     def run(i: int) -> None:
         turns[i].wait()
         turns[i].clear()
-        _LOCAL.pool, _LOCAL.turn = pool, turns[i]
+        _LOCAL.pool, _LOCAL.turn, _LOCAL.calls = pool, turns[i], 0
         try:
             results[i] = work(items[i])
         except BaseException as e:  # handed to the caller below
