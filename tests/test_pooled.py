@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -222,3 +223,30 @@ def test_a_kind_of_call_is_priced_once_for_every_search(monkeypatch):
     assert priced == [(False, 2), (False, 2), (True, 4)]
     for p, steps in zip(plans, got):  # each its own batch's figures
         assert same(steps, ev.evaluate(p, second)["step_time_s"])
+
+
+def test_a_search_that_skips_a_kind_of_call_waits_for_the_others(monkeypatch):
+    """Three searches make a first call, then two of them a call of a second kind that the third
+    skips, then all a call of a third kind: the third waits for the other two to reach it, so that
+    kind is priced once for all three."""
+    plan = bundled("llama3-8b-h100")
+    plans = [plan.with_training(global_batch_size=b) for b in (16, 32, 64)]
+    rows = sample(plan, 8)
+    kinds = {"first": ev.KEEP, "second": ("step_time_s",), "third": None}
+    priced: list[tuple[Any, int]] = []
+    real = pooled._price
+
+    def count(group):
+        priced.append((group[0].keep, len(group)))
+        real(group)
+
+    monkeypatch.setattr(pooled, "_price", count)
+
+    def work(p):
+        ev.evaluate(p, rows, keep=kinds["first"])
+        if p.training.global_batch_size != 64:
+            ev.evaluate(p, rows, keep=kinds["second"])
+        return ev.evaluate(p, rows, keep=kinds["third"])["step_time_s"]
+
+    run_with_deadline(lambda: pooled.side_by_side(work, plans))
+    assert priced == [(kinds["first"], 3), (kinds["second"], 2), (kinds["third"], 3)]

@@ -19,8 +19,8 @@ processes for that.
 from __future__ import annotations
 
 import threading
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any, TypeVar
 
@@ -56,6 +56,7 @@ class _Call:
     keep: Keep
     turn: threading.Event  # its search's: set when the call is priced and the search may go on
     index: int  # how many calls its search made before it (0: its first)
+    kind: Hashable = None  # calls of one kind are priced by one evaluate (_kind)
     out: dict[str, Any] | None = None
     error: BaseException | None = None
 
@@ -71,12 +72,14 @@ class Pool:
     def __init__(self) -> None:
         self.due: deque[threading.Event] = deque()  # searches free to go on, in turn
         self.waiting: list[_Call] = []
+        self.ranks: dict[Hashable, int] = {}  # each kind of call, in the order first priced
         self.pricer = threading.Event()  # the caller's turn: price, or all are through
 
     def evaluate(self, plan: Plan, knobs: Knobs, price: Evaluate, keep: Keep) -> dict[str, Any]:
         """``price``(plan, knobs, its batch, keep), priced with the other searches' calls once
         all wait (engine/evaluate.evaluate hands itself as ``price``)."""
         call = _Call(plan, knobs, price, keep, _LOCAL.turn, _LOCAL.calls)
+        call.kind = _kind(call)
         _LOCAL.calls += 1
         self.waiting.append(call)
         self._next()
@@ -113,8 +116,7 @@ class Pool:
                 return
             calls = self._earliest()
             try:
-                for group in _groups(calls):
-                    _price(group)
+                _price(calls)
             except Exception as e:  # every call of the round ends with it
                 for c in calls:
                     if c.out is None and c.error is None:
@@ -122,17 +124,23 @@ class Pool:
             self.due.extend(c.turn for c in calls)
 
     def _earliest(self) -> list[_Call]:
-        """The waiting calls that come earliest in their searches (the fewest calls before them),
-        in the order they came, while their rows stay within POOLED_ROWS (the first whatever its
-        rows), taken off the waiting list. The searches make the same kinds of calls in the same
-        order, so the calls of one round are mostly of one kind, priced in one evaluation: a
-        search that ran ahead waits for the others to reach its call (pricing the oldest calls
-        instead let the searches whose first call came in a later round trail a round behind,
-        and each kind of call was priced once for each such cohort)."""
-        first = min(c.index for c in self.waiting)
-        rows, taken, rest = 0, [], []
+        """The waiting calls of the kind that comes earliest in the searches (one evaluate prices
+        them: _kind), in the order they came, while their rows stay within POOLED_ROWS (the first
+        whatever its rows), taken off the waiting list. The searches make the same kinds of calls in
+        much the same order, so the kinds are ranked in the order first priced, and a kind not yet
+        priced comes after them, the one most searches wait in first (then the earliest in its
+        search). A search that ran ahead waits for the others to reach its kind of call; then all
+        are priced in one evaluation. (Pricing the oldest calls instead let the searches whose first
+        pass came in a later round trail a round behind, and those that skipped a kind of call run a
+        kind ahead: each kind of small call was priced once for each such cohort.)"""
+        ranks, count = self.ranks, Counter(c.kind for c in self.waiting)
+        head = min(
+            self.waiting, key=lambda c: (ranks.get(c.kind, len(ranks)), -count[c.kind], c.index)
+        )
+        ranks.setdefault(head.kind, len(ranks))
+        rows, taken, rest = 0, list[_Call](), list[_Call]()
         for c in self.waiting:
-            if c.index == first and (not taken or rows + len(c.knobs) <= POOLED_ROWS):
+            if c.kind == head.kind and (not taken or rows + len(c.knobs) <= POOLED_ROWS):
                 rows += len(c.knobs)
                 taken.append(c)
             else:
@@ -184,16 +192,12 @@ def poolable(plans: Sequence[Plan]) -> bool:
     return len({_plan_key(p) for p in plans}) == 1
 
 
-def _groups(calls: list[_Call]) -> list[list[_Call]]:
-    """The calls that one evaluate can price: plans equal but for the global batch, rows priced on
-    one switch set (memory_switches.priced_set; a call of rows of several sets is priced alone,
-    and evaluate refuses it as it would alone), the same figures kept."""
-    out: dict[Any, list[_Call]] = {}
-    for call in calls:
-        code = priced_set(call.knobs.memory_switch)
-        key = ("alone", id(call)) if code is None else (_plan_key(call.plan), code, call.keep)
-        out.setdefault(key, []).append(call)
-    return list(out.values())
+def _kind(call: _Call) -> Hashable:
+    """What one evaluate can price together: plans equal but for the global batch, rows priced on
+    one switch set (memory_switches.priced_set; a call of rows of several sets is its own kind,
+    priced alone, and evaluate refuses it as it would alone), the same figures kept."""
+    code = priced_set(call.knobs.memory_switch)
+    return ("alone", id(call)) if code is None else (_plan_key(call.plan), code, call.keep)
 
 
 # each recent plan's key (writing a plan's JSON costs more than a small evaluation)
