@@ -307,6 +307,7 @@ def test_the_memory_bound_holds_under_every_switch_set_and_profile(framework):
     gathered (torchtitan) or shard the states per tensor (DeepSpeed), the bound stays under the
     priced total: no switch sheds the head's logits, which the bound counts."""
     from perfmodel.engine import memory_switches as ms
+    from perfmodel.engine.memory import switchless_bytes
 
     base = load_plan("llama3-8b-h100.yaml")
     plan = base.with_training(framework=framework)
@@ -324,6 +325,8 @@ def test_the_memory_bound_holds_under_every_switch_set_and_profile(framework):
         k.memory_switch = np.full(len(k), ms.SET_CODES[name])
         bound, total = _bound_and_total(plan, k)
         assert (bound <= total * (1 + 1e-9)).all(), name
+        # what no set sheds (with_switches tries no set on a row it alone does not fit)
+        assert (switchless_bytes(plan, k) <= bound).all(), name
 
 
 def test_the_memory_bound_counts_the_loss_logits_of_a_micro_batch():

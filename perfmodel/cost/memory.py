@@ -162,14 +162,30 @@ def activation_terms(
       saves it gathered, 2 s b h.
     """
     t = np.asarray(t, dtype=float)
-    sbh = np.asarray(s, dtype=float) * b * h
     per_layer = activation_bytes_per_layer(s, b, h, a, t, sp, recompute)
     working = np.where(
         np.asarray(recompute) == 2, activation_bytes_per_layer(s, b, h, a, t, sp, 0), 0.0
     )
+    embed, head = end_terms(s, b, h, V, t, sp, logit_bytes, gathered_head_input)
+    return per_layer, np.asarray(working), embed, head
+
+
+def end_terms(
+    s: Num,
+    b: Num,
+    h: Num,
+    V: Num,
+    t: Num,
+    sp: Num,
+    logit_bytes: float = 4.0,
+    gathered_head_input: bool = False,
+) -> tuple[Array, Array]:
+    """activation_terms' embedding and head terms alone, bytes per micro-batch."""
+    t = np.asarray(t, dtype=float)
+    sbh = np.asarray(s, dtype=float) * b * h
     embed = sbh / np.where(np.asarray(sp, dtype=bool), t, 1.0)
     head_input = np.where(
         np.asarray(sp, dtype=bool) & gathered_head_input, 2.0 * sbh, 2.0 * sbh / t
     )
     head = 2.0 * sbh / t + head_input + logit_bytes * np.asarray(s, dtype=float) * b * V / t
-    return per_layer, np.asarray(working), np.asarray(embed), np.asarray(head)
+    return np.asarray(embed), np.asarray(head)

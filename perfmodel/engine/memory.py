@@ -225,6 +225,14 @@ def memory_lower_bound(plan: Plan, k: Knobs) -> Array:
     return np.where(k.pp == 1, states + head, np.maximum(states, head))
 
 
+def switchless_bytes(plan: Plan, k: Knobs) -> Array:
+    """What no memory switch sheds of each configuration's memory per GPU, bytes: the LM head's
+    input and the loss's logits for a micro-batch, on the head's stage (_ends; the switch sets
+    move the optimizer's states or the layers' activations: engine/memory_switches.py). A row
+    this alone does not fit fits under no set, and memory_lower_bound holds it under every set."""
+    return _ends(Setting.of(plan), k)[1]
+
+
 # each recent plan's parameters: the whole model's, and a MoE layer's routed experts' (the search
 # bounds its rows' states some ten times a plan)
 _PARAMS: ByPlan[tuple[float, float]] = ByPlan(1024)
@@ -371,22 +379,20 @@ def _activations(
 
 def _ends(st: Setting, k: Knobs) -> tuple[Array, Array]:
     """(the embedding's, the LM head's) activations per micro-batch on the stage that holds each,
-    bytes a GPU (cost/memory.activation_terms, over cp): the head's input and the logits the loss
-    holds, once more for each MTP layer's pass through the head."""
+    bytes a GPU (cost/memory.end_terms, over cp): the head's input and the logits the loss holds,
+    once more for each MTP layer's pass through the head."""
     tp, b, cp = (
         k.tp.astype(float),
         k.micro_batch_size.astype(float),
         k.cp.astype(float),
     )
-    _, _, embed, head = mem.activation_terms(
+    embed, head = mem.end_terms(
         st.plan.seq_length,
         b,
         st.shape.hidden,
-        0,
         st.shape.vocab,
         tp,
         k.sequence_parallel,
-        0,
         loss_logit_bytes(st.plan),
         PROFILES[st.plan.training.framework]["sp_gathered_head_input"],
     )

@@ -10,7 +10,7 @@ from perfmodel.cost.memory import RECOMPUTE_CODES
 from perfmodel.engine import memory_switches
 from perfmodel.engine.evaluate import KEEP, evaluate_chunked
 from perfmodel.engine.knobs import Knobs
-from perfmodel.engine.memory import memory_lower_bound
+from perfmodel.engine.memory import memory_lower_bound, switchless_bytes
 from perfmodel.engine.memory_verdict import MEMORY_BAND, fits_mask, margin_mask
 from perfmodel.engine.reserve import usable_bytes
 from perfmodel.specs import Plan
@@ -66,7 +66,10 @@ def with_switches(
     unrecomputed = np.where(np.isfinite(step), step - res["recompute"], -np.inf)
     modules = any(memory_switches.is_recompute(n) for n in sets)
     selective = (knobs.recompute == SELECTIVE) & modules & (unrecomputed < best)
-    rows = np.flatnonzero(~good & ((floor < best) | selective))
+    # a row whose head's input and logits alone do not fit fits under no set (they shed neither)
+    rows = np.flatnonzero(
+        ~good & ((floor < best) | selective) & fits_mask(switchless_bytes(plan, knobs), usable)
+    )
     if not sets or rows.size == 0:
         return knobs, res
     # what a row must shed to fit with margin (margin_mask), from its plain total
@@ -156,6 +159,8 @@ def _evaluated(
     (engine/memory.memory_lower_bound): (the positions in ``rows`` priced, their figures)."""
     k = knobs.take(rows)
     k.memory_switch = codes
+    if not rows.size:
+        return rows, evaluate_chunked(plan, k)
     room = np.flatnonzero(fits_mask(memory_lower_bound(plan, k), usable_bytes(plan.system)))
     return room, evaluate_chunked(plan, k.take(room))
 
