@@ -24,6 +24,7 @@ from perfmodel.cost import Num
 from perfmodel.engine import schedule_steady
 from perfmodel.engine.schedule_times import per_rank, virtual_times
 from perfmodel.engine.schedule_zb import LOOPED, ZERO_BUBBLE, chunks
+from perfmodel.engine.sized_cache import sized_cache
 from perfmodel.errors import PerfModelError
 
 
@@ -315,7 +316,14 @@ def _steps(p: int, m: int, v: int, s: int, order: Order) -> list[Step]:
     return list(zip(a.tolist(), b.tolist(), d.tolist(), (d * m + i).tolist()))
 
 
-@lru_cache(maxsize=64)
+# the walks kept, in steps (p m v forward and as many backward blocks; some 230 bytes each): a
+# sweep of batches walks a few hundred shapes of a few thousand steps (issue 40), which a count of
+# 64 walks made it walk again and again; a budget of steps also keeps a few large ones from
+# filling the memory (about 115 MB at most)
+WALK_STEPS = 500_000
+
+
+@sized_cache(WALK_STEPS, lambda p, m, v, schedule: 2 * p * m * v)
 def _walk(p: int, m: int, v: int, schedule: str) -> _Walk:
     """Walk the schedule once without times: a stage runs until a block waits on one of a
     neighbour's, and runs again when that one is done; the order of visits changes no end (each
