@@ -364,3 +364,24 @@ def test_a_pool_with_a_horizon_keeps_the_exact_top_and_everything_inside_it(gpt3
     inside = [e.config for e in full[3:] if e.values["step_time_s"] <= edge]
     assert [e.config for e in pool[3:]] == inside
     assert len(inside) < len(full) - 3 and steps == sorted(steps)
+
+
+def test_the_memory_bound_never_reads_the_global_batch():
+    """memory_lower_bound prices plans that differ in the global batch alone on one of them
+    (by_plan.batchless, so that a sweep of the batch validates each switched copy once): that
+    needs the bound to read no batch, which the bound of each plan on its own shows, under each
+    switch set."""
+    from perfmodel.engine import memory_switches as ms
+    from perfmodel.engine.memory import _lower_bound, memory_lower_bound
+    from perfmodel.specs.by_plan import batchless
+
+    plan = load_plan("llama3-8b-h100.yaml")
+    knobs = _sample(enumerate_space(plan, False).knobs, 300)
+    other = plan.with_training(global_batch_size=4 * plan.training.global_batch_size)
+    assert batchless(other) is batchless(plan)
+    for name in ["", *ms.usable_sets(plan)]:
+        k = knobs.take(slice(None))
+        k.memory_switch = np.full(len(k), ms.SET_CODES[name])
+        alone = _lower_bound(other, k)
+        assert np.array_equal(_lower_bound(plan, k), alone), name
+        assert np.array_equal(memory_lower_bound(other, k), alone), name

@@ -24,7 +24,7 @@ from perfmodel.engine.mesh import Mesh, expert_shard
 from perfmodel.engine.offloading import Offload, offloads
 from perfmodel.engine.reserve import reserve_bytes
 from perfmodel.engine.sharding_buffers import sharding_buffers
-from perfmodel.specs.by_plan import ByPlan
+from perfmodel.specs.by_plan import ByPlan, batchless
 from perfmodel.specs.framework import PROFILES
 
 if TYPE_CHECKING:
@@ -207,7 +207,12 @@ def memory_lower_bound(plan: Plan, k: Knobs) -> Array:
     stage holds both; else the bound is the larger. The search sets aside, unpriced, what this
     proves cannot fit (engine/search.py); a micro-batch of 8 sequences of 4,096 tokens holds some
     17 GB of Llama 3's logits at tp 1, so most large micro-batches go unpriced. The rows carry one
-    memory switch set (engine/memory_switches.py)."""
+    memory switch set (engine/memory_switches.py). It never reads the global batch, so plans that
+    differ in it alone share one plan's switched copies and setting (by_plan.batchless)."""
+    return _lower_bound(batchless(plan), k)
+
+
+def _lower_bound(plan: Plan, k: Knobs) -> Array:
     plan = memory_switches.uniform_plan(plan, k.memory_switch)
     st = Setting.of(plan)
     n_moe = st.moe_layers + (st.mtp if st.mtp_kind else 0)
@@ -230,7 +235,7 @@ def switchless_bytes(plan: Plan, k: Knobs) -> Array:
     input and the loss's logits for a micro-batch, on the head's stage (_ends; the switch sets
     move the optimizer's states or the layers' activations: engine/memory_switches.py). A row
     this alone does not fit fits under no set, and memory_lower_bound holds it under every set."""
-    return _ends(Setting.of(plan), k)[1]
+    return _ends(Setting.of(batchless(plan)), k)[1]
 
 
 # each recent plan's parameters: the whole model's, and a MoE layer's routed experts' (the search

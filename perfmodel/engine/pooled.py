@@ -29,7 +29,7 @@ import numpy as np
 from perfmodel.engine.knobs import Knobs
 from perfmodel.engine.memory_switches import priced_set
 from perfmodel.specs import Plan
-from perfmodel.specs.by_plan import ByPlan
+from perfmodel.specs.by_plan import batchless_key
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -189,7 +189,7 @@ def side_by_side(
 def poolable(plans: Sequence[Plan]) -> bool:
     """Whether the plans differ in nothing but the global batch (their searches' evaluations can
     then be pooled)."""
-    return len({_plan_key(p) for p in plans}) == 1
+    return len({batchless_key(p) for p in plans}) == 1
 
 
 def _kind(call: _Call) -> Hashable:
@@ -197,18 +197,7 @@ def _kind(call: _Call) -> Hashable:
     one switch set (memory_switches.priced_set; a call of rows of several sets is its own kind,
     priced alone, and evaluate refuses it as it would alone), the same figures kept."""
     code = priced_set(call.knobs.memory_switch)
-    return ("alone", id(call)) if code is None else (_plan_key(call.plan), code, call.keep)
-
-
-# each recent plan's key (writing a plan's JSON costs more than a small evaluation)
-_KEYS: ByPlan[str] = ByPlan(4096)
-
-
-def _plan_key(plan: Plan) -> str:
-    """The plan as JSON but for its global batch."""
-    return _KEYS.get(
-        plan, None, lambda: plan.model_dump_json(exclude={"training": {"global_batch_size"}})
-    )
+    return ("alone", id(call)) if code is None else (batchless_key(call.plan), code, call.keep)
 
 
 # rows priced in one round at most (engine/evaluate.CHUNK's bound on memory: a round holds every

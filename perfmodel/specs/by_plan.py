@@ -32,3 +32,30 @@ class ByPlan(Generic[V]):
             self._entries.clear()
         self._entries[key] = (plan, value)
         return value
+
+
+# each recent plan's JSON but for its global batch (writing it costs some 20 us)
+_BATCHLESS: ByPlan[str] = ByPlan(4096)
+# the first plan asked for each such key, while there are no more than this many
+_FIRST: dict[str, Any] = {}
+FIRST_KEYS = 1024
+
+
+def batchless_key(plan: Any) -> str:
+    """The plan as JSON but for its global batch: equal for plans that differ in it alone."""
+    return _BATCHLESS.get(
+        plan, None, lambda: plan.model_dump_json(exclude={"training": {"global_batch_size"}})
+    )
+
+
+def batchless(plan: Any) -> Any:
+    """One plan for all those equal to ``plan`` but for the global batch (the first one asked
+    for), for figures that never read the batch: what is remembered of that one plan (its
+    switched copies, its setting) serves the others, as in a sweep of the batch (issue 40)."""
+    key = batchless_key(plan)
+    first = _FIRST.get(key)
+    if first is None:
+        if len(_FIRST) >= FIRST_KEYS:
+            _FIRST.clear()
+        first = _FIRST[key] = plan
+    return first
