@@ -250,3 +250,17 @@ def test_a_search_that_skips_a_kind_of_call_waits_for_the_others(monkeypatch):
 
     run_with_deadline(lambda: pooled.side_by_side(work, plans))
     assert priced == [(kinds["first"], 3), (kinds["second"], 2), (kinds["third"], 3)]
+
+
+@pytest.mark.parametrize("name", ["llama3-8b-h100", "deepseek-v3-h100", "gpt3-175b"])
+def test_the_assumptions_never_read_the_global_batch(name):
+    """An Estimate's assumptions are remembered for one plan of those that differ in the global
+    batch alone (by_plan.batchless; engine/estimate.Batch), so each value of a sweep of the batch
+    does not write them again: that needs them to read no batch, under each switch set."""
+    from perfmodel.engine.assumptions import assumptions
+
+    plan = bundled(name)
+    other = plan.with_training(global_batch_size=2 * plan.training.global_batch_size)
+    for switch in ["", *memory_switches.usable_sets(plan)]:
+        a, b = memory_switches.applied(plan, switch), memory_switches.applied(other, switch)
+        assert assumptions(a) == assumptions(b), switch

@@ -32,7 +32,7 @@ from perfmodel.engine.step_figures import BREAKDOWN_KEYS
 from perfmodel.engine.uncertainty import Band
 from perfmodel.errors import PerfModelError
 from perfmodel.specs import Config, Plan
-from perfmodel.specs.by_plan import ByPlan
+from perfmodel.specs.by_plan import ByPlan, batchless
 from perfmodel.specs.framework import PROFILES
 from perfmodel.specs.parallel import Parallel
 
@@ -274,7 +274,9 @@ class Batch:
             switched = memory_switches.applied(plan, name)
             for j, i in enumerate(rows):
                 self.where[i] = (len(self.parts), j)
-            assumed = _ASSUMED.get(switched, None, partial(assumptions, switched))
+            # they never read the global batch: plans that differ in it alone share them
+            first = batchless(switched)
+            assumed = _ASSUMED.get(first, None, partial(assumptions, first))
             self.parts.append((switched, raw, stages, assumed))
         self.columns: dict[int, tuple[list[str], list[tuple[Any, ...]]]] = {}  # per part: _columns
 
