@@ -264,3 +264,21 @@ def test_the_assumptions_never_read_the_global_batch(name):
     for switch in ["", *memory_switches.usable_sets(plan)]:
         a, b = memory_switches.applied(plan, switch), memory_switches.applied(other, switch)
         assert assumptions(a) == assumptions(b), switch
+
+
+def test_plans_that_set_a_flag_themselves_are_not_shared():
+    """Two plans with the same figures, one of which sets a profile flag itself (at the profile's
+    value): a switched copy of each re-fills a different set of flags, and their assumptions count
+    different flags at the profile's defaults, so by_plan.batchless never hands one for the other.
+    """
+    from perfmodel.engine.estimate import estimate
+    from perfmodel.specs.by_plan import batchless
+
+    plan = bundled("llama3-8b-h100")
+    flag = plan.training.profile_flags[0]
+    own = plan.with_training(**{flag: getattr(plan.training, flag)})
+    assert own.model_dump() == plan.model_dump()
+    assert batchless(own) is not batchless(plan)
+    cfg = plan_search(plan, presets.error_bands(), top=1).results[0].config
+    counts = [estimate(p, cfg).assumed for p in (plan, own)]
+    assert counts[0] != counts[1]

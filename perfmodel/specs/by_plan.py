@@ -42,10 +42,15 @@ FIRST_KEYS = 1024
 
 
 def batchless_key(plan: Any) -> str:
-    """The plan as JSON but for its global batch: equal for plans that differ in it alone."""
-    return _BATCHLESS.get(
-        plan, None, lambda: plan.model_dump_json(exclude={"training": {"global_batch_size"}})
-    )
+    """The plan as JSON but for its global batch, and which training fields it set itself (those
+    it left out take the framework profile's defaults again in a changed copy, and the assumptions
+    name them): equal for plans that differ in the batch alone."""
+
+    def key() -> str:
+        given = sorted(k for k in plan.training.given() if k != "global_batch_size")
+        return plan.model_dump_json(exclude={"training": {"global_batch_size"}}) + repr(given)
+
+    return _BATCHLESS.get(plan, None, key)
 
 
 def batchless(plan: Any) -> Any:
