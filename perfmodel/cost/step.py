@@ -128,32 +128,11 @@ def data_parallel_comm(
     per_layer_rows = (zero >= 3) | ((zero == 2) & sh.zero2_per_microbatch)
     rows = np.broadcast(m, *(g.params for g in groups)).shape
     for g in groups:
-        params, n, link = g.params, g.n, g.link
-        active = (n > 1) & (params > 0)
+        active = (g.n > 1) & (g.params > 0)
         if not np.any(active):  # nothing to reduce (a dense model's experts; dp 1 everywhere)
             continue
-        grads, weights = params * precision.reduce_bytes, params * precision.weight_bytes
-        t_ar = _ring("all-reduce", grads, n, link)
-        # ZeRO-1's reduce-scatter and all-gather, over its shard group (cost/sharded.py)
-        t_rs, t_ag = zero1_traffic(g, grads, weights, sh)
-        # the last (first) bucket's share
-        last = np.minimum(1.0, ov.bucket_params / np.maximum(params, 1.0))
-        step_reduce = np.where(zero >= 1, t_rs, t_ar)
-        if ov.grad_reduce:
-            step_reduce = (
-                coll.overlapped_time(step_reduce, w.last_backward, ov.penalty) + last * step_reduce
-            )
-        per_mb_rs = coll.overlapped_time(t_rs, w.backward, ov.penalty) if ov.grad_reduce else t_rs
-        reduce = reduce + np.where(
-            active & ~per_layer_rows,
-            np.where(zero == 2, m * per_mb_rs, step_reduce),
-            0.0,
-        )
-        t_gather = (
-            (coll.overlapped_time(t_ag, w.first_forward, ov.penalty) + last * t_ag)
-            if ov.param_gather
-            else t_ag
-        )
+        t_reduce, t_gather = _bucketed(g, zero, m, w, ov, precision)
+        reduce = reduce + np.where(active & ~per_layer_rows, t_reduce, 0.0)
         gather = gather + np.where(active & (zero >= 1) & ~per_layer_rows, t_gather, 0.0)
         if not np.any(active & per_layer_rows):
             continue
@@ -173,6 +152,33 @@ def data_parallel_comm(
         zero3 = zero3 + np.where(active & per_layer_rows, sharded, 0.0)
     total = np.asarray(reduce + gather) + np.zeros(rows)
     return total, np.zeros_like(total, dtype=float) + zero3
+
+
+def _bucketed(
+    g: Group, zero: Num, m: Num, w: Windows, ov: Overlap, precision: Precision
+) -> tuple[Num, Num]:
+    """(gradient reduction, parameter gather) seconds a step of one group's bucketed collectives
+    (data_parallel_comm's ZeRO 0-2), each less what its window hides: the reduction once a step
+    (ZeRO-2: once a micro-batch), the gather once a step."""
+    params, n, sh = g.params, g.n, ov.sharding
+    grads, weights = params * precision.reduce_bytes, params * precision.weight_bytes
+    t_ar = _ring("all-reduce", grads, n, g.link)
+    # ZeRO-1's reduce-scatter and all-gather, over its shard group (cost/sharded.py)
+    t_rs, t_ag = zero1_traffic(g, grads, weights, sh)
+    # the last (first) bucket's share
+    last = np.minimum(1.0, ov.bucket_params / np.maximum(params, 1.0))
+    step_reduce = np.where(zero >= 1, t_rs, t_ar)
+    if ov.grad_reduce:
+        step_reduce = (
+            coll.overlapped_time(step_reduce, w.last_backward, ov.penalty) + last * step_reduce
+        )
+    per_mb_rs = coll.overlapped_time(t_rs, w.backward, ov.penalty) if ov.grad_reduce else t_rs
+    t_gather = (
+        (coll.overlapped_time(t_ag, w.first_forward, ov.penalty) + last * t_ag)
+        if ov.param_gather
+        else t_ag
+    )
+    return np.where(zero == 2, m * per_mb_rs, step_reduce), t_gather
 
 
 def optimizer_step_bytes(p: Precision, fp8_param_gather: bool = False) -> float:

@@ -49,27 +49,7 @@ def with_switches(
     step = res["step_time_s"]
     good = safe(res["total_bytes"]) & res["fits"] & np.isfinite(step)
     best = float(step[good].min()) if good.any() else np.inf
-    # a switched step is no faster than the plain one less what the switches change; one that
-    # cannot be faster than the fastest plain configuration that fits with margin cannot come
-    # first (annotate gives that one the answer unless beaten by more than its band). Unpriced
-    # rows (their memory bound did not fit) are bounded once a set prices them.
-    if plan.training.grad_accumulation_fusion:
-        floor = step - res["switchable_s"]
-    else:
-        floor = step * (1 - SWITCH_MARGIN)
-    floor = np.where(np.isfinite(step), floor, -np.inf)
-    # the optimizer's switches leave the activations as they are: a row whose activations alone
-    # do not fit with margin is left to the recompute modules (0: not priced, not known)
-    acts = res["activations_bytes"].copy()
-    # the recompute modules replace the attention core's recompute: a selective step with them
-    # is no faster than the plain one without any recompute
-    unrecomputed = np.where(np.isfinite(step), step - res["recompute"], -np.inf)
-    modules = any(memory_switches.is_recompute(n) for n in sets)
-    selective = (knobs.recompute == SELECTIVE) & modules & (unrecomputed < best)
-    # a row whose head's input and logits alone do not fit fits under no set (they shed neither)
-    rows = np.flatnonzero(
-        ~good & ((floor < best) | selective) & fits_mask(switchless_bytes(plan, knobs), usable)
-    )
+    rows, floor, acts, unrecomputed = _candidates(plan, knobs, res, sets, good, best)
     if not sets or rows.size == 0:
         return knobs, res
     # what a row must shed to fit with margin (margin_mask), from its plain total
@@ -108,6 +88,42 @@ def with_switches(
         if rows.size == 0:
             break
     return _twins(plain_knobs, plain, knobs, res)
+
+
+def _candidates(
+    plan: Plan,
+    knobs: Knobs,
+    res: dict[str, np.ndarray],
+    sets: list[str],
+    good: np.ndarray,
+    best: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """with_switches' rows a set may bring first (``good``: the rows that fit with margin, the
+    fastest of them ``best``), and what gates each set on them: (those rows, each row's floor on a
+    switched step, its activations, its step without recompute)."""
+    step, usable = res["step_time_s"], usable_bytes(plan.system)
+    # a switched step is no faster than the plain one less what the switches change; one that
+    # cannot be faster than the fastest plain configuration that fits with margin cannot come
+    # first (annotate gives that one the answer unless beaten by more than its band). Unpriced
+    # rows (their memory bound did not fit) are bounded once a set prices them.
+    if plan.training.grad_accumulation_fusion:
+        floor = step - res["switchable_s"]
+    else:
+        floor = step * (1 - SWITCH_MARGIN)
+    floor = np.where(np.isfinite(step), floor, -np.inf)
+    # the optimizer's switches leave the activations as they are: a row whose activations alone
+    # do not fit with margin is left to the recompute modules (0: not priced, not known)
+    acts = res["activations_bytes"].copy()
+    # the recompute modules replace the attention core's recompute: a selective step with them
+    # is no faster than the plain one without any recompute
+    unrecomputed = np.where(np.isfinite(step), step - res["recompute"], -np.inf)
+    modules = any(memory_switches.is_recompute(n) for n in sets)
+    selective = (knobs.recompute == SELECTIVE) & modules & (unrecomputed < best)
+    # a row whose head's input and logits alone do not fit fits under no set (they shed neither)
+    rows = np.flatnonzero(
+        ~good & ((floor < best) | selective) & fits_mask(switchless_bytes(plan, knobs), usable)
+    )
+    return rows, floor, acts, unrecomputed
 
 
 def _twins(

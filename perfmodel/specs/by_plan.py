@@ -48,7 +48,7 @@ def batchless_key(plan: Any) -> str:
 
     def key() -> str:
         given = sorted(k for k in plan.training.given() if k != "global_batch_size")
-        return plan.model_dump_json(exclude={"training": {"global_batch_size"}}) + repr(given)
+        return str(plan.model_dump_json(exclude={"training": {"global_batch_size"}})) + repr(given)
 
     return _BATCHLESS.get(plan, None, key)
 
