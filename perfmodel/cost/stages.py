@@ -75,9 +75,14 @@ class Stages:
     def present_max(self, per_class: Array) -> Array:
         return np.asarray(np.where(self.count > 0, per_class, -np.inf).max(axis=1))
 
-    def expand(self, per_class: Array, row: int = 0) -> list[float]:
-        """The per-stage list of one configuration, first stage first."""
-        values = np.asarray(per_class[row], dtype=float).tolist()
+    def expand(self, per_class: Array | list[list[float]], row: int = 0) -> list[float]:
+        """The per-stage list of one configuration, first stage first (``per_class``: an array,
+        or its rows as lists of floats)."""
+        values = (
+            per_class[row]
+            if isinstance(per_class, list)
+            else np.asarray(per_class[row], dtype=float).tolist()
+        )
         return [values[c] for c in self._classes_of_stages(row)]
 
     def _classes_of_stages(self, row: int) -> list[int]:

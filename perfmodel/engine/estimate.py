@@ -347,10 +347,10 @@ def _one(
     values["closed_form_step_time_s"] = values["step_time_s"]
     values["bubble_simulated_over_step"] = values["bubble_over_step"]
     tf, tb = stages.per_stage(row)
+    tw = stages.wgrad_per_stage(row)
     notes = []
     if simulate and _pipelined(cfg):
         if _walkable(cfg):
-            tw = stages.wgrad_per_stage(row)
             _refine_with_simulation(cfg, values, tf, tb, not plan.training.p2p_overlap, tw)
         else:
             notes.append(
@@ -370,7 +370,7 @@ def _one(
         compute_dtype=plan.training.dtype,
         mfu_peak=plan.training.mfu_peak or plan.training.dtype,
         mtp=plan.model.mtp_num_layers,
-        stage_wgrad_s=stages.wgrad_per_stage(row),
+        stage_wgrad_s=tw,
     )
     est.assumed += config_assumptions(plan, cfg, est.stage_layers)
     est.run = training_run(plan, values["step_time_s"])

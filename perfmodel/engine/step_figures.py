@@ -5,6 +5,7 @@ bubble's shares: SPEC 7-8), and the per-stage arrays the schedule simulator read
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -42,12 +43,19 @@ class StageArrays:
 
     def per_stage(self, row: int = 0) -> tuple[list[float], list[float]]:
         """Forward and backward seconds per micro-batch of each stage, first stage first."""
-        tf, tt = self.stages.expand(self.fwd, row), self.stages.expand(self.time, row)
+        fwd, time, _ = self._lists
+        tf, tt = self.stages.expand(fwd, row), self.stages.expand(time, row)
         return tf, [t - f for t, f in zip(tt, tf)]
 
     def wgrad_per_stage(self, row: int = 0) -> list[float]:
         """The weight-gradient part of each stage's backward seconds, first stage first."""
-        return self.stages.expand(self.wgrad, row)
+        return self.stages.expand(self._lists[2], row)
+
+    @cached_property
+    def _lists(self) -> tuple[list[list[float]], list[list[float]], list[list[float]]]:
+        """fwd, time and wgrad as Python lists, each row's made once for all the rows an
+        Estimate is made of (numpy's indexing of one row costs more than its list)."""
+        return self.fwd.tolist(), self.time.tolist(), self.wgrad.tolist()
 
 
 def stage_figures(
