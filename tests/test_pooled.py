@@ -253,14 +253,16 @@ def test_a_search_that_skips_a_kind_of_call_waits_for_the_others(monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["llama3-8b-h100", "deepseek-v3-h100", "gpt3-175b"])
-def test_the_assumptions_never_read_the_global_batch(name):
-    """An Estimate's assumptions are remembered for one plan of those that differ in the global
-    batch alone (by_plan.batchless; engine/estimate.Batch), so each value of a sweep of the batch
-    does not write them again: that needs them to read no batch, under each switch set."""
+def test_the_assumptions_and_switch_sets_never_read_the_global_batch(name):
+    """An Estimate's assumptions and the usable switch sets are remembered for one plan of those
+    that differ in the global batch alone (by_plan.batchless; engine/estimate.Batch,
+    memory_switches.usable_sets), so each value of a sweep of the batch does not work them out
+    again: that needs them to read no batch (the assumptions under each switch set)."""
     from perfmodel.engine.assumptions import assumptions
 
     plan = bundled(name)
     other = plan.with_training(global_batch_size=2 * plan.training.global_batch_size)
+    assert memory_switches._usable_sets(plan) == memory_switches._usable_sets(other)
     for switch in ["", *memory_switches.usable_sets(plan)]:
         a, b = memory_switches.applied(plan, switch), memory_switches.applied(other, switch)
         assert assumptions(a) == assumptions(b), switch

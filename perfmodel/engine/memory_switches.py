@@ -77,7 +77,7 @@ from perfmodel.engine.switch_table import (
     offloaded_counts,
     offloaded_layers,
 )
-from perfmodel.specs.by_plan import ByPlan
+from perfmodel.specs.by_plan import ByPlan, batchless
 
 if TYPE_CHECKING:  # the outputs read the names and marks here without loading the specs
     from perfmodel.specs import Plan
@@ -241,7 +241,17 @@ def _module_offload_allowed(plan: Plan, switch: str) -> bool:
 
 def usable_sets(plan: Plan) -> list[str]:
     """The switch sets (beyond none) the plan's framework runs and the plan leaves free; of the
-    activation offloading sets that offload the same layers on this model, the first."""
+    activation offloading sets that offload the same layers on this model, the first. They never
+    read the global batch: plans that differ in it alone share them (by_plan.batchless)."""
+    first = batchless(plan)
+    return list(_USABLE.get(first, None, lambda: _usable_sets(first)))
+
+
+# the recent plans' usable sets (a search asks once, a sweep of the batch once a value)
+_USABLE: ByPlan[list[str]] = ByPlan(1024)
+
+
+def _usable_sets(plan: Plan) -> list[str]:
     out, counts = [], set()
     known: dict[str, bool] = {}
 
