@@ -4,6 +4,9 @@ perfmodel/engine/rules.py applies them; the rule IDs are those of `perfmodel che
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from perfmodel.engine.facts import (
@@ -23,6 +26,13 @@ from perfmodel.engine.facts import (
 from perfmodel.engine.framework_rules import FRAMEWORK_RULES
 
 __all__ = ["KNOB_RULES", "RULES", "Facts", "Rule"]
+
+
+def _only_where(rows: Any, broken: Callable[[], Any]) -> Any:
+    """``rows & broken()``, broken() worked out only where some row is one of ``rows`` (a rule
+    of one schedule, over a search's rows of others)."""
+    rows = np.asarray(rows, dtype=bool)
+    return rows & broken() if rows.any() else rows
 
 
 def _replicas_text(f: Facts) -> str:
@@ -203,8 +213,13 @@ RULES: tuple[Rule, ...] = (
         ("pp", "dp", "micro_batch_size", "schedule"),
         # DualPipe.step asserts an even rank count and num_chunks even and >= 2 x ranks
         # (deepseek-ai/DualPipe, dualpipe.py): half the micro-batches enter from each end
-        lambda f: dualpipe(f)
-        & ((as_array(f.pp) < 2) | (as_array(f.pp) % 2 != 0) | (f.m % 2 != 0) | (f.m < 2 * f.pp)),
+        lambda f: _only_where(
+            dualpipe(f),
+            lambda: (as_array(f.pp) < 2)
+            | (as_array(f.pp) % 2 != 0)
+            | (f.m % 2 != 0)
+            | (f.m < 2 * f.pp),
+        ),
         lambda f: (
             f"schedule dualpipe needs an even pp >= 2 (pp({f.pp})) and an even micro-batch count"
             f" m >= 2 pp (m({f.m})): half the micro-batches enter from each end"
@@ -280,7 +295,9 @@ RULES: tuple[Rule, ...] = (
         "parallel.pp",
         ("pp", "dp", "micro_batch_size", "schedule"),
         # DualPipeV.step asserts num_chunks >= num_ranks * 2 (deepseek-ai/DualPipe, dualpipev.py)
-        lambda f: dualpipev(f) & ((as_array(f.pp) < 2) | (f.m < 2 * as_array(f.pp))),
+        lambda f: _only_where(
+            dualpipev(f), lambda: (as_array(f.pp) < 2) | (f.m < 2 * as_array(f.pp))
+        ),
         lambda f: (
             f"schedule dualpipev needs pp >= 2 (pp({f.pp})) and m >= 2 pp micro-batches"
             f" (m({f.m})) (deepseek-ai/DualPipe, dualpipev.py); change pp, global_batch_size or"
