@@ -229,8 +229,15 @@ def _price(group: list[_Call]) -> None:
 def _rows(value: Any, rows: slice, n: int) -> Any:
     """``value`` (an evaluate output: arrays a row each, their dicts and dataclasses, or a figure
     for all rows) at ``rows``."""
-    if isinstance(value, dict):
-        return {k: _rows(v, rows, n) for k, v in value.items()}
+    if isinstance(value, dict):  # mostly arrays a row each: sliced here, not a call each
+        return {
+            k: (
+                v[rows]
+                if type(v) is np.ndarray and v.ndim and v.shape[0] == n
+                else _rows(v, rows, n)
+            )
+            for k, v in value.items()
+        }
     if isinstance(value, np.ndarray):
         return value[rows] if value.ndim and value.shape[0] == n else value
     if is_dataclass(value) and not isinstance(value, type):
