@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -56,9 +56,12 @@ class _Call:
     keep: Keep
     turn: threading.Event  # its search's: set when the call is priced and the search may go on
     index: int  # how many calls its search made before it (0: its first)
-    kind: Hashable = None  # calls of one kind are priced by one evaluate (_kind)
+    kind: Hashable = field(init=False)  # calls of one kind are priced by one evaluate (_kind)
     out: dict[str, Any] | None = None
     error: BaseException | None = None
+
+    def __post_init__(self) -> None:
+        self.kind = _kind(self)
 
 
 class Pool:
@@ -79,7 +82,6 @@ class Pool:
         """``price``(plan, knobs, its batch, keep), priced with the other searches' calls once
         all wait (engine/evaluate.evaluate hands itself as ``price``)."""
         call = _Call(plan, knobs, price, keep, _LOCAL.turn, _LOCAL.calls)
-        call.kind = _kind(call)
         _LOCAL.calls += 1
         self.waiting.append(call)
         self._next()

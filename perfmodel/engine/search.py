@@ -40,9 +40,9 @@ def _evaluate_what_can_fit(
 ) -> dict[str, np.ndarray]:
     """evaluate_chunked over the configurations whose memory bound leaves room in HBM (the model
     states and the loss's logits: engine/memory.memory_lower_bound, a bound every priced total
-    reaches); the rest are recorded
-    as not fitting, at that bound, and not priced. When the bound leaves nothing, everything is
-    priced, so what is reported about the leanest configuration is its real memory."""
+    reaches); the rest are recorded as not fitting, at that bound, and not priced. When the bound
+    leaves nothing, everything is priced, so what is reported about the leanest configuration is
+    its real memory."""
     usable = usable_bytes(plan.system)
     bound = memory_lower_bound(plan, knobs)
     keep = np.flatnonzero(fits_mask(bound, usable))

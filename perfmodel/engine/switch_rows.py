@@ -40,6 +40,8 @@ def with_switches(
     fine-grained ones (_module_offload). A row no set rescues keeps its plain figures; a tight one
     a set rescues at a slower step keeps them too, beside its switched twin (_twins)."""
     sets = memory_switches.usable_sets(plan)
+    if not sets:  # the framework runs none, or the plan sets their fields itself
+        return knobs, res
     usable = usable_bytes(plan.system)
     plain_knobs, plain = knobs, res
 
@@ -50,7 +52,7 @@ def with_switches(
     good = safe(res["total_bytes"]) & res["fits"] & np.isfinite(step)
     best = float(step[good].min()) if good.any() else np.inf
     rows, floor, acts, unrecomputed = _candidates(plan, knobs, res, sets, good, best)
-    if not sets or rows.size == 0:
+    if rows.size == 0:
         return knobs, res
     # what a row must shed to fit with margin (margin_mask), from its plain total
     need = res["total_bytes"] - usable / (1 + MEMORY_BAND)
